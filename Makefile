@@ -1,0 +1,42 @@
+# Two entry points (see README): `make report` and `make test`. Both install what they need.
+PY ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+# ttnn wheels exist for CPython 3.10 / 3.12 only: its bit-exactness test runs in a venv of its own.
+TTNN_VENV ?= .venv-ttnn
+TTNN_BASE_PY ?= $(shell command -v python3.12 || ls -d /root/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -1 || command -v python3.10)
+export TT_METAL_MOCK_CLUSTER_DESC_PATH ?= $(CURDIR)/device/mock/blackhole_p150.yaml
+
+.PHONY: install report test test-core test-ttnn bench lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[oracle,dev]'
+	touch $@
+
+$(TTNN_VENV)/.installed: pyproject.toml
+	@test -n "$(TTNN_BASE_PY)" || { echo "no CPython 3.12/3.10 found for ttnn (set TTNN_BASE_PY)"; exit 1; }
+	$(TTNN_BASE_PY) -m venv $(TTNN_VENV)
+	$(TTNN_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TTNN_VENV)/bin/python -m pip install -q -e '.[device,dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+report: $(VENV)/.installed
+	$(VPY) -m experiments.report
+
+test: test-core test-ttnn
+
+test-core: $(VENV)/.installed
+	$(VPY) -m pytest -q
+
+test-ttnn: $(TTNN_VENV)/.installed
+	$(TTNN_VENV)/bin/python -m pytest -q tests/test_numerics_ttnn.py
+
+lint: $(VENV)/.installed
+	$(VPY) -m ruff check jaxref costmodel device experiments tests
+
+clean:
+	rm -rf $(VENV) $(TTNN_VENV) *.egg-info .pytest_cache
