@@ -4,7 +4,11 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 # ttnn wheels exist for CPython 3.10 / 3.12 only: its bit-exactness test runs in a venv of its own.
 TTNN_VENV ?= .venv-ttnn
-TTNN_BASE_PY ?= $(shell command -v python3.12 || ls -d /root/.pyenv/versions/3.12*/bin/python 2>/dev/null | tail -1 || command -v python3.10)
+# The first interpreter that really runs as 3.12 / 3.10 (a pyenv shim for an inactive version exists but fails).
+TTNN_BASE_PY ?= $(shell for p in python3.12 python3.10 $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.12*/bin/python \
+	$${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10*/bin/python; do \
+	"$$p" -c "import sys; sys.exit(sys.version_info[:2] not in ((3, 12), (3, 10)))" >/dev/null 2>&1 \
+	&& { echo "$$p"; break; }; done)
 export TT_METAL_MOCK_CLUSTER_DESC_PATH ?= $(CURDIR)/device/mock/blackhole_p150.yaml
 
 .PHONY: install report test test-core test-ttnn bench lint clean
@@ -32,8 +36,9 @@ test: test-core test-ttnn
 test-core: $(VENV)/.installed
 	$(VPY) -m pytest -q
 
+# quantize_bfp / round_bf16 bit for bit against ttnn's host converter (mock Blackhole, no chip needed).
 test-ttnn: $(TTNN_VENV)/.installed
-	$(TTNN_VENV)/bin/python -m pytest -q tests/test_numerics_ttnn.py
+	TT_LOGGER_LEVEL=$${TT_LOGGER_LEVEL:-error} $(TTNN_VENV)/bin/python -m pytest -q tests/test_numerics_ttnn.py
 
 lint: $(VENV)/.installed
 	$(VPY) -m ruff check jaxref costmodel device experiments tests

@@ -1,6 +1,53 @@
 """Pure-JAX references: the Alpamayo action expert golden, ADR-0060 attention algorithms, TT numerics."""
 
+from jaxref.action import (
+    ActionInParams,
+    ActionOutParams,
+    UnicycleConfig,
+    action_in_proj,
+    action_out_proj,
+    action_to_traj,
+    euler_sample,
+)
 from jaxref.config import ActionInConfig, ExpertConfig
+from jaxref.expert import ExpertParams, KVCache, expert_stack, sample, velocity
+from jaxref.layers import LayerParams, attend_exact, attend_tail_slot, decoder_layer, rms_norm
 from jaxref.precision import Precision
+from jaxref.weights import (
+    from_hf_state_dict,
+    init_cache,
+    init_params,
+    load_safetensors,
+    save_safetensors,
+    to_hf_state_dict,
+)
 
-__all__ = ["ActionInConfig", "ExpertConfig", "Precision"]
+# The flax NNX wrapper lives in ``jaxref.nnx`` (imported on demand: it pulls in flax).
+__all__ = [
+    "ActionInConfig",
+    "ActionInParams",
+    "ActionOutParams",
+    "ExpertConfig",
+    "ExpertParams",
+    "KVCache",
+    "LayerParams",
+    "Precision",
+    "UnicycleConfig",
+    "action_in_proj",
+    "action_out_proj",
+    "action_to_traj",
+    "attend_exact",
+    "attend_tail_slot",
+    "decoder_layer",
+    "euler_sample",
+    "expert_stack",
+    "from_hf_state_dict",
+    "init_cache",
+    "init_params",
+    "load_safetensors",
+    "rms_norm",
+    "sample",
+    "save_safetensors",
+    "to_hf_state_dict",
+    "velocity",
+]

@@ -1,8 +1,43 @@
 """ADR-0060 attention algorithms as executable, differentiable references.
 
-Layout everywhere: q [T, N, H], k / v [S, K, H] (no batch axis; ``jax.vmap`` adds one).
+Layout everywhere: q [T, N, H], k / v [S, K, H] (no batch axis; ``jax.vmap`` adds one). Every
+algorithm returns ``(out [T, N, H], lse [N, T])`` like ``attention_reference`` (a fully masked row
+gives out 0, lse MASK_LSE) and has a ``*_schedule`` planning function returning, as plain data,
+the plan the numeric code executes.
+
+* ``flash_attention`` / ``flash_schedule``: tiled online softmax, GQA M-fold, causal tile skip.
+* ``split_kv_attention`` / ``split_kv_schedule``: decode-SP over C x P ranks, 2-level reduce.
+* ``ring_attention`` / ``ring_schedule``: prefill-SP, head-parallel ring KV, causal step skip.
+* ``KVPlacement``: token -> (CUBE, PE, slot) maps (round-robin and contiguous layouts).
 """
 
+from jaxref.attention.flash import (
+    TileConfig,
+    flash_attention,
+    flash_attention_jit,
+    flash_plan,
+    flash_schedule,
+)
+from jaxref.attention.geometry import AttentionGeometry
+from jaxref.attention.placement import LAYOUTS, KVPlacement
+from jaxref.attention.reduce import REDUCES, cube_mesh_shape, reduce_partials, reduce_plan
 from jaxref.attention.reference import MASK_LSE, MASK_VALUE, attention_reference, causal_mask
+from jaxref.attention.ring import ORDERINGS, ring_attention, ring_attention_jit, ring_blocks, ring_schedule
+from jaxref.attention.schedule import FlashSchedule, ReducePlan, RingSchedule, SplitKVSchedule, SweepCounts
+from jaxref.attention.split_kv import (
+    split_kv_attention,
+    split_kv_attention_jit,
+    split_kv_partials,
+    split_kv_schedule,
+)
+from jaxref.attention.sweep import Partial, finalize, merge
 
-__all__ = ["MASK_LSE", "MASK_VALUE", "attention_reference", "causal_mask"]
+__all__ = [
+    "LAYOUTS", "MASK_LSE", "MASK_VALUE", "ORDERINGS", "REDUCES",
+    "AttentionGeometry", "FlashSchedule", "KVPlacement", "Partial", "ReducePlan", "RingSchedule",
+    "SplitKVSchedule", "SweepCounts", "TileConfig",
+    "attention_reference", "causal_mask", "cube_mesh_shape", "finalize", "flash_attention",
+    "flash_attention_jit", "flash_plan", "flash_schedule", "merge", "reduce_partials", "reduce_plan",
+    "ring_attention", "ring_attention_jit", "ring_blocks", "ring_schedule", "split_kv_attention",
+    "split_kv_attention_jit", "split_kv_partials", "split_kv_schedule",
+]

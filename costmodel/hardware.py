@@ -1,0 +1,224 @@
+"""Hardware specs as differentiable pytrees: Tenstorrent Blackhole (p150a, p100a) and AHBM.
+
+Every number is a named float leaf with its unit in the name (``*_bytes_per_s``, ``*_hz``,
+``*_cycles``, ``*_s``) so ``jax.grad`` of a cost flows into it; structure that selects code paths
+(grid shape, counts of banks / PEs) is static tree metadata. ``SOURCES`` gives the provenance of
+each number; ``spec_table(hw)`` lists value, unit and source for reports.
+
+Sources (see shared REFERENCE.md §2/§3):
+  [BH-guide]  tenstorrent/tt-metal tech_reports/Blackhole/BlackholeBringUpProgrammingGuide.md
+  [BH-gemm]   tenstorrent/tt-metal tech_reports/Blackhole_GEMM_FLOPS/GEMM_FLOPS_BH.md
+  [BH-specs]  docs.tenstorrent.com Blackhole p150a / p100a specifications
+  [tile]      tt-metal tile sizes (tt::tile_size(DataFormat)): 32x32 tile, bfp formats carry one
+              8-bit exponent per 16-element face row -> 64 exponent bytes per tile
+  [ADR-0060]  kernbench ADR-0003/0004/0017/0023 numbers quoted in seeds/ADR-0060-...md
+  [assumed]   not public; a documented default, to be replaced by a measurement
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from costmodel._pytree import pytree_dataclass, static_field
+
+# ---- bytes per 32x32 tile ------------------------------------------------------------------------
+# Bytes, never elements: bfp8 = 1024 one-byte sign+mantissa values + 64 shared exponents (one per
+# 16-value face row: 4 faces x 16 rows); bfp4 = 512 bytes of 4-bit values + 64 exponents. [tile]
+TILE_BYTES: dict[str, int] = {"fp32": 4096, "bf16": 2048, "bfp8": 1088, "bfp4": 576}
+TILE = 32  # tile edge (rows = columns), elements
+
+# Math fidelity -> passes of the matrix engine per tile (HiFiN = 1/N of the LoFi rate). [BH-gemm]
+FIDELITY_PASSES: dict[str, int] = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
+
+
+def tile_bytes(fmt: str) -> int:
+    """Bytes of one 32x32 tile stored in ``fmt`` ('fp32' | 'bf16' | 'bfp8' | 'bfp4')."""
+    if fmt not in TILE_BYTES:
+        raise ValueError(f"dtype={fmt!r} unknown; expected one of {sorted(TILE_BYTES)}")
+    return TILE_BYTES[fmt]
+
+
+def fidelity_passes(fidelity: str) -> int:
+    """Matrix-engine passes per tile for a math fidelity ('LoFi' | 'HiFi2' | 'HiFi3' | 'HiFi4')."""
+    if fidelity not in FIDELITY_PASSES:
+        raise ValueError(f"fidelity={fidelity!r} unknown; expected one of {sorted(FIDELITY_PASSES)}")
+    return FIDELITY_PASSES[fidelity]
+
+
+# ---- Blackhole -------------------------------------------------------------------------------------
+@pytree_dataclass
+class Blackhole:
+    """One Blackhole board. Float leaves are differentiable; the grid is static."""
+
+    dram_peak_bytes_per_s: float  # GDDR6 peak: 256-bit x 16 GT/s = 512 GB/s (p150a)
+    dram_capacity_bytes: float  # GDDR6 capacity
+    clock_hz: float  # AI clock (Tensix), up to 1.35 GHz
+    matmul_flops_per_cycle_per_core: float  # matrix engine at LoFi: 4096 FLOP/cycle/core
+    noc_bytes_per_cycle_per_link: float  # NoC flit width: 64 B/cycle/link/direction
+    noc_hop_cycles: float  # router hop latency
+    l1_bytes_per_core: float  # usable L1 per Tensix core (1464 KB)
+    eth_bytes_per_s: float  # Ethernet per link per direction (unused by the single-chip expert)
+    name: str = static_field(default="p150a")
+    grid_x: int = static_field(default=11)  # ttnn compute grid columns (one column kept for dispatch)
+    grid_y: int = static_field(default=10)  # ttnn compute grid rows
+    dram_banks: int = static_field(default=8)
+
+    @property
+    def grid_cores(self) -> int:
+        """Tensix cores of the ttnn compute grid (110 on p150a)."""
+        return self.grid_x * self.grid_y
+
+    @property
+    def noc_link_bytes_per_s(self):
+        """One NoC link, one direction: 64 B/cycle x clock (~86 GB/s at 1.35 GHz)."""
+        return self.noc_bytes_per_cycle_per_link * self.clock_hz
+
+    def tile_matmul_cycles(self, fidelity: str):
+        """Cycles of one 32x32x32 tile product on one core: 2*32^3 / (4096 FLOP/cycle) x passes."""
+        return 2.0 * TILE**3 / self.matmul_flops_per_cycle_per_core * fidelity_passes(fidelity)
+
+
+def blackhole_p150a() -> Blackhole:
+    """p150a (and p150b): 32 GB GDDR6 at 512 GB/s, 11x10 ttnn compute grid. [BH-specs, BH-guide]"""
+    return Blackhole(
+        dram_peak_bytes_per_s=512e9,  # [BH-specs] 256-bit GDDR6 x 16 GT/s
+        dram_capacity_bytes=32e9,  # [BH-specs]
+        clock_hz=1.35e9,  # [BH-guide] AI clock up to 1.35 GHz
+        matmul_flops_per_cycle_per_core=4096.0,  # [BH-gemm] LoFi; 16 cycles per 32x32x32 tile
+        noc_bytes_per_cycle_per_link=64.0,  # [BH-guide] 64 B/flit/cycle/link
+        noc_hop_cycles=9.0,  # [BH-guide] ~9 cycles per router hop
+        l1_bytes_per_core=1464.0 * 1024.0,  # [BH-guide] ~1.5 MB, 1464 KB usable
+        eth_bytes_per_s=25e9,  # [BH-guide] per link per direction
+        name="p150a", grid_x=11, grid_y=10, dram_banks=8,
+    )
+
+
+def blackhole_p100a() -> Blackhole:
+    """p100a: 28 GB at 448 GB/s [BH-specs]; Tensix numbers as p150a (REFERENCE gives no others).
+
+    7 DRAM banks is derived (448/512 x 8 banks of 4 GB = 28 GB), not quoted.
+    """
+    return dataclasses.replace(blackhole_p150a(), dram_peak_bytes_per_s=448e9, dram_capacity_bytes=28e9,
+                               name="p100a", dram_banks=7)
+
+
+BLACKHOLE_PRESETS = {"p150a": blackhole_p150a, "p100a": blackhole_p100a}
+
+
+def blackhole(name: str = "p150a") -> Blackhole:
+    """Look a Blackhole preset up by name ('p150a' | 'p100a')."""
+    if name not in BLACKHOLE_PRESETS:
+        raise ValueError(f"hw={name!r} unknown; expected one of {sorted(BLACKHOLE_PRESETS)}")
+    return BLACKHOLE_PRESETS[name]()
+
+
+# ---- AHBM (ADR-0060) -------------------------------------------------------------------------------
+@pytree_dataclass
+class AHBM:
+    """One AHBM SIP: a mesh of CUBEs (HBM stack + logic die with PEs). Specs only; the cost model
+    of the ADR-0060 kernels lives in a later module."""
+
+    pseudo_channel_bytes_per_s: float  # one HBM pseudo-channel: 32 GB/s
+    pe_controller_bytes_per_s: float  # each PE's own HBM controller: 256 GB/s (= 8 pch x 32 GB/s)
+    hbm_efficiency: float  # default achievable fraction of HBM peak
+    ucie_bytes_per_s: float  # one UCIe connection: 128 GB/s
+    ucie_transaction_s: float  # added per UCIe transaction: 8 ns
+    dma_local_latency_s: float  # measured PE-local DMA latency: 77 ns
+    dma_remote_cube_latency_s: float  # worst remote-CUBE DMA latency: 573 ns
+    dma_remote_sip_latency_s: float  # remote-SIP DMA latency: 409 ns
+    tcm_bytes_per_pe: float  # scratch (TCM) per PE: 1 MiB
+    pe_clock_hz: float  # PE clock [assumed 1 GHz]
+    gemm_flops_per_cycle_per_pe: float  # GEMM engine rate [assumed: one 32x64x32 tile per 64 cycles]
+    math_elems_per_cycle_per_pe: float  # MATH (vector) engine rate [assumed 64 elements/cycle]
+    mesh_x: int = static_field(default=4)  # CUBEs per SIP row (4x4 mesh)
+    mesh_y: int = static_field(default=4)
+    pes_per_cube: int = static_field(default=8)
+    pseudo_channels_per_pe: int = static_field(default=8)
+    ucie_ports_per_cube: int = static_field(default=4)  # N/E/W/S
+    gemm_tile_m: int = static_field(default=32)  # composite GEMM tile TILE_M/K/N = 32/64/32
+    gemm_tile_k: int = static_field(default=64)
+    gemm_tile_n: int = static_field(default=32)
+
+    @property
+    def cubes(self) -> int:
+        """CUBEs per SIP (16)."""
+        return self.mesh_x * self.mesh_y
+
+    @property
+    def pes(self) -> int:
+        """PEs per SIP (128)."""
+        return self.cubes * self.pes_per_cube
+
+    @property
+    def hbm_cube_bytes_per_s(self):
+        """Peak HBM per CUBE: PEs x pseudo-channels x 32 GB/s = 2048 GB/s."""
+        return self.pes_per_cube * self.pseudo_channels_per_pe * self.pseudo_channel_bytes_per_s
+
+
+def ahbm_sip() -> AHBM:
+    """The ADR-0060 SIP: 4x4 CUBEs x 8 PEs. [ADR-0060] except the engine rates, which are [assumed]."""
+    return AHBM(
+        pseudo_channel_bytes_per_s=32e9,  # [ADR-0060] ADR-0003
+        pe_controller_bytes_per_s=256e9,  # [ADR-0060]
+        hbm_efficiency=0.8,  # [ADR-0060] default efficiency factor
+        ucie_bytes_per_s=128e9,  # [ADR-0060]
+        ucie_transaction_s=8e-9,  # [ADR-0060]
+        dma_local_latency_s=77e-9,  # [ADR-0060] measured
+        dma_remote_cube_latency_s=573e-9,  # [ADR-0060] measured, worst case
+        dma_remote_sip_latency_s=409e-9,  # [ADR-0060] measured
+        tcm_bytes_per_pe=float(1 << 20),  # [ADR-0060] 1 MiB scratch
+        pe_clock_hz=1e9,  # [assumed]
+        gemm_flops_per_cycle_per_pe=2.0 * 32 * 64 * 32 / 64,  # [assumed] 2048 FLOP/cycle
+        math_elems_per_cycle_per_pe=64.0,  # [assumed]
+    )
+
+
+# ---- provenance --------------------------------------------------------------------------------------
+SOURCES: dict[str, tuple[str, str]] = {
+    # field: (unit, source)
+    "dram_peak_bytes_per_s": ("B/s", "[BH-specs] p150a 512 GB/s (256-bit GDDR6, 16 GT/s); p100a 448 GB/s"),
+    "dram_capacity_bytes": ("B", "[BH-specs] p150a 32 GB, p100a 28 GB"),
+    "clock_hz": ("Hz", "[BH-guide] AI clock up to 1.35 GHz"),
+    "matmul_flops_per_cycle_per_core": ("FLOP/cycle", "[BH-gemm] 4096 at LoFi; HiFi2/3/4 = 1/2, 1/3, 1/4"),
+    "noc_bytes_per_cycle_per_link": ("B/cycle", "[BH-guide] 64 B/flit/cycle/link"),
+    "noc_hop_cycles": ("cycles", "[BH-guide] ~9 cycles per router hop"),
+    "l1_bytes_per_core": ("B", "[BH-guide] 1464 KB usable of ~1.5 MB"),
+    "eth_bytes_per_s": ("B/s", "[BH-guide] 25 GB/s per link per direction"),
+    "grid_x": ("cores", "[BH-guide] ttnn compute grid 11x10 (12x10 enabled, one column for dispatch)"),
+    "grid_y": ("cores", "[BH-guide] ttnn compute grid 11x10"),
+    "dram_banks": ("banks", "[BH-specs] 8 on p150a; 7 on p100a derived from 28 GB / 4 GB"),
+    "pseudo_channel_bytes_per_s": ("B/s", "[ADR-0060] 32 GB/s per pseudo-channel"),
+    "pe_controller_bytes_per_s": ("B/s", "[ADR-0060] 256 GB/s per PE controller"),
+    "hbm_efficiency": ("1", "[ADR-0060] default efficiency factor 0.8"),
+    "ucie_bytes_per_s": ("B/s", "[ADR-0060] 128 GB/s per UCIe connection"),
+    "ucie_transaction_s": ("s", "[ADR-0060] +8 ns per transaction"),
+    "dma_local_latency_s": ("s", "[ADR-0060] measured PE-local DMA 77 ns"),
+    "dma_remote_cube_latency_s": ("s", "[ADR-0060] measured worst remote CUBE 573 ns"),
+    "dma_remote_sip_latency_s": ("s", "[ADR-0060] measured remote SIP 409 ns"),
+    "tcm_bytes_per_pe": ("B", "[ADR-0060] scratch (TCM) 1 MiB"),
+    "pe_clock_hz": ("Hz", "[assumed] 1 GHz; not public"),
+    "gemm_flops_per_cycle_per_pe": ("FLOP/cycle", "[assumed] one 32x64x32 tile per 64 cycles; not public"),
+    "math_elems_per_cycle_per_pe": ("elem/cycle", "[assumed] 64; not public"),
+    "mesh_x": ("CUBEs", "[ADR-0060] SIP = 4x4 mesh of CUBEs"),
+    "mesh_y": ("CUBEs", "[ADR-0060] SIP = 4x4 mesh of CUBEs"),
+    "pes_per_cube": ("PEs", "[ADR-0060] P = 8 PEs per CUBE"),
+    "pseudo_channels_per_pe": ("pch", "[ADR-0060] 8 pseudo-channels per PE"),
+    "ucie_ports_per_cube": ("ports", "[ADR-0060] up to 4 UCIe ports (N/E/W/S)"),
+    "gemm_tile_m": ("elements", "[ADR-0060] composite GEMM TILE_M = 32"),
+    "gemm_tile_k": ("elements", "[ADR-0060] composite GEMM TILE_K = 64"),
+    "gemm_tile_n": ("elements", "[ADR-0060] composite GEMM TILE_N = 32"),
+}
+
+
+def spec_table(hw) -> list[tuple[str, object, str, str]]:
+    """(name, value, unit, source) for every field of a ``Blackhole`` or ``AHBM`` spec."""
+    rows = []
+    for f in dataclasses.fields(hw):
+        if f.name == "name":
+            continue
+        unit, source = SOURCES[f.name]
+        value = getattr(hw, f.name)
+        rows.append((f.name, float(jnp.asarray(value)) if not isinstance(value, int) else value, unit, source))
+    return rows

@@ -1,0 +1,243 @@
+"""Tune the Blackhole graph's integer knobs by gradient descent; check against exhaustive search.
+
+Knobs: (in0_block_w, per_core_N) of each weight matmul, k_chunk of the attention, and q_chunk in
+standard mode. The gradient path relaxes them to positive reals (optimised in log space with
+Adam on the relaxed model, ``Relax`` temperatures) with smooth penalties for leaving the feasible
+region (L1 capacity, grid size, knob ranges); the result is projected to the valid discrete
+configs: the nearest valid config in log space and its valid neighbours, each scored by the
+exact model. The exhaustive search scores every valid config with the exact model (vmapped).
+
+The step time is a sum over ops and each knob belongs to one op, so the joint optimum is the
+per-op optimum; the exhaustive search enumerates each op's valid configs (and reports the size of
+the joint product it stands for).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from costmodel.blackhole import MATMULS, BlackholeConfig, attention_us, attn_q_rows, matmul_shapes
+from costmodel.blackhole_ops import (
+    AttnConfig,
+    MatmulConfig,
+    matmul_l1_bytes,
+    matmul_us,
+    sdpa_l1_bytes,
+    validate_attention,
+    validate_matmul,
+)
+from costmodel.fitted import FitParams
+from costmodel.hardware import TILE, Blackhole
+from costmodel.smooth import Relax
+from jaxref.config import ExpertConfig
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def valid_matmul_configs(name: str, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> list[tuple[int, int]]:
+    """Every (in0_block_w, per_core_N) that ``validate_matmul`` accepts for weight ``name``."""
+    M, K, N = matmul_shapes(cfg)[name]
+    base = getattr(bc, name)
+    out = []
+    for ibw, pcn in itertools.product(_divisors(K // TILE), _divisors(N // TILE)):
+        m = dataclasses.replace(base, in0_block_w=float(ibw), per_core_N=float(pcn))
+        try:
+            validate_matmul(name, m, hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype)
+        except ValueError:
+            continue
+        out.append((ibw, pcn))
+    return out
+
+
+def valid_attention_configs(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> list[tuple[int, int]]:
+    """Every (k_chunk, q_chunk) that ``validate_attention`` accepts (q_chunk fixed in decode mode)."""
+    smax_i = int(bc.smax)
+    q_rows = attn_q_rows(bc, cfg)
+    k_opts = [k for k in range(TILE, smax_i + 1, TILE) if smax_i % k == 0]
+    q_opts = [q for q in range(TILE, q_rows + 1, TILE) if q_rows % q == 0] if bc.attn_mode == "standard" \
+        else [int(bc.attn.q_chunk)]
+    out = []
+    for k, q in itertools.product(k_opts, q_opts):
+        a = dataclasses.replace(bc.attn, k_chunk=float(k), q_chunk=float(q))
+        try:
+            validate_attention(a, hw, mode=bc.attn_mode, fold_heads=bc.fold_heads, smax_rows=bc.smax,
+                               seq_len=bc.seq_len, num_tokens=cfg.num_tokens, group=cfg.group,
+                               head_dim=cfg.head_dim, kv_dtype=bc.kv_dtype, mask_dtype=bc.mask_dtype)
+        except ValueError:
+            continue
+        out.append((k, q))
+    return out
+
+
+# ---- per-op cost functions (exact or relaxed), vmappable over the knob arrays ----------------------
+def _matmul_cost(hw, fit, ibw, pcn, *, name, bc, cfg, relax):
+    M, K, N = matmul_shapes(cfg)[name]
+    m = dataclasses.replace(getattr(bc, name), in0_block_w=ibw, per_core_N=pcn)
+    return matmul_us(hw, fit, m, M=M, K=K, N=N, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype,
+                     fidelity=bc.fidelity, fused_activation=(name == "w1"), relax=relax)
+
+
+def _attn_cost(hw, fit, k_chunk, q_chunk, *, bc, cfg, relax):
+    b = bc.replace(attn=dataclasses.replace(bc.attn, k_chunk=k_chunk, q_chunk=q_chunk))
+    return attention_us(hw, fit, b, cfg=cfg, relax=relax)
+
+
+@functools.partial(jax.jit, static_argnames=("name", "bc_static", "cfg"))
+def _matmul_sweep(hw, fit, ibw, pcn, bc_leaves, *, name, bc_static, cfg):
+    bc = jax.tree_util.tree_unflatten(bc_static, bc_leaves)
+    return jax.vmap(lambda a, b: _matmul_cost(hw, fit, a, b, name=name, bc=bc, cfg=cfg, relax=None))(ibw, pcn)
+
+
+@functools.partial(jax.jit, static_argnames=("bc_static", "cfg"))
+def _attn_sweep(hw, fit, k, q, bc_leaves, *, bc_static, cfg):
+    bc = jax.tree_util.tree_unflatten(bc_static, bc_leaves)
+    return jax.vmap(lambda a, b: _attn_cost(hw, fit, a, b, bc=bc, cfg=cfg, relax=None))(k, q)
+
+
+def _score(hw, fit, bc, cfg, op: str, configs: list[tuple[int, int]]) -> np.ndarray:
+    """Exact op time (us) of each discrete config."""
+    leaves, treedef = jax.tree_util.tree_flatten(bc)
+    a = jnp.asarray([c[0] for c in configs], jnp.float32)
+    b = jnp.asarray([c[1] for c in configs], jnp.float32)
+    if op == "attention":
+        return np.asarray(_attn_sweep(hw, fit, a, b, leaves, bc_static=treedef, cfg=cfg))
+    return np.asarray(_matmul_sweep(hw, fit, a, b, leaves, name=op, bc_static=treedef, cfg=cfg))
+
+
+def exhaustive(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig) -> dict:
+    """Best valid config per op by scoring every valid config with the exact model.
+
+    Returns {"per_op": {op: {"config", "us", "n_valid"}}, "evaluations": total configs scored,
+    "joint_configs": size of the joint space (product of the per-op counts)}.
+    """
+    per_op, evals, joint = {}, 0, 1
+    for op in (*MATMULS, "attention"):
+        configs = (valid_attention_configs(hw, bc, cfg=cfg) if op == "attention"
+                   else valid_matmul_configs(op, hw, bc, cfg=cfg))
+        t = _score(hw, fit, bc, cfg, op, configs)
+        i = int(np.argmin(t))
+        per_op[op] = {"config": configs[i], "us": float(t[i]), "n_valid": len(configs)}
+        evals += len(configs)
+        joint *= len(configs)
+    return {"per_op": per_op, "evaluations": evals, "joint_configs": joint}
+
+
+# ---- gradient path ------------------------------------------------------------------------------------
+def _penalty_us(x, *, scale_us: float = 1e3):
+    """Smooth hinge: 0 for x <= 0 (feasible), grows as scale_us * x^2 beyond."""
+    return scale_us * jnp.square(jax.nn.relu(x))
+
+
+def relaxed_objective(log_knobs: dict, hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
+                      relax: Relax) -> jax.Array:
+    """Relaxed layer time of the tuned ops (us) plus feasibility penalties; ``log_knobs`` maps
+    'wqkv'... -> log([in0_block_w, per_core_N]) and 'attention' -> log([k_chunk, q_chunk])."""
+    total = 0.0
+    l1 = hw.l1_bytes_per_core
+    for name in MATMULS:
+        M, K, N = matmul_shapes(cfg)[name]
+        ibw, pcn = jnp.exp(log_knobs[name][0]), jnp.exp(log_knobs[name][1])
+        total = total + _matmul_cost(hw, fit, ibw, pcn, name=name, bc=bc, cfg=cfg, relax=relax)
+        m = dataclasses.replace(getattr(bc, name), in0_block_w=ibw, per_core_N=pcn)
+        Kt, Nt, cores = K // TILE, N // TILE, getattr(bc, name).grid_x * getattr(bc, name).grid_y
+        total = total + _penalty_us(matmul_l1_bytes(m, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype) / l1 - 1.0)
+        total = total + _penalty_us(Nt / pcn / cores - 1.0) + _penalty_us(ibw / Kt - 1.0)
+        total = total + _penalty_us(1.0 - ibw) + _penalty_us(1.0 - pcn) + _penalty_us(pcn / Nt - 1.0)
+    k, q = jnp.exp(log_knobs["attention"][0]), jnp.exp(log_knobs["attention"][1])
+    total = total + _attn_cost(hw, fit, k, q, bc=bc, cfg=cfg, relax=relax)
+    q_rows = attn_q_rows(bc, cfg)
+    sdpa_rows = q_rows if bc.attn_mode == "decode" else q
+    total = total + _penalty_us(sdpa_l1_bytes(q_rows=sdpa_rows, k_chunk=k, head_dim=cfg.head_dim, kv_dtype=bc.kv_dtype,
+                                              mask_dtype=bc.mask_dtype, act_dtype=bc.act_dtype) / l1 - 1.0)
+    total = total + _penalty_us(TILE / k - 1.0) + _penalty_us(k / bc.smax - 1.0)
+    if bc.attn_mode == "standard":
+        total = total + _penalty_us(TILE / q - 1.0) + _penalty_us(q / q_rows - 1.0)
+    return total
+
+
+def _neighbours(value: float, options: list[int]) -> list[int]:
+    """The valid options just below and above ``value`` (one or two)."""
+    lo = [o for o in options if o <= value]
+    hi = [o for o in options if o >= value]
+    return sorted({*(lo[-1:] or []), *(hi[:1] or [])}) or [min(options, key=lambda o: abs(math.log(o / value)))]
+
+
+def project(op: str, relaxed: tuple[float, float], valid: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Candidate discrete configs for a relaxed point: the valid configs whose coordinates are
+    each the nearest valid value below or above (at most 4), or, if none of those combinations is
+    valid, the valid config nearest in log space."""
+    a_opts = sorted({c[0] for c in valid})
+    b_opts = sorted({c[1] for c in valid})
+    cand = [(a, b) for a in _neighbours(relaxed[0], a_opts) for b in _neighbours(relaxed[1], b_opts)
+            if (a, b) in set(valid)]
+    if cand:
+        return cand
+    return [min(valid, key=lambda c: math.log(c[0] / relaxed[0]) ** 2 + math.log(c[1] / relaxed[1]) ** 2)]
+
+
+@functools.partial(jax.jit, static_argnames=("bc_static", "cfg", "relax", "steps", "lr"))
+def _descend(log_knobs, hw, fit, bc_leaves, *, bc_static, cfg, relax, steps, lr):
+    bc = jax.tree_util.tree_unflatten(bc_static, bc_leaves)
+    opt = optax.adam(lr)
+    grad = jax.value_and_grad(relaxed_objective)
+
+    def body(carry, _):
+        x, state = carry
+        val, g = grad(x, hw, fit, bc, cfg=cfg, relax=relax)
+        upd, state = opt.update(g, state, x)
+        return (optax.apply_updates(x, upd), state), val
+
+    (x, _), vals = jax.lax.scan(body, (log_knobs, opt.init(log_knobs)), None, length=steps)
+    return x, vals
+
+
+def gradient_tune(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
+                  relax: Relax = Relax(), steps: int = 300, lr: float = 0.05) -> dict:
+    """Gradient descent on the relaxed knobs from ``bc``'s values, then projection.
+
+    Returns {"per_op": {op: {"start", "relaxed", "config", "us"}}, "gradient_steps",
+    "evaluations" (gradient steps + discrete candidates scored), "objective" (relaxed values)}.
+    """
+    start = {name: (float(getattr(bc, name).in0_block_w), float(getattr(bc, name).per_core_N)) for name in MATMULS}
+    start["attention"] = (float(bc.attn.k_chunk), float(bc.attn.q_chunk))
+    x0 = {k: jnp.log(jnp.asarray(v, jnp.float32)) for k, v in start.items()}
+    leaves, treedef = jax.tree_util.tree_flatten(bc)
+    x, vals = _descend(x0, hw, fit, leaves, bc_static=treedef, cfg=cfg, relax=relax, steps=steps, lr=lr)
+    per_op, evals = {}, steps
+    for op in (*MATMULS, "attention"):
+        relaxed = tuple(float(v) for v in jnp.exp(x[op]))
+        valid = (valid_attention_configs(hw, bc, cfg=cfg) if op == "attention"
+                 else valid_matmul_configs(op, hw, bc, cfg=cfg))
+        if op == "attention" and bc.attn_mode == "decode":
+            relaxed = (relaxed[0], float(bc.attn.q_chunk))  # q_chunk is unused by the decode kernel
+        cand = project(op, relaxed, valid)
+        t = _score(hw, fit, bc, cfg, op, cand)
+        i = int(np.argmin(t))
+        per_op[op] = {"start": start[op], "relaxed": relaxed, "config": cand[i], "us": float(t[i]),
+                      "candidates": len(cand)}
+        evals += len(cand)
+    return {"per_op": per_op, "gradient_steps": steps, "evaluations": evals,
+            "objective": (float(vals[0]), float(vals[-1]))}
+
+
+def apply_configs(bc: BlackholeConfig, per_op: dict) -> BlackholeConfig:
+    """``bc`` with the tuned configs of ``per_op`` ({op: {"config": (a, b)}}) applied."""
+    changes = {name: dataclasses.replace(getattr(bc, name), in0_block_w=float(per_op[name]["config"][0]),
+                                         per_core_N=float(per_op[name]["config"][1])) for name in MATMULS}
+    k, q = per_op["attention"]["config"]
+    changes["attn"] = AttnConfig(float(k), float(q), float(bc.attn.cores_per_head))
+    return bc.replace(**changes)
+
+
+__all__ = ["valid_matmul_configs", "valid_attention_configs", "exhaustive", "relaxed_objective", "project",
+           "gradient_tune", "apply_configs", "MatmulConfig"]

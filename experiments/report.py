@@ -1,0 +1,274 @@
+"""The main job: the expert golden at ``alpamayo_tt`` shapes and its parity with HF transformers.
+
+``python -m experiments.report`` (no arguments needed) prints
+
+1. the expert section: one trajectory sampled with the 10-step Euler sampler by the fp32 golden
+   at ``alpamayo_tt`` shapes (64 layers, D 1536, S = 4600 random VLM cache rows, random weights),
+   per-step velocity stats and the final action / trajectory summary;
+2. the HF parity table: per-layer PCC / max-abs error of the golden against HF transformers
+   (``Qwen3VLTextModel``, fp32, eager attention, 4-D additive mask, the VLM cache in a
+   ``DynamicCache``) for ``tiny`` and for a 2-layer model at ``alpamayo_tt`` widths with S = 4600,
+   in both attention formulations (exact, device tail-slot).
+
+Memory: 64 layers of fp32 weights are ~9.7 GB and the fp32 cache another ~2.4 GB, too much for a
+shared 24 GB machine. By default (``--weights bf16``) the random weights and cache are *stored* in
+bf16 (~6 GB, the dtype of the real checkpoint and of a bf16 VLM's cache); the fp32 precision hooks
+upcast one layer at a time inside the layer scan, so every operation is float32. ``--weights fp32``
+stores float32 (~12 GB); ``--weights streamed`` holds no layer at all and regenerates each layer
+inside the scan from a per-layer key (``jaxref.expert.run_layers``) on every Euler step (slow:
+~0.4 s of random numbers per layer and step on 2 cores).
+
+The section functions (``expert_section``, ``hf_parity_table``) are independent so that other
+parts of the project can add their own sections to ``main``. The ``hf_*`` helpers are the torch
+oracle glue also used by the tests and the benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxref.action import UnicycleConfig, action_in_proj, action_out_proj, action_to_traj, euler_sample
+from jaxref.config import ExpertConfig
+from jaxref.expert import KVCache, expert_rope, expert_stack, run_layers, velocity
+from jaxref.layers import rms_norm
+from jaxref.weights import (
+    init_cache,
+    init_cache_layer,
+    init_layer_params,
+    init_params,
+    to_hf_state_dict,
+)
+
+
+# ---- plain-text tables ---------------------------------------------------------------------
+def format_table(header: list[str], rows: list[list[object]]) -> str:
+    """Left-aligned plain-text table; floats formatted by the caller."""
+    cells = [header] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
+    return "\n".join([line(cells[0]), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
+
+
+def pcc(a, b) -> float:
+    """Pearson correlation of the flattened arrays (float64)."""
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+# ---- HF transformers oracle glue -----------------------------------------------------------
+def hf_text_config(cfg: ExpertConfig, *, num_layers: int | None = None):
+    """``Qwen3VLTextConfig`` with the geometry of ``cfg``, eager attention.
+
+    ``mrope_section`` must sum to H/2; any split gives plain 1-D RoPE here because the expert's
+    three position rows are equal (alpamayo_tt uses Qwen3-VL's [24, 20, 20]).
+    """
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextConfig
+
+    half = cfg.head_dim // 2
+    section = [24, 20, 20] if half == 64 else [half - 2 * (half // 4), half // 4, half // 4]
+    hf_cfg = Qwen3VLTextConfig(
+        vocab_size=16, hidden_size=cfg.hidden, intermediate_size=cfg.ffn,
+        num_hidden_layers=cfg.num_layers if num_layers is None else num_layers,
+        num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
+        rms_norm_eps=cfg.rms_eps, max_position_embeddings=1 << 20, attention_bias=False,
+        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta, "mrope_section": section})
+    hf_cfg._attn_implementation = "eager"
+    return hf_cfg
+
+
+def hf_text_model(params, cfg: ExpertConfig, *, dtype=None):
+    """A ``Qwen3VLTextModel`` holding ``params`` (copied through ``to_hf_state_dict``: this also
+    checks the export names, ``load_state_dict`` is strict up to the unused token embedding)."""
+    import torch
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextModel
+
+    model = Qwen3VLTextModel(hf_text_config(cfg)).eval()
+    sd = {k: torch.from_numpy(v) for k, v in to_hf_state_dict(params, cfg, with_freqs=False).items()
+          if k.startswith(("layers.", "norm."))}
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    if unexpected or set(missing) != {"embed_tokens.weight"}:
+        raise ValueError(f"HF name mismatch: missing {missing}, unexpected {unexpected}")
+    return model.to(dtype or torch.float32)
+
+
+def hf_cache(cache: KVCache, *, dtype=None, layers: int | None = None):
+    """A ``DynamicCache`` pre-filled with rows [0, S) of every layer: HF layout [1, K, S, H]."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+
+    s = int(cache.seq_len)
+    k, v = np.asarray(cache.k[:, :s]), np.asarray(cache.v[:, :s])
+    n = k.shape[0] if layers is None else layers
+    to = lambda a: torch.from_numpy(np.ascontiguousarray(a.transpose(1, 0, 2)))[None].to(dtype or torch.float32)  # noqa: E731
+    return DynamicCache(ddp_cache_data=[(to(k[i]), to(v[i])) for i in range(n)])
+
+
+def hf_position_ids(cache: KVCache, num_tokens: int):
+    """Qwen3-VL position ids [4, 1, T] (text row + 3 equal M-RoPE rows): ``i + rope_delta + S``."""
+    import torch
+
+    pos = torch.arange(num_tokens) + int(cache.rope_delta) + int(cache.seq_len)
+    return pos.view(1, 1, -1).expand(4, 1, -1)
+
+
+def hf_expert_outputs(model, x, cache: KVCache, *, num_tokens: int, dtype=None):
+    """Run HF's text model on the expert tokens over the VLM cache.
+
+    Non-causal: a 4-D additive mask of zeros [1, 1, T, S + T] (every cache row and every own token
+    visible). Returns (per-layer outputs [L, T, D], final-normed hidden [T, D]) as float32 numpy.
+    """
+    import torch
+
+    dtype = dtype or torch.float32
+    s = int(cache.seq_len)
+    outs: list = []
+    hooks = [layer.register_forward_hook(lambda _m, _i, o: outs.append(o)) for layer in model.layers]
+    try:
+        with torch.no_grad():
+            res = model(inputs_embeds=torch.from_numpy(np.array(x, np.float32))[None].to(dtype),
+                        attention_mask=torch.zeros(1, 1, num_tokens, s + num_tokens, dtype=dtype),
+                        position_ids=hf_position_ids(cache, num_tokens),
+                        cache=hf_cache(cache, dtype=dtype, layers=len(model.layers)), use_cache=True)
+    finally:
+        for h in hooks:
+            h.remove()
+    per_layer = np.stack([o[0].float().numpy() for o in outs])
+    return per_layer, res.last_hidden_state[0].float().numpy()
+
+
+# ---- section 1: the expert golden at alpamayo_tt shapes ------------------------------------
+WEIGHT_MODES = {
+    "bf16": "random weights and cache stored in bf16 (like the bf16 checkpoint and a bf16 VLM cache), "
+            "upcast one layer at a time inside the scan; all math float32",
+    "fp32": "random weights and cache stored in float32 (64 alpamayo_tt layers: ~12 GB)",
+    "streamed": "each layer's random weights and cache rows regenerated inside the layer scan from a "
+                "per-layer key on every Euler step (one layer in memory at a time; slow)",
+}
+
+
+def _random_model(key, cfg: ExpertConfig, seq_len: int, rope_delta: int, weights: str):
+    """(state, velocity(state, x_t, t)): ``state`` is passed to jit as an argument (never baked in)."""
+    k_p, k_c = jax.random.split(key)
+    if weights in ("bf16", "fp32"):
+        dtype = jnp.bfloat16 if weights == "bf16" else jnp.float32
+        state = (init_params(k_p, cfg, dtype=dtype), init_cache(k_c, cfg, seq_len, rope_delta=rope_delta, dtype=dtype))
+        return state, lambda st, x_t, t: velocity(st[0], x_t, t, st[1], cfg=cfg)
+
+    # streamed: only the small parts are stored; layer i is generated from fold_in(key, i).
+    small = init_params(k_p, dataclasses.replace(cfg, num_layers=1))
+    k_layers, k_cache = jax.random.split(k_c)
+    rope = expert_rope(seq_len, rope_delta, cfg=cfg)
+
+    def velocity_fn(st, x_t, t):
+        def layer_at(i):
+            p = init_layer_params(jax.random.fold_in(k_layers, i), cfg)
+            return (p, *init_cache_layer(jax.random.fold_in(k_cache, i), cfg, seq_len))
+
+        emb = action_in_proj(st.action_in, x_t, t, cfg=cfg.action_in)
+        h = run_layers(layer_at, emb, seq_len, rope, cfg=cfg)
+        return action_out_proj(st.action_out, rms_norm(h, st.final_norm, eps=cfg.rms_eps))
+
+    return small, velocity_fn
+
+
+def expert_section(*, preset: str = "alpamayo_tt", num_layers: int | None = None, seq_len: int = 4600,
+                   rope_delta: int = 0, seed: int = 0, weights: str = "bf16", v0: float = 10.0) -> str:
+    """Sample one trajectory with the fp32 golden; return the section's text."""
+    cfg = ExpertConfig.preset(preset)
+    if num_layers is not None:
+        cfg = dataclasses.replace(cfg, num_layers=num_layers)
+    cfg.check_seq_len(seq_len)
+    if weights not in WEIGHT_MODES:
+        raise ValueError(f"weights={weights!r} unknown; expected one of {sorted(WEIGHT_MODES)}")
+    k_model, k_noise = jax.random.split(jax.random.key(seed))
+    t0 = time.perf_counter()
+    state, vfn = _random_model(k_model, cfg, seq_len, rope_delta, weights)
+    state = jax.block_until_ready(state)
+    t_init = time.perf_counter() - t0
+    run = jax.jit(lambda st, x0: euler_sample(lambda x, t: vfn(st, x, t), x0, num_steps=cfg.num_steps))
+    x0 = jax.random.normal(k_noise, (cfg.num_tokens, cfg.action_dim), jnp.float32)
+    t0 = time.perf_counter()
+    action, vs = jax.block_until_ready(run(state, x0))
+    t_run = time.perf_counter() - t0
+    nbytes = sum(a.nbytes for a in jax.tree.leaves(state))
+
+    lines = [f"== Expert golden (fp32 math): preset {preset}, L={cfg.num_layers}, D={cfg.hidden}, "
+             f"N/K={cfg.num_heads}/{cfg.num_kv_heads}, H={cfg.head_dim}, F={cfg.ffn}, T={cfg.num_tokens}, "
+             f"S={seq_len}, rope_delta={rope_delta}, seed={seed}, attention=exact",
+             f"weights={weights}: {WEIGHT_MODES[weights]}; {nbytes / 2**30:.2f} GiB held",
+             f"init {t_init:.1f} s; {cfg.num_steps}-step Euler sample (compile + run) {t_run:.1f} s", ""]
+    vs_np = np.asarray(vs)
+    ts = np.linspace(0.0, 1.0, cfg.num_steps + 1)
+    rows = [[i, f"{ts[i]:.1f}", f"{v.mean():+.4f}", f"{v.std():.4f}", f"{np.abs(v).max():.4f}",
+             f"{v[:, 0].mean():+.4f}", f"{v[:, 1].mean():+.4f}"] for i, v in enumerate(vs_np)]
+    lines.append(format_table(["step", "t", "v mean", "v std", "v max|.|", "accel mean", "curv mean"], rows))
+    a = np.asarray(action)
+    lines += ["", "final action (normalized): " + "; ".join(
+        f"{name} mean {a[:, c].mean():+.4f} std {a[:, c].std():.4f} range [{a[:, c].min():+.3f}, {a[:, c].max():+.3f}]"
+        for c, name in enumerate(("accel", "curvature")))]
+    space = UnicycleConfig.alpamayo_r1()
+    xy, yaw = action_to_traj(action, v0, space=space)
+    xy = np.asarray(xy)
+    lines.append(f"unicycle trajectory (v0 = {v0} m/s; R1 normalization as quoted by a third-party port): "
+                 f"after {cfg.num_tokens * space.dt:.1f} s at x={xy[-1, 0]:.2f} m, y={xy[-1, 1]:.2f} m, "
+                 f"yaw={float(yaw[-1]):+.3f} rad")
+    return "\n".join(lines)
+
+
+# ---- section 2: HF parity ------------------------------------------------------------------
+def hf_parity_rows(cfg: ExpertConfig, *, seq_len: int, seed: int = 0, rope_delta: int = 7,
+                   label: str = "") -> list[list[str]]:
+    """Per-layer and final-norm PCC / max-abs of the golden (both formulations) vs HF, fp32."""
+    k_p, k_c, k_x = jax.random.split(jax.random.key(seed), 3)
+    params = init_params(k_p, cfg)
+    smax = seq_len + cfg.num_tokens + 32  # room for the tail slot, plus garbage rows it must hide
+    cache = init_cache(k_c, cfg, seq_len, max_seq_len=smax, rope_delta=rope_delta, fill=7.0)
+    x = jax.random.normal(k_x, (cfg.num_tokens, cfg.hidden), jnp.float32)
+    hf_layers, hf_final = hf_expert_outputs(hf_text_model(params, cfg), x, cache, num_tokens=cfg.num_tokens)
+    rows = []
+    for mode in ("exact", "tail_slot"):
+        stack = jax.jit(lambda p, x, c, mode=mode: expert_stack(p.layers, p.final_norm, x, c, cfg=cfg,
+                                                                attention=mode, return_hidden=True))
+        final, hidden = stack(params, x, cache)
+        outs = [(f"layer {i}", np.asarray(hidden[i]), hf_layers[i]) for i in range(cfg.num_layers)]
+        outs.append(("final norm", np.asarray(final), hf_final))
+        for name, ours, ref in outs:
+            rows.append([label, mode, name, f"{pcc(ours, ref):.9f}", f"{np.abs(ours - ref).max():.2e}",
+                         f"{np.abs(ref).max():.2f}"])
+    return rows
+
+
+def hf_parity_table(*, seq_len: int = 4600, seed: int = 0) -> str:
+    """The parity table for ``tiny`` (S = 100) and a 2-layer ``alpamayo_tt``-width model (S = ``seq_len``)."""
+    rows = hf_parity_rows(ExpertConfig.tiny(), seq_len=100, seed=seed, label="tiny S=100")
+    rows += hf_parity_rows(ExpertConfig.alpamayo_tt(num_layers=2), seq_len=seq_len, seed=seed,
+                           label=f"alpamayo_tt 2-layer S={seq_len}")
+    head = ("== HF parity: golden vs transformers Qwen3VLTextModel (fp32, eager, 4-D additive mask, "
+            "DynamicCache); targets PCC >= 0.999999, max-abs <= 1e-4")
+    return head + "\n" + format_table(["model", "attention", "output", "PCC", "max-abs err", "max |HF|"], rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default="alpamayo_tt", choices=["alpamayo_tt", "alpamayo_r1", "tiny"])
+    ap.add_argument("--layers", type=int, default=None, help="override the preset's layer count")
+    ap.add_argument("--seq-len", type=int, default=4600, help="valid VLM cache rows S")
+    ap.add_argument("--weights", default="bf16", choices=sorted(WEIGHT_MODES), help="how the random model is held")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-hf", action="store_true", help="omit the HF parity table")
+    args = ap.parse_args(argv)
+    print(expert_section(preset=args.preset, num_layers=args.layers, seq_len=args.seq_len, seed=args.seed,
+                         weights=args.weights), flush=True)
+    if not args.skip_hf:
+        print()
+        print(hf_parity_table(seq_len=args.seq_len, seed=args.seed), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Single-device FlashAttention with GQA M-fold and causal tile classification (ADR sections 3, 5.2, 5.4).
+
+``flash_attention`` has the signature and residuals of ``attention_reference``; ``flash_schedule``
+returns the plan it executes as plain data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import numpy as np
+
+from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive
+from jaxref.attention.schedule import FlashSchedule, sweep_counts
+from jaxref.attention.sweep import (
+    FUTURE,
+    PARTIAL,
+    PAST,
+    SweepPlan,
+    finalize,
+    init_sweep_state,
+    lse_to_heads,
+    plan_sweep,
+    q_grouped,
+    run_sweep,
+    to_heads,
+    user_bias_mask,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class TileConfig:
+    """Tile sizes of the online-softmax sweep.
+
+    tile: keys per KV tile (the K/V streaming granularity; the last tile may be ragged).
+    q_block: query rows per block (prefill); None = all T rows in one block (decode, one launch).
+    """
+
+    tile: int = 128
+    q_block: int | None = None
+
+    def __post_init__(self):
+        check_positive("tile", self.tile)
+        check_positive("q_block", self.q_block, allow_none=True)
+
+
+@functools.lru_cache(maxsize=256)
+def flash_plan(num_queries: int, num_keys: int, *, tile: int, q_block: int | None, causal: bool,
+               causal_skip: bool = True) -> SweepPlan:
+    """The static tile plan of ``flash_attention`` (one lane)."""
+    TileConfig(tile, q_block)
+    qpos = np.arange(num_queries) + (num_keys - num_queries)  # bottom-right aligned
+    kpos = np.arange(num_keys)[None]
+    return plan_sweep(qpos, kpos, np.ones_like(kpos, bool), tile=tile, q_block=q_block, causal=causal,
+                      causal_skip=causal_skip)
+
+
+def flash_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None,
+                    tile: int = 128, q_block: int | None = None, causal_skip: bool = True):
+    """Tiled online-softmax attention, equal to ``attention_reference``.
+
+    Args:
+      q: [T, N, H]; k, v: [S, K, H] (any float dtype: GEMM operands stay in the input dtype with
+        fp32 accumulation, P is rounded to v's dtype before P.V, softmax state is fp32).
+      bias: optional additive float bias broadcastable to [N, T, S].
+      mask: optional boolean keep-mask broadcastable to [N, T, S].
+      causal: bottom-right aligned causal mask; needs T <= S.
+      scale: score scale, default H ** -0.5.
+      tile: keys per KV tile (any S: the last tile is ragged). q_block: query rows per block
+        (None = one block). causal_skip: False computes wholly-future tiles under the mask
+        (only to measure what the skip saves).
+    Returns:
+      out [T, N, H] float32, lse [N, T] float32; a fully masked row gives out 0, lse MASK_LSE.
+    """
+    T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
+    TileConfig(tile, q_block)
+    scale = H**-0.5 if scale is None else scale
+    plan = flash_plan(T, S, tile=tile, q_block=q_block, causal=causal, causal_skip=causal_skip)
+    b, m = user_bias_mask(bias, mask, N, K, T, S)  # [K, T, G, S]
+    qpos = np.arange(T) + (S - T)
+    state = init_sweep_state(plan, K, G, H)
+    state = run_sweep(state, plan, q_grouped(q, K)[None], k[None], v[None], qpos, np.arange(S)[None],
+                      np.ones((1, S), bool), bias=None if b is None else b[None],
+                      mask=None if m is None else m[None], scale=scale, causal=causal)
+    out, lse = finalize(state)
+    return to_heads(out[0, :, :T], N), lse_to_heads(lse[0, :, :T])
+
+
+flash_attention_jit = jax.jit(flash_attention, static_argnames=("causal", "scale", "tile", "q_block",
+                                                                 "causal_skip"))
+
+
+def flash_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry | None = None, *,
+                   causal: bool = False, tile: int = 128, q_block: int | None = None,
+                   causal_skip: bool = True, dtype_bytes: int = 2) -> FlashSchedule:
+    """Plain-data schedule of ``flash_attention`` for T = num_queries, S = num_keys.
+
+    geometry defaults to Llama3-70B (64 q heads, 8 kv heads, d 128).
+    """
+    g = AttentionGeometry.llama3_70b() if geometry is None else geometry
+    check_positive("num_queries", num_queries)
+    check_positive("num_keys", num_keys)
+    check_positive("dtype_bytes", dtype_bytes)
+    if causal and num_queries > num_keys:
+        raise ValueError(f"causal=True needs num_queries={num_queries} <= num_keys={num_keys}")
+    plan = flash_plan(num_queries, num_keys, tile=tile, q_block=q_block, causal=causal,
+                      causal_skip=causal_skip)
+    kinds = [(qi, kj, PAST) for _, qi, kj in plan.past] + [(qi, kj, PARTIAL) for _, qi, kj in plan.partial]
+    kinds += [(qi, kj, FUTURE) for _, qi, kj in plan.future]
+    io_bytes = num_queries * g.num_heads * g.head_dim * dtype_bytes
+    return FlashSchedule(
+        **sweep_counts((plan,), num_kv_heads=g.num_kv_heads, heads_per_lane=g.group, head_dim=g.head_dim,
+                       dtype_bytes=dtype_bytes),
+        num_queries=num_queries, num_keys=num_keys, num_heads=g.num_heads, num_kv_heads=g.num_kv_heads,
+        head_dim=g.head_dim, tile=plan.tile, q_block=plan.q_block, causal=causal, causal_skip=causal_skip,
+        dtype_bytes=dtype_bytes, num_q_blocks=plan.num_q_blocks, num_kv_tiles=plan.num_tiles,
+        q_bytes=io_bytes, out_bytes=io_bytes, tiles=tuple(sorted(kinds)))

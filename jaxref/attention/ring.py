@@ -1,0 +1,180 @@
+"""Prefill-SP: head-parallel ring attention over a CUBE Group (ADR section 5.5).
+
+CUBE c owns q head c of every kv-head group (C = G) and, at step 0, KV block c. Each of the C
+steps folds the held block into the CUBE's running (m, l, O) with the flash tile loop, then hands
+the block to the next CUBE (ring+, c -> c + 1). No (m, l, O) reduce: each CUBE normalises its own
+head. Causal: a (q block, held KV block) pair whose keys are all after the q block's queries is
+skipped (never computed); under the ``contiguous`` ordering that is about half of all pairs.
+
+Orderings of the KV blocks (load balance of the lock-step ring under causal masking):
+
+* ``contiguous``: block j = positions [j * B, (j + 1) * B), B = ceil(S / C) (the ADR's shared
+  layout; enables whole-step skips, but per step the CUBEs' work differs).
+* ``zigzag``: 2C chunks of ceil(S / 2C); block j = chunk j + chunk 2C-1-j (one early, one late).
+* ``striped``: block j = positions j, j + C, j + 2C, ... (round-robin over CUBEs).
+
+Query rows are processed in blocks of ``q_block`` rows inside every step, so the KV blocks
+rotate C - 1 times in total (the ADR's kernel launched once per q block would rotate per launch).
+On one device the CUBEs are a stacked axis and the hand-off is ``jnp.roll`` (``lax.ppermute``
+under ``jax.shard_map``); each step runs the shared ``sweep.run_sweep``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxref.attention.flash import TileConfig
+from jaxref.attention.geometry import AttentionGeometry, check_choice, check_inputs, check_positive
+from jaxref.attention.placement import KVPlacement
+from jaxref.attention.schedule import RingSchedule, sweep_counts
+from jaxref.attention.sweep import (
+    SweepPlan,
+    finalize,
+    init_sweep_state,
+    lse_to_heads,
+    plan_sweep,
+    run_sweep,
+    user_bias_mask,
+)
+
+ORDERINGS = ("contiguous", "zigzag", "striped")
+
+
+def ring_blocks(num_keys: int, num_cubes: int, ordering: str) -> tuple[np.ndarray, np.ndarray]:
+    """KV block composition: token ids [C, Lb] (0 where invalid) and valid [C, Lb]; positions
+    increase along each block, so tiles of a block can be classified and skipped."""
+    check_choice("ordering", ordering, ORDERINGS)
+    C = num_cubes
+    if ordering in ("contiguous", "striped"):
+        layout = "contiguous" if ordering == "contiguous" else "round_robin"
+        return KVPlacement(num_cubes=C, pes_per_cube=1, capacity=num_keys, layout=layout).shard_table(num_keys)
+    chunk = -(-num_keys // (2 * C))
+    starts = np.stack([np.arange(C), 2 * C - 1 - np.arange(C)], 1) * chunk  # [C, 2]
+    tokens = (starts[:, :, None] + np.arange(chunk)[None, None, :]).reshape(C, 2 * chunk)
+    valid = tokens < num_keys
+    return np.where(valid, tokens, 0), valid
+
+
+def _check_cubes(num_cubes: int | None, group: int) -> int:
+    C = group if num_cubes is None else num_cubes
+    check_positive("num_cubes", C)
+    if C != group:
+        raise ValueError(f"num_cubes={C} must equal the group size G={group}: ring prefill is head-parallel "
+                         "with one q head per CUBE (C = G)")
+    return C
+
+
+@functools.lru_cache(maxsize=256)
+def ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, tile: int, q_block: int | None,
+              causal: bool, ordering: str = "contiguous") -> tuple[np.ndarray, np.ndarray, tuple[SweepPlan, ...]]:
+    """Block table and one sweep plan per ring step (lane c holds block (c - step) mod C)."""
+    TileConfig(tile, q_block)
+    tokens, valid = ring_blocks(num_keys, num_cubes, ordering)
+    tokens.setflags(write=False)
+    valid.setflags(write=False)
+    qpos = np.arange(num_queries) + (num_keys - num_queries)
+    plans = []
+    for step in range(num_cubes):
+        held = (np.arange(num_cubes) - step) % num_cubes
+        plans.append(plan_sweep(qpos, tokens[held], valid[held], tile=tile, q_block=q_block, causal=causal))
+    return tokens, valid, tuple(plans)
+
+
+def ring_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None,
+                   tile: int = 128, q_block: int | None = None, num_cubes: int | None = None,
+                   ordering: str = "contiguous"):
+    """Head-parallel ring attention emulating C = G CUBEs, equal to ``attention_reference``.
+
+    Args:
+      q: [T, N, H]; k, v: [S, K, H]; bias / mask / causal / scale as ``attention_reference``.
+      tile: keys per tile inside a KV block; q_block: query rows per block (None = all T: then no
+        KV block is wholly future and nothing is skipped).
+      num_cubes: C, must equal G = N // K (default G).
+      ordering: 'contiguous' | 'zigzag' | 'striped' KV block composition.
+    Returns:
+      out [T, N, H] float32, lse [N, T] float32.
+    """
+    T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
+    C = _check_cubes(num_cubes, G)
+    scale = H**-0.5 if scale is None else scale
+    tokens, valid, plans = ring_plan(T, S, num_cubes=C, tile=tile, q_block=q_block, causal=causal,
+                                     ordering=ordering)
+    # Lane c = CUBE c holds q head c of every kv group: [C, K, T, 1, H] (M = q_block rows, no fold).
+    q_lanes = jnp.transpose(q.reshape(T, K, G, H), (2, 1, 0, 3))[:, :, :, None, :]
+    b, m = user_bias_mask(bias, mask, N, K, T, S)  # [K, T, G, S]
+    cubes = np.arange(C)[:, None]
+
+    def step_cols(x, step):  # user bias / mask columns of the block each CUBE holds, its own head
+        if x is None:
+            return None
+        cols = tokens[(np.arange(C) - step) % C]  # [C, Lb]
+        xh = jnp.transpose(x, (2, 0, 1, 3))  # [G = C, K, T, S]
+        return jnp.transpose(xh[cubes, :, :, cols], (0, 2, 3, 1))[:, :, :, None, :]  # [C, K, T, 1, Lb]
+
+    held = (k[tokens], v[tokens], jnp.asarray(tokens, jnp.int32), jnp.asarray(valid))  # block c on CUBE c
+    qpos = np.arange(T) + (S - T)
+    state = init_sweep_state(plans[0], K, 1, H)
+    for step, plan in enumerate(plans):
+        if step:  # ring+ hand-off: CUBE c receives the block CUBE c - 1 held
+            held = tuple(jnp.roll(x, 1, axis=0) for x in held)
+        state = run_sweep(state, plan, q_lanes, *held[:2], qpos, *held[2:], bias=step_cols(b, step),
+                          mask=step_cols(m, step), scale=scale, causal=causal)
+    out, lse = finalize(state)  # [C, K, Tp, 1, H], [C, K, Tp, 1]
+    out = jnp.transpose(out[:, :, :T, 0], (2, 1, 0, 3)).reshape(T, N, H)  # [T, K, G, H] -> [T, N, H]
+    return out, lse_to_heads(jnp.transpose(lse[:, :, :T, 0], (1, 2, 0)))
+
+
+ring_attention_jit = jax.jit(ring_attention, static_argnames=("causal", "scale", "tile", "q_block", "num_cubes",
+                                                               "ordering"))
+
+
+def ring_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry | None = None, *,
+                  causal: bool = False, tile: int = 128, q_block: int | None = None,
+                  num_cubes: int | None = None, ordering: str = "contiguous",
+                  dtype_bytes: int = 2) -> RingSchedule:
+    """Plain-data schedule of ``ring_attention`` (geometry defaults to Llama3-70B, C = G = 8)."""
+    g = AttentionGeometry.llama3_70b() if geometry is None else geometry
+    check_positive("num_queries", num_queries)
+    check_positive("num_keys", num_keys)
+    check_positive("dtype_bytes", dtype_bytes)
+    if causal and num_queries > num_keys:
+        raise ValueError(f"causal=True needs num_queries={num_queries} <= num_keys={num_keys}")
+    C = _check_cubes(num_cubes, g.group)
+    _tokens, valid, plans = ring_plan(num_queries, num_keys, num_cubes=C, tile=tile, q_block=q_block,
+                                     causal=causal, ordering=ordering)
+    block_tokens = tuple(int(x) for x in valid.sum(1))
+    step_cube, step_flops = [], []
+    run = skipped = empty = 0
+    for step, plan in enumerate(plans):
+        per_cube, flops = [0] * C, [0] * C
+        for lane, qi, kj in plan.computed:
+            per_cube[lane] += 1
+            flops[lane] += 4 * plan.block_rows[qi] * plan.tile_keys[lane][kj] * g.head_dim * g.num_kv_heads
+        step_cube.append(tuple(per_cube))
+        step_flops.append(tuple(flops))
+        busy = {(lane, qi) for lane, qi, _ in plan.computed}
+        future = {(lane, qi) for lane, qi, _ in plan.future}
+        for lane in range(C):
+            for qi in range(plan.num_q_blocks):
+                if (lane, qi) in busy:
+                    run += 1
+                elif block_tokens[(lane - step) % C] == 0:
+                    empty += 1
+                elif (lane, qi) in future:
+                    skipped += 1
+    sent_keys = sum(block_tokens[(c - s) % C] for s in range(C - 1) for c in range(C))
+    return RingSchedule(
+        **sweep_counts(plans, num_kv_heads=g.num_kv_heads, heads_per_lane=1, head_dim=g.head_dim,
+                       dtype_bytes=dtype_bytes),
+        num_queries=num_queries, num_keys=num_keys, num_heads=g.num_heads, num_kv_heads=g.num_kv_heads,
+        head_dim=g.head_dim, tile=plans[0].tile, q_block=plans[0].q_block, causal=causal,
+        dtype_bytes=dtype_bytes, num_cubes=C, ordering=ordering, block_tokens=block_tokens, steps=C,
+        block_steps_run=run, block_steps_skipped=skipped, block_steps_empty=empty,
+        step_cube_tiles=tuple(step_cube), critical_path_tiles=sum(max(t) for t in step_cube),
+        step_cube_flops=tuple(step_flops), critical_path_flops=sum(max(f) for f in step_flops),
+        kv_rotations=C - 1, ring_messages=2 * C * (C - 1) * g.num_kv_heads,
+        ring_bytes=2 * g.num_kv_heads * sent_keys * g.head_dim * dtype_bytes)

@@ -1,0 +1,208 @@
+"""The action expert: param / cache pytrees, the layer stack (``lax.scan``), ``velocity`` and ``sample``.
+
+Schema (all float32 unless noted; L layers, Smax cache rows, see ``jaxref.layers`` for one layer):
+
+  ExpertParams
+    action_in: ActionInParams        Fourier -> MLP -> LayerNorm (``jaxref.action``)
+    layers: LayerParams              every field stacked on a leading L axis (scanned)
+    final_norm: [D]                  HF ``norm.weight``
+    action_out: ActionOutParams      w [D, A], b [A]
+  KVCache                            the VLM's cache, one row block per expert layer
+    k, v: [L, Smax, K, H]            roped keys / values as HF stores them; rows [0, S) valid
+    seq_len: int32 []                S
+    rope_delta: int32 []             Qwen3-VL M-RoPE delta; expert positions are i + rope_delta + S
+
+Batching: trajectories share one cache. ``velocity`` accepts x_t [B, T, A] and vmaps with the cache
+unbatched (``in_axes=None``): K/V are read once per layer for all B trajectories, never copied.
+``sample`` is vmap-able over keys the same way: ``jax.vmap(sample, in_axes=(None, None, 0))``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from jaxref.action import ActionInParams, ActionOutParams, action_in_proj, action_out_proj, euler_sample
+from jaxref.config import ExpertConfig
+from jaxref.layers import (
+    ATTENTION_MODES,
+    LayerParams,
+    _concrete_int,
+    decoder_layer,
+    rms_norm,
+    rope_positions,
+    rope_tables,
+)
+from jaxref.precision import Precision
+
+FP32 = Precision.fp32()
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class ExpertParams:
+    """All parameters of the expert (see the module docstring for the schema)."""
+
+    action_in: ActionInParams
+    layers: LayerParams
+    final_norm: jax.Array
+    action_out: ActionOutParams
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class KVCache:
+    """The VLM's KV cache as the expert reads it (see the module docstring)."""
+
+    k: jax.Array
+    v: jax.Array
+    seq_len: jax.Array
+    rope_delta: jax.Array
+
+    @property
+    def max_seq_len(self) -> int:
+        """Smax: cache capacity (rows)."""
+        return self.k.shape[1]
+
+    @classmethod
+    def create(cls, k, v, seq_len, rope_delta=0) -> KVCache:
+        """Build a cache, checking shapes; ``seq_len`` / ``rope_delta`` become int32 scalars."""
+        k, v = jnp.asarray(k), jnp.asarray(v)  # float32, or a narrower storage dtype (upcast per layer)
+        if not (jnp.issubdtype(k.dtype, jnp.floating) and jnp.issubdtype(v.dtype, jnp.floating)):
+            raise ValueError(f"k and v must be floating point, got {k.dtype} / {v.dtype}")
+        if k.ndim != 4 or k.shape != v.shape:
+            raise ValueError(f"k and v must be [L, Smax, K, H] of equal shape, got k {k.shape}, v {v.shape}")
+        s = _concrete_int(seq_len)
+        if s is not None and not 0 <= s <= k.shape[1]:
+            raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={k.shape[1]}")
+        return cls(k=k, v=v, seq_len=jnp.asarray(seq_len, jnp.int32), rope_delta=jnp.asarray(rope_delta, jnp.int32))
+
+
+def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
+    """Raise ValueError if the cache does not fit ``cfg`` / the attention formulation."""
+    L, K, H = cfg.num_layers, cfg.num_kv_heads, cfg.head_dim
+    if cache.k.ndim != 4 or cache.k.shape[0] != L or cache.k.shape[2:] != (K, H) or cache.v.shape != cache.k.shape:
+        raise ValueError(f"cache.k / cache.v must be [L, Smax, K, H] = [{L}, Smax, {K}, {H}], "
+                         f"got {cache.k.shape} / {cache.v.shape}")
+    s = _concrete_int(cache.seq_len)
+    if s is None:
+        return
+    if attention == "tail_slot":
+        cfg.check_seq_len(s, max_seq_len=cache.max_seq_len)
+    elif not 0 <= s <= cache.max_seq_len:
+        raise ValueError(f"cache.seq_len={s} must satisfy 0 <= seq_len <= Smax={cache.max_seq_len}")
+
+
+def run_layers(layer_at: Callable[[jax.Array], tuple[LayerParams, jax.Array, jax.Array]], x: jax.Array, seq_len,
+               rope: tuple[jax.Array, jax.Array], *, cfg: ExpertConfig, attention: str = "exact",
+               precision: Precision = FP32, return_hidden: bool = False):
+    """``lax.scan`` of ``decoder_layer`` over i in [0, L), layer i's weights and cache from ``layer_at(i)``.
+
+    ``expert_stack`` slices stacked params / cache; a caller may instead *generate* layer i inside
+    the scan (e.g. random weights from a per-layer key), so only one layer exists at a time.
+
+    Args:
+      layer_at: i (int32 scalar) -> (LayerParams, cache_k [Smax, K, H], cache_v [Smax, K, H]).
+      x: [T, D] residual stream (already rounded to the activation format).
+      seq_len, rope: as ``decoder_layer``.
+    Returns:
+      [T, D] output of the last layer (and [L, T, D] every layer's output with ``return_hidden``).
+    """
+    def body(h, i):
+        # The barrier pins layer i's slice *before* any precision hook: otherwise XLA may rewrite
+        # convert/quantize(slice(W)) as slice(convert/quantize(W)) and hoist the whole-stack cast
+        # out of the loops (an fp32 or quantised copy of all L layers at once).
+        p, ck, cv = jax.lax.optimization_barrier(layer_at(i))
+        h = decoder_layer(p, h, (ck, cv), seq_len, rope, cfg=cfg, attention=attention, precision=precision)
+        return h, (h if return_hidden else None)
+
+    h, hidden = jax.lax.scan(body, x, jnp.arange(cfg.num_layers, dtype=jnp.int32))
+    return (h, hidden) if return_hidden else h
+
+
+def expert_stack(layers: LayerParams, final_norm: jax.Array, x: jax.Array, cache: KVCache, *, cfg: ExpertConfig,
+                 attention: str = "exact", precision: Precision = FP32, return_hidden: bool = False):
+    """The decoder stack (``lax.scan`` over stacked layers and cache layers) and the final RMSNorm.
+
+    Args:
+      layers: ``LayerParams`` stacked on a leading L axis.
+      final_norm: [D].
+      x: [T, D] expert input embedding (rounded by ``precision.act``: the device uploads it as bf16).
+      cache: ``KVCache`` with k / v [L, Smax, K, H].
+      attention: 'exact' or 'tail_slot' (see ``jaxref.layers``).
+      return_hidden: also return every layer's output.
+    Returns:
+      [T, D] final-normed hidden; with ``return_hidden`` also [L, T, D] per-layer outputs (pre-norm).
+    """
+    if attention not in ATTENTION_MODES:
+        raise ValueError(f"attention={attention!r} unknown; expected one of {ATTENTION_MODES}")
+    check_cache(cache, cfg, attention=attention)
+    if layers.wq.shape[0] != cfg.num_layers:
+        raise ValueError(f"layers are stacked for L={layers.wq.shape[0]}, cfg has num_layers={cfg.num_layers}")
+    rope = expert_rope(cache.seq_len, cache.rope_delta, cfg=cfg, precision=precision)
+
+    def layer_at(i):
+        return jax.tree.map(lambda a: a[i], layers), cache.k[i], cache.v[i]
+
+    res = run_layers(layer_at, precision.act(x.astype(jnp.float32)), cache.seq_len, rope, cfg=cfg,
+                     attention=attention, precision=precision, return_hidden=return_hidden)
+    h, hidden = res if return_hidden else (res, None)
+    out = rms_norm(h, final_norm, eps=cfg.rms_eps, precision=precision)
+    return (out, hidden) if return_hidden else out
+
+
+def expert_rope(seq_len, rope_delta, *, cfg: ExpertConfig, precision: Precision = FP32):
+    """cos, sin [T, H] for the expert positions ``i + rope_delta + S``."""
+    pos = rope_positions(seq_len, rope_delta, cfg.num_tokens)
+    return rope_tables(pos, head_dim=cfg.head_dim, theta=cfg.rope_theta, precision=precision)
+
+
+def velocity(params: ExpertParams, x_t: jax.Array, t, cache: KVCache, *, cfg: ExpertConfig,
+             attention: str = "exact", precision: Precision = FP32, proj_precision: Precision = FP32) -> jax.Array:
+    """Flow-matching velocity ``v(x_t, t)``: action_in_proj -> decoder stack -> action_out_proj.
+
+    Args:
+      x_t: [T, A] or [B, T, A] noisy actions (B trajectories share ``cache``).
+      t: flow time, scalar (or [B] with a batch).
+      cache: the VLM ``KVCache`` (never batched).
+      precision: policy of the decoder stack; proj_precision: of the two projections (host fp32 on
+        the device port).
+    Returns:
+      v shaped like x_t, float32.
+    """
+    if x_t.ndim == 3:
+        t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x_t.shape[:1])
+        one = functools.partial(velocity, cfg=cfg, attention=attention, precision=precision,
+                                proj_precision=proj_precision)
+        return jax.vmap(one, in_axes=(None, 0, 0, None))(params, x_t, t, cache)
+    if x_t.shape != (cfg.num_tokens, cfg.action_dim):
+        raise ValueError(f"x_t must be [T, A] = {(cfg.num_tokens, cfg.action_dim)} (or [B, T, A]), got {x_t.shape}")
+    emb = action_in_proj(params.action_in, x_t, t, cfg=cfg.action_in, precision=proj_precision)
+    h = expert_stack(params.layers, params.final_norm, emb, cache, cfg=cfg, attention=attention, precision=precision)
+    return action_out_proj(params.action_out, h, precision=proj_precision)
+
+
+def sample(params: ExpertParams, cache: KVCache, key: jax.Array, *, cfg: ExpertConfig, attention: str = "exact",
+           precision: Precision = FP32, proj_precision: Precision = FP32, num_steps: int | None = None,
+           x0: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """Sample one trajectory's actions with the Euler flow-matching sampler (no guidance).
+
+    ``x0 ~ N(0, I)`` of shape [T, A] from ``key`` (or the given ``x0``), ``num_steps`` (default
+    ``cfg.num_steps`` = 10) Euler steps over ``t = linspace(0, 1, steps + 1)``.
+
+    Returns:
+      (final action [T, A], per-step velocities [steps, T, A]), float32.
+    """
+    steps = cfg.num_steps if num_steps is None else num_steps
+    shape = (cfg.num_tokens, cfg.action_dim)
+    if x0 is None:
+        x0 = jax.random.normal(key, shape, jnp.float32)
+    elif x0.shape != shape:
+        raise ValueError(f"x0 must be [T, A] = {shape}, got {x0.shape}")
+    fn = functools.partial(velocity, params, cache=cache, cfg=cfg, attention=attention, precision=precision,
+                           proj_precision=proj_precision)
+    return euler_sample(lambda x, t: fn(x, t), x0, num_steps=steps)

@@ -1,0 +1,326 @@
+"""Building blocks of the action expert's decoder layer (HF ``Qwen3VLTextDecoderLayer`` semantics).
+
+Pure functions on arrays and on the ``LayerParams`` pytree; no batch axis (``jax.vmap`` adds one).
+Dimension vocabulary: T expert tokens, S valid VLM cache rows, Smax cache capacity, N q heads,
+K kv heads, G = N // K, H head_dim, D model width, F MLP width.
+
+Parameter layout is the device's: every matmul weight is stored ``[in, out]`` (``x @ W``), with the
+head axes split out (``wq [D, N, H]``, ``wo [N, H, D]``); HF import/export transposes
+(``jaxref.weights``). Since H is a multiple of 16, a block format that groups 16 consecutive values
+of the last axis groups exactly the same values as in the device's fused ``wqkv [D, (N + 2K) H]``.
+
+Precision hooks (``jaxref.precision.Precision``), one per rounding point of the device graph
+(``seeds/EXPERT_NOTES.md``, 19 ttnn ops per layer). All are the identity under ``Precision.fp32()``:
+
+  ==========================  ===========================================================
+  hook                        where
+  ==========================  ===========================================================
+  ``p.weight(W)``             every matmul weight, *inside* the layer (so under
+                              ``lax.scan`` only one layer's rounded copy exists at a time)
+  ``p.norm_weight(g)``        every RMSNorm gamma (input, post-attention, q_norm, k_norm)
+  ``p.act(.)``                rms_norm (after the normalisation *and* after the gamma
+                              multiply: HF casts back to the input dtype in between), the
+                              q/k/v matmul outputs, q/k norm, RoPE (each product and the sum,
+                              and the cos/sin tables), attention output, wo output, both
+                              residual adds, gate/up matmul outputs, silu, silu*up, down
+  ``p.kv(.)``                 the K/V rows attention reads: VLM cache rows and own K/V
+  ``p.mask_(.)``              the additive tail-slot mask
+  ==========================  ===========================================================
+
+Inside the attention op (scores, softmax) the math is float32, as in HF's eager attention
+(``softmax(dtype=float32)``) and the device's SDPA accumulators.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from jaxref.attention.reference import attention_reference
+from jaxref.config import ExpertConfig
+from jaxref.precision import Precision
+
+FP32 = Precision.fp32()
+# The golden never lets XLA pick a reduced-precision matmul (TF32 / bf16 passes on GPU / TPU).
+_HI = jax.lax.Precision.HIGHEST
+# The device's additive mask value for hidden cache rows (seeds/EXPERT_NOTES.md: 0 / -1e9).
+TAIL_MASK_VALUE = -1e9
+ATTENTION_MODES = ("exact", "tail_slot")
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class LayerParams:
+    """One decoder layer (a leading L axis when stacked for ``lax.scan``).
+
+    float32, or a narrower float storage dtype (e.g. bf16 random weights to halve host memory):
+    the precision hooks upcast each weight inside the layer, and all math is float32.
+
+    Attributes (HF name in ``Qwen3VLTextModel`` -> shape here):
+      input_norm: ``input_layernorm.weight`` -> [D]
+      wq: ``self_attn.q_proj.weight`` [N*H, D] -> [D, N, H]
+      wk: ``self_attn.k_proj.weight`` [K*H, D] -> [D, K, H]
+      wv: ``self_attn.v_proj.weight`` [K*H, D] -> [D, K, H]
+      q_norm: ``self_attn.q_norm.weight`` -> [H]
+      k_norm: ``self_attn.k_norm.weight`` -> [H]
+      wo: ``self_attn.o_proj.weight`` [D, N*H] -> [N, H, D]
+      post_norm: ``post_attention_layernorm.weight`` -> [D]
+      w_gate: ``mlp.gate_proj.weight`` [F, D] -> [D, F]
+      w_up: ``mlp.up_proj.weight`` [F, D] -> [D, F]
+      w_down: ``mlp.down_proj.weight`` [D, F] -> [F, D]
+    """
+
+    input_norm: jax.Array
+    wq: jax.Array
+    wk: jax.Array
+    wv: jax.Array
+    q_norm: jax.Array
+    k_norm: jax.Array
+    wo: jax.Array
+    post_norm: jax.Array
+    w_gate: jax.Array
+    w_up: jax.Array
+    w_down: jax.Array
+
+
+def layer_param_shapes(cfg: ExpertConfig) -> dict[str, tuple[int, ...]]:
+    """Shape of every ``LayerParams`` field for one layer of ``cfg`` (the schema checks use it)."""
+    D, N, K, H, F = cfg.hidden, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.ffn
+    return dict(input_norm=(D,), wq=(D, N, H), wk=(D, K, H), wv=(D, K, H), q_norm=(H,), k_norm=(H,),
+                wo=(N, H, D), post_norm=(D,), w_gate=(D, F), w_up=(D, F), w_down=(F, D))
+
+
+def check_layer_params(params: LayerParams, cfg: ExpertConfig, *, stacked: int | None = None) -> None:
+    """Raise ValueError naming the field whose shape does not match ``cfg`` (``stacked``: leading L)."""
+    lead = () if stacked is None else (stacked,)
+    for name, shape in layer_param_shapes(cfg).items():
+        got = tuple(getattr(params, name).shape)
+        if got != lead + shape:
+            raise ValueError(f"LayerParams.{name} has shape {got}, expected {lead + shape}")
+
+
+# ---- normalisation -------------------------------------------------------------------------
+def rms_norm(x: jax.Array, weight: jax.Array, *, eps: float, precision: Precision = FP32) -> jax.Array:
+    """HF ``Qwen3VLTextRMSNorm`` over the last axis.
+
+    HF casts the input to fp32, normalises, casts back to the input dtype and only then multiplies
+    by the weight; ``precision.act`` models both casts (identity in fp32).
+
+    Args:
+      x: [..., W] activations (float32 holding values of the activation format).
+      weight: [W] gamma.
+      eps: added to the mean square.
+    Returns:
+      [..., W] float32.
+    """
+    if weight.shape != x.shape[-1:]:
+        raise ValueError(f"rms_norm weight has shape {weight.shape}, expected ({x.shape[-1]},) for x {x.shape}")
+    x32 = x.astype(jnp.float32)
+    var = jnp.mean(x32 * x32, axis=-1, keepdims=True)
+    y = precision.act(x32 * jax.lax.rsqrt(var + eps))
+    return precision.act(precision.norm_weight(weight) * y)
+
+
+# ---- rotary position embedding -------------------------------------------------------------
+def rope_positions(seq_len, rope_delta, num_tokens: int) -> jax.Array:
+    """Expert token positions ``i + rope_delta + S`` for i in [0, T): int32 [T] (S, delta may be traced)."""
+    return jnp.arange(num_tokens, dtype=jnp.int32) + jnp.asarray(rope_delta, jnp.int32) + jnp.asarray(
+        seq_len, jnp.int32)
+
+
+def rope_tables(positions: jax.Array, *, head_dim: int, theta: float,
+                precision: Precision = FP32) -> tuple[jax.Array, jax.Array]:
+    """HF rotate_half RoPE tables for integer positions, computed in float32 exactly as HF does.
+
+    ``inv_freq = 1 / theta ** (arange(0, H, 2) / H)``, ``emb = cat(freqs, freqs)``. Qwen3-VL's
+    interleaved M-RoPE reduces to this 1-D RoPE because the expert's three position rows are equal.
+
+    Args:
+      positions: [T] integer positions.
+    Returns:
+      cos, sin: [T, H] float32, rounded by ``precision.act`` (HF casts them to the activation dtype).
+    """
+    if head_dim % 2:
+        raise ValueError(f"head_dim={head_dim} must be even for RoPE")
+    if positions.ndim != 1:
+        raise ValueError(f"positions must be [T], got shape {positions.shape}")
+    inv_freq = 1.0 / (jnp.float32(theta) ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
+    freqs = positions.astype(jnp.float32)[:, None] * inv_freq[None, :]  # [T, H/2]
+    emb = jnp.concatenate([freqs, freqs], axis=-1)  # [T, H]
+    return precision.act(jnp.cos(emb)), precision.act(jnp.sin(emb))
+
+
+def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array, *, precision: Precision = FP32) -> jax.Array:
+    """``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = cat(-x2, x1)``.
+
+    Args:
+      x: [T, heads, H]; cos, sin: [T, H].
+    Returns:
+      [T, heads, H] float32 (each product and the sum rounded by ``precision.act``, as HF does).
+    """
+    T, _, H = x.shape
+    if cos.shape != (T, H) or sin.shape != (T, H):
+        raise ValueError(f"cos/sin must be [T, H] = {(T, H)}, got {cos.shape} / {sin.shape}")
+    x1, x2 = x[..., : H // 2], x[..., H // 2:]
+    rot = jnp.concatenate([-x2, x1], axis=-1)
+    return precision.act(precision.act(x * cos[:, None, :]) + precision.act(rot * sin[:, None, :]))
+
+
+# ---- attention over the VLM cache ----------------------------------------------------------
+def _concrete_int(x) -> int | None:
+    """``int(x)`` when ``x`` is known at trace time, else None (a traced S skips the static checks)."""
+    if isinstance(x, jax.core.Tracer):
+        return None
+    return int(x)
+
+
+def _check_attention_args(q, k_own, v_own, cache_k, cache_v):
+    T, N, H = q.shape
+    if k_own.shape != v_own.shape or k_own.ndim != 3 or k_own.shape[0] != T or k_own.shape[2] != H:
+        raise ValueError(f"k_own / v_own must be [T, K, H] with T={T}, H={H}; got {k_own.shape} / {v_own.shape}")
+    if cache_k.shape != cache_v.shape or cache_k.ndim != 3 or cache_k.shape[1:] != k_own.shape[1:]:
+        raise ValueError(f"cache_k / cache_v must be [Smax, K, H] = [Smax, {k_own.shape[1]}, {H}]; "
+                         f"got {cache_k.shape} / {cache_v.shape}")
+    if N % k_own.shape[1]:
+        raise ValueError(f"q heads N={N} not divisible by kv heads K={k_own.shape[1]}")
+
+
+def attend_exact(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: jax.Array, cache_v: jax.Array,
+                 seq_len, *, precision: Precision = FP32) -> jax.Array:
+    """Non-causal GQA attention over VLM cache rows ``[0, S)`` plus the T own keys (the exact form).
+
+    Two ``attention_reference`` calls, one over the cache (rows ``>= S`` excluded by a boolean
+    mask, so they contribute exactly nothing whatever they hold) and one over the own K/V, merged
+    by their log-sum-exp. This is the single softmax over ``cat(cache[:S], own)`` without copying
+    the cache (and, under ``vmap`` over trajectories, with the cache read once for all of them).
+
+    Args:
+      q: [T, N, H] roped queries.
+      k_own, v_own: [T, K, H] the expert tokens' roped keys / values.
+      cache_k, cache_v: [Smax, K, H] one layer of the VLM cache (roped keys as HF stores them).
+      seq_len: S, valid cache rows, 0 <= S <= Smax (python int or traced int32).
+    Returns:
+      [T, N, H] float32 (rounded by ``precision.act``).
+    """
+    _check_attention_args(q, k_own, v_own, cache_k, cache_v)
+    smax = cache_k.shape[0]
+    s = _concrete_int(seq_len)
+    if s is not None and not 0 <= s <= smax:
+        raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={smax} (cache rows)")
+    keep = jnp.arange(smax) < jnp.asarray(seq_len, jnp.int32)  # [Smax]
+    out_c, lse_c = attention_reference(q, precision.kv(cache_k), precision.kv(cache_v), mask=keep[None, None, :])
+    out_o, lse_o = attention_reference(q, precision.kv(k_own), precision.kv(v_own))
+    lse = jnp.logaddexp(lse_c, lse_o)  # [N, T]; with S = 0, lse_c = MASK_LSE and its weight is exp(-huge) = 0
+    w_c = jnp.exp(lse_c - lse).T[..., None]  # [T, N, 1]
+    w_o = jnp.exp(lse_o - lse).T[..., None]
+    return precision.act(out_c * w_c + out_o * w_o)
+
+
+def tail_slot_mask(seq_len, *, max_seq_len: int, num_tokens: int) -> jax.Array:
+    """The device's additive mask over the cache: 0 on ``[0, S)`` and on the own-token tail
+    ``[Smax - T, Smax)``, ``-1e9`` on ``[S, Smax - T)``. float32 [Smax]; S may be traced."""
+    rows = jnp.arange(max_seq_len)
+    visible = (rows < jnp.asarray(seq_len, jnp.int32)) | (rows >= max_seq_len - num_tokens)
+    return jnp.where(visible, 0.0, TAIL_MASK_VALUE).astype(jnp.float32)
+
+
+def write_tail_slot(cache: jax.Array, own: jax.Array) -> jax.Array:
+    """Write the own K or V [T, K, H] into cache rows ``[Smax - T, Smax)`` (the device's ``fill_cache``)."""
+    return jax.lax.dynamic_update_slice(cache, own.astype(cache.dtype), (cache.shape[0] - own.shape[0], 0, 0))
+
+
+def attend_tail_slot(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: jax.Array, cache_v: jax.Array,
+                     seq_len, *, precision: Precision = FP32) -> jax.Array:
+    """The device port's formulation: own K/V written into cache rows ``[Smax-T, Smax)``, one
+    attention over all Smax rows with the additive ``tail_slot_mask`` hiding ``[S, Smax-T)``.
+
+    Exact because attention is permutation invariant over keys. Rows ``[S, Smax-T)`` may hold any
+    finite garbage (the mask adds -1e9 to their scores, as on device; a NaN/Inf there would poison
+    the row exactly as it would on device). The traced graph does not depend on S: one compile
+    serves every S.
+
+    Args: as ``attend_exact``; requires ``S <= Smax - T`` (checked when S is concrete).
+    Returns:
+      [T, N, H] float32 (rounded by ``precision.act``).
+    """
+    _check_attention_args(q, k_own, v_own, cache_k, cache_v)
+    smax, T = cache_k.shape[0], q.shape[0]
+    s = _concrete_int(seq_len)
+    if s is not None and not 0 <= s <= smax - T:
+        raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax - T = {smax} - {T} = {smax - T}: "
+                         "the last T cache rows hold the expert's own K/V")
+    # Upcast first: a cache stored in a narrower dtype must not round the own K/V written into it.
+    k_all = precision.kv(write_tail_slot(cache_k.astype(jnp.float32), k_own))
+    v_all = precision.kv(write_tail_slot(cache_v.astype(jnp.float32), v_own))
+    bias = precision.mask_(tail_slot_mask(seq_len, max_seq_len=smax, num_tokens=T)[None, :])  # [1, Smax]
+    out, _ = attention_reference(q, k_all, v_all, bias=bias)
+    return precision.act(out)
+
+
+# ---- the layer -----------------------------------------------------------------------------
+def project_qkv(params: LayerParams, h: jax.Array, cos: jax.Array, sin: jax.Array, *, cfg: ExpertConfig,
+                precision: Precision = FP32) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """q/k/v projections, per-head q/k RMSNorm (before RoPE), RoPE on q and k.
+
+    Args:
+      h: [T, D] the input-normed residual stream.
+      cos, sin: [T, H] RoPE tables.
+    Returns:
+      q [T, N, H], k [T, K, H] (roped; what the device writes to the cache tail), v [T, K, H].
+    """
+    q = precision.act(jnp.einsum("TD,DNH->TNH", h, precision.weight(params.wq), precision=_HI))
+    k = precision.act(jnp.einsum("TD,DKH->TKH", h, precision.weight(params.wk), precision=_HI))
+    v = precision.act(jnp.einsum("TD,DKH->TKH", h, precision.weight(params.wv), precision=_HI))
+    q = rms_norm(q, params.q_norm, eps=cfg.rms_eps, precision=precision)
+    k = rms_norm(k, params.k_norm, eps=cfg.rms_eps, precision=precision)
+    return apply_rope(q, cos, sin, precision=precision), apply_rope(k, cos, sin, precision=precision), v
+
+
+def mlp(params: LayerParams, n: jax.Array, *, precision: Precision = FP32) -> jax.Array:
+    """SwiGLU: ``down(silu(gate(n)) * up(n))``; n [T, D] -> [T, D]."""
+    g = precision.act(jnp.einsum("TD,DF->TF", n, precision.weight(params.w_gate), precision=_HI))
+    u = precision.act(jnp.einsum("TD,DF->TF", n, precision.weight(params.w_up), precision=_HI))
+    m = precision.act(precision.act(jax.nn.silu(g)) * u)
+    return precision.act(jnp.einsum("TF,FD->TD", m, precision.weight(params.w_down), precision=_HI))
+
+
+def decoder_layer(params: LayerParams, x: jax.Array, kv: tuple[jax.Array, jax.Array], seq_len,
+                  rope: tuple[jax.Array, jax.Array], *, cfg: ExpertConfig, attention: str = "exact",
+                  precision: Precision = FP32) -> jax.Array:
+    """One pre-norm decoder layer attending non-causally to one VLM cache layer plus its own tokens.
+
+    ``h = x + wo(attn(rms_norm(x)))``; ``out = h + down(silu(gate(n)) * up(n))``, ``n = rms_norm(h)``.
+
+    Args:
+      params: one layer's ``LayerParams`` (unstacked).
+      x: [T, D] residual stream.
+      kv: (cache_k, cache_v), each [Smax, K, H]: this layer's VLM cache, rows [0, S) valid, roped.
+      seq_len: S (python int or traced int32 scalar).
+      rope: (cos, sin), each [T, H], for positions ``i + rope_delta + S`` (see ``rope_tables``).
+      attention: 'exact' (``attend_exact``) or 'tail_slot' (``attend_tail_slot``, the device's form).
+    Returns:
+      [T, D] float32.
+    """
+    if attention not in ATTENTION_MODES:
+        raise ValueError(f"attention={attention!r} unknown; expected one of {ATTENTION_MODES}")
+    if x.shape != (cfg.num_tokens, cfg.hidden):
+        raise ValueError(f"x must be [T, D] = {(cfg.num_tokens, cfg.hidden)}, got {x.shape}")
+    cache_k, cache_v = kv
+    if cache_k.ndim != 3 or cache_k.shape[1:] != (cfg.num_kv_heads, cfg.head_dim):
+        raise ValueError(f"cache_k must be [Smax, K, H] = [Smax, {cfg.num_kv_heads}, {cfg.head_dim}], "
+                         f"got {cache_k.shape}")
+    if attention == "tail_slot":
+        s = _concrete_int(seq_len)
+        if s is not None:
+            cfg.check_seq_len(s, max_seq_len=cache_k.shape[0])
+    cos, sin = rope
+    h = rms_norm(x, params.input_norm, eps=cfg.rms_eps, precision=precision)
+    q, k, v = project_qkv(params, h, cos, sin, cfg=cfg, precision=precision)
+    attend = attend_exact if attention == "exact" else attend_tail_slot
+    a = attend(q, k, v, cache_k, cache_v, seq_len, precision=precision)  # [T, N, H]
+    o = precision.act(jnp.einsum("TNH,NHD->TD", a, precision.weight(params.wo), precision=_HI))
+    x = precision.act(x + o)
+    n = rms_norm(x, params.post_norm, eps=cfg.rms_eps, precision=precision)
+    return precision.act(x + mlp(params, n, precision=precision))

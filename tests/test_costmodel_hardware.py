@@ -1,0 +1,75 @@
+"""Hardware specs: numbers against REFERENCE.md, provenance for every field, pytree behaviour."""
+
+import dataclasses
+
+import jax
+import pytest
+
+from costmodel import hardware as H
+
+
+def test_tile_bytes_are_bytes_not_elements():
+    # tt-metal tile sizes: 32x32 values; bfp: 1 B (bfp8) / 0.5 B (bfp4) per value + one exponent
+    # byte per 16-value face row (4 faces x 16 rows = 64)
+    assert H.tile_bytes("fp32") == 32 * 32 * 4
+    assert H.tile_bytes("bf16") == 32 * 32 * 2
+    assert H.tile_bytes("bfp8") == 32 * 32 * 1 + 64
+    assert H.tile_bytes("bfp4") == 32 * 32 // 2 + 64
+
+
+@pytest.mark.parametrize("bad", ["fp8", "bfloat8_b", ""])
+def test_unknown_dtype_raises(bad):
+    with pytest.raises(ValueError, match="dtype="):
+        H.tile_bytes(bad)
+
+
+def test_p150a_numbers_match_reference():
+    hw = H.blackhole_p150a()
+    assert hw.dram_peak_bytes_per_s == 512e9
+    assert hw.grid_cores == 110
+    assert hw.l1_bytes_per_core == 1464 * 1024
+    # ~86 GB/s per NoC link at 1.35 GHz, 64 B/cycle
+    assert abs(float(hw.noc_link_bytes_per_s) - 86.4e9) < 1e6
+    # 16 cycles per 32x32x32 tile at LoFi, HiFi4 = 4x
+    assert float(hw.tile_matmul_cycles("LoFi")) == 16.0
+    assert float(hw.tile_matmul_cycles("HiFi4")) == 64.0
+
+
+def test_p100a_differs_only_in_memory():
+    a, b = H.blackhole_p150a(), H.blackhole_p100a()
+    assert b.dram_peak_bytes_per_s == 448e9 and b.dram_capacity_bytes == 28e9
+    same = {f.name for f in dataclasses.fields(a)} - {"dram_peak_bytes_per_s", "dram_capacity_bytes", "name",
+                                                       "dram_banks"}
+    assert all(getattr(a, n) == getattr(b, n) for n in same)
+
+
+def test_every_field_has_unit_and_source():
+    for hw in (H.blackhole_p150a(), H.ahbm_sip()):
+        rows = H.spec_table(hw)
+        assert len(rows) == len(dataclasses.fields(hw)) - (1 if hasattr(hw, "name") else 0)
+        for name, _, unit, source in rows:
+            assert unit and source.startswith("["), name
+
+
+def test_ahbm_derived_numbers():
+    a = H.ahbm_sip()
+    assert a.cubes == 16 and a.pes == 128
+    assert float(a.hbm_cube_bytes_per_s) == 2048e9  # 8 PEs x 8 pch x 32 GB/s
+    # each PE's controller carries its 8 pseudo-channels
+    assert a.pe_controller_bytes_per_s == a.pseudo_channels_per_pe * a.pseudo_channel_bytes_per_s
+    assert a.gemm_tile_m == 32 and a.gemm_tile_k == 64 and a.gemm_tile_n == 32
+    assert "[assumed]" in H.SOURCES["gemm_flops_per_cycle_per_pe"][1]
+
+
+def test_leaves_are_floats_and_grid_is_static():
+    hw = H.blackhole_p150a()
+    leaves = jax.tree_util.tree_leaves(hw)
+    assert len(leaves) == 8 and all(isinstance(v, float) for v in leaves)
+    doubled = jax.tree_util.tree_map(lambda v: 2 * v, hw)
+    assert doubled.grid_x == 11 and doubled.dram_peak_bytes_per_s == 1024e9
+
+
+def test_preset_lookup():
+    assert H.blackhole("p100a").name == "p100a"
+    with pytest.raises(ValueError, match="hw='p200'"):
+        H.blackhole("p200")
