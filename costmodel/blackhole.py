@@ -161,8 +161,8 @@ def attn_q_rows(bc: BlackholeConfig, cfg: ExpertConfig) -> int:
 def attention_us(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
                  relax: Relax | None = None):
     """The attention op of one layer (decode or standard SDPA), us."""
-    common = dict(smax_rows=bc.smax, head_dim=cfg.head_dim, kv_dtype=bc.kv_dtype, mask_dtype=bc.mask_dtype,
-                  act_dtype=bc.act_dtype, fidelity=bc.fidelity, relax=relax)
+    common = {"smax_rows": bc.smax, "head_dim": cfg.head_dim, "kv_dtype": bc.kv_dtype, "mask_dtype": bc.mask_dtype,
+                  "act_dtype": bc.act_dtype, "fidelity": bc.fidelity, "relax": relax}
     if bc.attn_mode == "decode":
         return sdpa_decode_us(hw, fit, bc.attn, users=cfg.num_kv_heads, q_rows=attn_q_rows(bc, cfg), **common)
     q_heads = cfg.num_kv_heads if bc.fold_heads else cfg.num_heads

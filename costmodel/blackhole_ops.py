@@ -1,15 +1,17 @@
 """Roofline models of the ttnn ops of the expert layer on Blackhole (times in microseconds).
 
-Every op is ``launch (per op class) + body``; the body is a max over the bounds that apply
-(one core's DRAM stream, its share of the chip's achievable DRAM bandwidth, its compute), with
-the work split across cores the way the ttnn program factory splits it. Bytes are counted per
+Every op is ``launch (per op class) + body``. The body combines what bounds the op: hard limits
+(the core's own DRAM stream, its share of the chip's achievable bandwidth, all the op's bytes at
+that bandwidth) by max, and pipeline stages that run concurrently (round trip, read, math,
+handshake) by a q-norm. Work is split across cores the way the ttnn program factory splits it. Bytes are counted per
 32x32 tile in the tensor's storage format (``hardware.tile_bytes``).
 
 Shared building blocks (``FitParams`` names in brackets):
   * one core reading ``n`` tiles (``b`` bytes) while ``r`` cores read at once takes
-    max(n / [core_read_tiles_per_s], b * r / (dram_peak * [dram_eff])): its own request rate (a
-    DRAM read is one request per tile-sized page, so small bfp8 pages move fewer bytes per
-    request than bf16 pages) or its fair share of the achievable aggregate bandwidth;
+    max(n / [core_read_tiles_per_s], b / noc_link, b * r / (dram_peak * [dram_eff])): its own
+    request rate (a DRAM read is one request per tile-sized page, so small bfp8 pages move fewer
+    bytes per request than bf16 pages), its NoC link, or its fair share of the achievable
+    aggregate bandwidth;
   * a blocking read costs at least one [dram_latency_us] round trip;
   * stages that run concurrently (handshake, round trip, read, math) combine as a q-norm
     (``overlap``): between a sum (serial) and a max (perfect overlap), q = [overlap_exponent];
@@ -62,9 +64,9 @@ def _agg_bytes_per_s(hw: Blackhole, fit: FitParams):
 
 
 def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, relax: Relax | None):
-    """One core reading ``tiles`` pages (``nbytes`` bytes) while ``readers`` cores read, us:
-    its own page-request rate or its share of the achievable aggregate bandwidth."""
-    return smax(_us(tiles / fit.core_read_tiles_per_s),
+    """One core reading ``tiles`` pages (``nbytes`` bytes) while ``readers`` cores read, us: its
+    own page-request rate, its NoC link, or its share of the achievable aggregate bandwidth."""
+    return smax(_us(tiles / fit.core_read_tiles_per_s), _us(nbytes / hw.noc_link_bytes_per_s),
                 _us(nbytes * readers / _agg_bytes_per_s(hw, fit)), relax=relax)
 
 
@@ -171,11 +173,11 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulConfig, *, M: int, K: in
               fused_activation: bool = False, relax: Relax | None = None):
     """Time of ``linear([M,K] act, [K,N] weights)`` with a 1D in0-multicast program config, us.
 
-    Each of the N/32/per_core_N cores loops over K/32/in0_block_w blocks; a block costs the in0
-    multicast handshake plus the slowest of: a DRAM round trip, reading its in1 block
-    (in0_block_w x per_core_N weight tiles) at its share of the bandwidth, and the tile products
-    (double-buffered, so these overlap). The whole op is also bounded by all its bytes at the
-    achievable aggregate bandwidth. DRAM-bound ops land at bytes / (peak * eff) + overhead.
+    Each of the N/32/per_core_N cores loops over K/32/in0_block_w blocks; a block costs the
+    overlap (q-norm) of the in0 multicast handshake, a DRAM round trip, reading its in1 block
+    (in0_block_w x per_core_N weight tiles) at its rate or share of the bandwidth, and the tile
+    products. The whole op is also bounded by all its bytes at the achievable aggregate
+    bandwidth, so DRAM-bound ops land at bytes / (peak * eff) + overhead.
     """
     Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
     act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
@@ -244,8 +246,8 @@ def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, ac
     """``nlp_create_qkv_heads`` / ``nlp_concat_heads`` on a [rows, tiles_per_row*32] tensor, us.
 
     Pure data movement; the factories split tile rows across cores, so a 64-row input keeps only
-    2 cores busy, and their readers move one tile per blocking read: each tile costs a DRAM round
-    trip or its transfer, whichever is longer.
+    2 cores busy, and their readers move one tile per blocking read: each tile costs the overlap
+    of a DRAM round trip and its transfer (latency bound: ~0.4 us per tile).
     """
     act = tile_bytes(act_dtype)
     tile_rows = rows // TILE
@@ -300,10 +302,11 @@ class AttnConfig:
 
 
 def sdpa_l1_bytes(*, q_rows, k_chunk, head_dim: int, kv_dtype: str, mask_dtype: str, act_dtype: str = "bf16"):
-    """L1 per core of an SDPA work item: Q, double-buffered K/V/mask chunks, scores, output accumulators."""
+    """L1 per core of an SDPA work item: Q, double-buffered K/V/mask chunks, the score block, and
+    three output-sized buffers (PV intermediate, running accumulator, output)."""
     qt, kc, ht = q_rows / TILE, k_chunk / TILE, head_dim / TILE
     act, kv, mk = tile_bytes(act_dtype), tile_bytes(kv_dtype), tile_bytes(mask_dtype)
-    return qt * ht * act + 2 * 2 * kc * ht * kv + 2 * qt * kc * mk + qt * kc * act + 2 * qt * ht * act
+    return qt * ht * act + 2 * 2 * kc * ht * kv + 2 * qt * kc * mk + qt * kc * act + 3 * qt * ht * act
 
 
 def decode_cores_per_user(hw: Blackhole, attn: AttnConfig, *, users: int, relax: Relax | None = None):
@@ -420,7 +423,21 @@ def validate_attention(attn: AttnConfig, hw: Blackhole, *, mode: str, fold_heads
 
 
 __all__ = [
-    "AttnConfig", "MatmulConfig", "read_us", "matmul_us", "matmul_l1_bytes", "matmul_weight_bytes",
-    "validate_matmul", "rms_norm_us", "rope_us", "heads_us", "fill_cache_us", "eltwise_us",
-    "sdpa_decode_us", "sdpa_standard_us", "sdpa_l1_bytes", "validate_attention", "decode_cores_per_user",
+    "AttnConfig",
+    "MatmulConfig",
+    "decode_cores_per_user",
+    "eltwise_us",
+    "fill_cache_us",
+    "heads_us",
+    "matmul_l1_bytes",
+    "matmul_us",
+    "matmul_weight_bytes",
+    "read_us",
+    "rms_norm_us",
+    "rope_us",
+    "sdpa_decode_us",
+    "sdpa_l1_bytes",
+    "sdpa_standard_us",
+    "validate_attention",
+    "validate_matmul",
 ]

@@ -56,13 +56,21 @@ def measured_op_times(path=None) -> dict[str, float]:
     return {r["op"]: float(r["us"]) for r in json.loads(path.read_text())["rows"]}
 
 
+def measured_step_ms(path=None) -> float:
+    """The notes' traced 64-layer step (incl. I/O), ms, from ``data/step_times.json``."""
+    path = DATA_DIR / "step_times.json" if path is None else path
+    rows = {r["name"]: r for r in json.loads(path.read_text())["rows"]}
+    return float(rows["step_us"]["value"]) / 1e3
+
+
 def gap_table(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
               measured_ops: dict[str, float] | None = None) -> list[dict]:
     """Rows {class, floor_ms, predicted_ms, measured_ms, gap_ms} per op class, plus the non-op parts
     of the step (trace overlap, lone norm, host I/O) and a 'step' total.
 
     Class times are per step: op device time x num_layers. ``measured_ms`` uses the notes' per-op
-    table (device profiler) where an op is listed, else None; the measured step is 32.5 ms.
+    table (device profiler) where an op is listed, else None; the measured step comes from
+    ``data/step_times.json`` (32.5 ms).
     """
     out = jax.device_get(step_breakdown(hw, fit, bc, cfg=cfg))
     fl = floor_us(hw, bc, cfg=cfg)
@@ -84,7 +92,7 @@ def gap_table(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: Expert
         rows.append({"class": name, "ops": [], "floor_ms": 0.0, "predicted_ms": v, "measured_ms": None, "gap_ms": v})
     total_floor = sum(fl.values()) / 1e3
     rows.append({"class": "step", "ops": [], "floor_ms": total_floor, "predicted_ms": float(out["step_us"]) / 1e3,
-                 "measured_ms": 32.5 if measured_ops is not None else None,
+                 "measured_ms": measured_step_ms() if measured_ops is not None else None,
                  "gap_ms": float(out["step_us"]) / 1e3 - total_floor})
     return rows
 

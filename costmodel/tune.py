@@ -145,7 +145,7 @@ def relaxed_objective(log_knobs: dict, hw: Blackhole, fit: FitParams, bc: Blackh
     total = 0.0
     l1 = hw.l1_bytes_per_core
     for name in MATMULS:
-        M, K, N = matmul_shapes(cfg)[name]
+        _, K, N = matmul_shapes(cfg)[name]
         ibw, pcn = jnp.exp(log_knobs[name][0]), jnp.exp(log_knobs[name][1])
         total = total + _matmul_cost(hw, fit, ibw, pcn, name=name, bc=bc, cfg=cfg, relax=relax)
         m = dataclasses.replace(getattr(bc, name), in0_block_w=ibw, per_core_N=pcn)
@@ -202,12 +202,14 @@ def _descend(log_knobs, hw, fit, bc_leaves, *, bc_static, cfg, relax, steps, lr)
 
 
 def gradient_tune(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
-                  relax: Relax = Relax(), steps: int = 300, lr: float = 0.05) -> dict:
+                  relax: Relax | None = None, steps: int = 300, lr: float = 0.05) -> dict:
     """Gradient descent on the relaxed knobs from ``bc``'s values, then projection.
 
     Returns {"per_op": {op: {"start", "relaxed", "config", "us"}}, "gradient_steps",
     "evaluations" (gradient steps + discrete candidates scored), "objective" (relaxed values)}.
+    ``relax`` defaults to ``Relax()``.
     """
+    relax = Relax() if relax is None else relax
     start = {name: (float(getattr(bc, name).in0_block_w), float(getattr(bc, name).per_core_N)) for name in MATMULS}
     start["attention"] = (float(bc.attn.k_chunk), float(bc.attn.q_chunk))
     x0 = {k: jnp.log(jnp.asarray(v, jnp.float32)) for k, v in start.items()}
@@ -239,5 +241,13 @@ def apply_configs(bc: BlackholeConfig, per_op: dict) -> BlackholeConfig:
     return bc.replace(**changes)
 
 
-__all__ = ["valid_matmul_configs", "valid_attention_configs", "exhaustive", "relaxed_objective", "project",
-           "gradient_tune", "apply_configs", "MatmulConfig"]
+__all__ = [
+    "MatmulConfig",
+    "apply_configs",
+    "exhaustive",
+    "gradient_tune",
+    "project",
+    "relaxed_objective",
+    "valid_attention_configs",
+    "valid_matmul_configs",
+]

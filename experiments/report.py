@@ -11,12 +11,13 @@
    in both attention formulations (exact, device tail-slot).
 
 Memory: 64 layers of fp32 weights are ~9.7 GB and the fp32 cache another ~2.4 GB, too much for a
-shared 24 GB machine. By default (``--weights bf16``) the random weights and cache are *stored* in
-bf16 (~6 GB, the dtype of the real checkpoint and of a bf16 VLM's cache); the fp32 precision hooks
-upcast one layer at a time inside the layer scan, so every operation is float32. ``--weights fp32``
-stores float32 (~12 GB); ``--weights streamed`` holds no layer at all and regenerates each layer
-inside the scan from a per-layer key (``jaxref.expert.run_layers``) on every Euler step (slow:
-~0.4 s of random numbers per layer and step on 2 cores).
+shared 24 GB machine. By default (``--weights bf16``) the random weights and cache are rounded to
+bf16 (the dtype of the real checkpoint and of a bf16 VLM's cache) and held as 16-bit patterns
+(~6 GB); layer i is unpacked to float32 inside the layer scan (``jaxref.expert.run_layers``), so
+every operation is float32 and one layer exists in float32 at a time. ``--weights fp32`` holds
+float32 ``ExpertParams`` / ``KVCache`` (~12 GB) and calls ``jaxref.expert.velocity``;
+``--weights streamed`` holds no layer at all and regenerates each layer from a per-layer key on
+every Euler step (slow: ~0.4 s of random numbers per layer and step on 2 cores).
 
 The section functions (``expert_section``, ``hf_parity_table``) are independent so that other
 parts of the project can add their own sections to ``main``. The ``hf_*`` helpers are the torch
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import time
 
 import jax
@@ -144,37 +146,72 @@ def hf_expert_outputs(model, x, cache: KVCache, *, num_tokens: int, dtype=None):
 
 # ---- section 1: the expert golden at alpamayo_tt shapes ------------------------------------
 WEIGHT_MODES = {
-    "bf16": "random weights and cache stored in bf16 (like the bf16 checkpoint and a bf16 VLM cache), "
-            "upcast one layer at a time inside the scan; all math float32",
-    "fp32": "random weights and cache stored in float32 (64 alpamayo_tt layers: ~12 GB)",
+    "bf16": "random weights and cache held as bf16 bit patterns (the dtype of the real checkpoint and of a "
+            "bf16 VLM cache), unpacked to float32 one layer at a time inside the layer scan; all math float32",
+    "fp32": "random weights and cache held in float32 (64 alpamayo_tt layers: ~12 GB)",
     "streamed": "each layer's random weights and cache rows regenerated inside the layer scan from a "
                 "per-layer key on every Euler step (one layer in memory at a time; slow)",
 }
 
 
+def _to_u16(a):
+    return jax.lax.bitcast_convert_type(a.astype(jnp.bfloat16), jnp.uint16)
+
+
+def _from_u16(a):
+    return jax.lax.bitcast_convert_type(a, jnp.bfloat16).astype(jnp.float32)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "seq_len"))
+def _init_packed_layers(k_layers, k_cache, *, cfg: ExpertConfig, seq_len: int):
+    """Per-layer random weights and cache rows, rounded to bf16 and stored as uint16 bit patterns.
+
+    uint16, not bf16: XLA's CPU backend upcasts bf16 dynamic-slices by converting the *whole*
+    stacked operand to float32 up front, which would double the memory this mode exists to save.
+    """
+    def one(keys):
+        p = init_layer_params(keys[0], cfg)
+        return jax.tree.map(_to_u16, (p, init_cache_layer(keys[1], cfg, seq_len)))
+
+    keys = jnp.stack([jax.random.split(k_layers, cfg.num_layers), jax.random.split(k_cache, cfg.num_layers)], 1)
+    return jax.lax.map(one, keys)
+
+
+def _velocity_from_layer_source(small, layer_at, x_t, t, seq_len: int, rope, cfg: ExpertConfig):
+    """``jaxref.expert.velocity`` with layer i (weights + cache rows) supplied by ``layer_at(i)``."""
+    emb = action_in_proj(small.action_in, x_t, t, cfg=cfg.action_in)
+    h = run_layers(layer_at, emb, seq_len, rope, cfg=cfg)
+    return action_out_proj(small.action_out, rms_norm(h, small.final_norm, eps=cfg.rms_eps))
+
+
 def _random_model(key, cfg: ExpertConfig, seq_len: int, rope_delta: int, weights: str):
     """(state, velocity(state, x_t, t)): ``state`` is passed to jit as an argument (never baked in)."""
-    k_p, k_c = jax.random.split(key)
-    if weights in ("bf16", "fp32"):
-        dtype = jnp.bfloat16 if weights == "bf16" else jnp.float32
-        state = (init_params(k_p, cfg, dtype=dtype), init_cache(k_c, cfg, seq_len, rope_delta=rope_delta, dtype=dtype))
+    k_p, k_layers, k_cache = jax.random.split(key, 3)
+    if weights == "fp32":
+        state = (init_params(k_p, cfg), init_cache(k_cache, cfg, seq_len, rope_delta=rope_delta))
         return state, lambda st, x_t, t: velocity(st[0], x_t, t, st[1], cfg=cfg)
 
-    # streamed: only the small parts are stored; layer i is generated from fold_in(key, i).
+    # The small parts (action projections, final norm) are ordinary float32 params.
     small = init_params(k_p, dataclasses.replace(cfg, num_layers=1))
-    k_layers, k_cache = jax.random.split(k_c)
+    small = dataclasses.replace(small, layers=None)
     rope = expert_rope(seq_len, rope_delta, cfg=cfg)
+    if weights == "bf16":
+        state = (small, _init_packed_layers(k_layers, k_cache, cfg=cfg, seq_len=seq_len))
 
-    def velocity_fn(st, x_t, t):
-        def layer_at(i):
-            p = init_layer_params(jax.random.fold_in(k_layers, i), cfg)
-            return (p, *init_cache_layer(jax.random.fold_in(k_cache, i), cfg, seq_len))
+        def vfn(st, x_t, t):
+            def layer_at(i):
+                p, (ck, cv) = jax.tree.map(lambda a: _from_u16(a[i]), st[1])
+                return p, ck, cv
 
-        emb = action_in_proj(st.action_in, x_t, t, cfg=cfg.action_in)
-        h = run_layers(layer_at, emb, seq_len, rope, cfg=cfg)
-        return action_out_proj(st.action_out, rms_norm(h, st.final_norm, eps=cfg.rms_eps))
+            return _velocity_from_layer_source(st[0], layer_at, x_t, t, seq_len, rope, cfg)
 
-    return small, velocity_fn
+        return state, vfn
+
+    def layer_at(i):  # streamed: layer i regenerated from fold_in(key, i)
+        return (init_layer_params(jax.random.fold_in(k_layers, i), cfg),
+                *init_cache_layer(jax.random.fold_in(k_cache, i), cfg, seq_len))
+
+    return small, lambda st, x_t, t: _velocity_from_layer_source(st, layer_at, x_t, t, seq_len, rope, cfg)
 
 
 def expert_section(*, preset: str = "alpamayo_tt", num_layers: int | None = None, seq_len: int = 4600,

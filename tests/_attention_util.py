@@ -3,6 +3,7 @@ of the GEMMs a function really executes (read from its jaxpr, independent of any
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -14,11 +15,16 @@ from jaxref.attention import MASK_VALUE, attention_reference, causal_mask
 FP32_TOL = 1e-5  # max-abs error relative to the output scale (the issue's fp32 bar)
 
 
-def random_qkv(seed: int, T: int, S: int, N: int, K: int, H: int, dtype=jnp.float32):
-    kq, kk, kv = jax.random.split(jax.random.PRNGKey(seed), 3)
-    return (jax.random.normal(kq, (T, N, H), jnp.float32).astype(dtype),
-            jax.random.normal(kk, (S, K, H), jnp.float32).astype(dtype),
-            jax.random.normal(kv, (S, K, H), jnp.float32).astype(dtype))
+def random_qkv(seed: int, T: int, S: int, N: int, K: int, H: int):
+    """Standard-normal q [T, N, H], k, v [S, K, H] float32 (numpy RNG: no compile per shape)."""
+    rng = np.random.default_rng(seed)
+    return tuple(jnp.asarray(rng.standard_normal(shape), jnp.float32) for shape in ((T, N, H), (S, K, H), (S, K, H)))
+
+
+def random_bias_mask(seed: int, N: int, T: int, S: int, keep: float = 0.6):
+    """Additive bias [N, T, S] float32 and boolean keep-mask [N, T, S] as numpy arrays."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((N, T, S)).astype(np.float32), rng.random((N, T, S)) < keep
 
 
 def rel_err(a, b) -> float:
@@ -40,6 +46,20 @@ def assert_matches_reference(got, want, tol: float = FP32_TOL):
     assert rel_err(lse, lse_ref) <= tol, f"lse rel err {rel_err(lse, lse_ref):.3g} > {tol}"
 
 
+def numpy_attention(q, k, v):
+    """Non-causal dense GQA attention in numpy float64: (out [T, N, H], lse [N, T]). A second,
+    compile-free oracle for many small key subsets."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    T, N, H = q.shape
+    K = k.shape[1]
+    s = np.einsum("TKGH,SKH->KGTS", q.reshape(T, K, N // K, H), k) * H**-0.5
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    out = np.einsum("KGTS,SKH->TKGH", p / p.sum(-1, keepdims=True), v).reshape(T, N, H)
+    return out, (m[..., 0] + np.log(p.sum(-1))).reshape(N, T)
+
+
+@functools.partial(jax.jit, static_argnames="causal")
 def dense_bf16(q, k, v, *, causal: bool = False):
     """Naive dense GQA attention with every op in bfloat16 (the FlashAttention comparison baseline)."""
     T, N, H = q.shape

@@ -12,6 +12,7 @@ from _attention_util import (
     dense_bf16,
     executed_tiles,
     grad_errors,
+    numpy_attention,
     random_qkv,
     reference,
     rel_err,
@@ -21,7 +22,6 @@ from jaxref.attention import (
     MASK_LSE,
     AttentionGeometry,
     KVPlacement,
-    attention_reference,
     finalize,
     reduce_partials,
     reduce_plan,
@@ -36,10 +36,8 @@ CASES = {
     "R1-decode-G8": (1, 37, 8, 1, 16, 8, None, True, 1, 1, "round_robin", 0, 0, "tree"),
     "R2-decode-G2-contig-rot": (1, 50, 4, 2, 16, 16, None, False, 1, 2, "contiguous", 0, 1, "tree"),
     "R4-decode-G1-rr-rot": (1, 45, 2, 2, 8, 4, None, True, 2, 2, "round_robin", 1, 1, "tree"),
-    "R8-prefill-causal-G2-contig": (40, 40, 4, 2, 8, 3, 8, True, 2, 4, "contiguous", 1, 3, "tree"),
-    "R8-chunked-prefill-a2a": (7, 30, 4, 2, 8, 2, 4, True, 4, 2, "round_robin", 2, 1, "all_to_all"),
+    "R8-prefill-causal-G2-contig-a2a": (40, 40, 4, 2, 8, 3, 8, True, 2, 4, "contiguous", 1, 3, "all_to_all"),
     "R16-decode-G8-rr": (1, 100, 8, 1, 16, 2, None, True, 4, 4, "round_robin", 3, 2, "tree"),
-    "R16-decode-G8-a2a-contig": (1, 61, 8, 1, 8, 3, None, False, 2, 8, "contiguous", 1, 5, "all_to_all"),
     "R128-llama3-70b-decode-rr": (1, 300, 64, 8, 128, 2, None, True, 16, 8, "round_robin", 5, 7, "tree"),
     "R128-prefill-contig": (9, 300, 8, 2, 8, 2, 3, True, 16, 8, "contiguous", 9, 4, "tree"),
 }
@@ -68,7 +66,8 @@ def test_empty_ranks_and_fully_masked_rows_are_neutral():
     a user mask fully masks some rows. Both must merge as neutral elements."""
     T, S, N, K, H = 3, 40, 4, 2, 8
     q, k, v = random_qkv(11, T, S, N, K, H)
-    mask = jnp.ones((N, T, S), bool).at[2, 1].set(False).at[:, 0].set(False)
+    mask = np.ones((N, T, S), bool)
+    mask[2, 1] = mask[:, 0] = False
     kw = {"mask": mask, "tile": 4, "num_cubes": 4, "pes_per_cube": 4, "placement": "contiguous", "capacity": 4 * S,
               "start_cube": 2, "start_pe": 1}
     sch = split_kv_schedule(T, S, AttentionGeometry(N, K, H), **{x: y for x, y in kw.items() if x != "mask"})
@@ -107,7 +106,7 @@ def test_every_rank_state_matches_its_merged_key_set(reduce):
     assert full == ([plan.root] if reduce == "tree" else list(range(C * P)))
     for r, ranks in enumerate(holds):
         keys = np.flatnonzero(np.isin(owner, list(ranks)))
-        want_out, want_lse = attention_reference(q, k[keys], v[keys])
+        want_out, want_lse = numpy_attention(q, k[keys], v[keys])
         got_out = jnp.transpose(out[r], (1, 0, 2, 3)).reshape(T, N, H)
         got_lse = jnp.transpose(lse[r], (0, 2, 1)).reshape(N, T)
         assert rel_err(got_out, want_out) < 1e-5 and rel_err(got_lse, want_lse) < 1e-5, r
@@ -166,7 +165,7 @@ def test_split_kv_bf16_within_2x_of_dense_bf16():
     T, S, N, K, H = 1, 256, 8, 1, 64
     q, k, v = random_qkv(14, T, S, N, K, H)
     ref, _ = reference(q, k, v, causal=True)
-    bf = [x.astype(jnp.bfloat16) for x in (q, k, v)]
+    bf = [jnp.asarray(np.asarray(x).astype(jnp.bfloat16)) for x in (q, k, v)]
     out, _ = jax.jit(lambda q, k, v: split_kv_attention(q, k, v, causal=True, tile=16, num_cubes=2,
                                                         pes_per_cube=4))(*bf)
     err, err_dense = rel_err(out, ref), rel_err(dense_bf16(*bf, causal=True), ref)

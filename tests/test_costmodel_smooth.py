@@ -7,7 +7,7 @@ import pytest
 
 from costmodel.smooth import Relax, sceil, smax, smin
 
-XS = np.linspace(-3.0, 7.0, 1001)
+XS = np.linspace(-3.0, 7.0, 1001).astype(np.float32)
 
 
 def test_exact_path_is_exact():

@@ -52,7 +52,9 @@ def _oracle_face_row(bits: list[int], w: int) -> list[int]:
         if q == 0:
             out.append(0)  # sign cleared
             continue
-        if shared == 255 and e == 255:  # the Inf / NaN itself: exponent 255, fraction from q
+        if shared == 255 and q >= 1 << (w - 1):
+            # Decodes with exponent 255: the Inf / NaN itself (fraction from q), or a finite value
+            # within one binade of 2^128 that rounded up to 2^(w-1) steps = 2^128 -> Inf.
             out.append((sign << 31) | (0xFF << 23) | ((q - (1 << (w - 1))) << (24 - w)))
             continue
         value = math.ldexp(q, shared - 127 - (w - 1))
@@ -114,6 +116,8 @@ def _wide(rng, shape, lo=-60, hi=60):
     # An Inf row: shared exponent 255, bfp8 step 2^122. Inf is 64 steps (exponent 255, fraction 0);
     # 2^127 = 32 steps survives; 3e38 = 56.42 steps -> 56; 1.0 is ~2^-122 steps -> 0.
     ("bfp8", [np.inf, 1.0, 2.0**127, 3e38], [np.inf, 0.0, 2.0**127, 56 * 2.0**122]),
+    # fp32 max in an Inf row is 63.99 steps of 2^122 -> 64 steps = 2^128: it decodes as Inf.
+    ("bfp4", [np.inf, -float(np.finfo(np.float32).max), 2.0**127], [np.inf, -np.inf, 2.0**127]),
 ])
 def test_hand_worked_examples(fmt, row, want):
     got = quantize_bfp(np.asarray(row, np.float32), W_OF[fmt])

@@ -101,12 +101,20 @@ def _edge_rows(w: int) -> np.ndarray:
     # Inf / NaN survive and flush their row, except values within W-1 binades of 2^128.
     row(np.inf, 1.0, -2.0, 3.0e38, 2.0**127, 2.0**126, 2.0**122, 2.0**121)
     row(-np.inf, 5.0, -7.0, 1.0e-3)
+    row(np.inf, f32_max, -f32_max, np.nextafter(f32_max, np.float32(0)), 1.5 * 2.0**127, 2.0**127)
     row(*_f32(0x7FC00000, 0x3F800000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0x7FA00000,
               0x7F900000, 0x7F880000, 0x7F840000, 0x7F820000, 0x7F810000, 0x7F808000, 0x7F804000))
     # Shared-exponent gaps of 23..33 binades (shift counts at and past the 24-bit mantissa).
     row(1.0, *[2.0**-g for g in range(23, 34)], *[-(2.0**-g) * 1.75 for g in range(23, 27)])
     row(2.0**100, 2.0**-100, -(2.0**99), 1.0, 2.0**90, 2.0**94, 2.0**95, 2.0**96, 2.0**97, 2.0**98)
     return np.stack(rows)
+
+
+def _two_per_tile_row(rows: np.ndarray) -> np.ndarray:
+    """[R, 16] face rows -> [ceil(R/2), 32]: two face rows side by side in each 32-wide tile row."""
+    if len(rows) % 2:
+        rows = np.concatenate([rows, np.zeros((1, 16), np.float32)])
+    return rows.reshape(-1, 32)
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
@@ -116,7 +124,7 @@ def test_quantize_bfp_matches_ttnn_bit_for_bit(fmt):
     cases = {
         "random wide exponents": _random_wide(rng, 128, 1024),  # 131072 values
         "random bit patterns": _random_bits(rng, 32, 1024),  # 32768 values incl. NaN / Inf / subnormal
-        "edge face rows": _edge_rows(w).reshape(-1, 32),  # two rules per 32-wide tile row
+        "edge face rows": _two_per_tile_row(_edge_rows(w)),
         "edge rows, each its own tensor row": _edge_rows(w),
         "non-tile shape [5, 37]": _random_wide(rng, 5, 37),
         "non-tile shape [3, 2, 50]": _random_wide(rng, 6, 50).reshape(3, 2, 50),

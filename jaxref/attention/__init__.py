@@ -9,8 +9,10 @@ the plan the numeric code executes.
 * ``split_kv_attention`` / ``split_kv_schedule``: decode-SP over C x P ranks, 2-level reduce.
 * ``ring_attention`` / ``ring_schedule``: prefill-SP, head-parallel ring KV, causal step skip.
 * ``KVPlacement``: token -> (CUBE, PE, slot) maps (round-robin and contiguous layouts).
+* ``split_kv_attention_sharded``: the same decode-SP with ``jax.shard_map`` on a ('cube', 'pe') mesh.
 """
 
+from jaxref.attention.distributed import split_kv_attention_sharded
 from jaxref.attention.flash import (
     TileConfig,
     flash_attention,
@@ -39,5 +41,5 @@ __all__ = [
     "attention_reference", "causal_mask", "cube_mesh_shape", "finalize", "flash_attention",
     "flash_attention_jit", "flash_plan", "flash_schedule", "merge", "reduce_partials", "reduce_plan",
     "ring_attention", "ring_attention_jit", "ring_blocks", "ring_schedule", "split_kv_attention",
-    "split_kv_attention_jit", "split_kv_partials", "split_kv_schedule",
+    "split_kv_attention_jit", "split_kv_attention_sharded", "split_kv_partials", "split_kv_schedule",
 ]

@@ -20,8 +20,8 @@ import functools
 import math
 
 import jax.numpy as jnp
-from jax import lax
 import numpy as np
+from jax import lax
 
 from jaxref.attention.geometry import PES_PER_CUBE_MAX, SIP_MESH_SHAPE, check_choice, check_positive
 from jaxref.attention.schedule import Message, ReducePlan

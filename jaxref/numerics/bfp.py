@@ -17,7 +17,8 @@ The rules are those of tt-metal's host converter (``blockfloat_common.cpp`` pack
   when the row's shared exponent would have kept it). A row of zeros / subnormals decodes to 0.
 * Decoding renormalises the magnitude into an fp32 with exponent ``E_shared - shift``. Inf and NaN
   carry exponent 255: they survive (a NaN whose payload rounds to the bare hidden bit becomes Inf)
-  and flush every value of their row more than W-1 binades below 2^128 to zero.
+  and flush every value of their row more than W-1 binades below 2^128 to zero; a finite value
+  that rounds up to 2^128 in such a row (e.g. fp32 max) decodes as Inf.
 """
 
 from __future__ import annotations

@@ -1,0 +1,130 @@
+"""Peak memory and time of flash vs dense causal prefill, side by side (issue 3 benchmark).
+
+    python -m experiments.bench_flash [--sizes 4096 16384 32768] [--group 1] [--tile 512]
+                                      [--q-block 512] [--reps 3]
+
+One kv head group (K = 1, N = G q heads), d = 128, causal, T = S, float32 on this machine's CPU.
+
+* Memory: XLA's compiled ``memory_analysis()`` of each jitted function, argument + output + temp
+  bytes (deterministic; the buffers XLA allocates for one call). Dense is compiled even when it
+  is too big to run; it is run only when those bytes fit in half of MemAvailable.
+* Time: median of ``reps`` runs after one warm-up, flash with causal tile skip vs the same sweep
+  computing the wholly-future tiles under the mask (``causal_skip=False``), interleaved.
+
+Targets (issue 3): flash bytes linear in S and <= 1/8 of dense at 16k; skip speedup >= 1.6x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxref.attention import AttentionGeometry, attention_reference, flash_attention, flash_schedule
+
+
+def _mem_available_bytes() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("MemAvailable not found in /proc/meminfo")
+
+
+def _bytes(compiled) -> int:
+    ma = compiled.memory_analysis()
+    return int(ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes)
+
+
+def _time(fns: dict, args, reps: int) -> dict:
+    """Median (wall s, process CPU s) of each compiled fn after one warm-up; runs are interleaved so
+    load drifts on a shared machine hit all alike. CPU time sums XLA's threads."""
+    for fn in fns.values():
+        jax.block_until_ready(fn(*args))
+    times = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            w0, c0 = time.perf_counter(), time.process_time()
+            jax.block_until_ready(fn(*args))
+            times[name].append((time.perf_counter() - w0, time.process_time() - c0))
+    return {name: (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts))
+            for name, ts in times.items()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 16384, 32768])
+    ap.add_argument("--group", type=int, default=1, help="q heads G of the one kv head")
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--tile", type=int, default=512)
+    ap.add_argument("--q-block", type=int, default=512)
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args(argv)
+    G, H = args.group, args.head_dim
+    geom = AttentionGeometry(G, 1, H)
+    print(f"flash vs dense causal prefill: K=1 kv head, G={G} q heads, d={H}, float32, tile={args.tile}, "
+          f"q_block={args.q_block}, reps={args.reps} (median), backend={jax.default_backend()}, "
+          f"devices={jax.device_count()}")
+    dense = jax.jit(functools.partial(attention_reference, causal=True))
+    flash = jax.jit(functools.partial(flash_attention, causal=True, tile=args.tile, q_block=args.q_block))
+    flash_noskip = jax.jit(functools.partial(flash_attention, causal=True, tile=args.tile, q_block=args.q_block,
+                                             causal_skip=False))
+    rows = []
+    rng = np.random.default_rng(0)
+    for S in args.sizes:
+        q = jnp.asarray(rng.standard_normal((S, G, H)), jnp.float32)
+        k = jnp.asarray(rng.standard_normal((S, 1, H)), jnp.float32)
+        v = jnp.asarray(rng.standard_normal((S, 1, H)), jnp.float32)
+        c_dense = dense.lower(q, k, v).compile()
+        c_flash = flash.lower(q, k, v).compile()
+        c_noskip = flash_noskip.lower(q, k, v).compile()
+        b_dense, b_flash, b_noskip = _bytes(c_dense), _bytes(c_flash), _bytes(c_noskip)
+        sch = flash_schedule(S, S, geom, causal=True, tile=args.tile, q_block=args.q_block)
+        sch_noskip = flash_schedule(S, S, geom, causal=True, tile=args.tile, q_block=args.q_block, causal_skip=False)
+        t = _time({"flash": c_flash, "noskip": c_noskip}, (q, k, v), args.reps)
+        run_dense = b_dense < _mem_available_bytes() // 2
+        if run_dense:  # timed apart: its big buffers would disturb the flash pair
+            t.update(_time({"dense": c_dense}, (q, k, v), args.reps))
+            err = float(jnp.abs(c_flash(q, k, v)[0] - c_dense(q, k, v)[0]).max())  # the same function
+        else:
+            err = float("nan")
+        rows.append((S, b_dense, b_flash, b_noskip, t.get("dense"), t["flash"], t["noskip"], sch.tiles_computed,
+                     sch_noskip.tiles_computed, err))
+        del q, k, v, c_dense
+
+    print(f"\n{'S':>6} {'dense bytes':>14} {'flash bytes':>12} {'dense/flash':>11} {'flash B/S':>9} "
+          f"{'t dense s':>9} {'t flash s':>9} {'t noskip s':>10} {'skip x':>6} {'cpu skip x':>10} "
+          f"{'tiles':>11} {'max|err|':>9}")
+    for S, bd, bf, bn, td, tf, tn, tiles, tiles_ns, err in rows:
+        assert bn == bf
+        dense_t = f"{td[0]:9.3f}" if td is not None else "  not run"
+        print(f"{S:>6} {bd:>14,} {bf:>12,} {bd / bf:>11.1f} {bf / S:>9.0f} {dense_t} {tf[0]:>9.3f} {tn[0]:>10.3f} "
+              f"{tn[0] / tf[0]:>6.2f} {tn[1] / tf[1]:>10.2f} {tiles:>5}/{tiles_ns:<5} {err:>9.2e}")
+    if any(r[4] is None for r in rows):
+        print("dense 'not run': its compiled buffers exceed half of MemAvailable; bytes are from memory_analysis().")
+    print("bytes: argument + output + temp of the compiled call (flash noskip: identical buffers); times: "
+          "median wall s; 'cpu skip x' = the same ratio of process CPU time (robust to a shared machine).")
+
+    # Verdicts against the issue's targets.
+    by_s = {r[0]: r for r in rows}
+    sizes = sorted(by_s)
+    per_token = [by_s[S][2] / S for S in sizes]
+    linear = max(per_token) / min(per_token) < 1.25
+    print(f"\nflash bytes per key across S: {', '.join(f'{x:.0f}' for x in per_token)} -> "
+          f"{'linear' if linear else 'NOT linear'} in S")
+    if 16384 in by_s:
+        ratio = by_s[16384][1] / by_s[16384][2]
+        print(f"dense / flash bytes at S=16384: {ratio:.1f}x (target >= 8x): {'PASS' if ratio >= 8 else 'FAIL'}")
+    speedups = [r[6][0] / r[5][0] for r in rows]
+    print(f"causal skip wall-time speedup: {', '.join(f'{x:.2f}x' for x in speedups)} (target >= 1.6x): "
+          f"{'PASS' if min(speedups) >= 1.6 else 'FAIL'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

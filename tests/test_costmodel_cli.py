@@ -1,0 +1,65 @@
+"""The what-if CLI: JSON output, consistency with the evaluator, clear errors on bad input."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from costmodel.blackhole import LAYER_OPS, BlackholeConfig, evaluate, main
+from costmodel.blackhole_ops import AttnConfig
+from costmodel.fitted import load_fitted
+from costmodel.hardware import blackhole_p150a
+from jaxref.config import ExpertConfig
+
+ISSUE_EXAMPLE = ["--smax", "5120", "--seq-len", "4700", "--kv-dtype", "bfp8", "--weight-dtype", "bfp8",
+                 "--attn-mode", "decode", "--k-chunk", "128", "--json"]
+
+
+def test_json_output_matches_evaluator(capsys):
+    result = main(ISSUE_EXAMPLE)
+    printed = json.loads(capsys.readouterr().out)
+    assert list(printed["per_op_us"]) == list(LAYER_OPS) and "attention" in printed["per_op_us"]
+    cfg = ExpertConfig.alpamayo_tt()
+    ref = evaluate(blackhole_p150a(), load_fitted(), BlackholeConfig.port(cfg, smax=5120.0, kv_dtype="bfp8"), cfg=cfg)
+    assert printed["step_ms"] == pytest.approx(ref["step_ms"]) and printed["sample_ms"] == pytest.approx(ref["sample_ms"])
+    assert printed["per_op_us"] == pytest.approx(ref["per_op_us"])
+    assert result["setting"]["kv_dtype"] == "bfp8" and printed["setting"]["smax"] == 5120
+
+
+def test_standard_mode_flags(capsys):
+    main(["--attn-mode", "standard", "--q-chunk", "64", "--fold-heads", "--json"])
+    printed = json.loads(capsys.readouterr().out)
+    cfg = ExpertConfig.alpamayo_tt()
+    bc = BlackholeConfig.port(cfg, attn_mode="standard", fold_heads=True, mask_dtype="bf16",
+                              attn=AttnConfig(128.0, 64.0, 16.0))
+    assert printed["per_op_us"]["attention"] == pytest.approx(
+        evaluate(blackhole_p150a(), load_fitted(), bc, cfg=cfg)["per_op_us"]["attention"])
+    assert printed["setting"]["fold_heads"] is True and printed["setting"]["mask_dtype"] == "bf16"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--matmul-config", "wqkv=8,3"], "wqkv.per_core_N=3 must divide N/32=128"),
+    (["--grid", "8x8"], "exceeds the 8x8 grid"),
+    (["--k-chunk", "100"], "k_chunk=100 must be a multiple of 32"),
+    (["--attn-mode", "standard", "--q-chunk", "48"], "q_chunk=48 must be a multiple of 32"),
+    (["--smax", "4736"], "smax=4736 must be >= seq_len + num_tokens = 4700 + 64"),
+    (["--kv-dtype", "fp8"], "kv_dtype='fp8' unknown"),
+    (["--weight-dtype", "int4"], "weight_dtype='int4' unknown"),
+    (["--matmul-config", "w9=1,1"], "matmul-config='w9=1,1' must look like"),
+])
+def test_bad_input_exits_with_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_module_entry_point():
+    ok = subprocess.run([sys.executable, "-m", "costmodel.blackhole", *ISSUE_EXAMPLE], capture_output=True,
+                        text=True, timeout=120, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["per_op_us"]["attention"] > 0
+    bad = subprocess.run([sys.executable, "-m", "costmodel.blackhole", "--k-chunk", "100"], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert bad.returncode == 2 and "k_chunk=100 must be a multiple of 32" in bad.stderr
