@@ -7,14 +7,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxref.attention import AttentionGeometry, attention_reference, flash_attention, split_kv_attention
+from jaxref.attention import AttentionGeometry, attention_reference, flash_attention
 from jaxref.checks import equivalence_check, pcc_traced
 
 GEOM = AttentionGeometry(8, 2, 16)
 
 
 def test_equivalence_check_passes_equal_functions():
-    fn = functools.partial(split_kv_attention, causal=True, tile=3, q_block=4, num_cubes=2, pes_per_cube=2)
+    fn = functools.partial(flash_attention, causal=True, tile=7, q_block=4)
     rep = equivalence_check(fn, functools.partial(attention_reference, causal=True), num_problems=5, num_queries=9,
                             num_keys=30, geometry=GEOM, key=jax.random.PRNGKey(0))
     assert rep.max_abs_error.shape == (5,) and rep.pcc.shape == (5,)
@@ -27,14 +27,6 @@ def test_equivalence_check_flags_a_wrong_function():
     rep = equivalence_check(wrong_scale, attention_reference, num_problems=3, num_queries=4, num_keys=16,
                             geometry=GEOM, key=jax.random.PRNGKey(1))
     assert rep.max_rel_error.min() > 1e-2 and rep.pcc.max() < 0.999
-
-
-def test_equivalence_check_bf16_vs_fp32_problem():
-    flash = functools.partial(flash_attention, causal=True, tile=8)
-    ref = functools.partial(attention_reference, causal=True)
-    rep = equivalence_check(flash, ref, num_problems=2, num_queries=8, num_keys=32, geometry=GEOM,
-                            key=jax.random.PRNGKey(2), dtype=jnp.bfloat16)
-    assert 1e-4 < rep.worst()[0] < 5e-2 and rep.worst()[1] > 0.999
 
 
 def test_pcc_traced_matches_numpy():

@@ -22,7 +22,6 @@ import dataclasses
 import functools
 import json
 import math
-import sys
 
 import jax
 
@@ -382,6 +381,3 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"sample() {cfg.num_steps} steps       {result['sample_ms']:9.1f} ms")
     return result
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
