@@ -206,3 +206,8 @@ def sample(params: ExpertParams, cache: KVCache, key: jax.Array, *, cfg: ExpertC
     fn = functools.partial(velocity, params, cache=cache, cfg=cfg, attention=attention, precision=precision,
                            proj_precision=proj_precision)
     return euler_sample(lambda x, t: fn(x, t), x0, num_steps=steps)
+
+
+# Jitted entry points: static knobs are the hashable config / policy objects and strings.
+velocity_jit = jax.jit(velocity, static_argnames=("cfg", "attention", "precision", "proj_precision"))
+sample_jit = jax.jit(sample, static_argnames=("cfg", "attention", "precision", "proj_precision", "num_steps"))

@@ -29,6 +29,13 @@ def test_equivalence_check_flags_a_wrong_function():
     assert rep.max_rel_error.min() > 1e-2 and rep.pcc.max() < 0.999
 
 
+def test_equivalence_check_rounds_fn_a_inputs_to_dtype():
+    """dtype applies to fn_a's inputs only: identity vs identity measures bf16 rounding of q."""
+    rep = equivalence_check(lambda q, k, v: q, lambda q, k, v: q, num_problems=2, num_queries=4, num_keys=4,
+                            geometry=GEOM, key=jax.random.PRNGKey(3), dtype=jnp.bfloat16)
+    assert np.all(rep.max_rel_error > 0) and np.all(rep.max_rel_error < 2.0**-8)
+
+
 def test_pcc_traced_matches_numpy():
     a = np.random.default_rng(0).normal(size=(7, 5))
     b = a + 0.3 * np.random.default_rng(1).normal(size=(7, 5))
