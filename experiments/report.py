@@ -53,7 +53,7 @@ def format_table(header: list[str], rows: list[list[object]]) -> str:
     """Left-aligned plain-text table; floats formatted by the caller."""
     cells = [header] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()  # noqa: E731
+    line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
     return "\n".join([line(cells[0]), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
 
 
@@ -107,7 +107,7 @@ def hf_cache(cache: KVCache, *, dtype=None, layers: int | None = None):
     s = int(cache.seq_len)
     k, v = np.asarray(cache.k[:, :s]), np.asarray(cache.v[:, :s])
     n = k.shape[0] if layers is None else layers
-    to = lambda a: torch.from_numpy(np.ascontiguousarray(a.transpose(1, 0, 2)))[None].to(dtype or torch.float32)  # noqa: E731
+    to = lambda a: torch.from_numpy(np.ascontiguousarray(a.transpose(1, 0, 2)))[None].to(dtype or torch.float32)
     return DynamicCache(ddp_cache_data=[(to(k[i]), to(v[i])) for i in range(n)])
 
 
@@ -235,9 +235,9 @@ def expert_section(*, preset: str = "alpamayo_tt", num_layers: int | None = None
     t_run = time.perf_counter() - t0
     nbytes = sum(a.nbytes for a in jax.tree.leaves(state))
 
-    lines = [f"== Expert golden (fp32 math): preset {preset}, L={cfg.num_layers}, D={cfg.hidden}, "
+    lines = [(f"== Expert golden (fp32 math): preset {preset}, L={cfg.num_layers}, D={cfg.hidden}, "
              f"N/K={cfg.num_heads}/{cfg.num_kv_heads}, H={cfg.head_dim}, F={cfg.ffn}, T={cfg.num_tokens}, "
-             f"S={seq_len}, rope_delta={rope_delta}, seed={seed}, attention=exact",
+             f"S={seq_len}, rope_delta={rope_delta}, seed={seed}, attention=exact"),
              f"weights={weights}: {WEIGHT_MODES[weights]}; {nbytes / 2**30:.2f} GiB held",
              f"init {t_init:.1f} s; {cfg.num_steps}-step Euler sample (compile + run) {t_run:.1f} s", ""]
     vs_np = np.asarray(vs)

@@ -68,8 +68,8 @@ def action_in_shapes(cfg: ActionInConfig, *, action_dim: int, hidden: int) -> di
     """Shape of every ``ActionInParams`` field."""
     h, n = cfg.hidden, cfg.num_layers
     c_in = 2 * cfg.num_freqs * (action_dim + 1)
-    return dict(w_in=(c_in, h), b_in=(h,), hidden_norm=(n - 1, h), hidden_w=(n - 1, h, h), hidden_b=(n - 1, h),
-                out_norm=(h,), w_out=(h, hidden), b_out=(hidden,), ln_scale=(hidden,), ln_bias=(hidden,))
+    return {"w_in": (c_in, h), "b_in": (h,), "hidden_norm": (n - 1, h), "hidden_w": (n - 1, h, h), "hidden_b": (n - 1, h),
+                "out_norm": (h,), "w_out": (h, hidden), "b_out": (hidden,), "ln_scale": (hidden,), "ln_bias": (hidden,)}
 
 
 # ---- action_in_proj ------------------------------------------------------------------------

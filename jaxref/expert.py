@@ -30,6 +30,7 @@ from jaxref.action import ActionInParams, ActionOutParams, action_in_proj, actio
 from jaxref.config import ExpertConfig
 from jaxref.layers import (
     ATTENTION_MODES,
+    KV_CHUNK,
     LayerParams,
     _concrete_int,
     decoder_layer,
@@ -99,7 +100,7 @@ def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
 
 def run_layers(layer_at: Callable[[jax.Array], tuple[LayerParams, jax.Array, jax.Array]], x: jax.Array, seq_len,
                rope: tuple[jax.Array, jax.Array], *, cfg: ExpertConfig, attention: str = "exact",
-               precision: Precision = FP32, return_hidden: bool = False):
+               precision: Precision = FP32, kv_chunk: int | None = KV_CHUNK, return_hidden: bool = False):
     """``lax.scan`` of ``decoder_layer`` over i in [0, L), layer i's weights and cache from ``layer_at(i)``.
 
     ``expert_stack`` slices stacked params / cache; a caller may instead *generate* layer i inside
@@ -117,7 +118,8 @@ def run_layers(layer_at: Callable[[jax.Array], tuple[LayerParams, jax.Array, jax
         # convert/quantize(slice(W)) as slice(convert/quantize(W)) and hoist the whole-stack cast
         # out of the loops (an fp32 or quantised copy of all L layers at once).
         p, ck, cv = jax.lax.optimization_barrier(layer_at(i))
-        h = decoder_layer(p, h, (ck, cv), seq_len, rope, cfg=cfg, attention=attention, precision=precision)
+        h = decoder_layer(p, h, (ck, cv), seq_len, rope, cfg=cfg, attention=attention, precision=precision,
+                          kv_chunk=kv_chunk)
         return h, (h if return_hidden else None)
 
     h, hidden = jax.lax.scan(body, x, jnp.arange(cfg.num_layers, dtype=jnp.int32))
@@ -125,7 +127,8 @@ def run_layers(layer_at: Callable[[jax.Array], tuple[LayerParams, jax.Array, jax
 
 
 def expert_stack(layers: LayerParams, final_norm: jax.Array, x: jax.Array, cache: KVCache, *, cfg: ExpertConfig,
-                 attention: str = "exact", precision: Precision = FP32, return_hidden: bool = False):
+                 attention: str = "exact", precision: Precision = FP32, kv_chunk: int | None = KV_CHUNK,
+                 return_hidden: bool = False):
     """The decoder stack (``lax.scan`` over stacked layers and cache layers) and the final RMSNorm.
 
     Args:
@@ -134,6 +137,7 @@ def expert_stack(layers: LayerParams, final_norm: jax.Array, x: jax.Array, cache
       x: [T, D] expert input embedding (rounded by ``precision.act``: the device uploads it as bf16).
       cache: ``KVCache`` with k / v [L, Smax, K, H].
       attention: 'exact' or 'tail_slot' (see ``jaxref.layers``).
+      kv_chunk: cache rows per online-softmax chunk (``jaxref.layers.attention_over_rows``).
       return_hidden: also return every layer's output.
     Returns:
       [T, D] final-normed hidden; with ``return_hidden`` also [L, T, D] per-layer outputs (pre-norm).
@@ -149,7 +153,7 @@ def expert_stack(layers: LayerParams, final_norm: jax.Array, x: jax.Array, cache
         return jax.tree.map(lambda a: a[i], layers), cache.k[i], cache.v[i]
 
     res = run_layers(layer_at, precision.act(x.astype(jnp.float32)), cache.seq_len, rope, cfg=cfg,
-                     attention=attention, precision=precision, return_hidden=return_hidden)
+                     attention=attention, precision=precision, kv_chunk=kv_chunk, return_hidden=return_hidden)
     h, hidden = res if return_hidden else (res, None)
     out = rms_norm(h, final_norm, eps=cfg.rms_eps, precision=precision)
     return (out, hidden) if return_hidden else out
@@ -162,7 +166,8 @@ def expert_rope(seq_len, rope_delta, *, cfg: ExpertConfig, precision: Precision 
 
 
 def velocity(params: ExpertParams, x_t: jax.Array, t, cache: KVCache, *, cfg: ExpertConfig,
-             attention: str = "exact", precision: Precision = FP32, proj_precision: Precision = FP32) -> jax.Array:
+             attention: str = "exact", precision: Precision = FP32, proj_precision: Precision = FP32,
+             kv_chunk: int | None = KV_CHUNK) -> jax.Array:
     """Flow-matching velocity ``v(x_t, t)``: action_in_proj -> decoder stack -> action_out_proj.
 
     Args:
@@ -171,24 +176,26 @@ def velocity(params: ExpertParams, x_t: jax.Array, t, cache: KVCache, *, cfg: Ex
       cache: the VLM ``KVCache`` (never batched).
       precision: policy of the decoder stack; proj_precision: of the two projections (host fp32 on
         the device port).
+      kv_chunk: cache rows per online-softmax chunk (``jaxref.layers.attention_over_rows``).
     Returns:
       v shaped like x_t, float32.
     """
     if x_t.ndim == 3:
         t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x_t.shape[:1])
         one = functools.partial(velocity, cfg=cfg, attention=attention, precision=precision,
-                                proj_precision=proj_precision)
+                                proj_precision=proj_precision, kv_chunk=kv_chunk)
         return jax.vmap(one, in_axes=(None, 0, 0, None))(params, x_t, t, cache)
     if x_t.shape != (cfg.num_tokens, cfg.action_dim):
         raise ValueError(f"x_t must be [T, A] = {(cfg.num_tokens, cfg.action_dim)} (or [B, T, A]), got {x_t.shape}")
     emb = action_in_proj(params.action_in, x_t, t, cfg=cfg.action_in, precision=proj_precision)
-    h = expert_stack(params.layers, params.final_norm, emb, cache, cfg=cfg, attention=attention, precision=precision)
+    h = expert_stack(params.layers, params.final_norm, emb, cache, cfg=cfg, attention=attention, precision=precision,
+                     kv_chunk=kv_chunk)
     return action_out_proj(params.action_out, h, precision=proj_precision)
 
 
 def sample(params: ExpertParams, cache: KVCache, key: jax.Array, *, cfg: ExpertConfig, attention: str = "exact",
            precision: Precision = FP32, proj_precision: Precision = FP32, num_steps: int | None = None,
-           x0: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+           x0: jax.Array | None = None, kv_chunk: int | None = KV_CHUNK) -> tuple[jax.Array, jax.Array]:
     """Sample one trajectory's actions with the Euler flow-matching sampler (no guidance).
 
     ``x0 ~ N(0, I)`` of shape [T, A] from ``key`` (or the given ``x0``), ``num_steps`` (default
@@ -204,10 +211,11 @@ def sample(params: ExpertParams, cache: KVCache, key: jax.Array, *, cfg: ExpertC
     elif x0.shape != shape:
         raise ValueError(f"x0 must be [T, A] = {shape}, got {x0.shape}")
     fn = functools.partial(velocity, params, cache=cache, cfg=cfg, attention=attention, precision=precision,
-                           proj_precision=proj_precision)
+                           proj_precision=proj_precision, kv_chunk=kv_chunk)
     return euler_sample(lambda x, t: fn(x, t), x0, num_steps=steps)
 
 
 # Jitted entry points: static knobs are the hashable config / policy objects and strings.
-velocity_jit = jax.jit(velocity, static_argnames=("cfg", "attention", "precision", "proj_precision"))
-sample_jit = jax.jit(sample, static_argnames=("cfg", "attention", "precision", "proj_precision", "num_steps"))
+velocity_jit = jax.jit(velocity, static_argnames=("cfg", "attention", "precision", "proj_precision", "kv_chunk"))
+sample_jit = jax.jit(sample, static_argnames=("cfg", "attention", "precision", "proj_precision", "num_steps",
+                                              "kv_chunk"))

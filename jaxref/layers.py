@@ -38,7 +38,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from jaxref.attention.reference import attention_reference
+from jaxref.attention.reference import MASK_LSE, MASK_VALUE, attention_reference, check_qkv
 from jaxref.config import ExpertConfig
 from jaxref.precision import Precision
 
@@ -48,6 +48,9 @@ _HI = jax.lax.Precision.HIGHEST
 # The device's additive mask value for hidden cache rows (seeds/EXPERT_NOTES.md: 0 / -1e9).
 TAIL_MASK_VALUE = -1e9
 ATTENTION_MODES = ("exact", "tail_slot")
+# Key rows per online-softmax chunk of the cache attention (``attention_over_rows``): fastest of
+# 256 / 512 / 1024 / unchunked on 2 CPU cores for 1 and for 8 vmapped trajectories at S = 4700.
+KV_CHUNK = 256
 
 
 @jax.tree_util.register_dataclass
@@ -88,8 +91,8 @@ class LayerParams:
 def layer_param_shapes(cfg: ExpertConfig) -> dict[str, tuple[int, ...]]:
     """Shape of every ``LayerParams`` field for one layer of ``cfg`` (the schema checks use it)."""
     D, N, K, H, F = cfg.hidden, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.ffn
-    return dict(input_norm=(D,), wq=(D, N, H), wk=(D, K, H), wv=(D, K, H), q_norm=(H,), k_norm=(H,),
-                wo=(N, H, D), post_norm=(D,), w_gate=(D, F), w_up=(D, F), w_down=(F, D))
+    return {"input_norm": (D,), "wq": (D, N, H), "wk": (D, K, H), "wv": (D, K, H), "q_norm": (H,), "k_norm": (H,),
+                "wo": (N, H, D), "post_norm": (D,), "w_gate": (D, F), "w_up": (D, F), "w_down": (F, D)}
 
 
 def check_layer_params(params: LayerParams, cfg: ExpertConfig, *, stacked: int | None = None) -> None:
@@ -187,20 +190,92 @@ def _check_attention_args(q, k_own, v_own, cache_k, cache_v):
         raise ValueError(f"q heads N={N} not divisible by kv heads K={k_own.shape[1]}")
 
 
+def attention_over_rows(q: jax.Array, k: jax.Array, v: jax.Array, *, keep: jax.Array | None = None,
+                        bias: jax.Array | None = None, kv_chunk: int | None = KV_CHUNK
+                        ) -> tuple[jax.Array, jax.Array]:
+    """Non-causal GQA attention over key rows with a per-row keep-mask / additive bias, in chunks.
+
+    Same math, layout and residuals as ``jaxref.attention.attention_reference`` (its oracle in the
+    tests), restricted to masks and biases that depend on the key row only (all the expert needs),
+    and evaluated as an online softmax over chunks of ``kv_chunk`` key rows (``lax.scan``) so that
+    the scores never exceed [N, T, kv_chunk]. Why not the dense reference: under ``vmap`` over B
+    trajectories sharing the cache, dense scores grow to B x [N, T, S] (150 MB per layer for B = 8,
+    S = 4700) and the layer becomes memory bound - slower than B sequential calls. Each chunk is
+    one matmul per kv head with G*T (times B under vmap) rows, the keys read in their [S, K, H]
+    layout.
+
+    Args:
+      q: [T, N, H]; k, v: [R, K, H] (N a multiple of K; q head n uses kv head n // G).
+      keep: optional bool [R]; False excludes a row exactly (it contributes 0 whatever it holds, if finite).
+      bias: optional float [R] added to the scaled scores (e.g. the device's 0 / -1e9 mask).
+      kv_chunk: key rows per chunk (static); None = one chunk.
+    Returns:
+      out [T, N, H] float32 and lse [N, T] (fully excluded rows: out 0, lse ``MASK_LSE``).
+    """
+    T, R, N, K, G, H = check_qkv(q, k, v)
+    if kv_chunk is not None and kv_chunk <= 0:
+        raise ValueError(f"kv_chunk={kv_chunk} must be > 0 (or None)")
+    for name, a in (("keep", keep), ("bias", bias)):
+        if a is not None and a.shape != (R,):
+            raise ValueError(f"{name} must be [R] = ({R},), got shape {a.shape}")
+    C = R if kv_chunk is None else min(kv_chunk, R)
+    n_chunks = -(-R // C)
+    pad = n_chunks * C - R
+    k, v = k.astype(jnp.float32), v.astype(jnp.float32)
+    if pad:  # padded rows are excluded
+        keep = jnp.arange(R + pad) < R if keep is None else jnp.pad(keep, (0, pad))
+        k, v = (jnp.pad(a, ((0, pad), (0, 0), (0, 0))) for a in (k, v))
+        bias = None if bias is None else jnp.pad(bias, (0, pad))
+    add = None  # additive row term: the bias, and MASK_VALUE on excluded rows (so the max ignores them)
+    if keep is not None:
+        add = jnp.where(keep, 0.0 if bias is None else bias.astype(jnp.float32), MASK_VALUE)
+    elif bias is not None:
+        add = bias.astype(jnp.float32)
+    # GQA fold: the G q heads of a kv head and the T tokens form M = G*T rows of one matmul.
+    qm = (q.astype(jnp.float32) * H**-0.5).reshape(T, K, G, H).transpose(1, 2, 0, 3).reshape(K, G * T, H)
+
+    def chunk(carry, j):
+        m, l, acc = carry  # running max [K, M], sum [K, M], unnormalised output [K, M, H]
+        kc, vc = (jax.lax.dynamic_slice_in_dim(a, j * C, C) for a in (k, v))
+        s = jnp.einsum("KMH,SKH->KMS", qm, kc, precision=_HI)  # [K, M, C]
+        if add is not None:
+            s = s + jax.lax.dynamic_slice_in_dim(add, j * C, C)
+        m_new = jnp.maximum(m, jnp.max(s, axis=-1))
+        p = jnp.exp(s - m_new[..., None])
+        if keep is not None:  # an all-excluded prefix has m = MASK_VALUE: exp(0) must not count
+            p = jnp.where(jax.lax.dynamic_slice_in_dim(keep, j * C, C), p, 0.0)
+        corr = jnp.exp(m - m_new)
+        acc = acc * corr[..., None] + jnp.einsum("KMS,SKH->KMH", p, vc, precision=_HI)
+        return (m_new, l * corr + jnp.sum(p, axis=-1), acc), None
+
+    init = (jnp.full((K, G * T), MASK_VALUE, jnp.float32), jnp.zeros((K, G * T), jnp.float32),
+            jnp.zeros((K, G * T, H), jnp.float32))
+    if n_chunks == 1:
+        (m, l, acc), _ = chunk(init, 0)
+    else:
+        (m, l, acc), _ = jax.lax.scan(chunk, init, jnp.arange(n_chunks))
+    valid = l > 0
+    out = acc / jnp.where(valid, l, 1.0)[..., None]
+    lse = jnp.where(valid, m + jnp.log(jnp.where(valid, l, 1.0)), MASK_LSE)
+    return out.reshape(K, G, T, H).transpose(2, 0, 1, 3).reshape(T, N, H), lse.reshape(N, T)
+
+
 def attend_exact(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: jax.Array, cache_v: jax.Array,
-                 seq_len, *, precision: Precision = FP32) -> jax.Array:
+                 seq_len, *, precision: Precision = FP32, kv_chunk: int | None = KV_CHUNK) -> jax.Array:
     """Non-causal GQA attention over VLM cache rows ``[0, S)`` plus the T own keys (the exact form).
 
-    Two ``attention_reference`` calls, one over the cache (rows ``>= S`` excluded by a boolean
-    mask, so they contribute exactly nothing whatever they hold) and one over the own K/V, merged
-    by their log-sum-exp. This is the single softmax over ``cat(cache[:S], own)`` without copying
-    the cache (and, under ``vmap`` over trajectories, with the cache read once for all of them).
+    The cache part (``attention_over_rows``, rows ``>= S`` excluded by a boolean mask, so they
+    contribute nothing whatever finite values they hold) and the own part
+    (``attention_reference`` over the T own keys) are merged by their log-sum-exp: the single
+    softmax over ``cat(cache[:S], own)`` without copying the cache - and, under ``vmap`` over
+    trajectories, with one cache read for all of them.
 
     Args:
       q: [T, N, H] roped queries.
       k_own, v_own: [T, K, H] the expert tokens' roped keys / values.
       cache_k, cache_v: [Smax, K, H] one layer of the VLM cache (roped keys as HF stores them).
       seq_len: S, valid cache rows, 0 <= S <= Smax (python int or traced int32).
+      kv_chunk: cache rows per online-softmax chunk (see ``attention_over_rows``).
     Returns:
       [T, N, H] float32 (rounded by ``precision.act``).
     """
@@ -210,7 +285,7 @@ def attend_exact(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: jax.
     if s is not None and not 0 <= s <= smax:
         raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={smax} (cache rows)")
     keep = jnp.arange(smax) < jnp.asarray(seq_len, jnp.int32)  # [Smax]
-    out_c, lse_c = attention_reference(q, precision.kv(cache_k), precision.kv(cache_v), mask=keep[None, None, :])
+    out_c, lse_c = attention_over_rows(q, precision.kv(cache_k), precision.kv(cache_v), keep=keep, kv_chunk=kv_chunk)
     out_o, lse_o = attention_reference(q, precision.kv(k_own), precision.kv(v_own))
     lse = jnp.logaddexp(lse_c, lse_o)  # [N, T]; with S = 0, lse_c = MASK_LSE and its weight is exp(-huge) = 0
     w_c = jnp.exp(lse_c - lse).T[..., None]  # [T, N, 1]
@@ -232,14 +307,15 @@ def write_tail_slot(cache: jax.Array, own: jax.Array) -> jax.Array:
 
 
 def attend_tail_slot(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: jax.Array, cache_v: jax.Array,
-                     seq_len, *, precision: Precision = FP32) -> jax.Array:
+                     seq_len, *, precision: Precision = FP32, kv_chunk: int | None = KV_CHUNK) -> jax.Array:
     """The device port's formulation: own K/V written into cache rows ``[Smax-T, Smax)``, one
     attention over all Smax rows with the additive ``tail_slot_mask`` hiding ``[S, Smax-T)``.
 
     Exact because attention is permutation invariant over keys. Rows ``[S, Smax-T)`` may hold any
     finite garbage (the mask adds -1e9 to their scores, as on device; a NaN/Inf there would poison
     the row exactly as it would on device). The traced graph does not depend on S: one compile
-    serves every S.
+    serves every S. Under ``vmap`` over trajectories the write makes one cache copy per trajectory
+    (as one device buffer per trajectory would); prefer ``attend_exact`` for batches.
 
     Args: as ``attend_exact``; requires ``S <= Smax - T`` (checked when S is concrete).
     Returns:
@@ -254,8 +330,9 @@ def attend_tail_slot(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: 
     # Upcast first: a cache stored in a narrower dtype must not round the own K/V written into it.
     k_all = precision.kv(write_tail_slot(cache_k.astype(jnp.float32), k_own))
     v_all = precision.kv(write_tail_slot(cache_v.astype(jnp.float32), v_own))
-    bias = precision.mask_(tail_slot_mask(seq_len, max_seq_len=smax, num_tokens=T)[None, :])  # [1, Smax]
-    out, _ = attention_reference(q, k_all, v_all, bias=bias)
+    # The device's mask is [rows, Smax] with identical rows; a block format groups along Smax either way.
+    bias = precision.mask_(tail_slot_mask(seq_len, max_seq_len=smax, num_tokens=T)[None, :])[0]  # [Smax]
+    out, _ = attention_over_rows(q, k_all, v_all, bias=bias, kv_chunk=kv_chunk)
     return precision.act(out)
 
 
@@ -288,7 +365,7 @@ def mlp(params: LayerParams, n: jax.Array, *, precision: Precision = FP32) -> ja
 
 def decoder_layer(params: LayerParams, x: jax.Array, kv: tuple[jax.Array, jax.Array], seq_len,
                   rope: tuple[jax.Array, jax.Array], *, cfg: ExpertConfig, attention: str = "exact",
-                  precision: Precision = FP32) -> jax.Array:
+                  precision: Precision = FP32, kv_chunk: int | None = KV_CHUNK) -> jax.Array:
     """One pre-norm decoder layer attending non-causally to one VLM cache layer plus its own tokens.
 
     ``h = x + wo(attn(rms_norm(x)))``; ``out = h + down(silu(gate(n)) * up(n))``, ``n = rms_norm(h)``.
@@ -300,6 +377,7 @@ def decoder_layer(params: LayerParams, x: jax.Array, kv: tuple[jax.Array, jax.Ar
       seq_len: S (python int or traced int32 scalar).
       rope: (cos, sin), each [T, H], for positions ``i + rope_delta + S`` (see ``rope_tables``).
       attention: 'exact' (``attend_exact``) or 'tail_slot' (``attend_tail_slot``, the device's form).
+      kv_chunk: cache rows per online-softmax chunk (``attention_over_rows``; None = one chunk).
     Returns:
       [T, D] float32.
     """
@@ -319,7 +397,7 @@ def decoder_layer(params: LayerParams, x: jax.Array, kv: tuple[jax.Array, jax.Ar
     h = rms_norm(x, params.input_norm, eps=cfg.rms_eps, precision=precision)
     q, k, v = project_qkv(params, h, cos, sin, cfg=cfg, precision=precision)
     attend = attend_exact if attention == "exact" else attend_tail_slot
-    a = attend(q, k, v, cache_k, cache_v, seq_len, precision=precision)  # [T, N, H]
+    a = attend(q, k, v, cache_k, cache_v, seq_len, precision=precision, kv_chunk=kv_chunk)  # [T, N, H]
     o = precision.act(jnp.einsum("TNH,NHD->TD", a, precision.weight(params.wo), precision=_HI))
     x = precision.act(x + o)
     n = rms_norm(x, params.post_norm, eps=cfg.rms_eps, precision=precision)

@@ -24,12 +24,12 @@ class ActionExpert(nnx.Module):
       cfg: model geometry.
       params: existing ``ExpertParams`` (e.g. from ``jaxref.weights.load_safetensors``); if None,
         random ones from ``rngs.params()`` (``jaxref.weights.init_params``).
-      attention, precision, proj_precision: as in ``jaxref.expert.velocity``.
+      attention, precision, proj_precision, kv_chunk: as in ``jaxref.expert.velocity``.
     """
 
     def __init__(self, cfg: ExpertConfig, *, rngs: nnx.Rngs | None = None, params: ExpertParams | None = None,
                  attention: str = "exact", precision: Precision = _expert.FP32,
-                 proj_precision: Precision = _expert.FP32):
+                 proj_precision: Precision = _expert.FP32, kv_chunk: int | None = _expert.KV_CHUNK):
         if params is None:
             if rngs is None:
                 raise ValueError("ActionExpert needs params=ExpertParams(...) or rngs=nnx.Rngs(...)")
@@ -38,6 +38,7 @@ class ActionExpert(nnx.Module):
         self.attention = attention
         self.precision = precision
         self.proj_precision = proj_precision
+        self.kv_chunk = kv_chunk
         self.params = nnx.data(jax.tree.map(nnx.Param, params))
 
     def expert_params(self) -> ExpertParams:
@@ -47,11 +48,11 @@ class ActionExpert(nnx.Module):
     def __call__(self, x_t: jax.Array, t, cache: KVCache) -> jax.Array:
         """``jaxref.expert.velocity``: x_t [T, A] or [B, T, A] -> v of the same shape."""
         return _expert.velocity(self.expert_params(), x_t, t, cache, cfg=self.cfg, attention=self.attention,
-                                precision=self.precision, proj_precision=self.proj_precision)
+                                precision=self.precision, proj_precision=self.proj_precision, kv_chunk=self.kv_chunk)
 
     def sample(self, cache: KVCache, key: jax.Array, *, num_steps: int | None = None,
                x0: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
         """``jaxref.expert.sample``: (final action [T, A], per-step velocities [steps, T, A])."""
         return _expert.sample(self.expert_params(), cache, key, cfg=self.cfg, attention=self.attention,
                               precision=self.precision, proj_precision=self.proj_precision,
-                              num_steps=num_steps, x0=x0)
+                              num_steps=num_steps, x0=x0, kv_chunk=self.kv_chunk)

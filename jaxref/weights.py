@@ -58,8 +58,8 @@ def init_action_in_params(key: jax.Array, cfg: ExpertConfig, *, gamma_jitter: fl
     """``action_in_proj``: Linear weights and biases at torch's default ``nn.Linear`` scale
     (std of U(-1/sqrt(in), 1/sqrt(in)) = 1/sqrt(3 in)), gammas / LayerNorm scale 1 + jitter."""
     shapes = action_in_shapes(cfg.action_in, action_dim=cfg.action_dim, hidden=cfg.hidden)
-    fan_in = dict(w_in=shapes["w_in"][0], b_in=shapes["w_in"][0], hidden_w=cfg.action_in.hidden,
-                  hidden_b=cfg.action_in.hidden, w_out=cfg.action_in.hidden, b_out=cfg.action_in.hidden)
+    fan_in = {"w_in": shapes["w_in"][0], "b_in": shapes["w_in"][0], "hidden_w": cfg.action_in.hidden,
+                  "hidden_b": cfg.action_in.hidden, "w_out": cfg.action_in.hidden, "b_out": cfg.action_in.hidden}
     keys = dict(zip(shapes, jax.random.split(key, len(shapes)), strict=True))
     out = {}
     for name, shape in shapes.items():
@@ -169,8 +169,8 @@ def _trunk_indices(num_layers: int) -> dict[str, list[int]]:
     """``nn.Sequential`` indices of the MLPEncoder trunk: Linear, SiLU, (n-1) x [RMSNorm, Linear, SiLU],
     RMSNorm, Linear."""
     n = num_layers
-    return dict(w_in=[0], hidden_norm=[2 + 3 * i for i in range(n - 1)], hidden_w=[3 + 3 * i for i in range(n - 1)],
-                out_norm=[3 * n - 1], w_out=[3 * n])
+    return {"w_in": [0], "hidden_norm": [2 + 3 * i for i in range(n - 1)], "hidden_w": [3 + 3 * i for i in range(n - 1)],
+                "out_norm": [3 * n - 1], "w_out": [3 * n]}
 
 
 def hf_names(cfg: ExpertConfig, *, expert_prefix: str = "") -> list[str]:

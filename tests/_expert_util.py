@@ -4,6 +4,7 @@ not from ``jaxref.action``."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -24,6 +25,7 @@ def max_abs(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
 
 
+@functools.lru_cache(maxsize=16)  # jax arrays are immutable: sharing them between tests is safe
 def tiny_setup(seed: int = 0, *, seq_len: int = 100, max_seq_len: int = 256, rope_delta: int = 5,
                fill: float = 7.0, cfg: ExpertConfig | None = None):
     """(cfg, params, cache, x [T, D]) for the tiny preset; garbage ``fill`` in rows [S, Smax)."""

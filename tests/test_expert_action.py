@@ -3,6 +3,7 @@ the Euler sampler vs closed forms, velocity / sample batching, and the unicycle 
 step-by-step loop and exact kinematics."""
 
 import dataclasses
+import functools
 import math
 
 import jax
@@ -23,7 +24,7 @@ from jaxref.action import (
 )
 from jaxref.config import ActionInConfig, ExpertConfig
 from jaxref.expert import sample, sample_jit, velocity, velocity_jit
-from jaxref.weights import init_action_in_params, to_hf_state_dict
+from jaxref.weights import _zeros_params, init_action_in_params, to_hf_state_dict
 
 
 # ---- action_in_proj ------------------------------------------------------------------------
@@ -45,26 +46,22 @@ def test_action_in_proj_matches_torch_reference_formula(hidden, num_layers, out_
     params = init_action_in_params(jax.random.key(0), cfg)
     ref_mod = torch_action_in_proj(action_dim=2, out_dim=out_dim, hidden=hidden, num_layers=num_layers,
                                    bf16_freqs=bf16_freqs)
-    sd = {k[len("action_in_proj."):]: torch.from_numpy(v)
-          for k, v in to_hf_state_dict(_with_action_in(cfg, params), cfg).items() if k.startswith("action_in_proj.")}
-    sd = {k: v for k, v in sd.items() if not k.endswith("freqs")}  # the module keeps its own buffers
-    ref_mod.load_state_dict(sd, strict=False)
+    full = dataclasses.replace(_zeros_params(cfg), action_in=params)  # only the action_in_proj.* names matter
+    sd = {k[len("action_in_proj."):]: torch.from_numpy(v) for k, v in to_hf_state_dict(full, cfg, with_freqs=False).items()
+          if k.startswith("action_in_proj.")}
+    ref_mod.load_state_dict(sd, strict=False)  # the module keeps its own freqs buffers
     x = 1.5 * jax.random.normal(jax.random.key(1), (3, 64, 2), jnp.float32)
     t = jnp.array([0.0, 0.3, 0.9], jnp.float32)
     with torch.no_grad():
         ref = ref_mod(torch.from_numpy(np.array(x)), torch.from_numpy(np.array(t))).numpy()
-    ours = jax.vmap(lambda xx, tt: action_in_proj(params, xx, tt, cfg=ain_cfg))(x, t)
-    assert max_abs(ours, ref) <= 1e-5
+    assert max_abs(_proj(params, x, t, ain_cfg), ref) <= 1e-5
     # The other frequency choice is measurably different (so the flag is honoured).
-    other = jax.vmap(lambda xx, tt: action_in_proj(params, xx, tt, cfg=dataclasses.replace(
-        ain_cfg, bf16_freqs=not bf16_freqs)))(x, t)
-    assert max_abs(other, ref) > 1e-3
+    assert max_abs(_proj(params, x, t, dataclasses.replace(ain_cfg, bf16_freqs=not bf16_freqs)), ref) > 1e-3
 
 
-def _with_action_in(cfg, ain):
-    from jaxref.weights import init_params
-
-    return dataclasses.replace(init_params(jax.random.key(9), cfg), action_in=ain)
+@functools.partial(jax.jit, static_argnames="cfg")
+def _proj(params, x, t, cfg):
+    return jax.vmap(lambda xx, tt: action_in_proj(params, xx, tt, cfg=cfg))(x, t)
 
 
 def test_action_in_proj_rejects_bad_inputs():
@@ -77,7 +74,7 @@ def test_action_in_proj_rejects_bad_inputs():
 
 
 def test_action_out_proj_matches_numpy():
-    cfg, params, _, x = tiny_setup()
+    _cfg, params, _, x = tiny_setup()
     w, b = np.asarray(params.action_out.w, np.float64), np.asarray(params.action_out.b, np.float64)
     np.testing.assert_allclose(action_out_proj(params.action_out, x), np.asarray(x, np.float64) @ w + b,
                                rtol=1e-5, atol=1e-6)
@@ -101,20 +98,18 @@ def test_euler_sample_closed_forms():
 def test_jit_equals_eager_and_sample_follows_its_velocities():
     cfg, params, cache, _ = tiny_setup()
     key = jax.random.key(7)
-    x = jax.random.normal(key, (cfg.num_tokens, cfg.action_dim))
+    x = jax.random.normal(key, (cfg.num_tokens, cfg.action_dim))  # sample's x0 for this key
     with jax.disable_jit():  # op by op; lax.scan as a Python loop
-        v_eager = velocity(params, x, 0.3, cache, cfg=cfg)
-        _, vs_eager = sample(params, cache, key, cfg=cfg, num_steps=2)
-    v_jit = velocity_jit(params, x, 0.3, cache, cfg=cfg)
-    np.testing.assert_allclose(v_jit, v_eager, rtol=1e-5, atol=1e-6)
+        v_eager = velocity(params, x, 0.0, cache, cfg=cfg)
+    np.testing.assert_allclose(velocity_jit(params, x, 0.0, cache, cfg=cfg), v_eager, rtol=1e-5, atol=1e-6)
     a_jit, vs_jit = sample_jit(params, cache, key, cfg=cfg)
-    # Step 0 sees the same x0 in both; later steps are not compared across jit / eager because the
-    # 100-cycle Fourier features amplify last-bit differences of x (d sin(2 pi 100 x)/dx ~ 600).
-    np.testing.assert_allclose(vs_jit[0], vs_eager[0], rtol=1e-5, atol=1e-6)
+    # Step 0 sees x0 at t = 0. Later steps are not compared across jit / eager because the 100-cycle
+    # Fourier features amplify last-bit differences of x (d sin(2 pi 100 x)/dx ~ 600).
+    np.testing.assert_allclose(vs_jit[0], v_eager, rtol=1e-5, atol=1e-6)
     # Teacher forcing: step i's velocity is velocity(x_i, t_i) at the sampler's own x_i.
     xi = x
     for i in range(cfg.num_steps):
-        v = velocity(params, xi, jnp.float32(i) / cfg.num_steps, cache, cfg=cfg)
+        v = velocity_jit(params, xi, jnp.float32(i) / cfg.num_steps, cache, cfg=cfg)
         np.testing.assert_allclose(v, vs_jit[i], rtol=1e-3, atol=1e-4)
         xi = xi + jnp.float32(1.0 / cfg.num_steps) * vs_jit[i]
     np.testing.assert_allclose(xi, a_jit, rtol=1e-5, atol=1e-5)
@@ -126,18 +121,18 @@ def test_vmap_over_trajectories_equals_loop_and_shares_the_cache():
     batched = jax.jit(jax.vmap(lambda k: sample(params, cache, k, cfg=cfg)))
     a_b, v_b = batched(keys)
     for i, k in enumerate(keys):
-        _, v = sample(params, cache, k, cfg=cfg, num_steps=1)
+        _, v = sample_jit(params, cache, k, cfg=cfg, num_steps=1)
         np.testing.assert_allclose(v_b[i, 0], v[0], rtol=1e-5, atol=1e-6)  # same x0 (see the jit test)
         x0 = jax.random.normal(k, (cfg.num_tokens, cfg.action_dim))
         np.testing.assert_allclose(a_b[i], x0 + 0.1 * v_b[i].sum(0), rtol=1e-5, atol=1e-5)
     # velocity on [B, T, A] is the same vmap; the exact formulation never materialises a per-trajectory
     # copy of a cache layer ([B, Smax, K, H]); the tail-slot one writes own K/V into it, so it must.
     xs = jax.random.normal(jax.random.key(2), (3, cfg.num_tokens, cfg.action_dim))
-    vb = velocity(params, xs, 0.4, cache, cfg=cfg)
-    np.testing.assert_allclose(vb[1], velocity(params, xs[1], 0.4, cache, cfg=cfg), rtol=1e-5, atol=1e-6)
+    vb = velocity_jit(params, xs, 0.4, cache, cfg=cfg)
+    np.testing.assert_allclose(vb[1], velocity_jit(params, xs[1], 0.4, cache, cfg=cfg), rtol=1e-5, atol=1e-6)
     per_traj_cache = (3, cache.max_seq_len, cfg.num_kv_heads, cfg.head_dim)
     for attention, copies in (("exact", False), ("tail_slot", True)):
-        jaxpr = jax.make_jaxpr(lambda x: velocity(params, x, 0.4, cache, cfg=cfg, attention=attention))(xs)
+        jaxpr = jax.make_jaxpr(lambda x, a=attention: velocity(params, x, 0.4, cache, cfg=cfg, attention=a))(xs)
         assert (per_traj_cache in walk_jaxpr_shapes(jaxpr)) == copies, attention
 
 

@@ -19,7 +19,10 @@ from jaxref.weights import init_cache, init_params, to_hf_state_dict
 PCC_MIN, MAX_ABS = 0.999999, 1e-4
 
 
-def _golden(params, x, cache, cfg, attention, precision=Precision.fp32()):
+FP32 = Precision.fp32()
+
+
+def _golden(params, x, cache, cfg, attention, precision=FP32):
     fn = jax.jit(lambda p, x, c: expert_stack(p.layers, p.final_norm, x, c, cfg=cfg, attention=attention,
                                               precision=precision, return_hidden=True))
     final, hidden = fn(params, x, cache)
@@ -47,7 +50,10 @@ def test_tiny_model_per_layer_parity(attention):
 
 def test_tiny_decoder_layer_called_directly():
     """HF's layer module with externally computed position embeddings and a pre-filled cache."""
-    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextDecoderLayer, Qwen3VLTextRotaryEmbedding
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import (
+        Qwen3VLTextDecoderLayer,
+        Qwen3VLTextRotaryEmbedding,
+    )
 
     cfg, params, cache, x = tiny_setup(seq_len=77, max_seq_len=200, rope_delta=-4)
     hf_cfg = hf_text_config(cfg, num_layers=1)
@@ -89,14 +95,14 @@ def test_hf_bf16_policy_tracks_hf_in_bf16():
     bf16 and the RMS error is several times below the fp32 golden's (the rest is fp32 accumulation
     order and the attention op, whose scores / probabilities the policy keeps in fp32)."""
     cfg, params, cache, x = tiny_setup(seq_len=100, max_seq_len=256, rope_delta=5)
-    bf = lambda t: jax.tree.map(lambda a: a.astype(jnp.bfloat16).astype(jnp.float32), t)  # noqa: E731
+    bf = lambda t: jax.tree.map(lambda a: a.astype(jnp.bfloat16).astype(jnp.float32), t)
     params, x = bf(params), bf(x)
     cache = type(cache)(k=bf(cache.k), v=bf(cache.v), seq_len=cache.seq_len, rope_delta=cache.rope_delta)
     hf_layers, hf_final = hf_expert_outputs(hf_text_model(params, cfg, dtype=torch.bfloat16), x, cache,
                                             num_tokens=cfg.num_tokens, dtype=torch.bfloat16)
     hidden_bf, final_bf = _golden(params, x, cache, cfg, "exact", Precision.hf_bf16())
     hidden_32, final_32 = _golden(params, x, cache, cfg, "exact")
-    rms = lambda a, b: float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))  # noqa: E731
+    rms = lambda a, b: float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
     for ours_bf, ours_32, ref in [*zip(hidden_bf, hidden_32, hf_layers), (final_bf, final_32, hf_final)]:
         assert np.mean(ours_bf == ref) > 0.85
         assert np.mean(ours_32 == ref) < 0.05

@@ -18,6 +18,7 @@ from jaxref.layers import (
     apply_rope,
     attend_exact,
     attend_tail_slot,
+    attention_over_rows,
     decoder_layer,
     mlp,
     rms_norm,
@@ -106,6 +107,34 @@ def _attn_inputs(S, smax=256, T=64, N=4, K=2, H=16, garbage=7.0, seed=0):
     return q, ko, vo, ck, cv
 
 
+@pytest.mark.parametrize("kv_chunk", [None, 64, 100, 256, 1000], ids=lambda c: f"chunk{c}")
+def test_attention_over_rows_equals_dense_reference(kv_chunk):
+    """The chunked online softmax vs the dense oracle: keep-mask, additive bias, both, neither."""
+    q, k, v = _rand(10, (64, 4, 16), 2.0), _rand(11, (300, 2, 16), 2.0), _rand(12, (300, 2, 16))
+    keep = jax.random.bernoulli(jax.random.key(13), 0.7, (300,))
+    bias = _rand(14, (300,), 3.0)
+    for kw in ({}, {"keep": keep}, {"bias": bias}, {"keep": keep, "bias": bias}):
+        want_o, want_l = attention_reference(q, k, v, mask=kw.get("keep", jnp.ones(300, bool))[None, None, :],
+                                             bias=kw.get("bias", jnp.zeros(300))[None, None, :])
+        out, lse = attention_over_rows(q, k, v, kv_chunk=kv_chunk, **kw)
+        assert max_abs(out, want_o) < 1e-5 and max_abs(lse, want_l) < 1e-5, kw.keys()
+
+
+def test_attention_over_rows_fully_excluded_and_bad_args():
+    q, k, v = _rand(10, (64, 4, 16)), _rand(11, (300, 2, 16)), _rand(12, (300, 2, 16))
+    keep = jnp.arange(300) >= 290  # the first 5 chunks of 64 rows see nothing valid
+    want_o, want_l = attention_reference(q, k, v, mask=keep[None, None, :])
+    out, lse = attention_over_rows(q, k, v, keep=keep, kv_chunk=64)
+    assert max_abs(out, want_o) < 2e-6 and max_abs(lse, want_l) < 2e-5
+    out, lse = attention_over_rows(q, k, v, keep=jnp.zeros(300, bool), kv_chunk=64)
+    np.testing.assert_array_equal(out, 0.0)
+    np.testing.assert_array_equal(lse, attention_reference(q, k, v, mask=jnp.zeros((1, 1, 300), bool))[1])
+    with pytest.raises(ValueError, match="kv_chunk=0"):
+        attention_over_rows(q, k, v, kv_chunk=0)
+    with pytest.raises(ValueError, match="keep must be"):
+        attention_over_rows(q, k, v, keep=jnp.ones(10, bool))
+
+
 @pytest.mark.parametrize("S", [0, 1, 100, 192], ids=lambda s: f"S{s}")
 def test_attend_exact_equals_dense_attention_over_concatenated_keys(S):
     q, ko, vo, ck, cv = _attn_inputs(S)
@@ -156,7 +185,7 @@ def test_seq_len_limits_raise():
 
 # ---- MLP and the layer ---------------------------------------------------------------------
 def test_mlp_matches_numpy_swiglu():
-    cfg, params, _, x = tiny_setup()
+    _cfg, params, _, x = tiny_setup()
     p = jax.tree.map(lambda a: np.asarray(a[0], np.float64), params.layers)
     xn = np.asarray(x, np.float64)
     g = xn @ p.w_gate

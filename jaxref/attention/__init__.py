@@ -24,12 +24,20 @@ from jaxref.attention.geometry import AttentionGeometry
 from jaxref.attention.placement import LAYOUTS, KVPlacement
 from jaxref.attention.reduce import REDUCES, cube_mesh_shape, reduce_partials, reduce_plan
 from jaxref.attention.reference import MASK_LSE, MASK_VALUE, attention_reference, causal_mask
-from jaxref.attention.ring import ORDERINGS, ring_attention, ring_attention_jit, ring_blocks, ring_schedule
+from jaxref.attention.ring import (
+    ORDERINGS,
+    ring_attention,
+    ring_attention_jit,
+    ring_blocks,
+    ring_plan,
+    ring_schedule,
+)
 from jaxref.attention.schedule import FlashSchedule, ReducePlan, RingSchedule, SplitKVSchedule, SweepCounts
 from jaxref.attention.split_kv import (
     split_kv_attention,
     split_kv_attention_jit,
     split_kv_partials,
+    split_kv_plan,
     split_kv_schedule,
 )
 from jaxref.attention.sweep import Partial, finalize, merge
@@ -40,6 +48,7 @@ __all__ = [
     "SplitKVSchedule", "SweepCounts", "TileConfig",
     "attention_reference", "causal_mask", "cube_mesh_shape", "finalize", "flash_attention",
     "flash_attention_jit", "flash_plan", "flash_schedule", "merge", "reduce_partials", "reduce_plan",
-    "ring_attention", "ring_attention_jit", "ring_blocks", "ring_schedule", "split_kv_attention",
-    "split_kv_attention_jit", "split_kv_attention_sharded", "split_kv_partials", "split_kv_schedule",
+    "ring_attention", "ring_attention_jit", "ring_blocks", "ring_plan", "ring_schedule", "split_kv_attention",
+    "split_kv_attention_jit", "split_kv_attention_sharded", "split_kv_partials", "split_kv_plan",
+    "split_kv_schedule",
 ]
