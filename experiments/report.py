@@ -75,11 +75,18 @@ def hf_text_config(cfg: ExpertConfig, *, num_layers: int | None = None):
     half = cfg.head_dim // 2
     section = [24, 20, 20] if half == 64 else [half - 2 * (half // 4), half // 4, half // 4]
     hf_cfg = Qwen3VLTextConfig(
-        vocab_size=16, hidden_size=cfg.hidden, intermediate_size=cfg.ffn,
+        vocab_size=16,
+        hidden_size=cfg.hidden,
+        intermediate_size=cfg.ffn,
         num_hidden_layers=cfg.num_layers if num_layers is None else num_layers,
-        num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
-        rms_norm_eps=cfg.rms_eps, max_position_embeddings=1 << 20, attention_bias=False,
-        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta, "mrope_section": section})
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        head_dim=cfg.head_dim,
+        rms_norm_eps=cfg.rms_eps,
+        max_position_embeddings=1 << 20,
+        attention_bias=False,
+        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta, "mrope_section": section},
+    )
     hf_cfg._attn_implementation = "eager"
     return hf_cfg
 
@@ -91,8 +98,11 @@ def hf_text_model(params, cfg: ExpertConfig, *, dtype=None):
     from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextModel
 
     model = Qwen3VLTextModel(hf_text_config(cfg)).eval()
-    sd = {k: torch.from_numpy(v) for k, v in to_hf_state_dict(params, cfg, with_freqs=False).items()
-          if k.startswith(("layers.", "norm."))}
+    sd = {
+        k: torch.from_numpy(v)
+        for k, v in to_hf_state_dict(params, cfg, with_freqs=False).items()
+        if k.startswith(("layers.", "norm."))
+    }
     missing, unexpected = model.load_state_dict(sd, strict=False)
     if unexpected or set(missing) != {"embed_tokens.weight"}:
         raise ValueError(f"HF name mismatch: missing {missing}, unexpected {unexpected}")
@@ -107,7 +117,9 @@ def hf_cache(cache: KVCache, *, dtype=None, layers: int | None = None):
     s = int(cache.seq_len)
     k, v = np.asarray(cache.k[:, :s]), np.asarray(cache.v[:, :s])
     n = k.shape[0] if layers is None else layers
-    to = lambda a: torch.from_numpy(np.ascontiguousarray(a.transpose(1, 0, 2)))[None].to(dtype or torch.float32)
+    to = lambda a: torch.from_numpy(np.ascontiguousarray(a.transpose(1, 0, 2)))[None].to(
+        dtype or torch.float32
+    )
     return DynamicCache(ddp_cache_data=[(to(k[i]), to(v[i])) for i in range(n)])
 
 
@@ -133,10 +145,13 @@ def hf_expert_outputs(model, x, cache: KVCache, *, num_tokens: int, dtype=None):
     hooks = [layer.register_forward_hook(lambda _m, _i, o: outs.append(o)) for layer in model.layers]
     try:
         with torch.no_grad():
-            res = model(inputs_embeds=torch.from_numpy(np.array(x, np.float32))[None].to(dtype),
-                        attention_mask=torch.zeros(1, 1, num_tokens, s + num_tokens, dtype=dtype),
-                        position_ids=hf_position_ids(cache, num_tokens),
-                        cache=hf_cache(cache, dtype=dtype, layers=len(model.layers)), use_cache=True)
+            res = model(
+                inputs_embeds=torch.from_numpy(np.array(x, np.float32))[None].to(dtype),
+                attention_mask=torch.zeros(1, 1, num_tokens, s + num_tokens, dtype=dtype),
+                position_ids=hf_position_ids(cache, num_tokens),
+                cache=hf_cache(cache, dtype=dtype, layers=len(model.layers)),
+                use_cache=True,
+            )
     finally:
         for h in hooks:
             h.remove()
@@ -147,10 +162,10 @@ def hf_expert_outputs(model, x, cache: KVCache, *, num_tokens: int, dtype=None):
 # ---- section 1: the expert golden at alpamayo_tt shapes ------------------------------------
 WEIGHT_MODES = {
     "bf16": "random weights and cache held as bf16 bit patterns (the dtype of the real checkpoint and of a "
-            "bf16 VLM cache), unpacked to float32 one layer at a time inside the layer scan; all math float32",
+    "bf16 VLM cache), unpacked to float32 one layer at a time inside the layer scan; all math float32",
     "fp32": "random weights and cache held in float32 (64 alpamayo_tt layers: ~12 GB)",
     "streamed": "each layer's random weights and cache rows regenerated inside the layer scan from a "
-                "per-layer key on every Euler step (one layer in memory at a time; slow)",
+    "per-layer key on every Euler step (one layer in memory at a time; slow)",
 }
 
 
@@ -169,11 +184,14 @@ def _init_packed_layers(k_layers, k_cache, *, cfg: ExpertConfig, seq_len: int):
     uint16, not bf16: XLA's CPU backend upcasts bf16 dynamic-slices by converting the *whole*
     stacked operand to float32 up front, which would double the memory this mode exists to save.
     """
+
     def one(keys):
         p = init_layer_params(keys[0], cfg)
         return jax.tree.map(_to_u16, (p, init_cache_layer(keys[1], cfg, seq_len)))
 
-    keys = jnp.stack([jax.random.split(k_layers, cfg.num_layers), jax.random.split(k_cache, cfg.num_layers)], 1)
+    keys = jnp.stack(
+        [jax.random.split(k_layers, cfg.num_layers), jax.random.split(k_cache, cfg.num_layers)], 1
+    )
     return jax.lax.map(one, keys)
 
 
@@ -208,14 +226,24 @@ def _random_model(key, cfg: ExpertConfig, seq_len: int, rope_delta: int, weights
         return state, vfn
 
     def layer_at(i):  # streamed: layer i regenerated from fold_in(key, i)
-        return (init_layer_params(jax.random.fold_in(k_layers, i), cfg),
-                *init_cache_layer(jax.random.fold_in(k_cache, i), cfg, seq_len))
+        return (
+            init_layer_params(jax.random.fold_in(k_layers, i), cfg),
+            *init_cache_layer(jax.random.fold_in(k_cache, i), cfg, seq_len),
+        )
 
     return small, lambda st, x_t, t: _velocity_from_layer_source(st, layer_at, x_t, t, seq_len, rope, cfg)
 
 
-def expert_section(*, preset: str = "alpamayo_tt", num_layers: int | None = None, seq_len: int = 4600,
-                   rope_delta: int = 0, seed: int = 0, weights: str = "bf16", v0: float = 10.0) -> str:
+def expert_section(
+    *,
+    preset: str = "alpamayo_tt",
+    num_layers: int | None = None,
+    seq_len: int = 4600,
+    rope_delta: int = 0,
+    seed: int = 0,
+    weights: str = "bf16",
+    v0: float = 10.0,
+) -> str:
     """Sample one trajectory with the fp32 golden; return the section's text."""
     cfg = ExpertConfig.preset(preset)
     if num_layers is not None:
@@ -235,32 +263,56 @@ def expert_section(*, preset: str = "alpamayo_tt", num_layers: int | None = None
     t_run = time.perf_counter() - t0
     nbytes = sum(a.nbytes for a in jax.tree.leaves(state))
 
-    lines = [(f"== Expert golden (fp32 math): preset {preset}, L={cfg.num_layers}, D={cfg.hidden}, "
-             f"N/K={cfg.num_heads}/{cfg.num_kv_heads}, H={cfg.head_dim}, F={cfg.ffn}, T={cfg.num_tokens}, "
-             f"S={seq_len}, rope_delta={rope_delta}, seed={seed}, attention=exact"),
-             f"weights={weights}: {WEIGHT_MODES[weights]}; {nbytes / 2**30:.2f} GiB held",
-             f"init {t_init:.1f} s; {cfg.num_steps}-step Euler sample (compile + run) {t_run:.1f} s", ""]
+    lines = [
+        (
+            f"== Expert golden (fp32 math): preset {preset}, L={cfg.num_layers}, D={cfg.hidden}, "
+            f"N/K={cfg.num_heads}/{cfg.num_kv_heads}, H={cfg.head_dim}, F={cfg.ffn}, T={cfg.num_tokens}, "
+            f"S={seq_len}, rope_delta={rope_delta}, seed={seed}, attention=exact"
+        ),
+        f"weights={weights}: {WEIGHT_MODES[weights]}; {nbytes / 2**30:.2f} GiB held",
+        f"init {t_init:.1f} s; {cfg.num_steps}-step Euler sample (compile + run) {t_run:.1f} s",
+        "",
+    ]
     vs_np = np.asarray(vs)
     ts = np.linspace(0.0, 1.0, cfg.num_steps + 1)
-    rows = [[i, f"{ts[i]:.1f}", f"{v.mean():+.4f}", f"{v.std():.4f}", f"{np.abs(v).max():.4f}",
-             f"{v[:, 0].mean():+.4f}", f"{v[:, 1].mean():+.4f}"] for i, v in enumerate(vs_np)]
+    rows = [
+        [
+            i,
+            f"{ts[i]:.1f}",
+            f"{v.mean():+.4f}",
+            f"{v.std():.4f}",
+            f"{np.abs(v).max():.4f}",
+            f"{v[:, 0].mean():+.4f}",
+            f"{v[:, 1].mean():+.4f}",
+        ]
+        for i, v in enumerate(vs_np)
+    ]
     lines.append(format_table(["step", "t", "v mean", "v std", "v max|.|", "accel mean", "curv mean"], rows))
     a = np.asarray(action)
-    lines += ["", "final action (normalized): " + "; ".join(
-        f"{name} mean {a[:, c].mean():+.4f} std {a[:, c].std():.4f} range [{a[:, c].min():+.3f}, {a[:, c].max():+.3f}]"
-        for c, name in enumerate(("accel", "curvature")))]
+    lines += [
+        "",
+        "final action (normalized): "
+        + "; ".join(
+            f"{name} mean {a[:, c].mean():+.4f} std {a[:, c].std():.4f} "
+            f"range [{a[:, c].min():+.3f}, {a[:, c].max():+.3f}]"
+            for c, name in enumerate(("accel", "curvature"))
+        ),
+    ]
     space = UnicycleConfig.alpamayo_r1()
     xy, yaw = action_to_traj(action, v0, space=space)
     xy = np.asarray(xy)
-    lines.append(f"unicycle trajectory (v0 = {v0} m/s; R1 normalization as quoted by a third-party port): "
-                 f"after {cfg.num_tokens * space.dt:.1f} s at x={xy[-1, 0]:.2f} m, y={xy[-1, 1]:.2f} m, "
-                 f"yaw={float(yaw[-1]):+.3f} rad")
+    lines.append(
+        f"unicycle trajectory (v0 = {v0} m/s; R1 normalization as quoted by a third-party port): "
+        f"after {cfg.num_tokens * space.dt:.1f} s at x={xy[-1, 0]:.2f} m, y={xy[-1, 1]:.2f} m, "
+        f"yaw={float(yaw[-1]):+.3f} rad"
+    )
     return "\n".join(lines)
 
 
 # ---- section 2: HF parity ------------------------------------------------------------------
-def hf_parity_rows(cfg: ExpertConfig, *, seq_len: int, seed: int = 0, rope_delta: int = 7,
-                   label: str = "") -> list[list[str]]:
+def hf_parity_rows(
+    cfg: ExpertConfig, *, seq_len: int, seed: int = 0, rope_delta: int = 7, label: str = ""
+) -> list[list[str]]:
     """Per-layer and final-norm PCC / max-abs of the golden (both formulations) vs HF, fp32."""
     k_p, k_c, k_x = jax.random.split(jax.random.key(seed), 3)
     params = init_params(k_p, cfg)
@@ -270,25 +322,47 @@ def hf_parity_rows(cfg: ExpertConfig, *, seq_len: int, seed: int = 0, rope_delta
     hf_layers, hf_final = hf_expert_outputs(hf_text_model(params, cfg), x, cache, num_tokens=cfg.num_tokens)
     rows = []
     for mode in ("exact", "tail_slot"):
-        stack = jax.jit(lambda p, x, c, mode=mode: expert_stack(p.layers, p.final_norm, x, c, cfg=cfg,
-                                                                attention=mode, return_hidden=True))
+        stack = jax.jit(
+            lambda p, x, c, mode=mode: expert_stack(
+                p.layers, p.final_norm, x, c, cfg=cfg, attention=mode, return_hidden=True
+            )
+        )
         final, hidden = stack(params, x, cache)
         outs = [(f"layer {i}", np.asarray(hidden[i]), hf_layers[i]) for i in range(cfg.num_layers)]
         outs.append(("final norm", np.asarray(final), hf_final))
         for name, ours, ref in outs:
-            rows.append([label, mode, name, f"{pcc(ours, ref):.9f}", f"{np.abs(ours - ref).max():.2e}",
-                         f"{np.abs(ref).max():.2f}"])
+            rows.append(
+                [
+                    label,
+                    mode,
+                    name,
+                    f"{pcc(ours, ref):.9f}",
+                    f"{1.0 - pcc(ours, ref):.1e}",
+                    f"{np.abs(ours - ref).max():.2e}",
+                    f"{np.abs(ref).max():.2f}",
+                ]
+            )
     return rows
 
 
 def hf_parity_table(*, seq_len: int = 4600, seed: int = 0) -> str:
     """The parity table for ``tiny`` (S = 100) and a 2-layer ``alpamayo_tt``-width model (S = ``seq_len``)."""
     rows = hf_parity_rows(ExpertConfig.tiny(), seq_len=100, seed=seed, label="tiny S=100")
-    rows += hf_parity_rows(ExpertConfig.alpamayo_tt(num_layers=2), seq_len=seq_len, seed=seed,
-                           label=f"alpamayo_tt 2-layer S={seq_len}")
-    head = ("== HF parity: golden vs transformers Qwen3VLTextModel (fp32, eager, 4-D additive mask, "
-            "DynamicCache); targets PCC >= 0.999999, max-abs <= 1e-4")
-    return head + "\n" + format_table(["model", "attention", "output", "PCC", "max-abs err", "max |HF|"], rows)
+    rows += hf_parity_rows(
+        ExpertConfig.alpamayo_tt(num_layers=2),
+        seq_len=seq_len,
+        seed=seed,
+        label=f"alpamayo_tt 2-layer S={seq_len}",
+    )
+    head = (
+        "== HF parity: golden vs transformers Qwen3VLTextModel (fp32, eager, 4-D additive mask, "
+        "DynamicCache); targets PCC >= 0.999999, max-abs <= 1e-4"
+    )
+    return (
+        head
+        + "\n"
+        + format_table(["model", "attention", "output", "PCC", "1 - PCC", "max-abs err", "max |HF|"], rows)
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -296,12 +370,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--preset", default="alpamayo_tt", choices=["alpamayo_tt", "alpamayo_r1", "tiny"])
     ap.add_argument("--layers", type=int, default=None, help="override the preset's layer count")
     ap.add_argument("--seq-len", type=int, default=4600, help="valid VLM cache rows S")
-    ap.add_argument("--weights", default="bf16", choices=sorted(WEIGHT_MODES), help="how the random model is held")
+    ap.add_argument(
+        "--weights", default="bf16", choices=sorted(WEIGHT_MODES), help="how the random model is held"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-hf", action="store_true", help="omit the HF parity table")
     args = ap.parse_args(argv)
-    print(expert_section(preset=args.preset, num_layers=args.layers, seq_len=args.seq_len, seed=args.seed,
-                         weights=args.weights), flush=True)
+    print(
+        expert_section(
+            preset=args.preset,
+            num_layers=args.layers,
+            seq_len=args.seq_len,
+            seed=args.seed,
+            weights=args.weights,
+        ),
+        flush=True,
+    )
     if not args.skip_hf:
         print()
         print(hf_parity_table(seq_len=args.seq_len, seed=args.seed), flush=True)

@@ -10,8 +10,15 @@ from jaxref.action import (
     euler_sample,
 )
 from jaxref.config import ActionInConfig, ExpertConfig
-from jaxref.expert import ExpertParams, KVCache, expert_stack, sample, velocity
-from jaxref.layers import LayerParams, attend_exact, attend_tail_slot, decoder_layer, rms_norm
+from jaxref.expert import ExpertParams, KVCache, expert_stack, sample, sample_jit, velocity, velocity_jit
+from jaxref.layers import (
+    LayerParams,
+    attend_exact,
+    attend_tail_slot,
+    attention_over_rows,
+    decoder_layer,
+    rms_norm,
+)
 from jaxref.precision import Precision
 from jaxref.weights import (
     from_hf_state_dict,
@@ -38,6 +45,7 @@ __all__ = [
     "action_to_traj",
     "attend_exact",
     "attend_tail_slot",
+    "attention_over_rows",
     "decoder_layer",
     "euler_sample",
     "expert_stack",
@@ -47,7 +55,9 @@ __all__ = [
     "load_safetensors",
     "rms_norm",
     "sample",
+    "sample_jit",
     "save_safetensors",
     "to_hf_state_dict",
     "velocity",
+    "velocity_jit",
 ]

@@ -68,8 +68,18 @@ def action_in_shapes(cfg: ActionInConfig, *, action_dim: int, hidden: int) -> di
     """Shape of every ``ActionInParams`` field."""
     h, n = cfg.hidden, cfg.num_layers
     c_in = 2 * cfg.num_freqs * (action_dim + 1)
-    return {"w_in": (c_in, h), "b_in": (h,), "hidden_norm": (n - 1, h), "hidden_w": (n - 1, h, h), "hidden_b": (n - 1, h),
-                "out_norm": (h,), "w_out": (h, hidden), "b_out": (hidden,), "ln_scale": (hidden,), "ln_bias": (hidden,)}
+    return {
+        "w_in": (c_in, h),
+        "b_in": (h,),
+        "hidden_norm": (n - 1, h),
+        "hidden_w": (n - 1, h, h),
+        "hidden_b": (n - 1, h),
+        "out_norm": (h,),
+        "w_out": (h, hidden),
+        "b_out": (hidden,),
+        "ln_scale": (hidden,),
+        "ln_bias": (hidden,),
+    }
 
 
 # ---- action_in_proj ------------------------------------------------------------------------
@@ -94,8 +104,9 @@ def fourier_encode(s: jax.Array, freqs: np.ndarray) -> jax.Array:
     return jnp.concatenate([jnp.sin(arg), jnp.cos(arg)], axis=-1) * math.sqrt(2)
 
 
-def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, *, eps: float,
-               precision: Precision = FP32) -> jax.Array:
+def layer_norm(
+    x: jax.Array, scale: jax.Array, bias: jax.Array, *, eps: float, precision: Precision = FP32
+) -> jax.Array:
     """``torch.nn.LayerNorm`` over the last axis (biased variance, affine); one rounding at the output."""
     mean = jnp.mean(x, axis=-1, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
@@ -104,11 +115,14 @@ def layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, *, eps: float,
 
 
 def _linear(x, w, b, precision: Precision):
-    return precision.act(jnp.einsum("Ti,io->To", x, precision.weight(w), precision=_HI) + precision.norm_weight(b))
+    return precision.act(
+        jnp.einsum("Ti,io->To", x, precision.weight(w), precision=_HI) + precision.norm_weight(b)
+    )
 
 
-def action_in_proj(params: ActionInParams, x: jax.Array, t, *, cfg: ActionInConfig,
-                   precision: Precision = FP32) -> jax.Array:
+def action_in_proj(
+    params: ActionInParams, x: jax.Array, t, *, cfg: ActionInConfig, precision: Precision = FP32
+) -> jax.Array:
     """``PerWaypointActionInProjV2``: per-token Fourier features of (accel, curvature, t) -> MLP -> LayerNorm.
 
     Input per token: ``[enc(x[:, 0]) | ... | enc(x[:, A-1]) | enc(t)]`` (C_in = 2F(A+1) = 60 for A = 2);
@@ -126,8 +140,10 @@ def action_in_proj(params: ActionInParams, x: jax.Array, t, *, cfg: ActionInConf
     T, A = x.shape
     c_in = 2 * cfg.num_freqs * (A + 1)
     if params.w_in.shape[0] != c_in:
-        raise ValueError(f"action_in_proj w_in has {params.w_in.shape[0]} input features, expected "
-                         f"2 * num_freqs * (A + 1) = {c_in} for x {x.shape}")
+        raise ValueError(
+            f"action_in_proj w_in has {params.w_in.shape[0]} input features, expected "
+            f"2 * num_freqs * (A + 1) = {c_in} for x {x.shape}"
+        )
     if jnp.ndim(t) != 0:
         raise ValueError(f"t must be a scalar flow time, got shape {jnp.shape(t)}")
     freqs = fourier_freqs(cfg)
@@ -158,8 +174,9 @@ def flow_times(num_steps: int) -> jax.Array:
     return jnp.linspace(0.0, 1.0, num_steps + 1, dtype=jnp.float32)
 
 
-def euler_sample(velocity_fn: Callable[[jax.Array, jax.Array], jax.Array], x0: jax.Array, *,
-                 num_steps: int) -> tuple[jax.Array, jax.Array]:
+def euler_sample(
+    velocity_fn: Callable[[jax.Array, jax.Array], jax.Array], x0: jax.Array, *, num_steps: int
+) -> tuple[jax.Array, jax.Array]:
     """Integrate ``dx/dt = v(x, t)`` from t = 0 to 1 with Euler: ``x <- x + (t[i+1] - t[i]) v(x, t[i])``.
 
     Args:
@@ -199,12 +216,18 @@ class UnicycleConfig:
     @classmethod
     def alpamayo_r1(cls) -> UnicycleConfig:
         """Normalization quoted for the Alpamayo-R1-10B checkpoint by a third-party port (unverified)."""
-        return cls(accel_mean=0.02902694707164455, accel_std=0.6810426736454882,
-                   curvature_mean=0.0002692167976330542, curvature_std=0.026148280660833106, dt=0.1)
+        return cls(
+            accel_mean=0.02902694707164455,
+            accel_std=0.6810426736454882,
+            curvature_mean=0.0002692167976330542,
+            curvature_std=0.026148280660833106,
+            dt=0.1,
+        )
 
 
-def action_to_traj(action: jax.Array, v0, *, space: UnicycleConfig = UnicycleConfig()
-                   ) -> tuple[jax.Array, jax.Array]:
+def action_to_traj(
+    action: jax.Array, v0, *, space: UnicycleConfig = UnicycleConfig()
+) -> tuple[jax.Array, jax.Array]:
     """Integrate the unicycle model from the current pose (origin, heading 0, speed v0).
 
     ``v[i+1] = v[i] + a[i] dt``; ``theta[i+1] = theta[i] + kappa[i] (v[i] dt + a[i] dt^2 / 2)``;

@@ -12,9 +12,17 @@ Schema (all float32 unless noted; L layers, Smax cache rows, see ``jaxref.layers
     seq_len: int32 []                S
     rope_delta: int32 []             Qwen3-VL M-RoPE delta; expert positions are i + rope_delta + S
 
+Storage dtypes: float32, or a narrower float (e.g. bf16 weights / cache, as in the checkpoint and
+a bf16 VLM); the precision hooks upcast one layer at a time inside the scan, all math is float32.
+
 Batching: trajectories share one cache. ``velocity`` accepts x_t [B, T, A] and vmaps with the cache
-unbatched (``in_axes=None``): K/V are read once per layer for all B trajectories, never copied.
-``sample`` is vmap-able over keys the same way: ``jax.vmap(sample, in_axes=(None, None, 0))``.
+unbatched (``in_axes=None``); ``sample`` is vmap-able over keys the same way:
+``jax.vmap(sample, in_axes=(None, None, 0))``. With the exact attention the cache is read once per
+layer for all B trajectories and never copied (the tail-slot form writes each trajectory's own K/V
+into it, which needs a copy per trajectory, as one device buffer per trajectory would).
+
+Jitted entry points: ``velocity_jit`` and ``sample_jit`` (static: cfg, attention, precision,
+proj_precision, kv_chunk, num_steps).
 """
 
 from __future__ import annotations
@@ -80,15 +88,24 @@ class KVCache:
         s = _concrete_int(seq_len)
         if s is not None and not 0 <= s <= k.shape[1]:
             raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={k.shape[1]}")
-        return cls(k=k, v=v, seq_len=jnp.asarray(seq_len, jnp.int32), rope_delta=jnp.asarray(rope_delta, jnp.int32))
+        return cls(
+            k=k, v=v, seq_len=jnp.asarray(seq_len, jnp.int32), rope_delta=jnp.asarray(rope_delta, jnp.int32)
+        )
 
 
 def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
     """Raise ValueError if the cache does not fit ``cfg`` / the attention formulation."""
     L, K, H = cfg.num_layers, cfg.num_kv_heads, cfg.head_dim
-    if cache.k.ndim != 4 or cache.k.shape[0] != L or cache.k.shape[2:] != (K, H) or cache.v.shape != cache.k.shape:
-        raise ValueError(f"cache.k / cache.v must be [L, Smax, K, H] = [{L}, Smax, {K}, {H}], "
-                         f"got {cache.k.shape} / {cache.v.shape}")
+    if (
+        cache.k.ndim != 4
+        or cache.k.shape[0] != L
+        or cache.k.shape[2:] != (K, H)
+        or cache.v.shape != cache.k.shape
+    ):
+        raise ValueError(
+            f"cache.k / cache.v must be [L, Smax, K, H] = [{L}, Smax, {K}, {H}], "
+            f"got {cache.k.shape} / {cache.v.shape}"
+        )
     s = _concrete_int(cache.seq_len)
     if s is None:
         return
@@ -98,9 +115,18 @@ def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
         raise ValueError(f"cache.seq_len={s} must satisfy 0 <= seq_len <= Smax={cache.max_seq_len}")
 
 
-def run_layers(layer_at: Callable[[jax.Array], tuple[LayerParams, jax.Array, jax.Array]], x: jax.Array, seq_len,
-               rope: tuple[jax.Array, jax.Array], *, cfg: ExpertConfig, attention: str = "exact",
-               precision: Precision = FP32, kv_chunk: int | None = KV_CHUNK, return_hidden: bool = False):
+def run_layers(
+    layer_at: Callable[[jax.Array], tuple[LayerParams, jax.Array, jax.Array]],
+    x: jax.Array,
+    seq_len,
+    rope: tuple[jax.Array, jax.Array],
+    *,
+    cfg: ExpertConfig,
+    attention: str = "exact",
+    precision: Precision = FP32,
+    kv_chunk: int | None = KV_CHUNK,
+    return_hidden: bool = False,
+):
     """``lax.scan`` of ``decoder_layer`` over i in [0, L), layer i's weights and cache from ``layer_at(i)``.
 
     ``expert_stack`` slices stacked params / cache; a caller may instead *generate* layer i inside
@@ -113,22 +139,41 @@ def run_layers(layer_at: Callable[[jax.Array], tuple[LayerParams, jax.Array, jax
     Returns:
       [T, D] output of the last layer (and [L, T, D] every layer's output with ``return_hidden``).
     """
+
     def body(h, i):
         # The barrier pins layer i's slice *before* any precision hook: otherwise XLA may rewrite
         # convert/quantize(slice(W)) as slice(convert/quantize(W)) and hoist the whole-stack cast
         # out of the loops (an fp32 or quantised copy of all L layers at once).
         p, ck, cv = jax.lax.optimization_barrier(layer_at(i))
-        h = decoder_layer(p, h, (ck, cv), seq_len, rope, cfg=cfg, attention=attention, precision=precision,
-                          kv_chunk=kv_chunk)
+        h = decoder_layer(
+            p,
+            h,
+            (ck, cv),
+            seq_len,
+            rope,
+            cfg=cfg,
+            attention=attention,
+            precision=precision,
+            kv_chunk=kv_chunk,
+        )
         return h, (h if return_hidden else None)
 
     h, hidden = jax.lax.scan(body, x, jnp.arange(cfg.num_layers, dtype=jnp.int32))
     return (h, hidden) if return_hidden else h
 
 
-def expert_stack(layers: LayerParams, final_norm: jax.Array, x: jax.Array, cache: KVCache, *, cfg: ExpertConfig,
-                 attention: str = "exact", precision: Precision = FP32, kv_chunk: int | None = KV_CHUNK,
-                 return_hidden: bool = False):
+def expert_stack(
+    layers: LayerParams,
+    final_norm: jax.Array,
+    x: jax.Array,
+    cache: KVCache,
+    *,
+    cfg: ExpertConfig,
+    attention: str = "exact",
+    precision: Precision = FP32,
+    kv_chunk: int | None = KV_CHUNK,
+    return_hidden: bool = False,
+):
     """The decoder stack (``lax.scan`` over stacked layers and cache layers) and the final RMSNorm.
 
     Args:
@@ -146,14 +191,25 @@ def expert_stack(layers: LayerParams, final_norm: jax.Array, x: jax.Array, cache
         raise ValueError(f"attention={attention!r} unknown; expected one of {ATTENTION_MODES}")
     check_cache(cache, cfg, attention=attention)
     if layers.wq.shape[0] != cfg.num_layers:
-        raise ValueError(f"layers are stacked for L={layers.wq.shape[0]}, cfg has num_layers={cfg.num_layers}")
+        raise ValueError(
+            f"layers are stacked for L={layers.wq.shape[0]}, cfg has num_layers={cfg.num_layers}"
+        )
     rope = expert_rope(cache.seq_len, cache.rope_delta, cfg=cfg, precision=precision)
 
     def layer_at(i):
         return jax.tree.map(lambda a: a[i], layers), cache.k[i], cache.v[i]
 
-    res = run_layers(layer_at, precision.act(x.astype(jnp.float32)), cache.seq_len, rope, cfg=cfg,
-                     attention=attention, precision=precision, kv_chunk=kv_chunk, return_hidden=return_hidden)
+    res = run_layers(
+        layer_at,
+        precision.act(x.astype(jnp.float32)),
+        cache.seq_len,
+        rope,
+        cfg=cfg,
+        attention=attention,
+        precision=precision,
+        kv_chunk=kv_chunk,
+        return_hidden=return_hidden,
+    )
     h, hidden = res if return_hidden else (res, None)
     out = rms_norm(h, final_norm, eps=cfg.rms_eps, precision=precision)
     return (out, hidden) if return_hidden else out
@@ -165,9 +221,18 @@ def expert_rope(seq_len, rope_delta, *, cfg: ExpertConfig, precision: Precision 
     return rope_tables(pos, head_dim=cfg.head_dim, theta=cfg.rope_theta, precision=precision)
 
 
-def velocity(params: ExpertParams, x_t: jax.Array, t, cache: KVCache, *, cfg: ExpertConfig,
-             attention: str = "exact", precision: Precision = FP32, proj_precision: Precision = FP32,
-             kv_chunk: int | None = KV_CHUNK) -> jax.Array:
+def velocity(
+    params: ExpertParams,
+    x_t: jax.Array,
+    t,
+    cache: KVCache,
+    *,
+    cfg: ExpertConfig,
+    attention: str = "exact",
+    precision: Precision = FP32,
+    proj_precision: Precision = FP32,
+    kv_chunk: int | None = KV_CHUNK,
+) -> jax.Array:
     """Flow-matching velocity ``v(x_t, t)``: action_in_proj -> decoder stack -> action_out_proj.
 
     Args:
@@ -182,20 +247,46 @@ def velocity(params: ExpertParams, x_t: jax.Array, t, cache: KVCache, *, cfg: Ex
     """
     if x_t.ndim == 3:
         t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x_t.shape[:1])
-        one = functools.partial(velocity, cfg=cfg, attention=attention, precision=precision,
-                                proj_precision=proj_precision, kv_chunk=kv_chunk)
+        one = functools.partial(
+            velocity,
+            cfg=cfg,
+            attention=attention,
+            precision=precision,
+            proj_precision=proj_precision,
+            kv_chunk=kv_chunk,
+        )
         return jax.vmap(one, in_axes=(None, 0, 0, None))(params, x_t, t, cache)
     if x_t.shape != (cfg.num_tokens, cfg.action_dim):
-        raise ValueError(f"x_t must be [T, A] = {(cfg.num_tokens, cfg.action_dim)} (or [B, T, A]), got {x_t.shape}")
+        raise ValueError(
+            f"x_t must be [T, A] = {(cfg.num_tokens, cfg.action_dim)} (or [B, T, A]), got {x_t.shape}"
+        )
     emb = action_in_proj(params.action_in, x_t, t, cfg=cfg.action_in, precision=proj_precision)
-    h = expert_stack(params.layers, params.final_norm, emb, cache, cfg=cfg, attention=attention, precision=precision,
-                     kv_chunk=kv_chunk)
+    h = expert_stack(
+        params.layers,
+        params.final_norm,
+        emb,
+        cache,
+        cfg=cfg,
+        attention=attention,
+        precision=precision,
+        kv_chunk=kv_chunk,
+    )
     return action_out_proj(params.action_out, h, precision=proj_precision)
 
 
-def sample(params: ExpertParams, cache: KVCache, key: jax.Array, *, cfg: ExpertConfig, attention: str = "exact",
-           precision: Precision = FP32, proj_precision: Precision = FP32, num_steps: int | None = None,
-           x0: jax.Array | None = None, kv_chunk: int | None = KV_CHUNK) -> tuple[jax.Array, jax.Array]:
+def sample(
+    params: ExpertParams,
+    cache: KVCache,
+    key: jax.Array,
+    *,
+    cfg: ExpertConfig,
+    attention: str = "exact",
+    precision: Precision = FP32,
+    proj_precision: Precision = FP32,
+    num_steps: int | None = None,
+    x0: jax.Array | None = None,
+    kv_chunk: int | None = KV_CHUNK,
+) -> tuple[jax.Array, jax.Array]:
     """Sample one trajectory's actions with the Euler flow-matching sampler (no guidance).
 
     ``x0 ~ N(0, I)`` of shape [T, A] from ``key`` (or the given ``x0``), ``num_steps`` (default
@@ -210,12 +301,23 @@ def sample(params: ExpertParams, cache: KVCache, key: jax.Array, *, cfg: ExpertC
         x0 = jax.random.normal(key, shape, jnp.float32)
     elif x0.shape != shape:
         raise ValueError(f"x0 must be [T, A] = {shape}, got {x0.shape}")
-    fn = functools.partial(velocity, params, cache=cache, cfg=cfg, attention=attention, precision=precision,
-                           proj_precision=proj_precision, kv_chunk=kv_chunk)
+    fn = functools.partial(
+        velocity,
+        params,
+        cache=cache,
+        cfg=cfg,
+        attention=attention,
+        precision=precision,
+        proj_precision=proj_precision,
+        kv_chunk=kv_chunk,
+    )
     return euler_sample(lambda x, t: fn(x, t), x0, num_steps=steps)
 
 
 # Jitted entry points: static knobs are the hashable config / policy objects and strings.
-velocity_jit = jax.jit(velocity, static_argnames=("cfg", "attention", "precision", "proj_precision", "kv_chunk"))
-sample_jit = jax.jit(sample, static_argnames=("cfg", "attention", "precision", "proj_precision", "num_steps",
-                                              "kv_chunk"))
+velocity_jit = jax.jit(
+    velocity, static_argnames=("cfg", "attention", "precision", "proj_precision", "kv_chunk")
+)
+sample_jit = jax.jit(
+    sample, static_argnames=("cfg", "attention", "precision", "proj_precision", "num_steps", "kv_chunk")
+)

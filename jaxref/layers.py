@@ -48,9 +48,10 @@ _HI = jax.lax.Precision.HIGHEST
 # The device's additive mask value for hidden cache rows (seeds/EXPERT_NOTES.md: 0 / -1e9).
 TAIL_MASK_VALUE = -1e9
 ATTENTION_MODES = ("exact", "tail_slot")
-# Key rows per online-softmax chunk of the cache attention (``attention_over_rows``): fastest of
-# 256 / 512 / 1024 / unchunked on 2 CPU cores for 1 and for 8 vmapped trajectories at S = 4700.
-KV_CHUNK = 256
+# Key rows per online-softmax chunk of the cache attention (``attention_over_rows``): on 2 CPU cores
+# at S = 4700, within ~10% of the best of 256 / 512 / 1024 / unchunked for 1 trajectory, and the
+# best for 8 vmapped ones (unchunked, their scores spill out of cache: 1.5x slower).
+KV_CHUNK = 512
 
 
 @jax.tree_util.register_dataclass
@@ -91,8 +92,19 @@ class LayerParams:
 def layer_param_shapes(cfg: ExpertConfig) -> dict[str, tuple[int, ...]]:
     """Shape of every ``LayerParams`` field for one layer of ``cfg`` (the schema checks use it)."""
     D, N, K, H, F = cfg.hidden, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.ffn
-    return {"input_norm": (D,), "wq": (D, N, H), "wk": (D, K, H), "wv": (D, K, H), "q_norm": (H,), "k_norm": (H,),
-                "wo": (N, H, D), "post_norm": (D,), "w_gate": (D, F), "w_up": (D, F), "w_down": (F, D)}
+    return {
+        "input_norm": (D,),
+        "wq": (D, N, H),
+        "wk": (D, K, H),
+        "wv": (D, K, H),
+        "q_norm": (H,),
+        "k_norm": (H,),
+        "wo": (N, H, D),
+        "post_norm": (D,),
+        "w_gate": (D, F),
+        "w_up": (D, F),
+        "w_down": (F, D),
+    }
 
 
 def check_layer_params(params: LayerParams, cfg: ExpertConfig, *, stacked: int | None = None) -> None:
@@ -119,7 +131,9 @@ def rms_norm(x: jax.Array, weight: jax.Array, *, eps: float, precision: Precisio
       [..., W] float32.
     """
     if weight.shape != x.shape[-1:]:
-        raise ValueError(f"rms_norm weight has shape {weight.shape}, expected ({x.shape[-1]},) for x {x.shape}")
+        raise ValueError(
+            f"rms_norm weight has shape {weight.shape}, expected ({x.shape[-1]},) for x {x.shape}"
+        )
     x32 = x.astype(jnp.float32)
     var = jnp.mean(x32 * x32, axis=-1, keepdims=True)
     y = precision.act(x32 * jax.lax.rsqrt(var + eps))
@@ -129,12 +143,16 @@ def rms_norm(x: jax.Array, weight: jax.Array, *, eps: float, precision: Precisio
 # ---- rotary position embedding -------------------------------------------------------------
 def rope_positions(seq_len, rope_delta, num_tokens: int) -> jax.Array:
     """Expert token positions ``i + rope_delta + S`` for i in [0, T): int32 [T] (S, delta may be traced)."""
-    return jnp.arange(num_tokens, dtype=jnp.int32) + jnp.asarray(rope_delta, jnp.int32) + jnp.asarray(
-        seq_len, jnp.int32)
+    return (
+        jnp.arange(num_tokens, dtype=jnp.int32)
+        + jnp.asarray(rope_delta, jnp.int32)
+        + jnp.asarray(seq_len, jnp.int32)
+    )
 
 
-def rope_tables(positions: jax.Array, *, head_dim: int, theta: float,
-                precision: Precision = FP32) -> tuple[jax.Array, jax.Array]:
+def rope_tables(
+    positions: jax.Array, *, head_dim: int, theta: float, precision: Precision = FP32
+) -> tuple[jax.Array, jax.Array]:
     """HF rotate_half RoPE tables for integer positions, computed in float32 exactly as HF does.
 
     ``inv_freq = 1 / theta ** (arange(0, H, 2) / H)``, ``emb = cat(freqs, freqs)``. Qwen3-VL's
@@ -166,7 +184,7 @@ def apply_rope(x: jax.Array, cos: jax.Array, sin: jax.Array, *, precision: Preci
     T, _, H = x.shape
     if cos.shape != (T, H) or sin.shape != (T, H):
         raise ValueError(f"cos/sin must be [T, H] = {(T, H)}, got {cos.shape} / {sin.shape}")
-    x1, x2 = x[..., : H // 2], x[..., H // 2:]
+    x1, x2 = x[..., : H // 2], x[..., H // 2 :]
     rot = jnp.concatenate([-x2, x1], axis=-1)
     return precision.act(precision.act(x * cos[:, None, :]) + precision.act(rot * sin[:, None, :]))
 
@@ -182,17 +200,27 @@ def _concrete_int(x) -> int | None:
 def _check_attention_args(q, k_own, v_own, cache_k, cache_v):
     T, N, H = q.shape
     if k_own.shape != v_own.shape or k_own.ndim != 3 or k_own.shape[0] != T or k_own.shape[2] != H:
-        raise ValueError(f"k_own / v_own must be [T, K, H] with T={T}, H={H}; got {k_own.shape} / {v_own.shape}")
+        raise ValueError(
+            f"k_own / v_own must be [T, K, H] with T={T}, H={H}; got {k_own.shape} / {v_own.shape}"
+        )
     if cache_k.shape != cache_v.shape or cache_k.ndim != 3 or cache_k.shape[1:] != k_own.shape[1:]:
-        raise ValueError(f"cache_k / cache_v must be [Smax, K, H] = [Smax, {k_own.shape[1]}, {H}]; "
-                         f"got {cache_k.shape} / {cache_v.shape}")
+        raise ValueError(
+            f"cache_k / cache_v must be [Smax, K, H] = [Smax, {k_own.shape[1]}, {H}]; "
+            f"got {cache_k.shape} / {cache_v.shape}"
+        )
     if N % k_own.shape[1]:
         raise ValueError(f"q heads N={N} not divisible by kv heads K={k_own.shape[1]}")
 
 
-def attention_over_rows(q: jax.Array, k: jax.Array, v: jax.Array, *, keep: jax.Array | None = None,
-                        bias: jax.Array | None = None, kv_chunk: int | None = KV_CHUNK
-                        ) -> tuple[jax.Array, jax.Array]:
+def attention_over_rows(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    *,
+    keep: jax.Array | None = None,
+    bias: jax.Array | None = None,
+    kv_chunk: int | None = KV_CHUNK,
+) -> tuple[jax.Array, jax.Array]:
     """Non-causal GQA attention over key rows with a per-row keep-mask / additive bias, in chunks.
 
     Same math, layout and residuals as ``jaxref.attention.attention_reference`` (its oracle in the
@@ -206,7 +234,8 @@ def attention_over_rows(q: jax.Array, k: jax.Array, v: jax.Array, *, keep: jax.A
 
     Args:
       q: [T, N, H]; k, v: [R, K, H] (N a multiple of K; q head n uses kv head n // G).
-      keep: optional bool [R]; False excludes a row exactly (it contributes 0 whatever it holds, if finite).
+      keep: optional bool [R]; False excludes a row exactly (it contributes 0 whatever finite
+        values it holds).
       bias: optional float [R] added to the scaled scores (e.g. the device's 0 / -1e9 mask).
       kv_chunk: key rows per chunk (static); None = one chunk.
     Returns:
@@ -226,7 +255,10 @@ def attention_over_rows(q: jax.Array, k: jax.Array, v: jax.Array, *, keep: jax.A
         keep = jnp.arange(R + pad) < R if keep is None else jnp.pad(keep, (0, pad))
         k, v = (jnp.pad(a, ((0, pad), (0, 0), (0, 0))) for a in (k, v))
         bias = None if bias is None else jnp.pad(bias, (0, pad))
-    add = None  # additive row term: the bias, and MASK_VALUE on excluded rows (so the max ignores them)
+    # Excluded rows get MASK_VALUE added to their scores. The running max starts at FLOOR =
+    # MASK_VALUE / 2, above every excluded score and far below any real one (even with the -1e9
+    # device bias), so exp(s - m) is exactly 0 on excluded rows even before a valid row was seen.
+    add = None
     if keep is not None:
         add = jnp.where(keep, 0.0 if bias is None else bias.astype(jnp.float32), MASK_VALUE)
     elif bias is not None:
@@ -242,14 +274,15 @@ def attention_over_rows(q: jax.Array, k: jax.Array, v: jax.Array, *, keep: jax.A
             s = s + jax.lax.dynamic_slice_in_dim(add, j * C, C)
         m_new = jnp.maximum(m, jnp.max(s, axis=-1))
         p = jnp.exp(s - m_new[..., None])
-        if keep is not None:  # an all-excluded prefix has m = MASK_VALUE: exp(0) must not count
-            p = jnp.where(jax.lax.dynamic_slice_in_dim(keep, j * C, C), p, 0.0)
         corr = jnp.exp(m - m_new)
         acc = acc * corr[..., None] + jnp.einsum("KMS,SKH->KMH", p, vc, precision=_HI)
         return (m_new, l * corr + jnp.sum(p, axis=-1), acc), None
 
-    init = (jnp.full((K, G * T), MASK_VALUE, jnp.float32), jnp.zeros((K, G * T), jnp.float32),
-            jnp.zeros((K, G * T, H), jnp.float32))
+    init = (
+        jnp.full((K, G * T), 0.5 * MASK_VALUE, jnp.float32),
+        jnp.zeros((K, G * T), jnp.float32),
+        jnp.zeros((K, G * T, H), jnp.float32),
+    )
     if n_chunks == 1:
         (m, l, acc), _ = chunk(init, 0)
     else:
@@ -260,8 +293,17 @@ def attention_over_rows(q: jax.Array, k: jax.Array, v: jax.Array, *, keep: jax.A
     return out.reshape(K, G, T, H).transpose(2, 0, 1, 3).reshape(T, N, H), lse.reshape(N, T)
 
 
-def attend_exact(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: jax.Array, cache_v: jax.Array,
-                 seq_len, *, precision: Precision = FP32, kv_chunk: int | None = KV_CHUNK) -> jax.Array:
+def attend_exact(
+    q: jax.Array,
+    k_own: jax.Array,
+    v_own: jax.Array,
+    cache_k: jax.Array,
+    cache_v: jax.Array,
+    seq_len,
+    *,
+    precision: Precision = FP32,
+    kv_chunk: int | None = KV_CHUNK,
+) -> jax.Array:
     """Non-causal GQA attention over VLM cache rows ``[0, S)`` plus the T own keys (the exact form).
 
     The cache part (``attention_over_rows``, rows ``>= S`` excluded by a boolean mask, so they
@@ -285,7 +327,9 @@ def attend_exact(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: jax.
     if s is not None and not 0 <= s <= smax:
         raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={smax} (cache rows)")
     keep = jnp.arange(smax) < jnp.asarray(seq_len, jnp.int32)  # [Smax]
-    out_c, lse_c = attention_over_rows(q, precision.kv(cache_k), precision.kv(cache_v), keep=keep, kv_chunk=kv_chunk)
+    out_c, lse_c = attention_over_rows(
+        q, precision.kv(cache_k), precision.kv(cache_v), keep=keep, kv_chunk=kv_chunk
+    )
     out_o, lse_o = attention_reference(q, precision.kv(k_own), precision.kv(v_own))
     lse = jnp.logaddexp(lse_c, lse_o)  # [N, T]; with S = 0, lse_c = MASK_LSE and its weight is exp(-huge) = 0
     w_c = jnp.exp(lse_c - lse).T[..., None]  # [T, N, 1]
@@ -306,8 +350,17 @@ def write_tail_slot(cache: jax.Array, own: jax.Array) -> jax.Array:
     return jax.lax.dynamic_update_slice(cache, own.astype(cache.dtype), (cache.shape[0] - own.shape[0], 0, 0))
 
 
-def attend_tail_slot(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: jax.Array, cache_v: jax.Array,
-                     seq_len, *, precision: Precision = FP32, kv_chunk: int | None = KV_CHUNK) -> jax.Array:
+def attend_tail_slot(
+    q: jax.Array,
+    k_own: jax.Array,
+    v_own: jax.Array,
+    cache_k: jax.Array,
+    cache_v: jax.Array,
+    seq_len,
+    *,
+    precision: Precision = FP32,
+    kv_chunk: int | None = KV_CHUNK,
+) -> jax.Array:
     """The device port's formulation: own K/V written into cache rows ``[Smax-T, Smax)``, one
     attention over all Smax rows with the additive ``tail_slot_mask`` hiding ``[S, Smax-T)``.
 
@@ -325,8 +378,10 @@ def attend_tail_slot(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: 
     smax, T = cache_k.shape[0], q.shape[0]
     s = _concrete_int(seq_len)
     if s is not None and not 0 <= s <= smax - T:
-        raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax - T = {smax} - {T} = {smax - T}: "
-                         "the last T cache rows hold the expert's own K/V")
+        raise ValueError(
+            f"seq_len={s} must satisfy 0 <= seq_len <= Smax - T = {smax} - {T} = {smax - T}: "
+            "the last T cache rows hold the expert's own K/V"
+        )
     # Upcast first: a cache stored in a narrower dtype must not round the own K/V written into it.
     k_all = precision.kv(write_tail_slot(cache_k.astype(jnp.float32), k_own))
     v_all = precision.kv(write_tail_slot(cache_v.astype(jnp.float32), v_own))
@@ -337,8 +392,15 @@ def attend_tail_slot(q: jax.Array, k_own: jax.Array, v_own: jax.Array, cache_k: 
 
 
 # ---- the layer -----------------------------------------------------------------------------
-def project_qkv(params: LayerParams, h: jax.Array, cos: jax.Array, sin: jax.Array, *, cfg: ExpertConfig,
-                precision: Precision = FP32) -> tuple[jax.Array, jax.Array, jax.Array]:
+def project_qkv(
+    params: LayerParams,
+    h: jax.Array,
+    cos: jax.Array,
+    sin: jax.Array,
+    *,
+    cfg: ExpertConfig,
+    precision: Precision = FP32,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
     """q/k/v projections, per-head q/k RMSNorm (before RoPE), RoPE on q and k.
 
     Args:
@@ -363,9 +425,18 @@ def mlp(params: LayerParams, n: jax.Array, *, precision: Precision = FP32) -> ja
     return precision.act(jnp.einsum("TF,FD->TD", m, precision.weight(params.w_down), precision=_HI))
 
 
-def decoder_layer(params: LayerParams, x: jax.Array, kv: tuple[jax.Array, jax.Array], seq_len,
-                  rope: tuple[jax.Array, jax.Array], *, cfg: ExpertConfig, attention: str = "exact",
-                  precision: Precision = FP32, kv_chunk: int | None = KV_CHUNK) -> jax.Array:
+def decoder_layer(
+    params: LayerParams,
+    x: jax.Array,
+    kv: tuple[jax.Array, jax.Array],
+    seq_len,
+    rope: tuple[jax.Array, jax.Array],
+    *,
+    cfg: ExpertConfig,
+    attention: str = "exact",
+    precision: Precision = FP32,
+    kv_chunk: int | None = KV_CHUNK,
+) -> jax.Array:
     """One pre-norm decoder layer attending non-causally to one VLM cache layer plus its own tokens.
 
     ``h = x + wo(attn(rms_norm(x)))``; ``out = h + down(silu(gate(n)) * up(n))``, ``n = rms_norm(h)``.
@@ -387,8 +458,9 @@ def decoder_layer(params: LayerParams, x: jax.Array, kv: tuple[jax.Array, jax.Ar
         raise ValueError(f"x must be [T, D] = {(cfg.num_tokens, cfg.hidden)}, got {x.shape}")
     cache_k, cache_v = kv
     if cache_k.ndim != 3 or cache_k.shape[1:] != (cfg.num_kv_heads, cfg.head_dim):
-        raise ValueError(f"cache_k must be [Smax, K, H] = [Smax, {cfg.num_kv_heads}, {cfg.head_dim}], "
-                         f"got {cache_k.shape}")
+        raise ValueError(
+            f"cache_k must be [Smax, K, H] = [Smax, {cfg.num_kv_heads}, {cfg.head_dim}], got {cache_k.shape}"
+        )
     if attention == "tail_slot":
         s = _concrete_int(seq_len)
         if s is not None:

@@ -27,9 +27,17 @@ class ActionExpert(nnx.Module):
       attention, precision, proj_precision, kv_chunk: as in ``jaxref.expert.velocity``.
     """
 
-    def __init__(self, cfg: ExpertConfig, *, rngs: nnx.Rngs | None = None, params: ExpertParams | None = None,
-                 attention: str = "exact", precision: Precision = _expert.FP32,
-                 proj_precision: Precision = _expert.FP32, kv_chunk: int | None = _expert.KV_CHUNK):
+    def __init__(
+        self,
+        cfg: ExpertConfig,
+        *,
+        rngs: nnx.Rngs | None = None,
+        params: ExpertParams | None = None,
+        attention: str = "exact",
+        precision: Precision = _expert.FP32,
+        proj_precision: Precision = _expert.FP32,
+        kv_chunk: int | None = _expert.KV_CHUNK,
+    ):
         if params is None:
             if rngs is None:
                 raise ValueError("ActionExpert needs params=ExpertParams(...) or rngs=nnx.Rngs(...)")
@@ -47,12 +55,31 @@ class ActionExpert(nnx.Module):
 
     def __call__(self, x_t: jax.Array, t, cache: KVCache) -> jax.Array:
         """``jaxref.expert.velocity``: x_t [T, A] or [B, T, A] -> v of the same shape."""
-        return _expert.velocity(self.expert_params(), x_t, t, cache, cfg=self.cfg, attention=self.attention,
-                                precision=self.precision, proj_precision=self.proj_precision, kv_chunk=self.kv_chunk)
+        return _expert.velocity(
+            self.expert_params(),
+            x_t,
+            t,
+            cache,
+            cfg=self.cfg,
+            attention=self.attention,
+            precision=self.precision,
+            proj_precision=self.proj_precision,
+            kv_chunk=self.kv_chunk,
+        )
 
-    def sample(self, cache: KVCache, key: jax.Array, *, num_steps: int | None = None,
-               x0: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    def sample(
+        self, cache: KVCache, key: jax.Array, *, num_steps: int | None = None, x0: jax.Array | None = None
+    ) -> tuple[jax.Array, jax.Array]:
         """``jaxref.expert.sample``: (final action [T, A], per-step velocities [steps, T, A])."""
-        return _expert.sample(self.expert_params(), cache, key, cfg=self.cfg, attention=self.attention,
-                              precision=self.precision, proj_precision=self.proj_precision,
-                              num_steps=num_steps, x0=x0, kv_chunk=self.kv_chunk)
+        return _expert.sample(
+            self.expert_params(),
+            cache,
+            key,
+            cfg=self.cfg,
+            attention=self.attention,
+            precision=self.precision,
+            proj_precision=self.proj_precision,
+            num_steps=num_steps,
+            x0=x0,
+            kv_chunk=self.kv_chunk,
+        )

@@ -38,32 +38,43 @@ HF_INIT_STD = 0.02
 
 
 # ---- random init ---------------------------------------------------------------------------
-def init_layer_params(key: jax.Array, cfg: ExpertConfig, *, std: float = HF_INIT_STD,
-                      gamma_jitter: float = 0.1) -> LayerParams:
+def init_layer_params(
+    key: jax.Array, cfg: ExpertConfig, *, std: float = HF_INIT_STD, gamma_jitter: float = 0.1
+) -> LayerParams:
     """One decoder layer: Linear weights ~ N(0, std^2) (HF init), gammas 1 + jitter * N(0, 1).
 
     Gammas are jittered (HF initialises them to 1) so that tests notice a norm weight applied to the
     wrong tensor or not at all; real Qwen3 checkpoints have far-from-1 q/k norm gammas.
     """
     shapes = layer_param_shapes(cfg)
-    keys = dict(zip(shapes, jax.random.split(key, len(shapes)), strict=True))
-    out = {}
-    for name, shape in shapes.items():
-        z = jax.random.normal(keys[name], shape, jnp.float32)
-        out[name] = 1.0 + gamma_jitter * z if len(shape) == 1 else std * z
-    return LayerParams(**out)
+    z = _normals(key, shapes)
+    return LayerParams(**{n: 1.0 + gamma_jitter * z[n] if len(s) == 1 else std * z[n] for n, s in shapes.items()})
+
+
+def _normals(key: jax.Array, shapes: dict[str, tuple[int, ...]]) -> dict[str, jax.Array]:
+    """Standard normals for every named shape, drawn as one flat vector (one RNG kernel to compile)."""
+    sizes = [math.prod(s) for s in shapes.values()]
+    flat = jax.random.normal(key, (sum(sizes),), jnp.float32)
+    parts = jnp.split(flat, np.cumsum(sizes)[:-1]) if len(sizes) > 1 else [flat]
+    return {n: p.reshape(s) for (n, s), p in zip(shapes.items(), parts, strict=True)}
 
 
 def init_action_in_params(key: jax.Array, cfg: ExpertConfig, *, gamma_jitter: float = 0.1) -> ActionInParams:
     """``action_in_proj``: Linear weights and biases at torch's default ``nn.Linear`` scale
     (std of U(-1/sqrt(in), 1/sqrt(in)) = 1/sqrt(3 in)), gammas / LayerNorm scale 1 + jitter."""
     shapes = action_in_shapes(cfg.action_in, action_dim=cfg.action_dim, hidden=cfg.hidden)
-    fan_in = {"w_in": shapes["w_in"][0], "b_in": shapes["w_in"][0], "hidden_w": cfg.action_in.hidden,
-                  "hidden_b": cfg.action_in.hidden, "w_out": cfg.action_in.hidden, "b_out": cfg.action_in.hidden}
-    keys = dict(zip(shapes, jax.random.split(key, len(shapes)), strict=True))
+    fan_in = {
+        "w_in": shapes["w_in"][0],
+        "b_in": shapes["w_in"][0],
+        "hidden_w": cfg.action_in.hidden,
+        "hidden_b": cfg.action_in.hidden,
+        "w_out": cfg.action_in.hidden,
+        "b_out": cfg.action_in.hidden,
+    }
+    normals = _normals(key, shapes)
     out = {}
-    for name, shape in shapes.items():
-        z = jax.random.normal(keys[name], shape, jnp.float32)
+    for name in shapes:
+        z = normals[name]
         if name in fan_in:
             out[name] = z / math.sqrt(3.0 * fan_in[name])
         elif name == "ln_bias":
@@ -73,8 +84,14 @@ def init_action_in_params(key: jax.Array, cfg: ExpertConfig, *, gamma_jitter: fl
     return ActionInParams(**out)
 
 
-def init_params(key: jax.Array, cfg: ExpertConfig, *, std: float = HF_INIT_STD, gamma_jitter: float = 0.1,
-                dtype=jnp.float32) -> ExpertParams:
+def init_params(
+    key: jax.Array,
+    cfg: ExpertConfig,
+    *,
+    std: float = HF_INIT_STD,
+    gamma_jitter: float = 0.1,
+    dtype=jnp.float32,
+) -> ExpertParams:
     """Random ``ExpertParams`` for ``cfg`` (layers stacked on L).
 
     ``dtype`` is the storage dtype of the stacked layer weights (everything else is float32). An
@@ -82,51 +99,75 @@ def init_params(key: jax.Array, cfg: ExpertConfig, *, std: float = HF_INIT_STD, 
     checkpoint's own dtype; the golden's math stays float32). Layers are generated one at a time
     (``lax.map``), so the peak is the stacked result plus one float32 layer.
     """
-    k_in, k_layers, k_norm, k_out = jax.random.split(key, 4)
-    layers = _init_layers(jax.random.split(k_layers, cfg.num_layers), cfg=cfg, std=std, gamma_jitter=gamma_jitter,
-                          dtype=dtype)
-    final_norm = 1.0 + gamma_jitter * jax.random.normal(k_norm, (cfg.hidden,), jnp.float32)
-    kw, kb = jax.random.split(k_out)
-    action_out = ActionOutParams(w=std * jax.random.normal(kw, (cfg.hidden, cfg.action_dim), jnp.float32),
-                                 b=std * jax.random.normal(kb, (cfg.action_dim,), jnp.float32))
-    return ExpertParams(action_in=init_action_in_params(k_in, cfg, gamma_jitter=gamma_jitter), layers=layers,
-                        final_norm=final_norm, action_out=action_out)
+    return _init_params(key, cfg=cfg, std=std, gamma_jitter=gamma_jitter, dtype=dtype)
 
 
-def init_cache_layer(key: jax.Array, cfg: ExpertConfig, seq_len: int, *, max_seq_len: int | None = None,
-                     fill: float = 0.0) -> tuple[jax.Array, jax.Array]:
+@functools.partial(jax.jit, static_argnames=("cfg", "std", "gamma_jitter", "dtype"))
+def _init_params(key, *, cfg, std, gamma_jitter, dtype):
+    k_in, k_layers, k_out = jax.random.split(key, 3)
+    # lax.map (a scan) keeps one layer's float32 temporaries alive at a time; results stacked on L.
+    layers = jax.lax.map(
+        lambda k: jax.tree.map(
+            lambda a: a.astype(dtype), init_layer_params(k, cfg, std=std, gamma_jitter=gamma_jitter)
+        ),
+        jax.random.split(k_layers, cfg.num_layers),
+    )
+    z = _normals(k_out, {"norm": (cfg.hidden,), "w": (cfg.hidden, cfg.action_dim), "b": (cfg.action_dim,)})
+    final_norm = 1.0 + gamma_jitter * z["norm"]
+    action_out = ActionOutParams(w=std * z["w"], b=std * z["b"])
+    return ExpertParams(
+        action_in=init_action_in_params(k_in, cfg, gamma_jitter=gamma_jitter),
+        layers=layers,
+        final_norm=final_norm,
+        action_out=action_out,
+    )
+
+
+def init_cache_layer(
+    key: jax.Array, cfg: ExpertConfig, seq_len: int, *, max_seq_len: int | None = None, fill: float = 0.0
+) -> tuple[jax.Array, jax.Array]:
     """One layer of a random VLM cache: (k, v), each [Smax, K, H]; rows [0, S) ~ N(0, 1) (roped
     keys after the per-head k_norm have RMS ~ |gamma| ~ 1), rows [S, Smax) = ``fill``."""
     smax = seq_len if max_seq_len is None else max_seq_len
     if not 0 <= seq_len <= smax:
         raise ValueError(f"seq_len={seq_len} must satisfy 0 <= seq_len <= max_seq_len={smax}")
-    kk, kv = jax.random.split(key)
     shape = (seq_len, cfg.num_kv_heads, cfg.head_dim)
+    z = _normals(key, {"k": shape, "v": shape})
     pad = jnp.full((smax - seq_len, cfg.num_kv_heads, cfg.head_dim), fill, jnp.float32)
-    return (jnp.concatenate([jax.random.normal(kk, shape, jnp.float32), pad]),
-            jnp.concatenate([jax.random.normal(kv, shape, jnp.float32), pad]))
+    return jnp.concatenate([z["k"], pad]), jnp.concatenate([z["v"], pad])
 
 
-def init_cache(key: jax.Array, cfg: ExpertConfig, seq_len: int, *, max_seq_len: int | None = None,
-               rope_delta: int = 0, fill: float = 0.0, dtype=jnp.float32) -> KVCache:
+def init_cache(
+    key: jax.Array,
+    cfg: ExpertConfig,
+    seq_len: int,
+    *,
+    max_seq_len: int | None = None,
+    rope_delta: int = 0,
+    fill: float = 0.0,
+    dtype=jnp.float32,
+) -> KVCache:
     """A random ``KVCache`` [L, Smax, K, H] (see ``init_cache_layer``); Smax defaults to S.
     ``dtype``: storage dtype (a bf16 VLM stores a bf16 cache); generated one layer at a time."""
-    k, v = _init_cache_layers(jax.random.split(key, cfg.num_layers), cfg=cfg, seq_len=seq_len,
-                              max_seq_len=max_seq_len, fill=fill, dtype=dtype)
+    k, v = _init_cache_layers(
+        jax.random.split(key, cfg.num_layers),
+        cfg=cfg,
+        seq_len=seq_len,
+        max_seq_len=max_seq_len,
+        fill=fill,
+        dtype=dtype,
+    )
     return KVCache.create(k, v, seq_len, rope_delta)
-
-
-# ``lax.map`` (a scan) keeps one layer's float32 temporaries alive at a time; results stacked on L.
-@functools.partial(jax.jit, static_argnames=("cfg", "std", "gamma_jitter", "dtype"))
-def _init_layers(keys, *, cfg, std, gamma_jitter, dtype):
-    return jax.lax.map(lambda k: jax.tree.map(lambda a: a.astype(dtype), init_layer_params(
-        k, cfg, std=std, gamma_jitter=gamma_jitter)), keys)
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "seq_len", "max_seq_len", "fill", "dtype"))
 def _init_cache_layers(keys, *, cfg, seq_len, max_seq_len, fill, dtype):
-    return jax.lax.map(lambda k: tuple(a.astype(dtype) for a in init_cache_layer(
-        k, cfg, seq_len, max_seq_len=max_seq_len, fill=fill)), keys)
+    return jax.lax.map(
+        lambda k: tuple(
+            a.astype(dtype) for a in init_cache_layer(k, cfg, seq_len, max_seq_len=max_seq_len, fill=fill)
+        ),
+        keys,
+    )
 
 
 # ---- HF names ------------------------------------------------------------------------------
@@ -169,8 +210,13 @@ def _trunk_indices(num_layers: int) -> dict[str, list[int]]:
     """``nn.Sequential`` indices of the MLPEncoder trunk: Linear, SiLU, (n-1) x [RMSNorm, Linear, SiLU],
     RMSNorm, Linear."""
     n = num_layers
-    return {"w_in": [0], "hidden_norm": [2 + 3 * i for i in range(n - 1)], "hidden_w": [3 + 3 * i for i in range(n - 1)],
-                "out_norm": [3 * n - 1], "w_out": [3 * n]}
+    return {
+        "w_in": [0],
+        "hidden_norm": [2 + 3 * i for i in range(n - 1)],
+        "hidden_w": [3 + 3 * i for i in range(n - 1)],
+        "out_norm": [3 * n - 1],
+        "w_out": [3 * n],
+    }
 
 
 def hf_names(cfg: ExpertConfig, *, expert_prefix: str = "") -> list[str]:
@@ -179,16 +225,28 @@ def hf_names(cfg: ExpertConfig, *, expert_prefix: str = "") -> list[str]:
 
 
 def _zeros_params(cfg: ExpertConfig) -> ExpertParams:
-    layers = LayerParams(**{k: np.zeros((cfg.num_layers,) + s, np.float32) for k, s in layer_param_shapes(cfg).items()})
-    ain = ActionInParams(**{k: np.zeros(s, np.float32) for k, s in
-                            action_in_shapes(cfg.action_in, action_dim=cfg.action_dim, hidden=cfg.hidden).items()})
-    return ExpertParams(action_in=ain, layers=layers, final_norm=np.zeros(cfg.hidden, np.float32),
-                        action_out=ActionOutParams(w=np.zeros((cfg.hidden, cfg.action_dim), np.float32),
-                                                   b=np.zeros(cfg.action_dim, np.float32)))
+    layers = LayerParams(
+        **{k: np.zeros((cfg.num_layers,) + s, np.float32) for k, s in layer_param_shapes(cfg).items()}
+    )
+    ain = ActionInParams(
+        **{
+            k: np.zeros(s, np.float32)
+            for k, s in action_in_shapes(cfg.action_in, action_dim=cfg.action_dim, hidden=cfg.hidden).items()
+        }
+    )
+    return ExpertParams(
+        action_in=ain,
+        layers=layers,
+        final_norm=np.zeros(cfg.hidden, np.float32),
+        action_out=ActionOutParams(
+            w=np.zeros((cfg.hidden, cfg.action_dim), np.float32), b=np.zeros(cfg.action_dim, np.float32)
+        ),
+    )
 
 
-def to_hf_state_dict(params: ExpertParams, cfg: ExpertConfig, *, expert_prefix: str = "",
-                     with_freqs: bool = True) -> dict[str, np.ndarray]:
+def to_hf_state_dict(
+    params: ExpertParams, cfg: ExpertConfig, *, expert_prefix: str = "", with_freqs: bool = True
+) -> dict[str, np.ndarray]:
     """HF-format state dict of contiguous float32 numpy arrays (``[out, in]`` Linear weights).
 
     Args:
@@ -241,8 +299,9 @@ def _as_numpy(x) -> np.ndarray:
     return x.astype(np.float32, copy=False)
 
 
-def from_hf_state_dict(state: Mapping[str, object], cfg: ExpertConfig, *, expert_prefix: str = "",
-                       strict: bool = True) -> ExpertParams:
+def from_hf_state_dict(
+    state: Mapping[str, object], cfg: ExpertConfig, *, expert_prefix: str = "", strict: bool = True
+) -> ExpertParams:
     """``ExpertParams`` from an HF-format state dict (numpy, jax or torch tensors; any float dtype).
 
     Raises ValueError naming the key for a missing tensor, a wrong shape, ``freqs`` buffers that
@@ -265,19 +324,31 @@ def from_hf_state_dict(state: Mapping[str, object], cfg: ExpertConfig, *, expert
     for k in freq_keys:
         if k in state:
             f = _as_numpy(state[k]).reshape(-1)
-            if not (f.shape == exact.shape and (np.allclose(f, exact, rtol=1e-6) or np.array_equal(f, rounded))):
-                raise ValueError(f"state dict key {k!r} = {f} is not logspace(0, log10({cfg.action_in.max_freq}), "
-                                 f"{cfg.action_in.num_freqs}) (exact or bf16-rounded)")
+            if not (
+                f.shape == exact.shape and (np.allclose(f, exact, rtol=1e-6) or np.array_equal(f, rounded))
+            ):
+                raise ValueError(
+                    f"state dict key {k!r} = {f} is not logspace(0, log10({cfg.action_in.max_freq}), "
+                    f"{cfg.action_in.num_freqs}) (exact or bf16-rounded)"
+                )
     if strict:
         known = set(ref) | set(freq_keys) | {expert_prefix + k for k in IGNORED_KEYS}
         extra = [k for k in state if k not in known]
         if extra:
-            raise ValueError(f"state dict has {len(extra)} unexpected keys, e.g. {extra[:3]} (pass strict=False)")
+            raise ValueError(
+                f"state dict has {len(extra)} unexpected keys, e.g. {extra[:3]} (pass strict=False)"
+            )
 
     shapes = layer_param_shapes(cfg)
-    layers = {name: np.stack([_layer_from_hf(got[f"{expert_prefix}layers.{i}.{sfx}"], shapes[name])
-                              for i in range(cfg.num_layers)])
-              for name, sfx in _LAYER_HF.items()}
+    layers = {
+        name: np.stack(
+            [
+                _layer_from_hf(got[f"{expert_prefix}layers.{i}.{sfx}"], shapes[name])
+                for i in range(cfg.num_layers)
+            ]
+        )
+        for name, sfx in _LAYER_HF.items()
+    }
     idx = _trunk_indices(cfg.action_in.num_layers)
     trunk = f"{ACTION_IN_PREFIX}encoder.trunk."
     h = cfg.action_in.hidden
@@ -287,48 +358,60 @@ def from_hf_state_dict(state: Mapping[str, object], cfg: ExpertConfig, *, expert
         return np.stack(arrs) if arrs else np.zeros(shape, np.float32)
 
     ain = ActionInParams(
-        w_in=got[f"{trunk}0.weight"].T, b_in=got[f"{trunk}0.bias"],
+        w_in=got[f"{trunk}0.weight"].T,
+        b_in=got[f"{trunk}0.bias"],
         hidden_norm=stack(idx["hidden_norm"], "weight", False, (0, h)),
         hidden_w=stack(idx["hidden_w"], "weight", True, (0, h, h)),
         hidden_b=stack(idx["hidden_w"], "bias", False, (0, h)),
         out_norm=got[f"{trunk}{idx['out_norm'][0]}.weight"],
-        w_out=got[f"{trunk}{idx['w_out'][0]}.weight"].T, b_out=got[f"{trunk}{idx['w_out'][0]}.bias"],
-        ln_scale=got[f"{ACTION_IN_PREFIX}norm.weight"], ln_bias=got[f"{ACTION_IN_PREFIX}norm.bias"])
+        w_out=got[f"{trunk}{idx['w_out'][0]}.weight"].T,
+        b_out=got[f"{trunk}{idx['w_out'][0]}.bias"],
+        ln_scale=got[f"{ACTION_IN_PREFIX}norm.weight"],
+        ln_bias=got[f"{ACTION_IN_PREFIX}norm.bias"],
+    )
     return ExpertParams(
         action_in=jax.tree.map(jnp.asarray, ain),
         layers=LayerParams(**{k: jnp.asarray(v) for k, v in layers.items()}),
         final_norm=jnp.asarray(got[f"{expert_prefix}norm.weight"]),
-        action_out=ActionOutParams(w=jnp.asarray(got[f"{ACTION_OUT_PREFIX}weight"].T),
-                                   b=jnp.asarray(got[f"{ACTION_OUT_PREFIX}bias"])))
+        action_out=ActionOutParams(
+            w=jnp.asarray(got[f"{ACTION_OUT_PREFIX}weight"].T), b=jnp.asarray(got[f"{ACTION_OUT_PREFIX}bias"])
+        ),
+    )
 
 
 # ---- files and torch -----------------------------------------------------------------------
-def save_safetensors(path: str | os.PathLike, params: ExpertParams, cfg: ExpertConfig, *,
-                     expert_prefix: str = "") -> None:
+def save_safetensors(
+    path: str | os.PathLike, params: ExpertParams, cfg: ExpertConfig, *, expert_prefix: str = ""
+) -> None:
     """Write ``to_hf_state_dict`` to a safetensors file (float32)."""
     from safetensors.numpy import save_file
 
     save_file(to_hf_state_dict(params, cfg, expert_prefix=expert_prefix), os.fspath(path))
 
 
-def load_safetensors(path: str | os.PathLike, cfg: ExpertConfig, *, expert_prefix: str = "",
-                     strict: bool = True) -> ExpertParams:
+def load_safetensors(
+    path: str | os.PathLike, cfg: ExpertConfig, *, expert_prefix: str = "", strict: bool = True
+) -> ExpertParams:
     """Read an HF-format safetensors file (see ``from_hf_state_dict``)."""
     from safetensors.numpy import load_file
 
     return from_hf_state_dict(load_file(os.fspath(path)), cfg, expert_prefix=expert_prefix, strict=strict)
 
 
-def to_torch_state_dict(params: ExpertParams, cfg: ExpertConfig, *, expert_prefix: str = "",
-                        with_freqs: bool = True) -> dict:
+def to_torch_state_dict(
+    params: ExpertParams, cfg: ExpertConfig, *, expert_prefix: str = "", with_freqs: bool = True
+) -> dict:
     """``to_hf_state_dict`` as float32 ``torch.Tensor`` s (loadable with ``load_state_dict``)."""
     import torch
 
-    return {k: torch.from_numpy(v.copy()) for k, v in
-            to_hf_state_dict(params, cfg, expert_prefix=expert_prefix, with_freqs=with_freqs).items()}
+    return {
+        k: torch.from_numpy(v.copy())
+        for k, v in to_hf_state_dict(params, cfg, expert_prefix=expert_prefix, with_freqs=with_freqs).items()
+    }
 
 
-def from_torch_state_dict(state: Mapping[str, object], cfg: ExpertConfig, *, expert_prefix: str = "",
-                          strict: bool = True) -> ExpertParams:
+def from_torch_state_dict(
+    state: Mapping[str, object], cfg: ExpertConfig, *, expert_prefix: str = "", strict: bool = True
+) -> ExpertParams:
     """``ExpertParams`` from a torch state_dict (any float dtype; see ``from_hf_state_dict``)."""
     return from_hf_state_dict(state, cfg, expert_prefix=expert_prefix, strict=strict)

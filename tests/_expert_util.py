@@ -26,8 +26,15 @@ def max_abs(a, b) -> float:
 
 
 @functools.lru_cache(maxsize=16)  # jax arrays are immutable: sharing them between tests is safe
-def tiny_setup(seed: int = 0, *, seq_len: int = 100, max_seq_len: int = 256, rope_delta: int = 5,
-               fill: float = 7.0, cfg: ExpertConfig | None = None):
+def tiny_setup(
+    seed: int = 0,
+    *,
+    seq_len: int = 100,
+    max_seq_len: int = 256,
+    rope_delta: int = 5,
+    fill: float = 7.0,
+    cfg: ExpertConfig | None = None,
+):
     """(cfg, params, cache, x [T, D]) for the tiny preset; garbage ``fill`` in rows [S, Smax)."""
     cfg = cfg or ExpertConfig.tiny()
     kp, kc, kx = jax.random.split(jax.random.key(seed), 3)
@@ -46,15 +53,24 @@ def walk_jaxpr_shapes(jaxpr) -> list[tuple[int, ...]]:
     for eqn in inner.eqns:
         shapes += [tuple(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape")]
         for p in eqn.params.values():
-            for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+            for sub in p if isinstance(p, (tuple, list)) else (p,):
                 if isinstance(sub, (jcore.ClosedJaxpr, jcore.Jaxpr)):
                     shapes += walk_jaxpr_shapes(sub)
     return shapes
 
 
 # ---- independent torch action_in_proj (from the formula) -----------------------------------
-def torch_action_in_proj(*, action_dim: int, out_dim: int, hidden: int, num_layers: int, num_freqs: int = 10,
-                         max_freq: float = 100.0, eps: float = 1e-5, bf16_freqs: bool = False):
+def torch_action_in_proj(
+    *,
+    action_dim: int,
+    out_dim: int,
+    hidden: int,
+    num_layers: int,
+    num_freqs: int = 10,
+    max_freq: float = 100.0,
+    eps: float = 1e-5,
+    bf16_freqs: bool = False,
+):
     """A torch module with alpamayo's structure and parameter names:
     ``sinus.{c}.freqs``, ``timestep_fourier_encoder.freqs``, ``encoder.trunk.{j}``, ``norm``.
     ``forward(x [B, T, A], t [B]) -> [B, T, out_dim]`` in float32."""

@@ -34,21 +34,30 @@ def test_fourier_freqs_exact_and_bf16_rounded():
     np.testing.assert_array_equal(exact, torch.logspace(0, math.log10(100), steps=10).numpy())
     assert exact[8] == pytest.approx(59.948, abs=1e-3)
     rounded = fourier_freqs(cfg)  # the port's default: bf16-rounded buffer
-    np.testing.assert_array_equal(rounded, [1.0, 1.671875, 2.78125, 4.65625, 7.75, 12.9375, 21.5, 36.0, 60.0, 100.0])
+    np.testing.assert_array_equal(
+        rounded, [1.0, 1.671875, 2.78125, 4.65625, 7.75, 12.9375, 21.5, 36.0, 60.0, 100.0]
+    )
 
 
-@pytest.mark.parametrize("hidden,num_layers,out_dim", [(32, 2, 64), (512, 2, 1536), (1024, 4, 1536), (48, 1, 40)],
-                         ids=["tiny", "port-h512", "upstream-h1024-n4", "one-layer"])
+@pytest.mark.parametrize(
+    "hidden,num_layers,out_dim",
+    [(32, 2, 64), (512, 2, 1536), (1024, 4, 1536), (48, 1, 40)],
+    ids=["tiny", "port-h512", "upstream-h1024-n4", "one-layer"],
+)
 @pytest.mark.parametrize("bf16_freqs", [False, True], ids=["exact-freqs", "bf16-freqs"])
 def test_action_in_proj_matches_torch_reference_formula(hidden, num_layers, out_dim, bf16_freqs):
     ain_cfg = ActionInConfig(hidden=hidden, num_layers=num_layers, bf16_freqs=bf16_freqs)
     cfg = ExpertConfig.tiny(hidden=out_dim, action_in=ain_cfg)
     params = init_action_in_params(jax.random.key(0), cfg)
-    ref_mod = torch_action_in_proj(action_dim=2, out_dim=out_dim, hidden=hidden, num_layers=num_layers,
-                                   bf16_freqs=bf16_freqs)
+    ref_mod = torch_action_in_proj(
+        action_dim=2, out_dim=out_dim, hidden=hidden, num_layers=num_layers, bf16_freqs=bf16_freqs
+    )
     full = dataclasses.replace(_zeros_params(cfg), action_in=params)  # only the action_in_proj.* names matter
-    sd = {k[len("action_in_proj."):]: torch.from_numpy(v) for k, v in to_hf_state_dict(full, cfg, with_freqs=False).items()
-          if k.startswith("action_in_proj.")}
+    sd = {
+        k[len("action_in_proj.") :]: torch.from_numpy(v)
+        for k, v in to_hf_state_dict(full, cfg, with_freqs=False).items()
+        if k.startswith("action_in_proj.")
+    }
     ref_mod.load_state_dict(sd, strict=False)  # the module keeps its own freqs buffers
     x = 1.5 * jax.random.normal(jax.random.key(1), (3, 64, 2), jnp.float32)
     t = jnp.array([0.0, 0.3, 0.9], jnp.float32)
@@ -76,8 +85,9 @@ def test_action_in_proj_rejects_bad_inputs():
 def test_action_out_proj_matches_numpy():
     _cfg, params, _, x = tiny_setup()
     w, b = np.asarray(params.action_out.w, np.float64), np.asarray(params.action_out.b, np.float64)
-    np.testing.assert_allclose(action_out_proj(params.action_out, x), np.asarray(x, np.float64) @ w + b,
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        action_out_proj(params.action_out, x), np.asarray(x, np.float64) @ w + b, rtol=1e-5, atol=1e-6
+    )
 
 
 # ---- Euler sampler -------------------------------------------------------------------------
@@ -99,8 +109,7 @@ def test_jit_equals_eager_and_sample_follows_its_velocities():
     cfg, params, cache, _ = tiny_setup()
     key = jax.random.key(7)
     x = jax.random.normal(key, (cfg.num_tokens, cfg.action_dim))  # sample's x0 for this key
-    with jax.disable_jit():  # op by op; lax.scan as a Python loop
-        v_eager = velocity(params, x, 0.0, cache, cfg=cfg)
+    v_eager = velocity(params, x, 0.0, cache, cfg=cfg)  # no outer jit (disable_jit: test_expert_hf_parity)
     np.testing.assert_allclose(velocity_jit(params, x, 0.0, cache, cfg=cfg), v_eager, rtol=1e-5, atol=1e-6)
     a_jit, vs_jit = sample_jit(params, cache, key, cfg=cfg)
     # Step 0 sees x0 at t = 0. Later steps are not compared across jit / eager because the 100-cycle
@@ -132,7 +141,9 @@ def test_vmap_over_trajectories_equals_loop_and_shares_the_cache():
     np.testing.assert_allclose(vb[1], velocity_jit(params, xs[1], 0.4, cache, cfg=cfg), rtol=1e-5, atol=1e-6)
     per_traj_cache = (3, cache.max_seq_len, cfg.num_kv_heads, cfg.head_dim)
     for attention, copies in (("exact", False), ("tail_slot", True)):
-        jaxpr = jax.make_jaxpr(lambda x, a=attention: velocity(params, x, 0.4, cache, cfg=cfg, attention=a))(xs)
+        jaxpr = jax.make_jaxpr(lambda x, a=attention: velocity(params, x, 0.4, cache, cfg=cfg, attention=a))(
+            xs
+        )
         assert (per_traj_cache in walk_jaxpr_shapes(jaxpr)) == copies, attention
 
 

@@ -23,8 +23,18 @@ FP32 = Precision.fp32()
 
 
 def _golden(params, x, cache, cfg, attention, precision=FP32):
-    fn = jax.jit(lambda p, x, c: expert_stack(p.layers, p.final_norm, x, c, cfg=cfg, attention=attention,
-                                              precision=precision, return_hidden=True))
+    fn = jax.jit(
+        lambda p, x, c: expert_stack(
+            p.layers,
+            p.final_norm,
+            x,
+            c,
+            cfg=cfg,
+            attention=attention,
+            precision=precision,
+            return_hidden=True,
+        )
+    )
     final, hidden = fn(params, x, cache)
     return np.asarray(hidden), np.asarray(final)
 
@@ -59,16 +69,24 @@ def test_tiny_decoder_layer_called_directly():
     hf_cfg = hf_text_config(cfg, num_layers=1)
     layer = Qwen3VLTextDecoderLayer(hf_cfg, 0).eval()
     sd = to_hf_state_dict(params, cfg)
-    layer.load_state_dict({k[len("layers.1."):]: torch.from_numpy(v) for k, v in sd.items()
-                           if k.startswith("layers.1.")}, strict=True)
+    layer.load_state_dict(
+        {k[len("layers.1.") :]: torch.from_numpy(v) for k, v in sd.items() if k.startswith("layers.1.")},
+        strict=True,
+    )
     T, S = cfg.num_tokens, 77
     pos = (torch.arange(T) + S - 4).view(1, 1, T).expand(3, 1, T)
     xt = torch.from_numpy(np.array(x))[None]
     pe = Qwen3VLTextRotaryEmbedding(hf_cfg)(xt, pos)
-    one_layer_cache = type(cache)(k=cache.k[1:2], v=cache.v[1:2], seq_len=cache.seq_len, rope_delta=cache.rope_delta)
+    one_layer_cache = type(cache)(
+        k=cache.k[1:2], v=cache.v[1:2], seq_len=cache.seq_len, rope_delta=cache.rope_delta
+    )
     with torch.no_grad():
-        ref = layer(xt, position_embeddings=pe, attention_mask=torch.zeros(1, 1, T, S + T),
-                    cache=hf_cache(one_layer_cache))[0].numpy()
+        ref = layer(
+            xt,
+            position_embeddings=pe,
+            attention_mask=torch.zeros(1, 1, T, S + T),
+            cache=hf_cache(one_layer_cache),
+        )[0].numpy()
     layer1 = jax.tree.map(lambda a: a[1], params.layers)
     ours = decoder_layer(layer1, x, (cache.k[1], cache.v[1]), 77, expert_rope(77, -4, cfg=cfg), cfg=cfg)
     _assert_parity(ours, ref, "decoder layer")
@@ -98,8 +116,13 @@ def test_hf_bf16_policy_tracks_hf_in_bf16():
     bf = lambda t: jax.tree.map(lambda a: a.astype(jnp.bfloat16).astype(jnp.float32), t)
     params, x = bf(params), bf(x)
     cache = type(cache)(k=bf(cache.k), v=bf(cache.v), seq_len=cache.seq_len, rope_delta=cache.rope_delta)
-    hf_layers, hf_final = hf_expert_outputs(hf_text_model(params, cfg, dtype=torch.bfloat16), x, cache,
-                                            num_tokens=cfg.num_tokens, dtype=torch.bfloat16)
+    hf_layers, hf_final = hf_expert_outputs(
+        hf_text_model(params, cfg, dtype=torch.bfloat16),
+        x,
+        cache,
+        num_tokens=cfg.num_tokens,
+        dtype=torch.bfloat16,
+    )
     hidden_bf, final_bf = _golden(params, x, cache, cfg, "exact", Precision.hf_bf16())
     hidden_32, final_32 = _golden(params, x, cache, cfg, "exact")
     rms = lambda a, b: float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
@@ -112,8 +135,9 @@ def test_hf_bf16_policy_tracks_hf_in_bf16():
 def test_jit_equals_eager():
     cfg, params, cache, x = tiny_setup()
     with jax.disable_jit():  # op-by-op, lax.scan as a Python loop
-        eager_final, eager_hidden = expert_stack(params.layers, params.final_norm, x, cache, cfg=cfg,
-                                                 return_hidden=True)
+        eager_final, eager_hidden = expert_stack(
+            params.layers, params.final_norm, x, cache, cfg=cfg, return_hidden=True
+        )
     hidden, final = _golden(params, x, cache, cfg, "exact")
     np.testing.assert_allclose(final, eager_final, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(hidden, eager_hidden, rtol=1e-5, atol=1e-6)

@@ -72,9 +72,14 @@ def test_rms_norm_rejects_wrong_weight_shape():
 def test_rope_tables_match_hf_mrope_with_equal_rows(head_dim, section):
     from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextConfig, Qwen3VLTextRotaryEmbedding
 
-    hf_cfg = Qwen3VLTextConfig(hidden_size=2 * head_dim, num_attention_heads=2, num_key_value_heads=1,
-                               head_dim=head_dim, max_position_embeddings=1 << 20,
-                               rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": section})
+    hf_cfg = Qwen3VLTextConfig(
+        hidden_size=2 * head_dim,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=head_dim,
+        max_position_embeddings=1 << 20,
+        rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_section": section},
+    )
     S, delta, T = 4700, -3, 64
     pos = rope_positions(S, delta, T)
     np.testing.assert_array_equal(pos, np.arange(T) + S + delta)
@@ -92,7 +97,9 @@ def test_apply_rope_matches_hf_rotate_half():
     cos, sin = rope_tables(rope_positions(300, 2, 64), head_dim=16, theta=5e6)
     tq = torch.from_numpy(np.array(q)).permute(1, 0, 2)[None]  # HF [1, heads, T, H]
     tk = torch.from_numpy(np.array(k)).permute(1, 0, 2)[None]
-    rq, rk = apply_rotary_pos_emb(tq, tk, torch.from_numpy(np.array(cos))[None], torch.from_numpy(np.array(sin))[None])
+    rq, rk = apply_rotary_pos_emb(
+        tq, tk, torch.from_numpy(np.array(cos))[None], torch.from_numpy(np.array(sin))[None]
+    )
     assert max_abs(apply_rope(q, cos, sin), rq[0].permute(1, 0, 2)) < 1e-6
     assert max_abs(apply_rope(k, cos, sin), rk[0].permute(1, 0, 2)) < 1e-6
 
@@ -114,8 +121,13 @@ def test_attention_over_rows_equals_dense_reference(kv_chunk):
     keep = jax.random.bernoulli(jax.random.key(13), 0.7, (300,))
     bias = _rand(14, (300,), 3.0)
     for kw in ({}, {"keep": keep}, {"bias": bias}, {"keep": keep, "bias": bias}):
-        want_o, want_l = attention_reference(q, k, v, mask=kw.get("keep", jnp.ones(300, bool))[None, None, :],
-                                             bias=kw.get("bias", jnp.zeros(300))[None, None, :])
+        want_o, want_l = attention_reference(
+            q,
+            k,
+            v,
+            mask=kw.get("keep", jnp.ones(300, bool))[None, None, :],
+            bias=kw.get("bias", jnp.zeros(300))[None, None, :],
+        )
         out, lse = attention_over_rows(q, k, v, kv_chunk=kv_chunk, **kw)
         assert max_abs(out, want_o) < 1e-5 and max_abs(lse, want_l) < 1e-5, kw.keys()
 
@@ -190,7 +202,9 @@ def test_mlp_matches_numpy_swiglu():
     xn = np.asarray(x, np.float64)
     g = xn @ p.w_gate
     want = (g / (1 + np.exp(-g)) * (xn @ p.w_up)) @ p.w_down
-    np.testing.assert_allclose(mlp(jax.tree.map(lambda a: a[0], params.layers), x), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        mlp(jax.tree.map(lambda a: a[0], params.layers), x), want, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_decoder_layer_rejects_bad_arguments():
@@ -245,11 +259,12 @@ def test_decoder_layer_calls_every_precision_hook(attention, kv_calls, mask_call
     kinds = [k for k, _ in p.log]
     assert kinds.count("weight") == 7
     assert sorted(s for k, s in p.log if k == "weight") == sorted(
-        [(64, 4, 16), (64, 2, 16), (64, 2, 16), (4, 16, 64), (64, 128), (64, 128), (128, 64)])
+        [(64, 4, 16), (64, 2, 16), (64, 2, 16), (4, 16, 64), (64, 128), (64, 128), (128, 64)]
+    )
     assert kinds.count("norm_weight") == 4
     assert kinds.count("kv") == kv_calls and kinds.count("mask") == mask_calls
-    # rms_norm x2 (2 each), q/k/v out 3, q/k norm 2x2, rope 2x3, attn 1, wo 1, add 1, gate/up 2, silu 1, mul 1,
-    # down 1, add 1
+    # rms_norm x2 (2 each), q/k/v out 3, q/k norm 2x2, rope 2x3, attn 1, wo 1, add 1, gate/up 2,
+    # silu 1, mul 1, down 1, add 1
     assert kinds.count("act") == 4 + 3 + 4 + 6 + 1 + 1 + 1 + 2 + 1 + 1 + 1 + 1
 
 
@@ -262,8 +277,9 @@ def test_hf_bf16_policy_rounds_layer_output_and_fp32_is_identity():
     np.testing.assert_array_equal(out_bf16, round_bf16(out_bf16))
     out32 = decoder_layer(layer0, x, kv, 100, rope, cfg=cfg)
     assert 1e-4 < max_abs(out_bf16, out32) < 0.1
-    chex.assert_trees_all_equal(out32, decoder_layer(layer0, x, kv, 100, rope, cfg=cfg,
-                                                     precision=Precision.fp32()))
+    chex.assert_trees_all_equal(
+        out32, decoder_layer(layer0, x, kv, 100, rope, cfg=cfg, precision=Precision.fp32())
+    )
 
 
 def test_layer_accepts_bf16_stored_weights_and_cache():
@@ -284,7 +300,14 @@ def test_layer_accepts_bf16_stored_weights_and_cache():
 def test_config_presets_and_validation():
     tt = ExpertConfig.alpamayo_tt()
     assert (tt.num_layers, tt.hidden, tt.num_heads, tt.num_kv_heads, tt.head_dim, tt.ffn, tt.rope_theta) == (
-        64, 1536, 16, 8, 128, 6144, 5e6)
+        64,
+        1536,
+        16,
+        8,
+        128,
+        6144,
+        5e6,
+    )
     r1 = ExpertConfig.alpamayo_r1()
     assert (r1.num_layers, r1.hidden, r1.ffn) == (36, 2048, 8256)
     with pytest.raises(ValueError, match="num_heads=6 not divisible by num_kv_heads=4"):

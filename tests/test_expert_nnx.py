@@ -22,8 +22,9 @@ def test_module_equals_pure_functions():
     model = ActionExpert(cfg, params=params, attention="tail_slot")
     chex.assert_trees_all_equal(model.expert_params(), params)
     x = jax.random.normal(jax.random.key(3), (2, cfg.num_tokens, cfg.action_dim))
-    np.testing.assert_array_equal(model(x, 0.25, cache),
-                                  velocity(params, x, 0.25, cache, cfg=cfg, attention="tail_slot"))
+    np.testing.assert_array_equal(
+        model(x, 0.25, cache), velocity(params, x, 0.25, cache, cfg=cfg, attention="tail_slot")
+    )
     a, vs = model.sample(cache, jax.random.key(4), num_steps=3)
     a2, vs2 = sample(params, cache, jax.random.key(4), cfg=cfg, attention="tail_slot", num_steps=3)
     np.testing.assert_array_equal(a, a2)
@@ -31,14 +32,17 @@ def test_module_equals_pure_functions():
 
 
 def test_state_holds_every_leaf_as_param_and_nnx_transforms_work():
-    cfg, params, cache, _ = tiny_setup(seq_len=40, max_seq_len=128, cfg=ExpertConfig.tiny(num_layers=1, max_seq_len=128))
+    cfg, params, cache, _ = tiny_setup(
+        seq_len=40, max_seq_len=128, cfg=ExpertConfig.tiny(num_layers=1, max_seq_len=128)
+    )
     model = ActionExpert(cfg, params=params, precision=Precision.hf_bf16())
     state = nnx.state(model, nnx.Param)
     assert len(jax.tree.leaves(state)) == len(jax.tree.leaves(params))
     x = jax.random.normal(jax.random.key(5), (cfg.num_tokens, cfg.action_dim))
     out = nnx.jit(lambda m, x: m(x, 0.5, cache))(model, x)
-    np.testing.assert_allclose(out, velocity(params, x, 0.5, cache, cfg=cfg, precision=Precision.hf_bf16()),
-                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        out, velocity(params, x, 0.5, cache, cfg=cfg, precision=Precision.hf_bf16()), rtol=1e-6, atol=1e-6
+    )
     # Gradients through the module equal gradients of the pure function w.r.t. the params.
     fp32 = ActionExpert(cfg, params=params)
     g_mod = nnx.jit(nnx.grad(lambda m: jnp.sum(m(x, 0.5, cache) ** 2)))(fp32)
@@ -52,6 +56,9 @@ def test_random_init_from_rngs_and_error_without_params():
     cfg, _, cache, _ = tiny_setup()
     model = ActionExpert(cfg, rngs=nnx.Rngs(params=0))
     chex.assert_trees_all_equal_shapes(model.expert_params(), init_params(jax.random.key(0), cfg))
-    assert model(jnp.zeros((cfg.num_tokens, cfg.action_dim)), 0.0, cache).shape == (cfg.num_tokens, cfg.action_dim)
+    assert model(jnp.zeros((cfg.num_tokens, cfg.action_dim)), 0.0, cache).shape == (
+        cfg.num_tokens,
+        cfg.action_dim,
+    )
     with pytest.raises(ValueError, match="needs params"):
         ActionExpert(cfg)

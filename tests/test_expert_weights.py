@@ -40,15 +40,20 @@ def test_names_and_shapes_match_hf_text_model_and_action_in_module(params):
         if k != "embed_tokens.weight":
             assert k in sd and sd[k].shape == tuple(v.shape), k
             np.testing.assert_array_equal(sd[k], v.numpy())
-    ain = torch_action_in_proj(action_dim=2, out_dim=CFG.hidden, hidden=CFG.action_in.hidden,
-                               num_layers=CFG.action_in.num_layers)
-    ain_sd = {k[len("action_in_proj."):]: torch.from_numpy(v) for k, v in sd.items() if k.startswith("action_in_proj.")}
+    ain = torch_action_in_proj(
+        action_dim=2, out_dim=CFG.hidden, hidden=CFG.action_in.hidden, num_layers=CFG.action_in.num_layers
+    )
+    ain_sd = {
+        k[len("action_in_proj.") :]: torch.from_numpy(v)
+        for k, v in sd.items()
+        if k.startswith("action_in_proj.")
+    }
     ain.load_state_dict(ain_sd, strict=True)  # every name and shape of the reference module, nothing else
     assert sd["action_out_proj.weight"].shape == (2, CFG.hidden) and sd["action_out_proj.bias"].shape == (2,)
     assert set(hf_names(CFG)) == {k for k in sd if not k.endswith("freqs")}
 
 
-@pytest.mark.parametrize("n_layers", [1, 2, 3], ids=lambda n: f"trunk{n}")
+@pytest.mark.parametrize("n_layers", [1, 3], ids=lambda n: f"trunk{n}")
 def test_safetensors_round_trip_is_bitwise(tmp_path, n_layers):
     cfg = ExpertConfig.tiny(action_in=ActionInConfig(hidden=24, num_layers=n_layers))
     p = init_params(jax.random.key(n_layers), cfg)
@@ -85,30 +90,41 @@ def test_bad_state_dicts_are_rejected_naming_the_key(params):
     bad_freqs = dict(sd, **{"action_in_proj.sinus.0.freqs": np.ones((1, 10), np.float32)})
     with pytest.raises(ValueError, match="sinus.0.freqs"):
         from_hf_state_dict(bad_freqs, CFG)
-    rounded = dict(sd, **{"action_in_proj.sinus.0.freqs": sd["action_in_proj.sinus.0.freqs"].astype(
-        jnp.bfloat16).astype(np.float32)})
+    rounded = dict(
+        sd,
+        **{
+            "action_in_proj.sinus.0.freqs": sd["action_in_proj.sinus.0.freqs"]
+            .astype(jnp.bfloat16)
+            .astype(np.float32)
+        },
+    )
     from_hf_state_dict(rounded, CFG)  # a bf16 checkpoint's rounded buffer is fine
     with pytest.raises(ValueError, match="embed"):  # a full HF model is ignored only for its embeddings
         from_hf_state_dict(dict(sd, **{"embed_tokens.bias": np.zeros(3, np.float32)}), CFG)
 
 
-def test_init_scales_and_storage_dtype():
-    cfg = ExpertConfig.tiny(num_layers=4, hidden=128, ffn=256)
-    p = init_params(jax.random.key(1), cfg)
-    assert p.layers.wq.shape == (4, 128, 4, 16) and p.layers.wo.shape == (4, 4, 16, 128)
-    assert float(jnp.std(p.layers.w_gate)) == pytest.approx(0.02, rel=0.02)
-    assert float(jnp.mean(p.layers.input_norm)) == pytest.approx(1.0, abs=0.02)
+def test_init_scales_and_storage_dtype(params):
+    cfg, p = CFG, params
+    assert p.layers.wq.shape == (2, 64, 4, 16) and p.layers.wo.shape == (2, 4, 16, 64)
+    assert float(jnp.std(p.layers.w_gate)) == pytest.approx(0.02, rel=0.03)
+    assert float(jnp.mean(p.layers.input_norm)) == pytest.approx(1.0, abs=0.03)
     assert 0.05 < float(jnp.std(p.layers.q_norm)) < 0.15
     # Layers differ (one key per layer) and the same key reproduces them.
     assert not np.allclose(p.layers.wq[0], p.layers.wq[1])
-    chex.assert_trees_all_equal(p, init_params(jax.random.key(1), cfg))
-    p16 = init_params(jax.random.key(1), cfg, dtype=jnp.bfloat16)
+    chex.assert_trees_all_equal(p, init_params(jax.random.key(0), cfg))
+    p16 = init_params(jax.random.key(0), cfg, dtype=jnp.bfloat16)
     assert p16.layers.wq.dtype == jnp.bfloat16 and p16.final_norm.dtype == jnp.float32
-    np.testing.assert_array_equal(p16.layers.wq.astype(jnp.float32), p.layers.wq.astype(jnp.bfloat16).astype(jnp.float32))
+    np.testing.assert_array_equal(
+        p16.layers.wq.astype(jnp.float32), p.layers.wq.astype(jnp.bfloat16).astype(jnp.float32)
+    )
     c = init_cache(jax.random.key(2), cfg, 10, max_seq_len=40, fill=7.0, rope_delta=3)
-    assert c.k.shape == (4, 40, 2, 16) and int(c.seq_len) == 10 and int(c.rope_delta) == 3
-    assert np.all(np.asarray(c.k[:, 10:]) == 7.0) and float(jnp.std(c.k[:, :10])) == pytest.approx(1.0, rel=0.1)
+    assert c.k.shape == (2, 40, 2, 16) and int(c.seq_len) == 10 and int(c.rope_delta) == 3
+    assert np.all(np.asarray(c.k[:, 10:]) == 7.0) and float(jnp.std(c.k[:, :10])) == pytest.approx(
+        1.0, rel=0.1
+    )
     with pytest.raises(ValueError, match="seq_len=50"):
         init_cache(jax.random.key(2), cfg, 50, max_seq_len=40)
     with pytest.raises(ValueError, match="LayerParams.wq"):
-        to_hf_state_dict(dataclasses.replace(p, layers=dataclasses.replace(p.layers, wq=p.layers.wq[:, :8])), cfg)
+        to_hf_state_dict(
+            dataclasses.replace(p, layers=dataclasses.replace(p.layers, wq=p.layers.wq[:, :8])), cfg
+        )
