@@ -48,7 +48,9 @@ def init_layer_params(
     """
     shapes = layer_param_shapes(cfg)
     z = _normals(key, shapes)
-    return LayerParams(**{n: 1.0 + gamma_jitter * z[n] if len(s) == 1 else std * z[n] for n, s in shapes.items()})
+    return LayerParams(
+        **{n: 1.0 + gamma_jitter * z[n] if len(s) == 1 else std * z[n] for n, s in shapes.items()}
+    )
 
 
 def _normals(key: jax.Array, shapes: dict[str, tuple[int, ...]]) -> dict[str, jax.Array]:
