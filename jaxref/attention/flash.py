@@ -12,7 +12,7 @@ import functools
 import jax
 import numpy as np
 
-from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive
+from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive, check_schedule_args
 from jaxref.attention.schedule import FlashSchedule, sweep_counts
 from jaxref.attention.sweep import (
     FUTURE,
@@ -100,11 +100,7 @@ def flash_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry 
     geometry defaults to Llama3-70B (64 q heads, 8 kv heads, d 128).
     """
     g = AttentionGeometry.llama3_70b() if geometry is None else geometry
-    check_positive("num_queries", num_queries)
-    check_positive("num_keys", num_keys)
-    check_positive("dtype_bytes", dtype_bytes)
-    if causal and num_queries > num_keys:
-        raise ValueError(f"causal=True needs num_queries={num_queries} <= num_keys={num_keys}")
+    check_schedule_args(num_queries, num_keys, causal=causal, dtype_bytes=dtype_bytes)
     plan = flash_plan(num_queries, num_keys, tile=tile, q_block=q_block, causal=causal,
                       causal_skip=causal_skip)
     kinds = [(qi, kj, PAST) for _, qi, kj in plan.past] + [(qi, kj, PARTIAL) for _, qi, kj in plan.partial]

@@ -100,6 +100,15 @@ def check_positive(name: str, value, *, allow_none: bool = False) -> None:
         raise ValueError(f"{name}={value!r} must be a positive int")
 
 
+def check_schedule_args(num_queries, num_keys, *, causal: bool, dtype_bytes) -> None:
+    """Shared argument checks of the ``*_schedule`` planners (static ints, T <= S when causal)."""
+    check_positive("num_queries", num_queries)
+    check_positive("num_keys", num_keys)
+    check_positive("dtype_bytes", dtype_bytes)
+    if causal and num_queries > num_keys:
+        raise ValueError(f"causal=True needs num_queries={num_queries} <= num_keys={num_keys}")
+
+
 def check_choice(name: str, value, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"{name}={value!r} unknown; expected one of {choices}")

@@ -18,6 +18,8 @@ import jax.numpy as jnp
 # without producing inf - inf = NaN in an online softmax.
 MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
 MASK_LSE = MASK_VALUE
+# An oracle never lets XLA pick a reduced-precision matmul (TF32 / bf16 passes on GPU / TPU).
+_HI = jax.lax.Precision.HIGHEST
 
 
 def causal_mask(num_queries: int, num_keys: int) -> jnp.ndarray:
@@ -66,7 +68,7 @@ def attention_reference(q, k, v, *, bias=None, mask=None, causal: bool = False, 
     T, S, N, K, G, H = check_qkv(q, k, v)
     scale = H**-0.5 if scale is None else scale
     qg = q.astype(jnp.float32).reshape(T, K, G, H)
-    s = jnp.einsum("TKGH,SKH->KGTS", qg, k.astype(jnp.float32)) * scale
+    s = jnp.einsum("TKGH,SKH->KGTS", qg, k.astype(jnp.float32), precision=_HI) * scale
     s = s.reshape(N, T, S)
     if bias is not None:
         s = s + jnp.asarray(bias, jnp.float32)
@@ -81,7 +83,7 @@ def attention_reference(q, k, v, *, bias=None, mask=None, causal: bool = False, 
     l = jnp.sum(p, axis=-1, keepdims=True)
     any_valid = l > 0
     out = jnp.einsum("KGTS,SKH->TKGH", (p / jnp.where(any_valid, l, 1.0)).reshape(K, G, T, S),
-                     v.astype(jnp.float32)).reshape(T, N, H)
+                     v.astype(jnp.float32), precision=_HI).reshape(T, N, H)
     lse = jnp.where(any_valid, m + jnp.log(jnp.where(any_valid, l, 1.0)), MASK_LSE)[..., 0]
     return out, lse
 

@@ -28,7 +28,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxref.attention.flash import TileConfig
-from jaxref.attention.geometry import AttentionGeometry, check_choice, check_inputs, check_positive
+from jaxref.attention.geometry import (
+    AttentionGeometry,
+    check_choice,
+    check_inputs,
+    check_positive,
+    check_schedule_args,
+)
 from jaxref.attention.placement import KVPlacement
 from jaxref.attention.schedule import RingSchedule, sweep_counts
 from jaxref.attention.sweep import (
@@ -138,11 +144,7 @@ def ring_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry |
                   dtype_bytes: int = 2) -> RingSchedule:
     """Plain-data schedule of ``ring_attention`` (geometry defaults to Llama3-70B, C = G = 8)."""
     g = AttentionGeometry.llama3_70b() if geometry is None else geometry
-    check_positive("num_queries", num_queries)
-    check_positive("num_keys", num_keys)
-    check_positive("dtype_bytes", dtype_bytes)
-    if causal and num_queries > num_keys:
-        raise ValueError(f"causal=True needs num_queries={num_queries} <= num_keys={num_keys}")
+    check_schedule_args(num_queries, num_keys, causal=causal, dtype_bytes=dtype_bytes)
     C = _check_cubes(num_cubes, g.group)
     _tokens, valid, plans = ring_plan(num_queries, num_keys, num_cubes=C, tile=tile, q_block=q_block,
                                      causal=causal, ordering=ordering)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxref.attention.flash import TileConfig
-from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive
+from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive, check_schedule_args
 from jaxref.attention.placement import KVPlacement
 from jaxref.attention.reduce import check_mesh, reduce_partials, reduce_plan
 from jaxref.attention.schedule import SplitKVSchedule, sweep_counts
@@ -129,12 +129,8 @@ def split_kv_schedule(num_queries: int, num_keys: int, geometry: AttentionGeomet
                       acc_bytes: int = 4) -> SplitKVSchedule:
     """Plain-data schedule of ``split_kv_attention`` (geometry defaults to Llama3-70B)."""
     g = AttentionGeometry.llama3_70b() if geometry is None else geometry
-    check_positive("num_queries", num_queries)
-    check_positive("num_keys", num_keys)
-    check_positive("dtype_bytes", dtype_bytes)
+    check_schedule_args(num_queries, num_keys, causal=causal, dtype_bytes=dtype_bytes)
     check_positive("acc_bytes", acc_bytes)
-    if causal and num_queries > num_keys:
-        raise ValueError(f"causal=True needs num_queries={num_queries} <= num_keys={num_keys}")
     rplan = reduce_plan(num_cubes, pes_per_cube, kind=reduce, cube_mesh=cube_mesh)
     pl, plan, _, valid = split_kv_plan(num_queries, num_keys, tile=tile, q_block=q_block, causal=causal,
                                        num_cubes=num_cubes, pes_per_cube=pes_per_cube, cube_mesh=cube_mesh,
