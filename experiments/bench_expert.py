@@ -10,7 +10,9 @@ sides alike), medians of repeated calls:
    many threads as XLA's CPU client has cores. Target: golden >= 2x faster.
 2. throughput of ``jax.vmap`` over 8 trajectories sharing one cache (``in_axes=None`` for the
    cache: passed once, never copied per trajectory - checked on the jaxpr) vs 8 sequential calls.
-   Target: >= 1x.
+   Target: >= 1x. Each side uses its default cache-attention chunking (``jaxref.layers``):
+   ``KV_CHUNK`` (dense) for one trajectory, ``KV_CHUNK_BATCHED`` under vmap (what
+   ``jaxref.expert.velocity`` picks for a batched x_t).
 
 Timings go here, never in tests.
 """
@@ -26,11 +28,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.report import format_table, hf_cache, hf_text_config
+from experiments.report import format_table
 from jaxref.config import ExpertConfig
 from jaxref.expert import KVCache, expert_rope
-from jaxref.layers import decoder_layer
-from jaxref.weights import init_cache_layer, init_layer_params, to_hf_state_dict
+from jaxref.layers import KV_CHUNK, KV_CHUNK_BATCHED, decoder_layer
+from jaxref.weights import init_cache_layer, init_layer_params
 
 
 def _timed(fn) -> float:
@@ -41,7 +43,7 @@ def _timed(fn) -> float:
 
 def _cache_copies_per_trajectory(fn, xb, smax: int, cfg: ExpertConfig) -> bool:
     """True if the jaxpr of ``fn(xb)`` holds an intermediate shaped like a per-trajectory cache layer."""
-    bad = (xb.shape[0], smax, cfg.num_kv_heads, cfg.head_dim)
+    bad = (xb.shape[0], cfg.num_kv_heads, smax, cfg.head_dim)
 
     def walk(jaxpr):
         for eqn in jaxpr.eqns:
@@ -59,11 +61,9 @@ def _cache_copies_per_trajectory(fn, xb, smax: int, cfg: ExpertConfig) -> bool:
 
 def run(*, seq_len: int = 4700, reps: int = 15, batch: int = 8, seed: int = 0) -> str:
     import torch
-    from transformers.cache_utils import DynamicCache  # noqa: F401  (hf_cache builds one)
-    from transformers.models.qwen3_vl.modeling_qwen3_vl import (
-        Qwen3VLTextDecoderLayer,
-        Qwen3VLTextRotaryEmbedding,
-    )
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
+
+    from experiments.hf_oracle import hf_cache, hf_decoder_layer, hf_text_config
 
     cfg = ExpertConfig.alpamayo_tt(num_layers=1)
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -86,12 +86,16 @@ def run(*, seq_len: int = 4700, reps: int = 15, batch: int = 8, seed: int = 0) -
     g_exact, g_tail = golden("exact"), golden("tail_slot")
     g_vmap = jax.jit(
         jax.vmap(
-            lambda p, x, ck, cv, s: decoder_layer(p, x, (ck, cv), s, rope, cfg=cfg),
+            lambda p, x, ck, cv, s: decoder_layer(
+                p, x, (ck, cv), s, rope, cfg=cfg, kv_chunk=KV_CHUNK_BATCHED
+            ),
             in_axes=(None, 0, None, None, None),
         )
     )
     copies = _cache_copies_per_trajectory(
-        lambda xb: jax.vmap(lambda x: decoder_layer(layer, x, (ck, cv), S, rope, cfg=cfg))(xb),
+        lambda xb: jax.vmap(
+            lambda x: decoder_layer(layer, x, (ck, cv), S, rope, cfg=cfg, kv_chunk=KV_CHUNK_BATCHED)
+        )(xb),
         xb,
         seq_len,
         cfg,
@@ -99,13 +103,7 @@ def run(*, seq_len: int = 4700, reps: int = 15, batch: int = 8, seed: int = 0) -
 
     # HF layer with the same weights (exported through the HF names).
     hf_cfg = hf_text_config(cfg, num_layers=1)
-    hf_layer = Qwen3VLTextDecoderLayer(hf_cfg, 0).eval()
-    params1 = _one_layer_params(layer, cfg)
-    sd = to_hf_state_dict(params1, cfg, with_freqs=False)
-    hf_layer.load_state_dict(
-        {k[len("layers.0.") :]: torch.from_numpy(v) for k, v in sd.items() if k.startswith("layers.0.")},
-        strict=True,
-    )
+    hf_layer = hf_decoder_layer(_one_layer_params(layer, cfg), cfg, layer=0)
     xt = torch.from_numpy(np.array(x))[None]
     pos = (torch.arange(cfg.num_tokens) + seq_len).view(1, 1, -1).expand(3, 1, -1)
     pe = Qwen3VLTextRotaryEmbedding(hf_cfg)(xt, pos)
@@ -156,7 +154,7 @@ def run(*, seq_len: int = 4700, reps: int = 15, batch: int = 8, seed: int = 0) -
             f"N/K={cfg.num_heads}/{cfg.num_kv_heads}, "
             f"H={cfg.head_dim}, F={cfg.ffn}, T={cfg.num_tokens}, S={seq_len}, fp32; CPU threads: XLA "
             f"{jax.local_devices()[0].client.platform}:{threads} cores, torch {torch.get_num_threads()}; "
-            f"{reps} interleaved reps"
+            f"{reps} interleaved reps; kv_chunk {KV_CHUNK} (1 trajectory) / {KV_CHUNK_BATCHED} (vmap)"
         ),
         (
             f"max-abs vs HF: exact {err:.2e}, tail_slot (Smax={smax_tail}) {err_tail:.2e}; "

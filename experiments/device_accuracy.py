@@ -61,7 +61,7 @@ class Setup:
         return jax.random.split(jax.random.PRNGKey(self.seed), 4)  # layers, cache, projections, inputs
 
     def layer_at(self, i):
-        """Layer i's bf16-valued weights and bf16-valued VLM cache rows [Smax, K, H] (generated, not stored)."""
+        """Layer i's bf16-valued weights and bf16-valued VLM cache rows [K, Smax, H] (generated, not stored)."""
         k_layers, k_cache, _, _ = self.keys()
         params = jax.tree.map(round_bf16, init_layer_params(jax.random.fold_in(k_layers, i), self.cfg))
         ck, cv = init_cache_layer(jax.random.fold_in(k_cache, i), self.cfg, self.seq_len,

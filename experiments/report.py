@@ -20,8 +20,9 @@ float32 ``ExpertParams`` / ``KVCache`` (~12 GB) and calls ``jaxref.expert.veloci
 every Euler step (slow: ~0.4 s of random numbers per layer and step on 2 cores).
 
 The section functions (``expert_section``, ``hf_parity_table``) are independent so that other
-parts of the project can add their own sections to ``main``. The ``hf_*`` helpers are the torch
-oracle glue also used by the tests and the benchmark.
+parts of the project can add their own sections to ``main``. The HF transformers oracle glue
+(``hf_*``) lives in ``experiments.hf_oracle``; it is imported only by ``hf_parity_rows``, so the
+expert section runs without torch.
 """
 
 from __future__ import annotations
@@ -37,14 +38,13 @@ import numpy as np
 
 from jaxref.action import UnicycleConfig, action_in_proj, action_out_proj, action_to_traj, euler_sample
 from jaxref.config import ExpertConfig
-from jaxref.expert import KVCache, expert_rope, expert_stack, run_layers, velocity
+from jaxref.expert import expert_rope, expert_stack, run_layers, velocity
 from jaxref.layers import rms_norm
 from jaxref.weights import (
     init_cache,
     init_cache_layer,
     init_layer_params,
     init_params,
-    to_hf_state_dict,
 )
 
 
@@ -61,102 +61,6 @@ def pcc(a, b) -> float:
     """Pearson correlation of the flattened arrays (float64)."""
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     return float(np.corrcoef(a, b)[0, 1])
-
-
-# ---- HF transformers oracle glue -----------------------------------------------------------
-def hf_text_config(cfg: ExpertConfig, *, num_layers: int | None = None):
-    """``Qwen3VLTextConfig`` with the geometry of ``cfg``, eager attention.
-
-    ``mrope_section`` must sum to H/2; any split gives plain 1-D RoPE here because the expert's
-    three position rows are equal (alpamayo_tt uses Qwen3-VL's [24, 20, 20]).
-    """
-    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextConfig
-
-    half = cfg.head_dim // 2
-    section = [24, 20, 20] if half == 64 else [half - 2 * (half // 4), half // 4, half // 4]
-    hf_cfg = Qwen3VLTextConfig(
-        vocab_size=16,
-        hidden_size=cfg.hidden,
-        intermediate_size=cfg.ffn,
-        num_hidden_layers=cfg.num_layers if num_layers is None else num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_kv_heads,
-        head_dim=cfg.head_dim,
-        rms_norm_eps=cfg.rms_eps,
-        max_position_embeddings=1 << 20,
-        attention_bias=False,
-        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta, "mrope_section": section},
-    )
-    hf_cfg._attn_implementation = "eager"
-    return hf_cfg
-
-
-def hf_text_model(params, cfg: ExpertConfig, *, dtype=None):
-    """A ``Qwen3VLTextModel`` holding ``params`` (copied through ``to_hf_state_dict``: this also
-    checks the export names, ``load_state_dict`` is strict up to the unused token embedding)."""
-    import torch
-    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextModel
-
-    model = Qwen3VLTextModel(hf_text_config(cfg)).eval()
-    sd = {
-        k: torch.from_numpy(v)
-        for k, v in to_hf_state_dict(params, cfg, with_freqs=False).items()
-        if k.startswith(("layers.", "norm."))
-    }
-    missing, unexpected = model.load_state_dict(sd, strict=False)
-    if unexpected or set(missing) != {"embed_tokens.weight"}:
-        raise ValueError(f"HF name mismatch: missing {missing}, unexpected {unexpected}")
-    return model.to(dtype or torch.float32)
-
-
-def hf_cache(cache: KVCache, *, dtype=None, layers: int | None = None):
-    """A ``DynamicCache`` pre-filled with rows [0, S) of every layer: HF layout [1, K, S, H]."""
-    import torch
-    from transformers.cache_utils import DynamicCache
-
-    s = int(cache.seq_len)
-    k, v = np.asarray(cache.k[:, :s]), np.asarray(cache.v[:, :s])
-    n = k.shape[0] if layers is None else layers
-    to = lambda a: torch.from_numpy(np.ascontiguousarray(a.transpose(1, 0, 2)))[None].to(
-        dtype or torch.float32
-    )
-    return DynamicCache(ddp_cache_data=[(to(k[i]), to(v[i])) for i in range(n)])
-
-
-def hf_position_ids(cache: KVCache, num_tokens: int):
-    """Qwen3-VL position ids [4, 1, T] (text row + 3 equal M-RoPE rows): ``i + rope_delta + S``."""
-    import torch
-
-    pos = torch.arange(num_tokens) + int(cache.rope_delta) + int(cache.seq_len)
-    return pos.view(1, 1, -1).expand(4, 1, -1)
-
-
-def hf_expert_outputs(model, x, cache: KVCache, *, num_tokens: int, dtype=None):
-    """Run HF's text model on the expert tokens over the VLM cache.
-
-    Non-causal: a 4-D additive mask of zeros [1, 1, T, S + T] (every cache row and every own token
-    visible). Returns (per-layer outputs [L, T, D], final-normed hidden [T, D]) as float32 numpy.
-    """
-    import torch
-
-    dtype = dtype or torch.float32
-    s = int(cache.seq_len)
-    outs: list = []
-    hooks = [layer.register_forward_hook(lambda _m, _i, o: outs.append(o)) for layer in model.layers]
-    try:
-        with torch.no_grad():
-            res = model(
-                inputs_embeds=torch.from_numpy(np.array(x, np.float32))[None].to(dtype),
-                attention_mask=torch.zeros(1, 1, num_tokens, s + num_tokens, dtype=dtype),
-                position_ids=hf_position_ids(cache, num_tokens),
-                cache=hf_cache(cache, dtype=dtype, layers=len(model.layers)),
-                use_cache=True,
-            )
-    finally:
-        for h in hooks:
-            h.remove()
-    per_layer = np.stack([o[0].float().numpy() for o in outs])
-    return per_layer, res.last_hidden_state[0].float().numpy()
 
 
 # ---- section 1: the expert golden at alpamayo_tt shapes ------------------------------------
@@ -314,6 +218,8 @@ def hf_parity_rows(
     cfg: ExpertConfig, *, seq_len: int, seed: int = 0, rope_delta: int = 7, label: str = ""
 ) -> list[list[str]]:
     """Per-layer and final-norm PCC / max-abs of the golden (both formulations) vs HF, fp32."""
+    from experiments.hf_oracle import hf_expert_outputs, hf_text_model
+
     k_p, k_c, k_x = jax.random.split(jax.random.key(seed), 3)
     params = init_params(k_p, cfg)
     smax = seq_len + cfg.num_tokens + 32  # room for the tail slot, plus garbage rows it must hide

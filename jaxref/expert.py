@@ -8,7 +8,8 @@ Schema (all float32 unless noted; L layers, Smax cache rows, see ``jaxref.layers
     final_norm: [D]                  HF ``norm.weight``
     action_out: ActionOutParams      w [D, A], b [A]
   KVCache                            the VLM's cache, one row block per expert layer
-    k, v: [L, Smax, K, H]            roped keys / values as HF stores them; rows [0, S) valid
+    k, v: [L, K, Smax, H]            roped keys / values, head-major as HF ([B, K, S, H] per layer)
+                                     and the device ([1, K, Smax, H]) store them; rows [0, S) valid
     seq_len: int32 []                S
     rope_delta: int32 []             Qwen3-VL M-RoPE delta; expert positions are i + rope_delta + S
 
@@ -20,6 +21,12 @@ unbatched (``in_axes=None``); ``sample`` is vmap-able over keys the same way:
 ``jax.vmap(sample, in_axes=(None, None, 0))``. With the exact attention the cache is read once per
 layer for all B trajectories and never copied (the tail-slot form writes each trajectory's own K/V
 into it, which needs a copy per trajectory, as one device buffer per trajectory would).
+
+Cache-attention chunking (``kv_chunk``, see ``jaxref.layers.KV_CHUNK``): one trajectory is fastest
+unchunked (dense), B vmapped trajectories in chunks (their scores are B times larger).
+``velocity`` / ``sample`` default to ``kv_chunk="auto"``: ``KV_CHUNK_BATCHED`` for a batched x_t
+[B, T, A], else ``KV_CHUNK``. A caller vmapping ``sample`` itself should pass
+``kv_chunk=KV_CHUNK_BATCHED`` (results agree to float32 rounding either way).
 
 Jitted entry points: ``velocity_jit`` and ``sample_jit`` (static: cfg, attention, precision,
 proj_precision, kv_chunk, num_steps).
@@ -39,6 +46,7 @@ from jaxref.config import ExpertConfig
 from jaxref.layers import (
     ATTENTION_MODES,
     KV_CHUNK,
+    KV_CHUNK_BATCHED,
     LayerParams,
     _concrete_int,
     decoder_layer,
@@ -75,7 +83,7 @@ class KVCache:
     @property
     def max_seq_len(self) -> int:
         """Smax: cache capacity (rows)."""
-        return self.k.shape[1]
+        return self.k.shape[2]
 
     @classmethod
     def create(cls, k, v, seq_len, rope_delta=0) -> KVCache:
@@ -84,13 +92,22 @@ class KVCache:
         if not (jnp.issubdtype(k.dtype, jnp.floating) and jnp.issubdtype(v.dtype, jnp.floating)):
             raise ValueError(f"k and v must be floating point, got {k.dtype} / {v.dtype}")
         if k.ndim != 4 or k.shape != v.shape:
-            raise ValueError(f"k and v must be [L, Smax, K, H] of equal shape, got k {k.shape}, v {v.shape}")
+            raise ValueError(f"k and v must be [L, K, Smax, H] of equal shape, got k {k.shape}, v {v.shape}")
         s = _concrete_int(seq_len)
-        if s is not None and not 0 <= s <= k.shape[1]:
-            raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={k.shape[1]}")
+        if s is not None and not 0 <= s <= k.shape[2]:
+            raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={k.shape[2]}")
         return cls(
             k=k, v=v, seq_len=jnp.asarray(seq_len, jnp.int32), rope_delta=jnp.asarray(rope_delta, jnp.int32)
         )
+
+
+def resolve_kv_chunk(kv_chunk, *, batched: bool) -> int | None:
+    """``"auto"`` -> ``KV_CHUNK_BATCHED`` if ``batched`` else ``KV_CHUNK``; an int or None passes through."""
+    if kv_chunk == "auto":
+        return KV_CHUNK_BATCHED if batched else KV_CHUNK
+    if kv_chunk is not None and (not isinstance(kv_chunk, int) or kv_chunk <= 0):
+        raise ValueError(f"kv_chunk={kv_chunk!r} must be a positive int, None or 'auto'")
+    return kv_chunk
 
 
 def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
@@ -99,11 +116,11 @@ def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
     if (
         cache.k.ndim != 4
         or cache.k.shape[0] != L
-        or cache.k.shape[2:] != (K, H)
+        or (cache.k.shape[1], cache.k.shape[3]) != (K, H)
         or cache.v.shape != cache.k.shape
     ):
         raise ValueError(
-            f"cache.k / cache.v must be [L, Smax, K, H] = [{L}, Smax, {K}, {H}], "
+            f"cache.k / cache.v must be [L, K, Smax, H] = [{L}, {K}, Smax, {H}], "
             f"got {cache.k.shape} / {cache.v.shape}"
         )
     s = _concrete_int(cache.seq_len)
@@ -133,7 +150,7 @@ def run_layers(
     the scan (e.g. random weights from a per-layer key), so only one layer exists at a time.
 
     Args:
-      layer_at: i (int32 scalar) -> (LayerParams, cache_k [Smax, K, H], cache_v [Smax, K, H]).
+      layer_at: i (int32 scalar) -> (LayerParams, cache_k [K, Smax, H], cache_v [K, Smax, H]).
       x: [T, D] residual stream (already rounded to the activation format).
       seq_len, rope: as ``decoder_layer``.
     Returns:
@@ -180,7 +197,7 @@ def expert_stack(
       layers: ``LayerParams`` stacked on a leading L axis.
       final_norm: [D].
       x: [T, D] expert input embedding (rounded by ``precision.act``: the device uploads it as bf16).
-      cache: ``KVCache`` with k / v [L, Smax, K, H].
+      cache: ``KVCache`` with k / v [L, K, Smax, H].
       attention: 'exact' or 'tail_slot' (see ``jaxref.layers``).
       kv_chunk: cache rows per online-softmax chunk (``jaxref.layers.attention_over_rows``).
       return_hidden: also return every layer's output.
@@ -231,7 +248,7 @@ def velocity(
     attention: str = "exact",
     precision: Precision = FP32,
     proj_precision: Precision = FP32,
-    kv_chunk: int | None = KV_CHUNK,
+    kv_chunk: int | str | None = "auto",
 ) -> jax.Array:
     """Flow-matching velocity ``v(x_t, t)``: action_in_proj -> decoder stack -> action_out_proj.
 
@@ -241,10 +258,12 @@ def velocity(
       cache: the VLM ``KVCache`` (never batched).
       precision: policy of the decoder stack; proj_precision: of the two projections (host fp32 on
         the device port).
-      kv_chunk: cache rows per online-softmax chunk (``jaxref.layers.attention_over_rows``).
+      kv_chunk: cache rows per online-softmax chunk (``jaxref.layers.attention_folded``; None =
+        dense); "auto": ``KV_CHUNK_BATCHED`` for x_t [B, T, A], else ``KV_CHUNK``.
     Returns:
       v shaped like x_t, float32.
     """
+    kv_chunk = resolve_kv_chunk(kv_chunk, batched=x_t.ndim == 3)
     if x_t.ndim == 3:
         t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x_t.shape[:1])
         one = functools.partial(
@@ -285,16 +304,20 @@ def sample(
     proj_precision: Precision = FP32,
     num_steps: int | None = None,
     x0: jax.Array | None = None,
-    kv_chunk: int | None = KV_CHUNK,
+    kv_chunk: int | str | None = "auto",
 ) -> tuple[jax.Array, jax.Array]:
     """Sample one trajectory's actions with the Euler flow-matching sampler (no guidance).
 
     ``x0 ~ N(0, I)`` of shape [T, A] from ``key`` (or the given ``x0``), ``num_steps`` (default
     ``cfg.num_steps`` = 10) Euler steps over ``t = linspace(0, 1, steps + 1)``.
 
+    ``kv_chunk``: as ``velocity`` ("auto" = ``KV_CHUNK``, one trajectory); pass
+    ``KV_CHUNK_BATCHED`` when vmapping ``sample`` over keys.
+
     Returns:
       (final action [T, A], per-step velocities [steps, T, A]), float32.
     """
+    kv_chunk = resolve_kv_chunk(kv_chunk, batched=False)
     steps = cfg.num_steps if num_steps is None else num_steps
     shape = (cfg.num_tokens, cfg.action_dim)
     if x0 is None:

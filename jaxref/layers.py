@@ -38,7 +38,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from jaxref.attention.reference import MASK_LSE, MASK_VALUE, attention_reference, check_qkv
+from jaxref.attention.reference import MASK_LSE, MASK_VALUE
 from jaxref.config import ExpertConfig
 from jaxref.precision import Precision
 
@@ -48,10 +48,13 @@ _HI = jax.lax.Precision.HIGHEST
 # The device's additive mask value for hidden cache rows (seeds/EXPERT_NOTES.md: 0 / -1e9).
 TAIL_MASK_VALUE = -1e9
 ATTENTION_MODES = ("exact", "tail_slot")
-# Key rows per online-softmax chunk of the cache attention (``attention_over_rows``): on 2 CPU cores
-# at S = 4700, within ~10% of the best of 256 / 512 / 1024 / unchunked for 1 trajectory, and the
-# best for 8 vmapped ones (unchunked, their scores spill out of cache: 1.5x slower).
-KV_CHUNK = 512
+# Key rows per online-softmax chunk of the cache attention (``attention_folded``), measured on 2 CPU
+# cores at alpamayo_tt shapes, S = 4700, head-major cache (one decoder layer, median ms):
+#   1 trajectory:           unchunked 74, 2400: 84, 1024: 87, 512: 94  -> KV_CHUNK = None (dense)
+#   vmap over 8 sharing it: unchunked ~850 (B x [K, G*T, S] scores, 150 MB, spill out of cache),
+#                           1024: 432, 512: 437, 256: 424             -> KV_CHUNK_BATCHED = 512
+KV_CHUNK = None
+KV_CHUNK_BATCHED = 512
 
 
 @jax.tree_util.register_dataclass
@@ -203,13 +206,113 @@ def _check_attention_args(q, k_own, v_own, cache_k, cache_v):
         raise ValueError(
             f"k_own / v_own must be [T, K, H] with T={T}, H={H}; got {k_own.shape} / {v_own.shape}"
         )
-    if cache_k.shape != cache_v.shape or cache_k.ndim != 3 or cache_k.shape[1:] != k_own.shape[1:]:
+    K = k_own.shape[1]
+    if cache_k.shape != cache_v.shape or cache_k.ndim != 3 or (cache_k.shape[0], cache_k.shape[2]) != (K, H):
         raise ValueError(
-            f"cache_k / cache_v must be [Smax, K, H] = [Smax, {k_own.shape[1]}, {H}]; "
+            f"cache_k / cache_v must be [K, Smax, H] = [{K}, Smax, {H}] (head-major); "
             f"got {cache_k.shape} / {cache_v.shape}"
         )
-    if N % k_own.shape[1]:
-        raise ValueError(f"q heads N={N} not divisible by kv heads K={k_own.shape[1]}")
+    if N % K:
+        raise ValueError(f"q heads N={N} not divisible by kv heads K={K}")
+
+
+def _check_rows_args(q, k, v) -> tuple[int, int, int, int, int, int]:
+    """Validate q [T, N, H] and head-major k, v [K, R, H]; return (T, R, N, K, G, H)."""
+    if q.ndim != 3:
+        raise ValueError(f"q must be [T, N, H], got shape {q.shape}")
+    if k.ndim != 3 or k.shape != v.shape:
+        raise ValueError(f"k and v must be [K, R, H] of equal shape, got k {k.shape}, v {v.shape}")
+    T, N, H = q.shape
+    K, R, Hk = k.shape
+    if Hk != H:
+        raise ValueError(f"head_dim mismatch: q has H={H}, k has H={Hk}")
+    if N % K:
+        raise ValueError(f"q heads N={N} not divisible by kv heads K={K}")
+    return T, R, N, K, N // K, H
+
+
+def fold_gqa(q: jax.Array, num_kv_heads: int) -> jax.Array:
+    """[T, N, H] -> [K, G*T, H], scaled by H**-0.5: the G q heads of kv head k and the T tokens
+    form the M = G*T rows of one matmul against that kv head's keys (row ``g*T + t`` is q head
+    ``k*G + g``, token t). float32."""
+    T, N, H = q.shape
+    K = num_kv_heads
+    G = N // K
+    return (q.astype(jnp.float32) * H**-0.5).reshape(T, K, G, H).transpose(1, 2, 0, 3).reshape(K, G * T, H)
+
+
+def unfold_gqa(out: jax.Array, lse: jax.Array, num_tokens: int) -> tuple[jax.Array, jax.Array]:
+    """Inverse of ``fold_gqa`` for the results: out [K, G*T, H] -> [T, N, H], lse [K, G*T] -> [N, T]."""
+    K, M, H = out.shape
+    T = num_tokens
+    G = M // T
+    return out.reshape(K, G, T, H).transpose(2, 0, 1, 3).reshape(T, K * G, H), lse.reshape(K * G, T)
+
+
+def attention_folded(
+    qm: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    *,
+    add: jax.Array | None = None,
+    kv_chunk: int | None = KV_CHUNK,
+) -> tuple[jax.Array, jax.Array]:
+    """Online-softmax attention of GQA-folded queries over head-major key rows (no transposes).
+
+    Args:
+      qm: [K, M, H] pre-scaled folded queries (``fold_gqa``).
+      k, v: [K, R, H] key / value rows (any float dtype; upcast to float32).
+      add: optional float32 [R] added to the scores; ``MASK_VALUE`` excludes a row exactly.
+      kv_chunk: key rows per chunk (static); None = one chunk (dense).
+    Returns:
+      out [K, M, H] float32 (normalised) and lse [K, M] (rows seeing nothing: out 0, lse ``MASK_LSE``).
+    """
+    K, M, H = qm.shape
+    R = k.shape[1]
+    C = R if kv_chunk is None else min(kv_chunk, R)
+    n_chunks = -(-R // C)
+    pad = n_chunks * C - R
+    k, v = k.astype(jnp.float32), v.astype(jnp.float32)
+    if pad:  # padded rows are excluded
+        add = jnp.zeros(R, jnp.float32) if add is None else add
+        add = jnp.pad(add, (0, pad), constant_values=MASK_VALUE)
+        k, v = (jnp.pad(a, ((0, 0), (0, pad), (0, 0))) for a in (k, v))
+    # The running max starts at FLOOR = MASK_VALUE / 2, above every excluded score and far below
+    # any real one (even with the -1e9 device bias), so exp(s - m) is exactly 0 on excluded rows
+    # even before a valid row was seen.
+
+    def chunk(carry, j):
+        m, l, acc = carry  # running max [K, M], sum [K, M], unnormalised output [K, M, H]
+        kc, vc = (jax.lax.dynamic_slice_in_dim(a, j * C, C, axis=1) for a in (k, v))
+        s = jnp.einsum("KMH,KSH->KMS", qm, kc, precision=_HI)  # [K, M, C]
+        if add is not None:
+            s = s + jax.lax.dynamic_slice_in_dim(add, j * C, C)
+        m_new = jnp.maximum(m, jnp.max(s, axis=-1))
+        p = jnp.exp(s - m_new[..., None])
+        corr = jnp.exp(m - m_new)
+        acc = acc * corr[..., None] + jnp.einsum("KMS,KSH->KMH", p, vc, precision=_HI)
+        return (m_new, l * corr + jnp.sum(p, axis=-1), acc), None
+
+    init = (
+        jnp.full((K, M), 0.5 * MASK_VALUE, jnp.float32),
+        jnp.zeros((K, M), jnp.float32),
+        jnp.zeros((K, M, H), jnp.float32),
+    )
+    if n_chunks == 1:
+        (m, l, acc), _ = chunk(init, 0)
+    else:
+        (m, l, acc), _ = jax.lax.scan(chunk, init, jnp.arange(n_chunks))
+    valid = l > 0
+    out = acc / jnp.where(valid, l, 1.0)[..., None]
+    lse = jnp.where(valid, m + jnp.log(jnp.where(valid, l, 1.0)), MASK_LSE)
+    return out, lse
+
+
+def _row_add(keep, bias):
+    """The additive score term of ``attention_over_rows``: bias, and ``MASK_VALUE`` where not kept."""
+    if keep is not None:
+        return jnp.where(keep, 0.0 if bias is None else bias.astype(jnp.float32), MASK_VALUE)
+    return None if bias is None else bias.astype(jnp.float32)
 
 
 def attention_over_rows(
@@ -221,19 +324,18 @@ def attention_over_rows(
     bias: jax.Array | None = None,
     kv_chunk: int | None = KV_CHUNK,
 ) -> tuple[jax.Array, jax.Array]:
-    """Non-causal GQA attention over key rows with a per-row keep-mask / additive bias, in chunks.
+    """Non-causal GQA attention over head-major key rows with a per-row keep-mask / additive bias.
 
-    Same math, layout and residuals as ``jaxref.attention.attention_reference`` (its oracle in the
-    tests), restricted to masks and biases that depend on the key row only (all the expert needs),
-    and evaluated as an online softmax over chunks of ``kv_chunk`` key rows (``lax.scan``) so that
-    the scores never exceed [N, T, kv_chunk]. Why not the dense reference: under ``vmap`` over B
-    trajectories sharing the cache, dense scores grow to B x [N, T, S] (150 MB per layer for B = 8,
-    S = 4700) and the layer becomes memory bound - slower than B sequential calls. Each chunk is
-    one matmul per kv head with G*T (times B under vmap) rows, the keys read in their [S, K, H]
-    layout.
+    Same math and residuals as ``jaxref.attention.attention_reference`` (its oracle in the tests,
+    called there with k, v transposed to its [S, K, H] layout), restricted to masks and biases that
+    depend on the key row only (all the expert needs). The keys are read in the head-major
+    [K, R, H] layout of HF's and the device's cache (no transpose of the cache), the G q heads of a
+    kv head folded into the M = G*T rows of one matmul per kv head (no K/V repeat), evaluated as an
+    online softmax over chunks of ``kv_chunk`` key rows (``lax.scan``) so that the scores never
+    exceed [K, M, kv_chunk]. Under ``vmap`` over B trajectories sharing the keys, M grows to B*G*T.
 
     Args:
-      q: [T, N, H]; k, v: [R, K, H] (N a multiple of K; q head n uses kv head n // G).
+      q: [T, N, H]; k, v: [K, R, H] (N a multiple of K; q head n uses kv head n // G).
       keep: optional bool [R]; False excludes a row exactly (it contributes 0 whatever finite
         values it holds).
       bias: optional float [R] added to the scaled scores (e.g. the device's 0 / -1e9 mask).
@@ -241,56 +343,14 @@ def attention_over_rows(
     Returns:
       out [T, N, H] float32 and lse [N, T] (fully excluded rows: out 0, lse ``MASK_LSE``).
     """
-    T, R, N, K, G, H = check_qkv(q, k, v)
+    T, R, _, K, _, _ = _check_rows_args(q, k, v)
     if kv_chunk is not None and kv_chunk <= 0:
         raise ValueError(f"kv_chunk={kv_chunk} must be > 0 (or None)")
     for name, a in (("keep", keep), ("bias", bias)):
         if a is not None and a.shape != (R,):
             raise ValueError(f"{name} must be [R] = ({R},), got shape {a.shape}")
-    C = R if kv_chunk is None else min(kv_chunk, R)
-    n_chunks = -(-R // C)
-    pad = n_chunks * C - R
-    k, v = k.astype(jnp.float32), v.astype(jnp.float32)
-    if pad:  # padded rows are excluded
-        keep = jnp.arange(R + pad) < R if keep is None else jnp.pad(keep, (0, pad))
-        k, v = (jnp.pad(a, ((0, pad), (0, 0), (0, 0))) for a in (k, v))
-        bias = None if bias is None else jnp.pad(bias, (0, pad))
-    # Excluded rows get MASK_VALUE added to their scores. The running max starts at FLOOR =
-    # MASK_VALUE / 2, above every excluded score and far below any real one (even with the -1e9
-    # device bias), so exp(s - m) is exactly 0 on excluded rows even before a valid row was seen.
-    add = None
-    if keep is not None:
-        add = jnp.where(keep, 0.0 if bias is None else bias.astype(jnp.float32), MASK_VALUE)
-    elif bias is not None:
-        add = bias.astype(jnp.float32)
-    # GQA fold: the G q heads of a kv head and the T tokens form M = G*T rows of one matmul.
-    qm = (q.astype(jnp.float32) * H**-0.5).reshape(T, K, G, H).transpose(1, 2, 0, 3).reshape(K, G * T, H)
-
-    def chunk(carry, j):
-        m, l, acc = carry  # running max [K, M], sum [K, M], unnormalised output [K, M, H]
-        kc, vc = (jax.lax.dynamic_slice_in_dim(a, j * C, C) for a in (k, v))
-        s = jnp.einsum("KMH,SKH->KMS", qm, kc, precision=_HI)  # [K, M, C]
-        if add is not None:
-            s = s + jax.lax.dynamic_slice_in_dim(add, j * C, C)
-        m_new = jnp.maximum(m, jnp.max(s, axis=-1))
-        p = jnp.exp(s - m_new[..., None])
-        corr = jnp.exp(m - m_new)
-        acc = acc * corr[..., None] + jnp.einsum("KMS,SKH->KMH", p, vc, precision=_HI)
-        return (m_new, l * corr + jnp.sum(p, axis=-1), acc), None
-
-    init = (
-        jnp.full((K, G * T), 0.5 * MASK_VALUE, jnp.float32),
-        jnp.zeros((K, G * T), jnp.float32),
-        jnp.zeros((K, G * T, H), jnp.float32),
-    )
-    if n_chunks == 1:
-        (m, l, acc), _ = chunk(init, 0)
-    else:
-        (m, l, acc), _ = jax.lax.scan(chunk, init, jnp.arange(n_chunks))
-    valid = l > 0
-    out = acc / jnp.where(valid, l, 1.0)[..., None]
-    lse = jnp.where(valid, m + jnp.log(jnp.where(valid, l, 1.0)), MASK_LSE)
-    return out.reshape(K, G, T, H).transpose(2, 0, 1, 3).reshape(T, N, H), lse.reshape(N, T)
+    out, lse = attention_folded(fold_gqa(q, K), k, v, add=_row_add(keep, bias), kv_chunk=kv_chunk)
+    return unfold_gqa(out, lse, T)
 
 
 def attend_exact(
@@ -306,35 +366,39 @@ def attend_exact(
 ) -> jax.Array:
     """Non-causal GQA attention over VLM cache rows ``[0, S)`` plus the T own keys (the exact form).
 
-    The cache part (``attention_over_rows``, rows ``>= S`` excluded by a boolean mask, so they
-    contribute nothing whatever finite values they hold) and the own part
-    (``attention_reference`` over the T own keys) are merged by their log-sum-exp: the single
-    softmax over ``cat(cache[:S], own)`` without copying the cache - and, under ``vmap`` over
-    trajectories, with one cache read for all of them.
+    The cache part (``attention_folded`` over the head-major cache, rows ``>= S`` excluded by the
+    mask value, so they contribute nothing whatever finite values they hold) and the own part
+    (the T own keys, one dense chunk) are merged by their log-sum-exp, in the GQA-folded layout:
+    the single softmax over ``cat(cache[:, :S], own)`` without copying or transposing the cache -
+    and, under ``vmap`` over trajectories, with one cache read for all of them.
 
     Args:
       q: [T, N, H] roped queries.
       k_own, v_own: [T, K, H] the expert tokens' roped keys / values.
-      cache_k, cache_v: [Smax, K, H] one layer of the VLM cache (roped keys as HF stores them).
+      cache_k, cache_v: [K, Smax, H] one layer of the VLM cache, head-major as HF and the device
+        store it (roped keys).
       seq_len: S, valid cache rows, 0 <= S <= Smax (python int or traced int32).
       kv_chunk: cache rows per online-softmax chunk (see ``attention_over_rows``).
     Returns:
       [T, N, H] float32 (rounded by ``precision.act``).
     """
     _check_attention_args(q, k_own, v_own, cache_k, cache_v)
-    smax = cache_k.shape[0]
+    if kv_chunk is not None and kv_chunk <= 0:
+        raise ValueError(f"kv_chunk={kv_chunk} must be > 0 (or None)")
+    K, smax = cache_k.shape[:2]
     s = _concrete_int(seq_len)
     if s is not None and not 0 <= s <= smax:
         raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={smax} (cache rows)")
-    keep = jnp.arange(smax) < jnp.asarray(seq_len, jnp.int32)  # [Smax]
-    out_c, lse_c = attention_over_rows(
-        q, precision.kv(cache_k), precision.kv(cache_v), keep=keep, kv_chunk=kv_chunk
+    add = jnp.where(jnp.arange(smax) < jnp.asarray(seq_len, jnp.int32), 0.0, MASK_VALUE)  # [Smax]
+    qm = fold_gqa(q, K)
+    out_c, lse_c = attention_folded(
+        qm, precision.kv(cache_k), precision.kv(cache_v), add=add, kv_chunk=kv_chunk
     )
-    out_o, lse_o = attention_reference(q, precision.kv(k_own), precision.kv(v_own))
-    lse = jnp.logaddexp(lse_c, lse_o)  # [N, T]; with S = 0, lse_c = MASK_LSE and its weight is exp(-huge) = 0
-    w_c = jnp.exp(lse_c - lse).T[..., None]  # [T, N, 1]
-    w_o = jnp.exp(lse_o - lse).T[..., None]
-    return precision.act(out_c * w_c + out_o * w_o)
+    own_k, own_v = (precision.kv(a).astype(jnp.float32).transpose(1, 0, 2) for a in (k_own, v_own))
+    out_o, lse_o = attention_folded(qm, own_k, own_v, kv_chunk=None)  # [K, M, H], [K, M]
+    lse = jnp.logaddexp(lse_c, lse_o)  # with S = 0, lse_c = MASK_LSE and its weight is exp(-huge) = 0
+    out = out_c * jnp.exp(lse_c - lse)[..., None] + out_o * jnp.exp(lse_o - lse)[..., None]
+    return precision.act(unfold_gqa(out, lse, q.shape[0])[0])
 
 
 def tail_slot_mask(seq_len, *, max_seq_len: int, num_tokens: int) -> jax.Array:
@@ -346,8 +410,11 @@ def tail_slot_mask(seq_len, *, max_seq_len: int, num_tokens: int) -> jax.Array:
 
 
 def write_tail_slot(cache: jax.Array, own: jax.Array) -> jax.Array:
-    """Write the own K or V [T, K, H] into cache rows ``[Smax - T, Smax)`` (the device's ``fill_cache``)."""
-    return jax.lax.dynamic_update_slice(cache, own.astype(cache.dtype), (cache.shape[0] - own.shape[0], 0, 0))
+    """Write the own K or V [T, K, H] into rows ``[Smax - T, Smax)`` of a head-major cache layer
+    [K, Smax, H] (the device's ``fill_cache``); returns [K, Smax, H] in the cache's dtype."""
+    T = own.shape[0]
+    own_hm = own.astype(cache.dtype).transpose(1, 0, 2)  # [K, T, H] (small: the cache is not transposed)
+    return jax.lax.dynamic_update_slice(cache, own_hm, (0, cache.shape[1] - T, 0))
 
 
 def attend_tail_slot(
@@ -370,12 +437,13 @@ def attend_tail_slot(
     serves every S. Under ``vmap`` over trajectories the write makes one cache copy per trajectory
     (as one device buffer per trajectory would); prefer ``attend_exact`` for batches.
 
-    Args: as ``attend_exact``; requires ``S <= Smax - T`` (checked when S is concrete).
+    Args: as ``attend_exact`` (cache_k, cache_v [K, Smax, H]); requires ``S <= Smax - T`` (checked
+      when S is concrete).
     Returns:
       [T, N, H] float32 (rounded by ``precision.act``).
     """
     _check_attention_args(q, k_own, v_own, cache_k, cache_v)
-    smax, T = cache_k.shape[0], q.shape[0]
+    smax, T = cache_k.shape[1], q.shape[0]
     s = _concrete_int(seq_len)
     if s is not None and not 0 <= s <= smax - T:
         raise ValueError(
@@ -444,7 +512,8 @@ def decoder_layer(
     Args:
       params: one layer's ``LayerParams`` (unstacked).
       x: [T, D] residual stream.
-      kv: (cache_k, cache_v), each [Smax, K, H]: this layer's VLM cache, rows [0, S) valid, roped.
+      kv: (cache_k, cache_v), each [K, Smax, H] (head-major, the HF / device layout): this layer's
+        VLM cache, rows [0, S) valid, roped.
       seq_len: S (python int or traced int32 scalar).
       rope: (cos, sin), each [T, H], for positions ``i + rope_delta + S`` (see ``rope_tables``).
       attention: 'exact' (``attend_exact``) or 'tail_slot' (``attend_tail_slot``, the device's form).
@@ -457,14 +526,14 @@ def decoder_layer(
     if x.shape != (cfg.num_tokens, cfg.hidden):
         raise ValueError(f"x must be [T, D] = {(cfg.num_tokens, cfg.hidden)}, got {x.shape}")
     cache_k, cache_v = kv
-    if cache_k.ndim != 3 or cache_k.shape[1:] != (cfg.num_kv_heads, cfg.head_dim):
+    if cache_k.ndim != 3 or (cache_k.shape[0], cache_k.shape[2]) != (cfg.num_kv_heads, cfg.head_dim):
         raise ValueError(
-            f"cache_k must be [Smax, K, H] = [Smax, {cfg.num_kv_heads}, {cfg.head_dim}], got {cache_k.shape}"
+            f"cache_k must be [K, Smax, H] = [{cfg.num_kv_heads}, Smax, {cfg.head_dim}], got {cache_k.shape}"
         )
     if attention == "tail_slot":
         s = _concrete_int(seq_len)
         if s is not None:
-            cfg.check_seq_len(s, max_seq_len=cache_k.shape[0])
+            cfg.check_seq_len(s, max_seq_len=cache_k.shape[1])
     cos, sin = rope
     h = rms_norm(x, params.input_norm, eps=cfg.rms_eps, precision=precision)
     q, k, v = project_qkv(params, h, cos, sin, cfg=cfg, precision=precision)

@@ -128,15 +128,15 @@ def _init_params(key, *, cfg, std, gamma_jitter, dtype):
 def init_cache_layer(
     key: jax.Array, cfg: ExpertConfig, seq_len: int, *, max_seq_len: int | None = None, fill: float = 0.0
 ) -> tuple[jax.Array, jax.Array]:
-    """One layer of a random VLM cache: (k, v), each [Smax, K, H]; rows [0, S) ~ N(0, 1) (roped
-    keys after the per-head k_norm have RMS ~ |gamma| ~ 1), rows [S, Smax) = ``fill``."""
+    """One layer of a random VLM cache: (k, v), each head-major [K, Smax, H]; rows [0, S) ~ N(0, 1)
+    (roped keys after the per-head k_norm have RMS ~ |gamma| ~ 1), rows [S, Smax) = ``fill``."""
     smax = seq_len if max_seq_len is None else max_seq_len
     if not 0 <= seq_len <= smax:
         raise ValueError(f"seq_len={seq_len} must satisfy 0 <= seq_len <= max_seq_len={smax}")
-    shape = (seq_len, cfg.num_kv_heads, cfg.head_dim)
+    shape = (cfg.num_kv_heads, seq_len, cfg.head_dim)
     z = _normals(key, {"k": shape, "v": shape})
-    pad = jnp.full((smax - seq_len, cfg.num_kv_heads, cfg.head_dim), fill, jnp.float32)
-    return jnp.concatenate([z["k"], pad]), jnp.concatenate([z["v"], pad])
+    pad = jnp.full((cfg.num_kv_heads, smax - seq_len, cfg.head_dim), fill, jnp.float32)
+    return jnp.concatenate([z["k"], pad], axis=1), jnp.concatenate([z["v"], pad], axis=1)
 
 
 def init_cache(
@@ -149,7 +149,7 @@ def init_cache(
     fill: float = 0.0,
     dtype=jnp.float32,
 ) -> KVCache:
-    """A random ``KVCache`` [L, Smax, K, H] (see ``init_cache_layer``); Smax defaults to S.
+    """A random ``KVCache`` [L, K, Smax, H] (see ``init_cache_layer``); Smax defaults to S.
     ``dtype``: storage dtype (a bf16 VLM stores a bf16 cache); generated one layer at a time."""
     k, v = _init_cache_layers(
         jax.random.split(key, cfg.num_layers),

@@ -135,11 +135,11 @@ def test_vmap_over_trajectories_equals_loop_and_shares_the_cache():
         x0 = jax.random.normal(k, (cfg.num_tokens, cfg.action_dim))
         np.testing.assert_allclose(a_b[i], x0 + 0.1 * v_b[i].sum(0), rtol=1e-5, atol=1e-5)
     # velocity on [B, T, A] is the same vmap; the exact formulation never materialises a per-trajectory
-    # copy of a cache layer ([B, Smax, K, H]); the tail-slot one writes own K/V into it, so it must.
+    # copy of a cache layer ([B, K, Smax, H]); the tail-slot one writes own K/V into it, so it must.
     xs = jax.random.normal(jax.random.key(2), (3, cfg.num_tokens, cfg.action_dim))
     vb = velocity_jit(params, xs, 0.4, cache, cfg=cfg)
     np.testing.assert_allclose(vb[1], velocity_jit(params, xs[1], 0.4, cache, cfg=cfg), rtol=1e-5, atol=1e-6)
-    per_traj_cache = (3, cache.max_seq_len, cfg.num_kv_heads, cfg.head_dim)
+    per_traj_cache = (3, cfg.num_kv_heads, cache.max_seq_len, cfg.head_dim)
     for attention, copies in (("exact", False), ("tail_slot", True)):
         jaxpr = jax.make_jaxpr(lambda x, a=attention: velocity(params, x, 0.4, cache, cfg=cfg, attention=a))(
             xs

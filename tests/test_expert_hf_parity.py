@@ -9,12 +9,12 @@ import pytest
 import torch
 from _expert_util import max_abs, pcc, tiny_setup
 
-from experiments.report import hf_cache, hf_expert_outputs, hf_text_config, hf_text_model
+from experiments.hf_oracle import hf_cache, hf_decoder_layer, hf_expert_outputs, hf_text_config, hf_text_model
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_rope, expert_stack
 from jaxref.layers import decoder_layer
 from jaxref.precision import Precision
-from jaxref.weights import init_cache, init_params, to_hf_state_dict
+from jaxref.weights import init_cache, init_params
 
 PCC_MIN, MAX_ABS = 0.999999, 1e-4
 
@@ -67,12 +67,8 @@ def test_tiny_decoder_layer_called_directly():
 
     cfg, params, cache, x = tiny_setup(seq_len=77, max_seq_len=200, rope_delta=-4)
     hf_cfg = hf_text_config(cfg, num_layers=1)
-    layer = Qwen3VLTextDecoderLayer(hf_cfg, 0).eval()
-    sd = to_hf_state_dict(params, cfg)
-    layer.load_state_dict(
-        {k[len("layers.1.") :]: torch.from_numpy(v) for k, v in sd.items() if k.startswith("layers.1.")},
-        strict=True,
-    )
+    layer = hf_decoder_layer(params, cfg, layer=1)
+    assert isinstance(layer, Qwen3VLTextDecoderLayer)
     T, S = cfg.num_tokens, 77
     pos = (torch.arange(T) + S - 4).view(1, 1, T).expand(3, 1, T)
     xt = torch.from_numpy(np.array(x))[None]

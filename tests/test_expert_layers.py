@@ -1,5 +1,6 @@
 """Layer building blocks against independent oracles: numpy formulas, HF transformers' own RMSNorm /
-RoPE modules, the dense ``attention_reference`` over an explicitly concatenated key set."""
+RoPE modules, the dense ``attention_reference`` over an explicitly concatenated key set (the expert's
+cache is head-major [K, S, H]; the oracle keeps its [S, K, H] layout, so the tests transpose)."""
 
 import dataclasses
 
@@ -105,10 +106,16 @@ def test_apply_rope_matches_hf_rotate_half():
 
 
 # ---- attention over the cache --------------------------------------------------------------
+def _hm(a):
+    """[S, K, H] (the oracle's layout) <-> [K, S, H] (the expert cache's head-major layout)."""
+    return jnp.swapaxes(a, 0, 1)
+
+
 def _attn_inputs(S, smax=256, T=64, N=4, K=2, H=16, garbage=7.0, seed=0):
+    """q [T, N, H], own k / v [T, K, H], head-major cache k / v [K, Smax, H] (garbage in rows >= S)."""
     q, ko, vo = _rand(seed, (T, N, H)), _rand(seed + 1, (T, K, H)), _rand(seed + 2, (T, K, H))
-    ck, cv = _rand(seed + 3, (smax, K, H)), _rand(seed + 4, (smax, K, H))
-    rows = jnp.arange(smax)[:, None, None]
+    ck, cv = _rand(seed + 3, (K, smax, H)), _rand(seed + 4, (K, smax, H))
+    rows = jnp.arange(smax)[None, :, None]
     ck = jnp.where(rows < S, ck, garbage)
     cv = jnp.where(rows < S, cv, garbage)
     return q, ko, vo, ck, cv
@@ -128,7 +135,7 @@ def test_attention_over_rows_equals_dense_reference(kv_chunk):
             mask=kw.get("keep", jnp.ones(300, bool))[None, None, :],
             bias=kw.get("bias", jnp.zeros(300))[None, None, :],
         )
-        out, lse = attention_over_rows(q, k, v, kv_chunk=kv_chunk, **kw)
+        out, lse = attention_over_rows(q, _hm(k), _hm(v), kv_chunk=kv_chunk, **kw)
         assert max_abs(out, want_o) < 1e-5 and max_abs(lse, want_l) < 1e-5, kw.keys()
 
 
@@ -136,22 +143,31 @@ def test_attention_over_rows_fully_excluded_and_bad_args():
     q, k, v = _rand(10, (64, 4, 16)), _rand(11, (300, 2, 16)), _rand(12, (300, 2, 16))
     keep = jnp.arange(300) >= 290  # the first 5 chunks of 64 rows see nothing valid
     want_o, want_l = attention_reference(q, k, v, mask=keep[None, None, :])
-    out, lse = attention_over_rows(q, k, v, keep=keep, kv_chunk=64)
+    kh, vh = _hm(k), _hm(v)
+    out, lse = attention_over_rows(q, kh, vh, keep=keep, kv_chunk=64)
     assert max_abs(out, want_o) < 2e-6 and max_abs(lse, want_l) < 2e-5
-    out, lse = attention_over_rows(q, k, v, keep=jnp.zeros(300, bool), kv_chunk=64)
+    out, lse = attention_over_rows(q, kh, vh, keep=jnp.zeros(300, bool), kv_chunk=64)
     np.testing.assert_array_equal(out, 0.0)
     np.testing.assert_array_equal(lse, attention_reference(q, k, v, mask=jnp.zeros((1, 1, 300), bool))[1])
     with pytest.raises(ValueError, match="kv_chunk=0"):
-        attention_over_rows(q, k, v, kv_chunk=0)
+        attention_over_rows(q, kh, vh, kv_chunk=0)
     with pytest.raises(ValueError, match="keep must be"):
-        attention_over_rows(q, k, v, keep=jnp.ones(10, bool))
+        attention_over_rows(q, kh, vh, keep=jnp.ones(10, bool))
+    with pytest.raises(ValueError, match="k and v must be"):
+        attention_over_rows(q, kh, vh[:, :10])
+    with pytest.raises(ValueError, match="head_dim mismatch"):
+        attention_over_rows(q, kh[..., :8], vh[..., :8])
 
 
 @pytest.mark.parametrize("S", [0, 1, 100, 192], ids=lambda s: f"S{s}")
 def test_attend_exact_equals_dense_attention_over_concatenated_keys(S):
     q, ko, vo, ck, cv = _attn_inputs(S)
-    want, _ = attention_reference(q, jnp.concatenate([ck[:S], ko]), jnp.concatenate([cv[:S], vo]))
+    want, _ = attention_reference(
+        q, jnp.concatenate([_hm(ck)[:S], ko]), jnp.concatenate([_hm(cv)[:S], vo])
+    )
     assert max_abs(attend_exact(q, ko, vo, ck, cv, S), want) < 2e-6
+    for chunk in (None, 64, 100):  # the cache part in chunks (the default for vmapped trajectories)
+        assert max_abs(attend_exact(q, ko, vo, ck, cv, S, kv_chunk=chunk), want) < 2e-6
 
 
 @pytest.mark.parametrize("S", [0, 37, 100, 192], ids=lambda s: f"S{s}")
@@ -217,7 +233,9 @@ def test_decoder_layer_rejects_bad_arguments():
     with pytest.raises(ValueError, match="x must be"):
         decoder_layer(layer0, x[:10], kv, 100, rope, cfg=cfg)
     with pytest.raises(ValueError, match="cache_k must be"):
-        decoder_layer(layer0, x, (cache.k[0][:, :1], cache.v[0][:, :1]), 100, rope, cfg=cfg)
+        decoder_layer(layer0, x, (cache.k[0][:1], cache.v[0][:1]), 100, rope, cfg=cfg)
+    with pytest.raises(ValueError, match="cache_k must be"):  # the old [Smax, K, H] layout
+        decoder_layer(layer0, x, (_hm(cache.k[0]), _hm(cache.v[0])), 100, rope, cfg=cfg)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from _expert_util import torch_action_in_proj
 
-from experiments.report import hf_text_model
+from experiments.hf_oracle import hf_text_model
 from jaxref.config import ActionInConfig, ExpertConfig
 from jaxref.weights import (
     from_hf_state_dict,
@@ -118,8 +118,8 @@ def test_init_scales_and_storage_dtype(params):
         p16.layers.wq.astype(jnp.float32), p.layers.wq.astype(jnp.bfloat16).astype(jnp.float32)
     )
     c = init_cache(jax.random.key(2), cfg, 10, max_seq_len=40, fill=7.0, rope_delta=3)
-    assert c.k.shape == (2, 40, 2, 16) and int(c.seq_len) == 10 and int(c.rope_delta) == 3
-    assert np.all(np.asarray(c.k[:, 10:]) == 7.0) and float(jnp.std(c.k[:, :10])) == pytest.approx(
+    assert c.k.shape == (2, 2, 40, 16) and int(c.seq_len) == 10 and int(c.rope_delta) == 3  # [L, K, Smax, H]
+    assert np.all(np.asarray(c.k[:, :, 10:]) == 7.0) and float(jnp.std(c.k[:, :, :10])) == pytest.approx(
         1.0, rel=0.1
     )
     with pytest.raises(ValueError, match="seq_len=50"):
