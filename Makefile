@@ -34,7 +34,7 @@ report: $(VENV)/.installed
 test: test-core test-ttnn
 
 test-core: $(VENV)/.installed
-	$(VPY) -m pytest -q
+	$(VPY) -m pytest -q -n auto
 
 # quantize_bfp / round_bf16 bit for bit against ttnn's host converter (mock Blackhole, no chip needed).
 test-ttnn: $(TTNN_VENV)/.installed

@@ -8,7 +8,9 @@
 2. the HF parity table: per-layer PCC / max-abs error of the golden against HF transformers
    (``Qwen3VLTextModel``, fp32, eager attention, 4-D additive mask, the VLM cache in a
    ``DynamicCache``) for ``tiny`` and for a 2-layer model at ``alpamayo_tt`` widths with S = 4600,
-   in both attention formulations (exact, device tail-slot).
+   in both attention formulations (exact, device tail-slot);
+3. the Blackhole cost-model section: DRAM floor / predicted / measured time per op class of the
+   port's 32.5 ms step (``costmodel``; a prediction, not a device measurement).
 
 Memory: 64 layers of fp32 weights are ~9.7 GB and the fp32 cache another ~2.4 GB, too much for a
 shared 24 GB machine. By default (``--weights bf16``) the random weights and cache are rounded to
@@ -271,6 +273,25 @@ def hf_parity_table(*, seq_len: int = 4600, seed: int = 0) -> str:
     )
 
 
+def costmodel_section() -> str:
+    """Where the port's 32.5 ms/step go, per the calibrated Blackhole roofline (predicted, not measured).
+
+    The DRAM floor / predicted / measured split per op class at the port's setting
+    (``costmodel.roofline.gap_table``); ``python -m experiments.costmodel_fit`` prints the full fit.
+    """
+    from costmodel.blackhole import BlackholeConfig
+    from costmodel.fitted import load_fitted
+    from costmodel.hardware import blackhole_p150a
+    from costmodel.roofline import format_gap_table, gap_table, measured_op_times
+
+    cfg = ExpertConfig.alpamayo_tt()
+    table = gap_table(blackhole_p150a(), load_fitted(), BlackholeConfig.port(cfg), cfg=cfg,
+                      measured_ops=measured_op_times())
+    return ("== Blackhole cost model at the port's setting (p150a, S 4700, Smax 8192, bf16 cache, bfp8 weights)\n"
+            "   floor = weights + KV at peak DRAM bandwidth; predicted = calibrated model; measured = the notes\n"
+            + format_gap_table(table))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="alpamayo_tt", choices=["alpamayo_tt", "alpamayo_r1", "tiny"])
@@ -281,6 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-hf", action="store_true", help="omit the HF parity table")
+    ap.add_argument("--skip-costmodel", action="store_true", help="omit the Blackhole cost-model section")
     args = ap.parse_args(argv)
     print(
         expert_section(
@@ -295,6 +317,9 @@ def main(argv: list[str] | None = None) -> None:
     if not args.skip_hf:
         print()
         print(hf_parity_table(seq_len=args.seq_len, seed=args.seed), flush=True)
+    if not args.skip_costmodel:
+        print()
+        print(costmodel_section(), flush=True)
 
 
 if __name__ == "__main__":
