@@ -108,23 +108,23 @@ class ExpertConfig:
     @classmethod
     def alpamayo_tt(cls, **overrides) -> ExpertConfig:
         """The Blackhole device port (seeds/EXPERT_NOTES.md): 64 layers, D 1536, 16/8 heads, F 6144."""
-        base = dict(num_layers=64, hidden=1536, num_heads=16, num_kv_heads=8, head_dim=128, ffn=6144,
-                    rope_theta=5e6, rms_eps=1e-6, num_tokens=64, action_dim=2, max_seq_len=8192)
+        base = {"num_layers": 64, "hidden": 1536, "num_heads": 16, "num_kv_heads": 8, "head_dim": 128,
+                "ffn": 6144, "rope_theta": 5e6, "rms_eps": 1e-6, "num_tokens": 64, "action_dim": 2, "max_seq_len": 8192}
         return cls(**{**base, **overrides})
 
     @classmethod
     def alpamayo_r1(cls, **overrides) -> ExpertConfig:
         """Third-party reading of the public R1 checkpoint (unverified): 36 layers, D 2048, F 8256."""
-        base = dict(num_layers=36, hidden=2048, num_heads=16, num_kv_heads=8, head_dim=128, ffn=8256,
-                    rope_theta=5e6, rms_eps=1e-6, num_tokens=64, action_dim=2, max_seq_len=8192)
+        base = {"num_layers": 36, "hidden": 2048, "num_heads": 16, "num_kv_heads": 8, "head_dim": 128,
+                "ffn": 8256, "rope_theta": 5e6, "rms_eps": 1e-6, "num_tokens": 64, "action_dim": 2, "max_seq_len": 8192}
         return cls(**{**base, **overrides})
 
     @classmethod
     def tiny(cls, **overrides) -> ExpertConfig:
         """A small model for tests: same code paths (GQA G=2, T=64 tokens), seconds on a CPU."""
-        base = dict(num_layers=2, hidden=64, num_heads=4, num_kv_heads=2, head_dim=16, ffn=128,
-                    rope_theta=5e6, rms_eps=1e-6, num_tokens=64, action_dim=2, max_seq_len=256,
-                    action_in=ActionInConfig(hidden=32, num_layers=2))
+        base = {"num_layers": 2, "hidden": 64, "num_heads": 4, "num_kv_heads": 2, "head_dim": 16, "ffn": 128,
+                "rope_theta": 5e6, "rms_eps": 1e-6, "num_tokens": 64, "action_dim": 2, "max_seq_len": 256,
+                "action_in": ActionInConfig(hidden=32, num_layers=2)}
         return cls(**{**base, **overrides})
 
     @classmethod
