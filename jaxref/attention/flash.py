@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive, check_schedule_args
-from jaxref.attention.schedule import FlashSchedule, sweep_counts
+from jaxref.attention.schedule import FlashSchedule, problem_counts
 from jaxref.attention.sweep import (
     FUTURE,
     PARTIAL,
@@ -107,9 +107,7 @@ def flash_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry 
     kinds += [(qi, kj, FUTURE) for _, qi, kj in plan.future]
     io_bytes = num_queries * g.num_heads * g.head_dim * dtype_bytes
     return FlashSchedule(
-        **sweep_counts((plan,), num_kv_heads=g.num_kv_heads, heads_per_lane=g.group, head_dim=g.head_dim,
-                       dtype_bytes=dtype_bytes),
-        num_queries=num_queries, num_keys=num_keys, num_heads=g.num_heads, num_kv_heads=g.num_kv_heads,
-        head_dim=g.head_dim, tile=plan.tile, q_block=plan.q_block, causal=causal, causal_skip=causal_skip,
-        dtype_bytes=dtype_bytes, num_q_blocks=plan.num_q_blocks, num_kv_tiles=plan.num_tiles,
+        **problem_counts((plan,), g, num_queries=num_queries, num_keys=num_keys, causal=causal,
+                         heads_per_lane=g.group, dtype_bytes=dtype_bytes),
+        causal_skip=causal_skip, num_q_blocks=plan.num_q_blocks, num_kv_tiles=plan.num_tiles,
         q_bytes=io_bytes, out_bytes=io_bytes, tiles=tuple(sorted(kinds)))

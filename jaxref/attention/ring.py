@@ -36,7 +36,7 @@ from jaxref.attention.geometry import (
     check_schedule_args,
 )
 from jaxref.attention.placement import KVPlacement
-from jaxref.attention.schedule import RingSchedule, sweep_counts
+from jaxref.attention.schedule import RingSchedule, problem_counts
 from jaxref.attention.sweep import (
     SweepPlan,
     finalize,
@@ -170,11 +170,9 @@ def ring_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry |
                     skipped += 1
     sent_keys = sum(block_tokens[(c - s) % C] for s in range(C - 1) for c in range(C))
     return RingSchedule(
-        **sweep_counts(plans, num_kv_heads=g.num_kv_heads, heads_per_lane=1, head_dim=g.head_dim,
-                       dtype_bytes=dtype_bytes),
-        num_queries=num_queries, num_keys=num_keys, num_heads=g.num_heads, num_kv_heads=g.num_kv_heads,
-        head_dim=g.head_dim, tile=plans[0].tile, q_block=plans[0].q_block, causal=causal,
-        dtype_bytes=dtype_bytes, num_cubes=C, ordering=ordering, block_tokens=block_tokens, steps=C,
+        **problem_counts(plans, g, num_queries=num_queries, num_keys=num_keys, causal=causal,
+                         heads_per_lane=1, dtype_bytes=dtype_bytes),
+        num_cubes=C, ordering=ordering, block_tokens=block_tokens, steps=C,
         block_steps_run=run, block_steps_skipped=skipped, block_steps_empty=empty,
         step_cube_tiles=tuple(step_cube), critical_path_tiles=sum(max(t) for t in step_cube),
         step_cube_flops=tuple(step_flops), critical_path_flops=sum(max(f) for f in step_flops),

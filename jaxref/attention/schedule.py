@@ -59,8 +59,8 @@ def sweep_counts(plans: tuple[SweepPlan, ...], *, num_kv_heads: int, heads_per_l
 
 
 @dataclasses.dataclass(frozen=True)
-class FlashSchedule(SweepCounts):
-    """Single-device tiled flash attention (ADR sections 3, 5.2, 5.4)."""
+class ProblemCounts(SweepCounts):
+    """The problem every schedule describes (shared fields), plus its tile-loop work."""
 
     num_queries: int  # T
     num_keys: int  # S
@@ -70,8 +70,26 @@ class FlashSchedule(SweepCounts):
     tile: int  # effective KV tile (keys)
     q_block: int  # effective query block (rows)
     causal: bool
+    dtype_bytes: int  # bytes per K / V / q element
+
+
+def problem_counts(plans: tuple[SweepPlan, ...], geometry, *, num_queries: int, num_keys: int, causal: bool,
+                   heads_per_lane: int, dtype_bytes: int) -> dict:
+    """ProblemCounts fields of one or several sweeps over the same problem (``geometry``: an
+    ``AttentionGeometry``; ``heads_per_lane``: q heads sharing a lane's K/V tile, G or 1)."""
+    g = geometry
+    return dict(
+        **sweep_counts(plans, num_kv_heads=g.num_kv_heads, heads_per_lane=heads_per_lane, head_dim=g.head_dim,
+                       dtype_bytes=dtype_bytes),
+        num_queries=num_queries, num_keys=num_keys, num_heads=g.num_heads, num_kv_heads=g.num_kv_heads,
+        head_dim=g.head_dim, tile=plans[0].tile, q_block=plans[0].q_block, causal=causal, dtype_bytes=dtype_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlashSchedule(ProblemCounts):
+    """Single-device tiled flash attention (ADR sections 3, 5.2, 5.4)."""
+
     causal_skip: bool
-    dtype_bytes: int
     num_q_blocks: int
     num_kv_tiles: int
     q_bytes: int  # q read once per q block: T * N * H * dtype_bytes
@@ -109,18 +127,9 @@ class ReducePlan:
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitKVSchedule(SweepCounts):
+class SplitKVSchedule(ProblemCounts):
     """Decode-SP: per-rank flash sweep of a static KV shard + reduce-to-root (ADR sections 4, 5.3)."""
 
-    num_queries: int
-    num_keys: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    tile: int
-    q_block: int
-    causal: bool
-    dtype_bytes: int
     acc_bytes: int
     num_cubes: int
     pes_per_cube: int
@@ -143,18 +152,9 @@ class SplitKVSchedule(SweepCounts):
 
 
 @dataclasses.dataclass(frozen=True)
-class RingSchedule(SweepCounts):
+class RingSchedule(ProblemCounts):
     """Prefill-SP: head-parallel ring KV (ADR section 5.5). One q head per CUBE, C = G."""
 
-    num_queries: int
-    num_keys: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    tile: int
-    q_block: int
-    causal: bool
-    dtype_bytes: int
     num_cubes: int  # C = G
     ordering: str  # 'contiguous' | 'zigzag' | 'striped'
     block_tokens: tuple[int, ...]  # keys in each KV block (block j starts on CUBE j)

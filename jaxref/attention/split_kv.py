@@ -23,7 +23,7 @@ from jaxref.attention.flash import TileConfig
 from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive, check_schedule_args
 from jaxref.attention.placement import KVPlacement
 from jaxref.attention.reduce import check_mesh, reduce_partials, reduce_plan
-from jaxref.attention.schedule import SplitKVSchedule, sweep_counts
+from jaxref.attention.schedule import SplitKVSchedule, problem_counts
 from jaxref.attention.sweep import (
     Partial,
     SweepPlan,
@@ -140,10 +140,8 @@ def split_kv_schedule(num_queries: int, num_keys: int, geometry: AttentionGeomet
     payload = g.num_kv_heads * num_queries * g.group * (g.head_dim + 2) * acc_bytes
     msgs = rplan.messages()
     return SplitKVSchedule(
-        **sweep_counts((plan,), num_kv_heads=g.num_kv_heads, heads_per_lane=g.group, head_dim=g.head_dim,
-                       dtype_bytes=dtype_bytes),
-        num_queries=num_queries, num_keys=num_keys, num_heads=g.num_heads, num_kv_heads=g.num_kv_heads,
-        head_dim=g.head_dim, tile=plan.tile, q_block=plan.q_block, causal=causal, dtype_bytes=dtype_bytes,
+        **problem_counts((plan,), g, num_queries=num_queries, num_keys=num_keys, causal=causal,
+                         heads_per_lane=g.group, dtype_bytes=dtype_bytes),
         acc_bytes=acc_bytes, num_cubes=num_cubes, pes_per_cube=pes_per_cube, placement=placement,
         start_cube=start_cube, start_pe=start_pe, capacity=pl.capacity,
         rank_tokens=tuple(int(x) for x in valid.sum(1)), rank_tiles=rank_tiles,
