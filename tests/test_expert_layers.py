@@ -159,13 +159,16 @@ def test_attention_over_rows_fully_excluded_and_bad_args():
         attention_over_rows(q, kh[..., :8], vh[..., :8])
 
 
-@pytest.mark.parametrize("S", [0, 1, 100, 192], ids=lambda s: f"S{s}")
+@pytest.mark.parametrize("S", [0, 1, 100, 192, 256], ids=lambda s: f"S{s}")  # 256 = Smax: no mask pass
 def test_attend_exact_equals_dense_attention_over_concatenated_keys(S):
     q, ko, vo, ck, cv = _attn_inputs(S)
+    assert ck.shape[1] == 256
     want, _ = attention_reference(
         q, jnp.concatenate([_hm(ck)[:S], ko]), jnp.concatenate([_hm(cv)[:S], vo])
     )
     assert max_abs(attend_exact(q, ko, vo, ck, cv, S), want) < 2e-6
+    traced = jax.jit(attend_exact)(q, ko, vo, ck, cv, jnp.int32(S))  # traced S: always the masked path
+    assert max_abs(traced, want) < 2e-6
     for chunk in (None, 64, 100):  # the cache part in chunks (the default for vmapped trajectories)
         assert max_abs(attend_exact(q, ko, vo, ck, cv, S, kv_chunk=chunk), want) < 2e-6
 
