@@ -42,6 +42,7 @@ from jaxref.action import UnicycleConfig, action_in_proj, action_out_proj, actio
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_rope, expert_stack, run_layers, velocity
 from jaxref.layers import rms_norm
+from jaxref.numerics import pcc
 from jaxref.weights import (
     init_cache,
     init_cache_layer,
@@ -57,12 +58,6 @@ def format_table(header: list[str], rows: list[list[object]]) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
     return "\n".join([line(cells[0]), line(["-" * w for w in widths])] + [line(r) for r in cells[1:]])
-
-
-def pcc(a, b) -> float:
-    """Pearson correlation of the flattened arrays (float64)."""
-    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
-    return float(np.corrcoef(a, b)[0, 1])
 
 
 # ---- section 1: the expert golden at alpamayo_tt shapes ------------------------------------
@@ -244,8 +239,8 @@ def hf_parity_rows(
                     label,
                     mode,
                     name,
-                    f"{pcc(ours, ref):.9f}",
-                    f"{1.0 - pcc(ours, ref):.1e}",
+                    f"{pcc(ref, ours):.9f}",
+                    f"{1.0 - pcc(ref, ours):.1e}",
                     f"{np.abs(ours - ref).max():.2e}",
                     f"{np.abs(ref).max():.2f}",
                 ]
