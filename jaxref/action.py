@@ -2,7 +2,8 @@
 
 Semantics: ``shared/REFERENCE.md`` section 1 (alpamayo ``PerWaypointActionInProjV2``,
 ``Linear(hidden, 2)`` action_out_proj, ``flow_matching`` Euler sampler,
-``UnicycleAccelCurvatureActionSpace.action_to_traj``). Weight layout ``[in, out]`` as everywhere.
+``UnicycleAccelCurvatureActionSpace.action_to_traj``). Weights are held ``[in, out]`` (``x @ W``):
+these small host-side Linears are not worth the decoder's [out, in] GEMM layout.
 
 Precision hooks (identity under fp32): ``p.weight`` on the Linear weights, ``p.norm_weight`` on
 gammas *and biases* (the small non-matmul parameters, bf16 in an HF bf16 model), ``p.act`` on the

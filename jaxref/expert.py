@@ -22,11 +22,10 @@ unbatched (``in_axes=None``); ``sample`` is vmap-able over keys the same way:
 layer for all B trajectories and never copied (the tail-slot form writes each trajectory's own K/V
 into it, which needs a copy per trajectory, as one device buffer per trajectory would).
 
-Cache-attention chunking (``kv_chunk``, see ``jaxref.layers.KV_CHUNK``): one trajectory is fastest
-unchunked (dense), B vmapped trajectories in chunks (their scores are B times larger).
-``velocity`` / ``sample`` default to ``kv_chunk="auto"``: ``KV_CHUNK_BATCHED`` for a batched x_t
-[B, T, A], else ``KV_CHUNK``. A caller vmapping ``sample`` itself should pass
-``kv_chunk=KV_CHUNK_BATCHED`` (results agree to float32 rounding either way).
+Cache-attention chunking (``kv_chunk``, default ``jaxref.layers.KV_CHUNK`` = None, dense): under
+vmap the cache attention runs trajectory after trajectory (``jaxref.layers.attention_folded``), so
+dense is fastest for one trajectory and for a batch alike; chunks bound the scores' memory (e.g. for
+gradients, which evaluate the batch at once). Results agree to float32 rounding either way.
 
 Jitted entry points: ``velocity_jit`` and ``sample_jit`` (static: cfg, attention, precision,
 proj_precision, kv_chunk, num_steps).
@@ -46,7 +45,6 @@ from jaxref.config import ExpertConfig
 from jaxref.layers import (
     ATTENTION_MODES,
     KV_CHUNK,
-    KV_CHUNK_BATCHED,
     LayerParams,
     _concrete_int,
     decoder_layer,
@@ -101,12 +99,10 @@ class KVCache:
         )
 
 
-def resolve_kv_chunk(kv_chunk, *, batched: bool) -> int | None:
-    """``"auto"`` -> ``KV_CHUNK_BATCHED`` if ``batched`` else ``KV_CHUNK``; an int or None passes through."""
-    if kv_chunk == "auto":
-        return KV_CHUNK_BATCHED if batched else KV_CHUNK
-    if kv_chunk is not None and (not isinstance(kv_chunk, int) or kv_chunk <= 0):
-        raise ValueError(f"kv_chunk={kv_chunk!r} must be a positive int, None or 'auto'")
+def check_kv_chunk(kv_chunk) -> int | None:
+    """Return ``kv_chunk`` if it is None or a positive int, else raise ValueError."""
+    if kv_chunk is not None and (not isinstance(kv_chunk, int) or isinstance(kv_chunk, bool) or kv_chunk <= 0):
+        raise ValueError(f"kv_chunk={kv_chunk!r} must be a positive int or None (dense)")
     return kv_chunk
 
 
@@ -248,7 +244,7 @@ def velocity(
     attention: str = "exact",
     precision: Precision = FP32,
     proj_precision: Precision = FP32,
-    kv_chunk: int | str | None = "auto",
+    kv_chunk: int | None = KV_CHUNK,
 ) -> jax.Array:
     """Flow-matching velocity ``v(x_t, t)``: action_in_proj -> decoder stack -> action_out_proj.
 
@@ -259,11 +255,11 @@ def velocity(
       precision: policy of the decoder stack; proj_precision: of the two projections (host fp32 on
         the device port).
       kv_chunk: cache rows per online-softmax chunk (``jaxref.layers.attention_folded``; None =
-        dense); "auto": ``KV_CHUNK_BATCHED`` for x_t [B, T, A], else ``KV_CHUNK``.
+        dense, the default and fastest).
     Returns:
       v shaped like x_t, float32.
     """
-    kv_chunk = resolve_kv_chunk(kv_chunk, batched=x_t.ndim == 3)
+    kv_chunk = check_kv_chunk(kv_chunk)
     if x_t.ndim == 3:
         t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x_t.shape[:1])
         one = functools.partial(
@@ -304,20 +300,19 @@ def sample(
     proj_precision: Precision = FP32,
     num_steps: int | None = None,
     x0: jax.Array | None = None,
-    kv_chunk: int | str | None = "auto",
+    kv_chunk: int | None = KV_CHUNK,
 ) -> tuple[jax.Array, jax.Array]:
     """Sample one trajectory's actions with the Euler flow-matching sampler (no guidance).
 
     ``x0 ~ N(0, I)`` of shape [T, A] from ``key`` (or the given ``x0``), ``num_steps`` (default
     ``cfg.num_steps`` = 10) Euler steps over ``t = linspace(0, 1, steps + 1)``.
 
-    ``kv_chunk``: as ``velocity`` ("auto" = ``KV_CHUNK``, one trajectory); pass
-    ``KV_CHUNK_BATCHED`` when vmapping ``sample`` over keys.
+    ``kv_chunk``: as ``velocity``.
 
     Returns:
       (final action [T, A], per-step velocities [steps, T, A]), float32.
     """
-    kv_chunk = resolve_kv_chunk(kv_chunk, batched=False)
+    kv_chunk = check_kv_chunk(kv_chunk)
     steps = cfg.num_steps if num_steps is None else num_steps
     shape = (cfg.num_tokens, cfg.action_dim)
     if x0 is None:

@@ -4,10 +4,15 @@ Pure functions on arrays and on the ``LayerParams`` pytree; no batch axis (``jax
 Dimension vocabulary: T expert tokens, S valid VLM cache rows, Smax cache capacity, N q heads,
 K kv heads, G = N // K, H head_dim, D model width, F MLP width.
 
-Parameter layout is the device's: every matmul weight is stored ``[in, out]`` (``x @ W``), with the
-head axes split out (``wq [D, N, H]``, ``wo [N, H, D]``); HF import/export transposes
-(``jaxref.weights``). Since H is a multiple of 16, a block format that groups 16 consecutive values
-of the last axis groups exactly the same values as in the device's fused ``wqkv [D, (N + 2K) H]``.
+Parameter layout is HF's ``nn.Linear`` one: every matmul weight is stored ``[out, in]``, with the
+head axes split out (``wq [N, H, D]``, ``wo [D, N, H]``), so HF import/export is a reshape
+(``jaxref.weights``). With few rows (T = 64 tokens) each projection is computed as ``(W @ x.T).T``
+(``linear``): with the weight as the left operand in its stored row-major layout, XLA:CPU's GEMM
+runs ~20% faster than ``x @ W`` with W stored [in, out] (measured at alpamayo_tt shapes: the MLP
+23.3 -> 19.3 ms, wo 3.9 -> 2.2 ms). The device stores weights transposed, [in, out]; its block formats group 16
+consecutive values along the output axis, which is what ``precision.weight(W, axis=0)`` rounds
+here (H is a multiple of 16, so the groups of ``wq [N*H, D]``'s axis 0 are those of the device's
+fused ``wqkv [D, (N + 2K) H]``).
 
 Precision hooks (``jaxref.precision.Precision``), one per rounding point of the device graph
 (``seeds/EXPERT_NOTES.md``, 19 ttnn ops per layer). All are the identity under ``Precision.fp32()``:
@@ -15,7 +20,7 @@ Precision hooks (``jaxref.precision.Precision``), one per rounding point of the 
   ==========================  ===========================================================
   hook                        where
   ==========================  ===========================================================
-  ``p.weight(W)``             every matmul weight, *inside* the layer (so under
+  ``p.weight(W, axis=0)``     every matmul weight [out, in], *inside* the layer (so under
                               ``lax.scan`` only one layer's rounded copy exists at a time)
   ``p.norm_weight(g)``        every RMSNorm gamma (input, post-attention, q_norm, k_norm)
   ``p.act(.)``                rms_norm (after the normalisation *and* after the gamma
@@ -34,6 +39,8 @@ Inside the attention op (scores, softmax) the math is float32, as in HF's eager 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -51,8 +58,9 @@ ATTENTION_MODES = ("exact", "tail_slot")
 # Key rows per online-softmax chunk of the cache attention (``attention_folded``), measured on 2 CPU
 # cores at alpamayo_tt shapes, S = 4700, head-major cache (one decoder layer, median ms):
 #   1 trajectory:           unchunked 74, 2400: 84, 1024: 87, 512: 94  -> KV_CHUNK = None (dense)
-#   vmap over 8 sharing it: unchunked ~850 (B x [K, G*T, S] scores, 150 MB, spill out of cache),
-#                           1024: 432, 512: 437, 256: 424             -> KV_CHUNK_BATCHED = 512
+#   vmap over 8 sharing it: the cache attention loops over trajectories (``attention_folded``), so
+#                           the same holds: a whole layer 359 ms dense vs 437 ms in chunks of 512.
+KV_CHUNK = None
 KV_CHUNK = None
 KV_CHUNK_BATCHED = 512
 
@@ -67,16 +75,16 @@ class LayerParams:
 
     Attributes (HF name in ``Qwen3VLTextModel`` -> shape here):
       input_norm: ``input_layernorm.weight`` -> [D]
-      wq: ``self_attn.q_proj.weight`` [N*H, D] -> [D, N, H]
-      wk: ``self_attn.k_proj.weight`` [K*H, D] -> [D, K, H]
-      wv: ``self_attn.v_proj.weight`` [K*H, D] -> [D, K, H]
+      wq: ``self_attn.q_proj.weight`` [N*H, D] -> [N, H, D]
+      wk: ``self_attn.k_proj.weight`` [K*H, D] -> [K, H, D]
+      wv: ``self_attn.v_proj.weight`` [K*H, D] -> [K, H, D]
       q_norm: ``self_attn.q_norm.weight`` -> [H]
       k_norm: ``self_attn.k_norm.weight`` -> [H]
-      wo: ``self_attn.o_proj.weight`` [D, N*H] -> [N, H, D]
+      wo: ``self_attn.o_proj.weight`` [D, N*H] -> [D, N, H]
       post_norm: ``post_attention_layernorm.weight`` -> [D]
-      w_gate: ``mlp.gate_proj.weight`` [F, D] -> [D, F]
-      w_up: ``mlp.up_proj.weight`` [F, D] -> [D, F]
-      w_down: ``mlp.down_proj.weight`` [D, F] -> [F, D]
+      w_gate: ``mlp.gate_proj.weight`` -> [F, D]
+      w_up: ``mlp.up_proj.weight`` -> [F, D]
+      w_down: ``mlp.down_proj.weight`` -> [D, F]
     """
 
     input_norm: jax.Array
@@ -97,16 +105,16 @@ def layer_param_shapes(cfg: ExpertConfig) -> dict[str, tuple[int, ...]]:
     D, N, K, H, F = cfg.hidden, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.ffn
     return {
         "input_norm": (D,),
-        "wq": (D, N, H),
-        "wk": (D, K, H),
-        "wv": (D, K, H),
+        "wq": (N, H, D),
+        "wk": (K, H, D),
+        "wv": (K, H, D),
         "q_norm": (H,),
         "k_norm": (H,),
-        "wo": (N, H, D),
+        "wo": (D, N, H),
         "post_norm": (D,),
-        "w_gate": (D, F),
-        "w_up": (D, F),
-        "w_down": (F, D),
+        "w_gate": (F, D),
+        "w_up": (F, D),
+        "w_down": (D, F),
     }
 
 
@@ -259,6 +267,14 @@ def attention_folded(
 ) -> tuple[jax.Array, jax.Array]:
     """Online-softmax attention of GQA-folded queries over head-major key rows (no transposes).
 
+    Evaluated one kv head at a time (``lax.map``): the [M, R] scores of one head stay in the
+    last-level cache, measured faster than one batched [K, M, R] evaluation (one trajectory at
+    alpamayo_tt shapes, S = 4700, 2 cores: 18.6-19.5 ms vs 21-29 ms). Under ``jax.vmap`` over
+    queries sharing the keys (trajectories sharing one cache) the batch is folded into M, so each
+    head's keys are read once for all (8 trajectories: 152-161 ms vs 165-172 ms looping over them,
+    172-245 ms as plain batched evaluation). Derivatives (forward and reverse, also under vmap)
+    come from the plain batched evaluation.
+
     Args:
       qm: [K, M, H] pre-scaled folded queries (``fold_gqa``).
       k, v: [K, R, H] key / value rows (any float dtype; upcast to float32).
@@ -267,8 +283,45 @@ def attention_folded(
     Returns:
       out [K, M, H] float32 (normalised) and lse [K, M] (rows seeing nothing: out 0, lse ``MASK_LSE``).
     """
-    K, M, H = qm.shape
-    R = k.shape[1]
+    return _attention_folded_fn(kv_chunk)(qm, k, v, add)
+
+
+@functools.cache
+def _attention_folded_fn(kv_chunk):
+    """``_attention_folded_impl`` at a static ``kv_chunk``, with its vmap rule, differentiable."""
+    impl = functools.partial(_attention_folded_impl, kv_chunk=kv_chunk)
+    batchable = jax.custom_batching.custom_vmap(impl)
+
+    @batchable.def_vmap
+    def rule(axis_size, in_batched, qm, k, v, add):
+        q_b, k_b, v_b, add_b = in_batched
+        if k_b or v_b or add_b or not q_b:  # per-example keys (e.g. the own K/V): plain batching
+            axes = tuple(0 if b else None for b in (q_b, k_b, v_b, add_b))
+            return jax.vmap(impl, in_axes=axes)(qm, k, v, add), (True, True)
+        B, K, M, H = qm.shape  # shared keys: the batch joins the query rows
+        out, lse = f(qm.transpose(1, 0, 2, 3).reshape(K, B * M, H), k, v, add)
+        return (out.reshape(K, B, M, H).transpose(1, 0, 2, 3), lse.reshape(K, B, M).transpose(1, 0, 2)), (True, True)
+
+    @jax.custom_jvp
+    def f(qm, k, v, add):
+        return batchable(qm, k, v, add)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):  # custom_vmap has no transpose rule: differentiate the plain form
+        return jax.jvp(impl, primals, tangents)
+
+    return f
+
+
+def _attention_folded_impl(qm, k, v, add, *, kv_chunk):
+    """[K, M, H] x [K, R, H] -> out [K, M, H], lse [K, M]: ``_attention_one_head`` over K."""
+    return jax.lax.map(lambda a: _attention_one_head(*a, add, kv_chunk=kv_chunk), (qm, k, v))
+
+
+def _attention_one_head(q, k, v, add, *, kv_chunk):
+    """Online softmax of q [M, H] over k, v [R, H] (+ add [R]) in chunks: out [M, H], lse [M]."""
+    M, H = q.shape
+    R = k.shape[0]
     C = R if kv_chunk is None else min(kv_chunk, R)
     n_chunks = -(-R // C)
     pad = n_chunks * C - R
@@ -276,27 +329,27 @@ def attention_folded(
     if pad:  # padded rows are excluded
         add = jnp.zeros(R, jnp.float32) if add is None else add
         add = jnp.pad(add, (0, pad), constant_values=MASK_VALUE)
-        k, v = (jnp.pad(a, ((0, 0), (0, pad), (0, 0))) for a in (k, v))
+        k, v = (jnp.pad(a, ((0, pad), (0, 0))) for a in (k, v))
     # The running max starts at FLOOR = MASK_VALUE / 2, above every excluded score and far below
     # any real one (even with the -1e9 device bias), so exp(s - m) is exactly 0 on excluded rows
     # even before a valid row was seen.
 
     def chunk(carry, j):
-        m, l, acc = carry  # running max [K, M], sum [K, M], unnormalised output [K, M, H]
-        kc, vc = (jax.lax.dynamic_slice_in_dim(a, j * C, C, axis=1) for a in (k, v))
-        s = jnp.einsum("KMH,KSH->KMS", qm, kc, precision=_HI)  # [K, M, C]
+        m, l, acc = carry  # running max [M], sum [M], unnormalised output [M, H]
+        kc, vc = (jax.lax.dynamic_slice_in_dim(a, j * C, C, axis=0) for a in (k, v))
+        s = jnp.einsum("MH,SH->MS", q, kc, precision=_HI)  # [M, C]
         if add is not None:
             s = s + jax.lax.dynamic_slice_in_dim(add, j * C, C)
         m_new = jnp.maximum(m, jnp.max(s, axis=-1))
         p = jnp.exp(s - m_new[..., None])
         corr = jnp.exp(m - m_new)
-        acc = acc * corr[..., None] + jnp.einsum("KMS,KSH->KMH", p, vc, precision=_HI)
+        acc = acc * corr[..., None] + jnp.einsum("MS,SH->MH", p, vc, precision=_HI)
         return (m_new, l * corr + jnp.sum(p, axis=-1), acc), None
 
     init = (
-        jnp.full((K, M), 0.5 * MASK_VALUE, jnp.float32),
-        jnp.zeros((K, M), jnp.float32),
-        jnp.zeros((K, M, H), jnp.float32),
+        jnp.full((M,), 0.5 * MASK_VALUE, jnp.float32),
+        jnp.zeros((M,), jnp.float32),
+        jnp.zeros((M, H), jnp.float32),
     )
     if n_chunks == 1:
         (m, l, acc), _ = chunk(init, 0)
@@ -389,9 +442,9 @@ def attend_exact(
     s = _concrete_int(seq_len)
     if s is not None and not 0 <= s <= smax:
         raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={smax} (cache rows)")
-    # When S == Smax is known at trace time every row is valid and the mask pass is skipped: on
-    # XLA:CPU a per-row mask fused into the softmax over [K, M, S] scores costs ~40% of the attention.
-    add = None if s == smax else jnp.where(jnp.arange(smax) < jnp.asarray(seq_len, jnp.int32), 0.0, MASK_VALUE)
+    # Rows >= S excluded by the mask value (one graph for a python-int or a traced S; evaluated a kv
+    # head at a time, the mask add costs nothing measurable: 19.8 vs 19.5 ms at alpamayo_tt shapes).
+    add = jnp.where(jnp.arange(smax) < jnp.asarray(seq_len, jnp.int32), 0.0, MASK_VALUE)
     qm = fold_gqa(q, K)
     out_c, lse_c = attention_folded(
         qm, precision.kv(cache_k), precision.kv(cache_v), add=add, kv_chunk=kv_chunk
@@ -462,6 +515,74 @@ def attend_tail_slot(
 
 
 # ---- the layer -----------------------------------------------------------------------------
+# XLA:CPU GEMM kernel choice for ``x @ W.T`` with W [O, I] (alpamayo_tt shapes, 2 cores, ms):
+#   rows M = 64:  (W @ x.T).T 6.6   x @ W.T 8.6   (weight streaming dominates; W on the left wins)
+#   rows M = 512: (W @ x.T).T 65    x @ W.T 47    (1536 -> 6144; compute dominates)
+# so up to this many rows the weight goes on the left. Under ``vmap`` the rows of all trajectories
+# count (``_linear``'s batching rule folds the batch into the rows).
+WEIGHT_LEFT_MAX_ROWS = 64
+
+
+def _linear_rows(x: jax.Array, w: jax.Array) -> jax.Array:
+    """x [..., I] @ w.T for w [O, I], the GEMM form picked by the number of rows."""
+    lead, rows = x.shape[:-1], math.prod(x.shape[:-1])
+    if rows > WEIGHT_LEFT_MAX_ROWS:
+        return jnp.einsum("...I,OI->...O", x, w, precision=_HI)
+    y = jnp.einsum("OI,MI->OM", w, x.reshape(rows, x.shape[-1]), precision=_HI)  # [O, M]
+    # The barrier keeps XLA from folding the transpose into the dot, which would turn it back into
+    # the x @ W.T call (XLA:CPU picks the GEMM kernel from the dot's operand / output layouts).
+    return jax.lax.optimization_barrier(y).T.reshape(*lead, w.shape[0])
+
+
+@jax.custom_batching.custom_vmap
+def _linear_batchable(x, w):
+    return _linear_rows(x, w)
+
+
+@_linear_batchable.def_vmap
+def _linear_vmap_rule(axis_size, in_batched, x, w):
+    x_batched, w_batched = in_batched
+    if w_batched:  # a weight per example (rare): a plain batched contraction
+        x = x if x_batched else jnp.broadcast_to(x, (axis_size, *x.shape))
+        return jnp.einsum("B...I,BOI->B...O", x, w, precision=_HI), True
+    return _linear_batchable(x, w), True  # the batch axis joins the rows (nests under more vmaps)
+
+
+@jax.custom_jvp
+def _linear(x, w):
+    return _linear_batchable(x, w)
+
+
+@_linear.defjvp
+def _linear_jvp(primals, tangents):
+    # Tangents (and so reverse mode, by transposition) use the plain contraction: custom_vmap has
+    # no transpose rule, and the backward pass's GEMM forms are XLA's to choose.
+    x, w = primals
+    dx, dw = tangents
+    tangent = jnp.einsum("...I,OI->...O", dx, w, precision=_HI) + jnp.einsum(
+        "...I,OI->...O", x, dw, precision=_HI
+    )
+    return _linear(x, w), tangent
+
+
+def linear(x: jax.Array, w: jax.Array, *, precision: Precision = FP32) -> jax.Array:
+    """``x @ w.T`` for a weight in HF's [out, in] layout.
+
+    Computed as ``(w @ x.T).T`` for at most ``WEIGHT_LEFT_MAX_ROWS`` rows (faster on XLA:CPU with
+    few rows), else as ``x @ w.T``; under ``jax.vmap`` the rows of the whole batch decide. jit-,
+    vmap- and differentiable (forward and reverse mode).
+
+    Args:
+      x: [..., I] activations.
+      w: [O, I] weight; ``precision.weight`` rounds it with block formats grouped along O.
+    Returns:
+      [..., O] float32.
+    """
+    if w.ndim != 2 or x.shape[-1] != w.shape[1]:
+        raise ValueError(f"linear wants w [O, I] with I = x.shape[-1] = {x.shape[-1]}; got w {w.shape}")
+    return _linear(x.astype(jnp.float32), precision.weight(w, axis=0))
+
+
 def project_qkv(
     params: LayerParams,
     h: jax.Array,
@@ -479,9 +600,11 @@ def project_qkv(
     Returns:
       q [T, N, H], k [T, K, H] (roped; what the device writes to the cache tail), v [T, K, H].
     """
-    q = precision.act(jnp.einsum("TD,DNH->TNH", h, precision.weight(params.wq), precision=_HI))
-    k = precision.act(jnp.einsum("TD,DKH->TKH", h, precision.weight(params.wk), precision=_HI))
-    v = precision.act(jnp.einsum("TD,DKH->TKH", h, precision.weight(params.wv), precision=_HI))
+    T, D = h.shape
+    q, k, v = (
+        precision.act(linear(h, w.reshape(-1, D), precision=precision)).reshape(T, *w.shape[:2])
+        for w in (params.wq, params.wk, params.wv)
+    )
     q = rms_norm(q, params.q_norm, eps=cfg.rms_eps, precision=precision)
     k = rms_norm(k, params.k_norm, eps=cfg.rms_eps, precision=precision)
     return apply_rope(q, cos, sin, precision=precision), apply_rope(k, cos, sin, precision=precision), v
@@ -489,10 +612,10 @@ def project_qkv(
 
 def mlp(params: LayerParams, n: jax.Array, *, precision: Precision = FP32) -> jax.Array:
     """SwiGLU: ``down(silu(gate(n)) * up(n))``; n [T, D] -> [T, D]."""
-    g = precision.act(jnp.einsum("TD,DF->TF", n, precision.weight(params.w_gate), precision=_HI))
-    u = precision.act(jnp.einsum("TD,DF->TF", n, precision.weight(params.w_up), precision=_HI))
+    g = precision.act(linear(n, params.w_gate, precision=precision))
+    u = precision.act(linear(n, params.w_up, precision=precision))
     m = precision.act(precision.act(jax.nn.silu(g)) * u)
-    return precision.act(jnp.einsum("TF,FD->TD", m, precision.weight(params.w_down), precision=_HI))
+    return precision.act(linear(m, params.w_down, precision=precision))
 
 
 def decoder_layer(
@@ -541,7 +664,7 @@ def decoder_layer(
     q, k, v = project_qkv(params, h, cos, sin, cfg=cfg, precision=precision)
     attend = attend_exact if attention == "exact" else attend_tail_slot
     a = attend(q, k, v, cache_k, cache_v, seq_len, precision=precision, kv_chunk=kv_chunk)  # [T, N, H]
-    o = precision.act(jnp.einsum("TNH,NHD->TD", a, precision.weight(params.wo), precision=_HI))
+    o = precision.act(linear(a.reshape(a.shape[0], -1), params.wo.reshape(cfg.hidden, -1), precision=precision))
     x = precision.act(x + o)
     n = rms_norm(x, params.post_norm, eps=cfg.rms_eps, precision=precision)
     return precision.act(x + mlp(params, n, precision=precision))

@@ -36,7 +36,7 @@ class ActionExpert(nnx.Module):
         attention: str = "exact",
         precision: Precision = _expert.FP32,
         proj_precision: Precision = _expert.FP32,
-        kv_chunk: int | str | None = "auto",
+        kv_chunk: int | None = _expert.KV_CHUNK,
     ):
         if params is None:
             if rngs is None:

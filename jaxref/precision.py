@@ -6,7 +6,7 @@ fp32 golden never changes precision silently.
 
 Formats: ``'fp32'`` (no rounding), ``'bf16'`` (round-to-nearest-even), ``'bfp8'`` / ``'bfp4'``
 (Tenstorrent bfloat8_b / bfloat4_b block floating point, shared exponent per 16 consecutive values
-along the last axis, see ``jaxref.numerics``).
+along one axis - the last unless told - see ``jaxref.numerics``).
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ FORMATS = ("fp32", "bf16", "bfp8", "bfp4")
 _BFP_MANTISSA_BITS = {"bfp8": 7, "bfp4": 3}
 
 
-def cast(x: jnp.ndarray, fmt: str) -> jnp.ndarray:
+def cast(x: jnp.ndarray, fmt: str, *, axis: int = -1) -> jnp.ndarray:
     """Round ``x`` to number format ``fmt``; the result is float32 holding representable values.
 
-    Block formats group 16 consecutive elements of the last axis (a tile face row), so the
-    caller must pass tensors in the orientation the device stores them (weights as [in, out]).
+    Block formats group 16 consecutive elements along ``axis`` (a tile face row on the device):
+    pass the axis that is the last one in the orientation the device stores the tensor (the
+    output axis of a weight held here as [out, in], since the device stores [in, out]).
     """
     if fmt == "fp32":
         return jnp.asarray(x, jnp.float32)
@@ -34,7 +35,9 @@ def cast(x: jnp.ndarray, fmt: str) -> jnp.ndarray:
     if fmt in _BFP_MANTISSA_BITS:
         from jaxref.numerics import quantize_bfp
 
-        return quantize_bfp(x, _BFP_MANTISSA_BITS[fmt])
+        if axis in (-1, jnp.ndim(x) - 1):
+            return quantize_bfp(x, _BFP_MANTISSA_BITS[fmt])
+        return jnp.moveaxis(quantize_bfp(jnp.moveaxis(x, axis, -1), _BFP_MANTISSA_BITS[fmt]), -1, axis)
     raise ValueError(f"fmt={fmt!r} unknown; expected one of {FORMATS}")
 
 
@@ -44,7 +47,8 @@ class Precision:
 
     Attributes:
       name: label for reports.
-      weights: format of matmul weights (wqkv, wo, w1/w3/w2; stored [in, out] as on device).
+      weights: format of matmul weights (wqkv, wo, w1/w3/w2; block formats group along the output
+        axis, as the device's [in, out] tiles do).
       norm_weights: format of RMSNorm / LayerNorm gammas.
       activations: format every op output of the layer graph is rounded to (residual stream,
         matmul outputs, norms, rope, attention output).
@@ -66,8 +70,9 @@ class Precision:
                 raise ValueError(f"{field}={v!r} unknown; expected one of {FORMATS}")
 
     # Rounding helpers (identity under fp32, so the golden path pays nothing).
-    def weight(self, x):
-        return cast(x, self.weights)
+    def weight(self, x, *, axis: int = -1):
+        """Round a matmul weight; ``axis``: its output axis (where the device's blocks run)."""
+        return cast(x, self.weights, axis=axis)
 
     def norm_weight(self, x):
         return cast(x, self.norm_weights)

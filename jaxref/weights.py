@@ -12,8 +12,9 @@ Names are those of the checkpoint modules (``shared/REFERENCE.md`` section 1):
   validated on import).
 * ``action_out_proj.{weight,bias}``.
 
-HF stores Linear weights ``[out, in]``; here they are ``[in, out]`` with head axes split, so export
-and import transpose / reshape (exact: no arithmetic). Safetensors and torch state_dict round trips
+HF stores Linear weights ``[out, in]``; the decoder layers here use the same layout with the head
+axes split out, so export and import only reshape (exact: no arithmetic; the action projections
+are held ``[in, out]`` and transposed). Safetensors and torch state_dict round trips
 are bitwise. torch is imported lazily, only by the two torch helpers (``jaxref`` stays torch-free).
 """
 
@@ -193,19 +194,17 @@ IGNORED_KEYS = ("embed_tokens.weight",)
 
 
 def _layer_to_hf(name: str, w: np.ndarray) -> np.ndarray:
-    """[in, out] (heads split) -> HF [out, in]."""
-    if name in ("wq", "wk", "wv"):  # [D, heads, H] -> [heads*H, D]
-        return w.reshape(w.shape[0], -1).T
-    if name == "wo":  # [N, H, D] -> [D, N*H]
-        return w.reshape(-1, w.shape[-1]).T
-    if w.ndim == 2:  # w_gate / w_up [D, F] -> [F, D]; w_down [F, D] -> [D, F]
-        return w.T
+    """[out, in] with head axes split -> HF's 2-D [out, in]; gammas pass through."""
+    if name in ("wq", "wk", "wv"):  # [heads, H, D] -> [heads*H, D]
+        return w.reshape(-1, w.shape[-1])
+    if name == "wo":  # [D, N, H] -> [D, N*H]
+        return w.reshape(w.shape[0], -1)
     return w
 
 
 def _layer_from_hf(w: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """HF [out, in] -> [in, out] with head axes split (``shape``); gammas pass through."""
-    return w.T.reshape(shape) if w.ndim == 2 else w
+    """HF [out, in] -> this layout (``shape``: head axes split); gammas pass through."""
+    return w.reshape(shape)
 
 
 def _trunk_indices(num_layers: int) -> dict[str, list[int]]:

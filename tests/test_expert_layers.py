@@ -16,11 +16,13 @@ from jaxref.attention import attention_reference
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_rope
 from jaxref.layers import (
+    WEIGHT_LEFT_MAX_ROWS,
     apply_rope,
     attend_exact,
     attend_tail_slot,
     attention_over_rows,
     decoder_layer,
+    linear,
     mlp,
     rms_norm,
     rope_positions,
@@ -159,7 +161,7 @@ def test_attention_over_rows_fully_excluded_and_bad_args():
         attention_over_rows(q, kh[..., :8], vh[..., :8])
 
 
-@pytest.mark.parametrize("S", [0, 1, 100, 192, 256], ids=lambda s: f"S{s}")  # 256 = Smax: no mask pass
+@pytest.mark.parametrize("S", [0, 1, 100, 192, 256], ids=lambda s: f"S{s}")  # 256 = Smax
 def test_attend_exact_equals_dense_attention_over_concatenated_keys(S):
     q, ko, vo, ck, cv = _attn_inputs(S)
     assert ck.shape[1] == 256
@@ -171,6 +173,34 @@ def test_attend_exact_equals_dense_attention_over_concatenated_keys(S):
     assert max_abs(traced, want) < 2e-6
     for chunk in (None, 64, 100):  # the cache part in chunks (the default for vmapped trajectories)
         assert max_abs(attend_exact(q, ko, vo, ck, cv, S, kv_chunk=chunk), want) < 2e-6
+
+
+@pytest.mark.parametrize("kv_chunk", [None, 64])
+def test_attend_exact_under_vmap_and_autodiff_matches_dense_oracle(kv_chunk):
+    """Trajectories sharing one cache: vmap (the cache attention loops over them, sequential_vmap),
+    reverse mode through vmap, forward mode - each against the dense ``attention_reference`` over
+    the concatenated keys, differentiated by JAX."""
+    S = 100
+    _, ko, vo, ck, cv = _attn_inputs(S)
+    qb = _rand(20, (3,) + ko.shape[:1] + (4, ko.shape[2]))  # [B, T, N, H]
+
+    def ours(q, ck):
+        return attend_exact(q, ko, vo, ck, cv, S, kv_chunk=kv_chunk)
+
+    def oracle(q, ck):
+        return attention_reference(q, jnp.concatenate([_hm(ck)[:S], ko]), jnp.concatenate([_hm(cv)[:S], vo]))[0]
+
+    assert max_abs(jax.jit(jax.vmap(ours, (0, None)))(qb, ck), jax.vmap(oracle, (0, None))(qb, ck)) < 2e-6
+
+    def loss(f):
+        return lambda qb, ck: jnp.sum(jnp.sin(jax.vmap(f, (0, None))(qb, ck)))
+
+    for g, want in zip(jax.jit(jax.grad(loss(ours), (0, 1)))(qb, ck), jax.grad(loss(oracle), (0, 1))(qb, ck), strict=True):
+        assert max_abs(g, want) < 1e-5
+    tangents = (_rand(21, qb.shape[1:]), _rand(22, ck.shape))
+    _, t_ours = jax.jvp(ours, (qb[0], ck), tangents)
+    _, t_want = jax.jvp(oracle, (qb[0], ck), tangents)
+    assert max_abs(t_ours, t_want) < 1e-5
 
 
 @pytest.mark.parametrize("S", [0, 37, 100, 192], ids=lambda s: f"S{s}")
@@ -219,8 +249,8 @@ def test_mlp_matches_numpy_swiglu():
     _cfg, params, _, x = tiny_setup()
     p = jax.tree.map(lambda a: np.asarray(a[0], np.float64), params.layers)
     xn = np.asarray(x, np.float64)
-    g = xn @ p.w_gate
-    want = (g / (1 + np.exp(-g)) * (xn @ p.w_up)) @ p.w_down
+    g = xn @ p.w_gate.T  # HF layout [out, in]
+    want = (g / (1 + np.exp(-g)) * (xn @ p.w_up.T)) @ p.w_down.T
     np.testing.assert_allclose(
         mlp(jax.tree.map(lambda a: a[0], params.layers), x), want, rtol=1e-5, atol=1e-6
     )
@@ -247,9 +277,9 @@ class _CountingPrecision(Precision):
 
     log: list = dataclasses.field(default_factory=list, compare=False, hash=False)
 
-    def weight(self, x):
-        self.log.append(("weight", x.shape))
-        return super().weight(x)
+    def weight(self, x, *, axis=-1):
+        self.log.append(("weight", x.shape, axis % x.ndim))
+        return super().weight(x, axis=axis)
 
     def norm_weight(self, x):
         self.log.append(("norm_weight", x.shape))
@@ -277,10 +307,11 @@ def test_decoder_layer_calls_every_precision_hook(attention, kv_calls, mask_call
     p = _CountingPrecision()
     rope = expert_rope(100, 0, cfg=cfg)
     decoder_layer(layer0, x, (cache.k[0], cache.v[0]), 100, rope, cfg=cfg, attention=attention, precision=p)
-    kinds = [k for k, _ in p.log]
+    kinds = [e[0] for e in p.log]
     assert kinds.count("weight") == 7
-    assert sorted(s for k, s in p.log if k == "weight") == sorted(
-        [(64, 4, 16), (64, 2, 16), (64, 2, 16), (4, 16, 64), (64, 128), (64, 128), (128, 64)]
+    # [out, in] 2-D views (tiny: D 64, N 4, K 2, H 16, F 128), rounded along the output axis 0.
+    assert sorted(e[1:] for e in p.log if e[0] == "weight") == sorted(
+        [((64, 64), 0), ((32, 64), 0), ((32, 64), 0), ((64, 64), 0), ((128, 64), 0), ((128, 64), 0), ((64, 128), 0)]
     )
     assert kinds.count("norm_weight") == 4
     assert kinds.count("kv") == kv_calls and kinds.count("mask") == mask_calls
@@ -337,3 +368,40 @@ def test_config_presets_and_validation():
         ExpertConfig.tiny(head_dim=15)
     with pytest.raises(ValueError, match="hidden=0"):
         ExpertConfig.tiny(hidden=0)
+
+
+@pytest.mark.parametrize("rows", [8, WEIGHT_LEFT_MAX_ROWS + 36])  # both GEMM forms
+def test_linear_matches_matmul_under_every_transformation(rows):
+    """``linear`` picks its GEMM form by rows and carries custom vmap / jvp rules: every
+    transformation must still give ``x @ w.T`` (numpy float64 oracle)."""
+    k = jax.random.split(jax.random.key(0), 4)
+    x, w = jax.random.normal(k[0], (rows, 5)), jax.random.normal(k[1], (7, 5))
+    xb, wb = jax.random.normal(k[2], (3, rows, 5)), jax.random.normal(k[3], (3, 7, 5))
+
+    def ref(x, w):
+        return np.asarray(x, np.float64) @ np.swapaxes(np.asarray(w, np.float64), -1, -2)
+
+    def close(a, b):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=2e-5, atol=2e-5)
+
+    close(linear(x, w), ref(x, w))
+    close(jax.jit(linear)(x, w), ref(x, w))
+    close(jax.vmap(linear, (0, None))(xb, w), ref(xb, w))
+    close(jax.vmap(linear, (0, 0))(xb, wb), ref(xb, wb))
+    close(jax.vmap(linear, (None, 0))(x, wb), ref(x[None], wb))
+    close(jax.vmap(jax.vmap(linear, (0, None)), (0, None))(jnp.stack([xb, 2 * xb]), w), ref(jnp.stack([xb, 2 * xb]), w))
+    # Derivatives: f = sum(sin(x W^T)); df/dx = cos(.) W, df/dW = cos(.)^T x.
+    def f(x, w):
+        return jnp.sum(jnp.sin(linear(x, w)))
+
+    c = np.cos(ref(x, w))
+    gx, gw = jax.grad(f, (0, 1))(x, w)
+    close(gx, c @ np.asarray(w, np.float64))
+    close(gw, c.T @ np.asarray(x, np.float64))
+    close(jax.jacfwd(f, (0, 1))(x, w)[1], c.T @ np.asarray(x, np.float64))
+    cb = np.cos(ref(xb, w))
+    close(jax.vmap(jax.grad(f), (0, None))(xb, w), cb @ np.asarray(w, np.float64))
+    close(jax.jit(jax.grad(lambda w: jax.vmap(f, (0, None))(xb, w).sum()))(w),
+          np.einsum("bto,bti->oi", cb, np.asarray(xb, np.float64)))
+    with pytest.raises(ValueError, match="linear wants w"):
+        linear(x, w.T)

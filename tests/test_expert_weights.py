@@ -105,7 +105,7 @@ def test_bad_state_dicts_are_rejected_naming_the_key(params):
 
 def test_init_scales_and_storage_dtype(params):
     cfg, p = CFG, params
-    assert p.layers.wq.shape == (2, 64, 4, 16) and p.layers.wo.shape == (2, 4, 16, 64)
+    assert p.layers.wq.shape == (2, 4, 16, 64) and p.layers.wo.shape == (2, 64, 4, 16)  # HF [out, in]
     assert float(jnp.std(p.layers.w_gate)) == pytest.approx(0.02, rel=0.03)
     assert float(jnp.mean(p.layers.input_norm)) == pytest.approx(1.0, abs=0.03)
     assert 0.05 < float(jnp.std(p.layers.q_norm)) < 0.15
@@ -126,5 +126,5 @@ def test_init_scales_and_storage_dtype(params):
         init_cache(jax.random.key(2), cfg, 50, max_seq_len=40)
     with pytest.raises(ValueError, match="LayerParams.wq"):
         to_hf_state_dict(
-            dataclasses.replace(p, layers=dataclasses.replace(p.layers, wq=p.layers.wq[:, :8])), cfg
+            dataclasses.replace(p, layers=dataclasses.replace(p.layers, wq=p.layers.wq[:, :, :8])), cfg
         )

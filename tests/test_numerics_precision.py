@@ -54,3 +54,31 @@ def test_rejects_unknown_format(field):
     with pytest.raises(ValueError, match="fmt"):
         cast(jnp.ones(3), "fp8")
     assert "fp8" not in FORMATS
+
+
+def test_device_weight_rounding_groups_like_the_device_layout():
+    """Weights held [out, in] (HF layout) round as the device's [in, out] tiles do: blocks of 16 along
+    the output axis. Oracle: quantize the device-layout tensor (fused wqkv [D, (N+2K) H], w1 [D, F])
+    along its last axis and transpose back."""
+    from jaxref.config import ExpertConfig
+    from jaxref.layers import linear
+    from jaxref.weights import init_layer_params
+
+    cfg = ExpertConfig.tiny()
+    lp = init_layer_params(jax.random.key(3), cfg)
+    D = cfg.hidden
+    # Exponents that vary along the output axis, so a grouping along the input axis would differ.
+    scale = 2.0 ** jnp.arange(-6, 6, dtype=jnp.float32)
+    wq = (lp.wq.reshape(-1, D) * jnp.tile(scale, 64)[: cfg.num_heads * cfg.head_dim, None])
+    wqkv_dev = jnp.concatenate([wq, lp.wk.reshape(-1, D), lp.wv.reshape(-1, D)]).T  # [D, (N+2K) H]
+    want = quantize_bfp(wqkv_dev, 7).T[: wq.shape[0]]
+    p = Precision.device()
+    np.testing.assert_array_equal(p.weight(wq, axis=0), want)
+    assert not np.array_equal(p.weight(wq), want)  # the other grouping is really different
+    w_gate = lp.w_gate * jnp.tile(scale, 64)[: cfg.ffn, None]
+    np.testing.assert_array_equal(p.weight(w_gate, axis=0), quantize_bfp(w_gate.T, 7).T)
+    # linear() rounds its weight that way: x @ round(W).T.
+    x = jax.random.normal(jax.random.key(4), (5, D))
+    np.testing.assert_allclose(
+        linear(x, w_gate, precision=p), x @ quantize_bfp(w_gate.T, 7), rtol=1e-5, atol=1e-5
+    )
