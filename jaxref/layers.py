@@ -383,9 +383,10 @@ def attention_over_rows(
     called there with k, v transposed to its [S, K, H] layout), restricted to masks and biases that
     depend on the key row only (all the expert needs). The keys are read in the head-major
     [K, R, H] layout of HF's and the device's cache (no transpose of the cache), the G q heads of a
-    kv head folded into the M = G*T rows of one matmul per kv head (no K/V repeat), evaluated as an
-    online softmax over chunks of ``kv_chunk`` key rows (``lax.scan``) so that the scores never
-    exceed [K, M, kv_chunk]. Under ``vmap`` over B trajectories sharing the keys, M grows to B*G*T.
+    kv head folded into the M = G*T rows of one matmul per kv head (no K/V repeat), evaluated a kv
+    head at a time as an online softmax over chunks of ``kv_chunk`` key rows (``lax.scan``), so the
+    scores never exceed [M, kv_chunk]. Under ``vmap`` over B trajectories sharing the keys, M grows
+    to B*G*T (``attention_folded``).
 
     Args:
       q: [T, N, H]; k, v: [K, R, H] (N a multiple of K; q head n uses kv head n // G).
