@@ -194,7 +194,7 @@ def run(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int = 8,
         ),
         (
             f"vmap over {batch} trajectories sharing one cache vs {batch} sequential calls: "
-            f"{vmap_ratio:.2f}x throughput (target >= 1x: {'met' if vmap_ratio >= 1 else 'MISSED'}); "
+            f"{vmap_ratio:.3f}x throughput (target >= 1x: {'met' if vmap_ratio >= 1 else 'MISSED'}); "
             f"per-trajectory cache copy in the vmapped jaxpr: {'YES' if copies else 'none'}"
         ),
         f"  vmap vs sequential {round_ratios(f'jax {batch} sequential', f'jax vmap x{batch}')}",
