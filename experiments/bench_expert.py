@@ -234,8 +234,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--block", type=int, default=3, help="consecutive calls per variant per round (first not kept)")
     ap.add_argument("--batch", type=int, default=8)
     args = ap.parse_args(argv)
-    if args.rounds < 1 or args.block < 2:
-        ap.error(f"--rounds={args.rounds} must be >= 1 and --block={args.block} >= 2")
+    if args.rounds < 1:
+        ap.error(f"--rounds={args.rounds}: expected >= 1")
+    if args.block < 2:
+        ap.error(f"--block={args.block}: expected >= 2 (the first call of each block is not kept)")
     print(run(seq_len=args.seq_len, rounds=args.rounds, block=args.block, batch=args.batch), flush=True)
 
 
