@@ -22,10 +22,11 @@ unbatched (``in_axes=None``); ``sample`` is vmap-able over keys the same way:
 layer for all B trajectories and never copied (the tail-slot form writes each trajectory's own K/V
 into it, which needs a copy per trajectory, as one device buffer per trajectory would).
 
-Cache-attention chunking (``kv_chunk``, default ``jaxref.layers.KV_CHUNK`` = None, dense): under
-vmap the cache attention runs trajectory after trajectory (``jaxref.layers.attention_folded``), so
-dense is fastest for one trajectory and for a batch alike; chunks bound the scores' memory (e.g. for
-gradients, which evaluate the batch at once). Results agree to float32 rounding either way.
+Cache-attention chunking (``kv_chunk``, default ``jaxref.layers.KV_CHUNK`` = None, dense): the
+cache attention runs a kv head at a time, a vmapped batch folded into its query rows
+(``jaxref.layers.attention_folded``), so dense is fastest for one trajectory and for a batch alike;
+chunks bound the scores' memory (e.g. for gradients, which evaluate the batch in the plain batched
+form). Results agree to float32 rounding either way.
 
 Jitted entry points: ``velocity_jit`` and ``sample_jit`` (static: cfg, attention, precision,
 proj_precision, kv_chunk, num_steps).

@@ -9,9 +9,9 @@ head axes split out (``wq [N, H, D]``, ``wo [D, N, H]``), so HF import/export is
 (``jaxref.weights``). With few rows (T = 64 tokens) each projection is computed as ``(W @ x.T).T``
 (``linear``): with the weight as the left operand in its stored row-major layout, XLA:CPU's GEMM
 runs ~20% faster than ``x @ W`` with W stored [in, out] (measured at alpamayo_tt shapes: the MLP
-23.3 -> 19.3 ms, wo 3.9 -> 2.2 ms). The device stores weights transposed, [in, out]; its block formats group 16
-consecutive values along the output axis, which is what ``precision.weight(W, axis=0)`` rounds
-here (H is a multiple of 16, so the groups of ``wq [N*H, D]``'s axis 0 are those of the device's
+23.3 -> 19.3 ms, wo 3.9 -> 2.2 ms). The device stores weights transposed, [in, out]; its block
+formats group 16 consecutive values along the output axis, which is what
+``precision.weight(W, axis=0)`` rounds here (H is a multiple of 16, so the groups of ``wq [N*H, D]``'s axis 0 are those of the device's
 fused ``wqkv [D, (N + 2K) H]``).
 
 Precision hooks (``jaxref.precision.Precision``), one per rounding point of the device graph
@@ -58,8 +58,8 @@ ATTENTION_MODES = ("exact", "tail_slot")
 # Key rows per online-softmax chunk of the cache attention (``attention_folded``), measured on 2 CPU
 # cores at alpamayo_tt shapes, S = 4700, head-major cache (one decoder layer, median ms):
 #   1 trajectory:           unchunked 74, 2400: 84, 1024: 87, 512: 94  -> KV_CHUNK = None (dense)
-#   vmap over 8 sharing it: the cache attention loops over trajectories (``attention_folded``), so
-#                           the same holds: a whole layer 359 ms dense vs 437 ms in chunks of 512.
+#   vmap over 8 sharing it: the batch folds into M a kv head at a time (``attention_folded``), and
+#                           dense stays fastest: a whole layer 359 ms dense vs 437 ms in chunks of 512.
 KV_CHUNK = None
 KV_CHUNK = None
 KV_CHUNK_BATCHED = 512
@@ -286,31 +286,31 @@ def attention_folded(
     return _attention_folded_fn(kv_chunk)(qm, k, v, add)
 
 
+def _with_vmap_rule(impl, rule):
+    """``impl`` with a custom vmap rule ``rule(f, impl, axis_size, in_batched, *args)`` (``f``: the
+    result, to recurse with; ``impl``: to fall back to plain batching); derivatives, forward and
+    reverse mode, are those of ``impl`` itself (custom_vmap alone has no transpose rule)."""
+    batchable = jax.custom_batching.custom_vmap(impl)
+    f = jax.custom_jvp(lambda *args: batchable(*args))
+    batchable.def_vmap(functools.partial(rule, f, impl))
+    f.defjvp(lambda primals, tangents: jax.jvp(impl, primals, tangents))
+    return f
+
+
 @functools.cache
 def _attention_folded_fn(kv_chunk):
-    """``_attention_folded_impl`` at a static ``kv_chunk``, with its vmap rule, differentiable."""
-    impl = functools.partial(_attention_folded_impl, kv_chunk=kv_chunk)
-    batchable = jax.custom_batching.custom_vmap(impl)
+    """``_attention_folded_impl`` at a static ``kv_chunk`` with ``_attention_folded_vmap``."""
+    return _with_vmap_rule(functools.partial(_attention_folded_impl, kv_chunk=kv_chunk), _attention_folded_vmap)
 
-    @batchable.def_vmap
-    def rule(axis_size, in_batched, qm, k, v, add):
-        q_b, k_b, v_b, add_b = in_batched
-        if k_b or v_b or add_b or not q_b:  # per-example keys (e.g. the own K/V): plain batching
-            axes = tuple(0 if b else None for b in (q_b, k_b, v_b, add_b))
-            return jax.vmap(impl, in_axes=axes)(qm, k, v, add), (True, True)
-        B, K, M, H = qm.shape  # shared keys: the batch joins the query rows
-        out, lse = f(qm.transpose(1, 0, 2, 3).reshape(K, B * M, H), k, v, add)
-        return (out.reshape(K, B, M, H).transpose(1, 0, 2, 3), lse.reshape(K, B, M).transpose(1, 0, 2)), (True, True)
 
-    @jax.custom_jvp
-    def f(qm, k, v, add):
-        return batchable(qm, k, v, add)
-
-    @f.defjvp
-    def f_jvp(primals, tangents):  # custom_vmap has no transpose rule: differentiate the plain form
-        return jax.jvp(impl, primals, tangents)
-
-    return f
+def _attention_folded_vmap(f, impl, axis_size, in_batched, qm, k, v, add):
+    q_b, k_b, v_b, add_b = in_batched
+    if k_b or v_b or add_b or not q_b:  # per-example keys (e.g. the own K/V): plain batching
+        axes = tuple(0 if b else None for b in (q_b, k_b, v_b, add_b))
+        return jax.vmap(impl, in_axes=axes)(qm, k, v, add), (True, True)
+    B, K, M, H = qm.shape  # shared keys: the batch joins the query rows
+    out, lse = f(qm.transpose(1, 0, 2, 3).reshape(K, B * M, H), k, v, add)
+    return (out.reshape(K, B, M, H).transpose(1, 0, 2, 3), lse.reshape(K, B, M).transpose(1, 0, 2)), (True, True)
 
 
 def _attention_folded_impl(qm, k, v, add, *, kv_chunk):
@@ -535,35 +535,15 @@ def _linear_rows(x: jax.Array, w: jax.Array) -> jax.Array:
     return jax.lax.optimization_barrier(y).T.reshape(*lead, w.shape[0])
 
 
-@jax.custom_batching.custom_vmap
-def _linear_batchable(x, w):
-    return _linear_rows(x, w)
-
-
-@_linear_batchable.def_vmap
-def _linear_vmap_rule(axis_size, in_batched, x, w):
+def _linear_vmap(f, impl, axis_size, in_batched, x, w):
     x_batched, w_batched = in_batched
     if w_batched:  # a weight per example (rare): a plain batched contraction
         x = x if x_batched else jnp.broadcast_to(x, (axis_size, *x.shape))
         return jnp.einsum("B...I,BOI->B...O", x, w, precision=_HI), True
-    return _linear_batchable(x, w), True  # the batch axis joins the rows (nests under more vmaps)
+    return f(x, w), True  # the batch axis joins the rows (nests under more vmaps)
 
 
-@jax.custom_jvp
-def _linear(x, w):
-    return _linear_batchable(x, w)
-
-
-@_linear.defjvp
-def _linear_jvp(primals, tangents):
-    # Tangents (and so reverse mode, by transposition) use the plain contraction: custom_vmap has
-    # no transpose rule, and the backward pass's GEMM forms are XLA's to choose.
-    x, w = primals
-    dx, dw = tangents
-    tangent = jnp.einsum("...I,OI->...O", dx, w, precision=_HI) + jnp.einsum(
-        "...I,OI->...O", x, dw, precision=_HI
-    )
-    return _linear(x, w), tangent
+_linear = _with_vmap_rule(_linear_rows, _linear_vmap)
 
 
 def linear(x: jax.Array, w: jax.Array, *, precision: Precision = FP32) -> jax.Array:
