@@ -537,9 +537,8 @@ def _linear_rows(x: jax.Array, w: jax.Array) -> jax.Array:
 
 def _linear_vmap(f, impl, axis_size, in_batched, x, w):
     x_batched, w_batched = in_batched
-    if w_batched:  # a weight per example (rare): a plain batched contraction
-        x = x if x_batched else jnp.broadcast_to(x, (axis_size, *x.shape))
-        return jnp.einsum("B...I,BOI->B...O", x, w, precision=_HI), True
+    if w_batched:  # a weight per example (rare): plain batching
+        return jax.vmap(impl, in_axes=(0 if x_batched else None, 0))(x, w), True
     return f(x, w), True  # the batch axis joins the rows (nests under more vmaps)
 
 

@@ -35,8 +35,6 @@ def cast(x: jnp.ndarray, fmt: str, *, axis: int = -1) -> jnp.ndarray:
     if fmt in _BFP_MANTISSA_BITS:
         from jaxref.numerics import quantize_bfp
 
-        if axis in (-1, jnp.ndim(x) - 1):
-            return quantize_bfp(x, _BFP_MANTISSA_BITS[fmt])
         return jnp.moveaxis(quantize_bfp(jnp.moveaxis(x, axis, -1), _BFP_MANTISSA_BITS[fmt]), -1, axis)
     raise ValueError(f"fmt={fmt!r} unknown; expected one of {FORMATS}")
 
