@@ -9,7 +9,8 @@ the JAX side ~10% in a side-by-side check).
 
 1. one decoder layer, S = 4700 cache rows, T = 64 tokens, fp32: the jitted golden
    (``jaxref.layers.decoder_layer``, exact and tail-slot formulations) vs HF
-   ``Qwen3VLTextDecoderLayer`` in torch eager (eager attention, 4-D additive mask, the cache in a
+   ``Qwen3VLTextDecoderLayer`` in torch eager, with eager attention and with SDPA attention
+   (torch's fused ``scaled_dot_product_attention``) (4-D additive mask, the cache in a
    fresh ``DynamicCache`` per call, built outside the timed region), same weights, torch using as
    many threads as XLA's CPU client has cores. Target: golden >= 2x faster. The exact form is
    timed with S a python int (a cache of exactly S rows) and with S traced (one compile for every
@@ -34,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.report import format_table
+from experiments.report.tables import format_table
 from jaxref.config import ExpertConfig
 from jaxref.expert import KVCache, expert_rope
 from jaxref.layers import KV_CHUNK, decoder_layer
@@ -65,7 +66,14 @@ def _cache_copies_per_trajectory(fn, xb, smax: int, cfg: ExpertConfig) -> bool:
     return walk(jax.make_jaxpr(fn)(xb).jaxpr)
 
 
-def run(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int = 8, seed: int = 0) -> str:
+def measure(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int = 8, seed: int = 0) -> dict:
+    """Time the variants (see the module docstring); returns plain numbers.
+
+    Returns a dict: ``config`` (shapes, threads, rounds), ``max_abs_vs_hf`` (what each timed variant
+    computes vs HF eager), ``median_s`` / ``min_s`` / ``n`` per variant, ``by_round`` (per variant,
+    per round, the kept times), ``cache_copies`` (a per-trajectory cache copy in the vmapped jaxpr),
+    ``layer_flops`` and ``sgemm_peak_flops_per_s``.
+    """
     import torch
     from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
 
@@ -108,35 +116,38 @@ def run(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int = 8,
         cfg,
     )
 
-    # HF layer with the same weights (exported through the HF names).
+    # HF layers with the same weights (exported through the HF names): eager and SDPA attention.
     hf_cfg = hf_text_config(cfg, num_layers=1)
-    hf_layer = hf_decoder_layer(_one_layer_params(layer, cfg), cfg, layer=0)
+    one = _one_layer_params(layer, cfg)
+    hf_layers = {impl: hf_decoder_layer(one, cfg, layer=0, attn_implementation=impl) for impl in ("eager", "sdpa")}
     xt = torch.from_numpy(np.array(x))[None]
     pos = (torch.arange(cfg.num_tokens) + seq_len).view(1, 1, -1).expand(3, 1, -1)
     pe = Qwen3VLTextRotaryEmbedding(hf_cfg)(xt, pos)
     mask = torch.zeros(1, 1, cfg.num_tokens, seq_len + cfg.num_tokens)
     one_cache = KVCache.create(ck[None], cv[None], seq_len)
 
-    def hf_call(cache):
+    def hf_call(impl, cache):
         with torch.no_grad():
-            return hf_layer(xt, position_embeddings=pe, attention_mask=mask, cache=cache)
+            return hf_layers[impl](xt, position_embeddings=pe, attention_mask=mask, cache=cache)
 
-    # Correctness of what is being timed: both sides compute the same layer.
-    ref = hf_call(hf_cache(one_cache))[0].numpy()
-    ours = np.asarray(g_exact(layer, x, ck, cv))
-    err = float(np.abs(ours - ref).max())
-    err_traced = float(np.abs(np.asarray(g_exact_traced(layer, x, ck, cv, S)) - ref).max())
-    err_tail = float(np.abs(np.asarray(g_tail(layer, x, ck_t, cv_t, S)) - ref).max())
+    # Correctness of what is being timed: every side computes the same layer.
+    ref = hf_call("eager", hf_cache(one_cache))[0].numpy()
     vm = np.asarray(g_vmap(layer, xb, ck, cv))
-    err_vmap = max(
-        float(np.abs(vm[i] - np.asarray(g_exact(layer, xb[i], ck, cv))).max()) for i in range(batch)
-    )
+    errors = {
+        "jax exact": float(np.abs(np.asarray(g_exact(layer, x, ck, cv)) - ref).max()),
+        "jax exact, traced S": float(np.abs(np.asarray(g_exact_traced(layer, x, ck, cv, S)) - ref).max()),
+        "jax tail_slot": float(np.abs(np.asarray(g_tail(layer, x, ck_t, cv_t, S)) - ref).max()),
+        "hf sdpa": float(np.abs(hf_call("sdpa", hf_cache(one_cache))[0].numpy() - ref).max()),
+        f"jax vmap x{batch} vs per-trajectory": max(
+            float(np.abs(vm[i] - np.asarray(g_exact(layer, xb[i], ck, cv))).max()) for i in range(batch)),
+    }
 
     calls = {  # each returns its call's time
         "jax exact": lambda: _timed(lambda: g_exact(layer, x, ck, cv).block_until_ready()),
         "jax exact, traced S": lambda: _timed(lambda: g_exact_traced(layer, x, ck, cv, S).block_until_ready()),
         # a fresh DynamicCache per call, built before the timer starts
-        "hf eager": lambda: _timed(functools.partial(hf_call, hf_cache(one_cache))),
+        "hf eager": lambda: _timed(functools.partial(hf_call, "eager", hf_cache(one_cache))),
+        "hf sdpa": lambda: _timed(functools.partial(hf_call, "sdpa", hf_cache(one_cache))),
         "jax tail_slot": lambda: _timed(lambda: g_tail(layer, x, ck_t, cv_t, S).block_until_ready()),
         f"jax vmap x{batch}": lambda: _timed(lambda: g_vmap(layer, xb, ck, cv).block_until_ready()),
         f"jax {batch} sequential": lambda: _timed(
@@ -150,39 +161,58 @@ def run(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int = 8,
             if rnd:
                 by_round[name].append(kept)
     samples = {k: [t for r in v for t in r] for k, v in by_round.items()}
-    med = {k: statistics.median(v) for k, v in samples.items()}
-    rows = [[k, f"{med[k] * 1e3:.1f}", f"{min(v) * 1e3:.1f}", len(v)] for k, v in samples.items()]
+    return {
+        "config": {"D": cfg.hidden, "N": cfg.num_heads, "K": cfg.num_kv_heads, "H": cfg.head_dim, "F": cfg.ffn,
+                   "T": cfg.num_tokens, "S": seq_len, "batch": batch, "rounds": rounds, "kept_per_round": block - 1,
+                   "threads": threads, "torch_threads": torch.get_num_threads(), "kv_chunk": KV_CHUNK,
+                   "smax_tail_slot": smax_tail},
+        "max_abs_vs_hf": errors,
+        "median_s": {k: statistics.median(v) for k, v in samples.items()},
+        "min_s": {k: min(v) for k, v in samples.items()},
+        "n": {k: len(v) for k, v in samples.items()},
+        "by_round": by_round,
+        "cache_copies": copies,
+        "layer_flops": layer_flops(cfg, seq_len),
+        "sgemm_peak_flops_per_s": _sgemm_peak(),
+    }
+
+
+def round_ratios(m: dict, num: str, den: str) -> list[float]:
+    """Per-round ratio of median times num / den, sorted (the spread of a ratio over rounds)."""
+    return sorted(statistics.median(n) / statistics.median(d) for n, d in zip(m["by_round"][num], m["by_round"][den]))
+
+
+def run(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int = 8, seed: int = 0) -> str:
+    """``measure`` formatted as the benchmark's printout."""
+    m = measure(seq_len=seq_len, rounds=rounds, block=block, batch=batch, seed=seed)
+    c, med, err = m["config"], m["median_s"], m["max_abs_vs_hf"]
+    rows = [[k, f"{med[k] * 1e3:.1f}", f"{m['min_s'][k] * 1e3:.1f}", m["n"][k]] for k in med]
     ratio = med["hf eager"] / med["jax exact"]
-    flops = layer_flops(cfg, seq_len)
-    peak = _sgemm_peak()
+    flops, peak = m["layer_flops"], m["sgemm_peak_flops_per_s"]
     vmap_ratio = med[f"jax {batch} sequential"] / med[f"jax vmap x{batch}"]
 
-    def round_ratios(num: str, den: str) -> str:
-        """Spread of the ratio over rounds: min / median / max of per-round median ratios."""
-        r = sorted(statistics.median(n) / statistics.median(d) for n, d in zip(by_round[num], by_round[den]))
+    def spread(num: str, den: str) -> str:
+        r = round_ratios(m, num, den)
         return f"per round min {r[0]:.2f} / median {statistics.median(r):.2f} / max {r[-1]:.2f}"
 
     lines = [
         (
-            f"== One decoder layer, alpamayo_tt shapes: D={cfg.hidden}, "
-            f"N/K={cfg.num_heads}/{cfg.num_kv_heads}, "
-            f"H={cfg.head_dim}, F={cfg.ffn}, T={cfg.num_tokens}, S={seq_len}, fp32; CPU threads: XLA "
-            f"{jax.local_devices()[0].client.platform}:{threads} cores, torch {torch.get_num_threads()}; "
-            f"{rounds} interleaved rounds x {block - 1} kept calls; kv_chunk {KV_CHUNK}"
+            f"== One decoder layer, alpamayo_tt shapes: D={c['D']}, N/K={c['N']}/{c['K']}, "
+            f"H={c['H']}, F={c['F']}, T={c['T']}, S={seq_len}, fp32; CPU threads: XLA "
+            f"{jax.local_devices()[0].client.platform}:{c['threads']} cores, torch {c['torch_threads']}; "
+            f"{rounds} interleaved rounds x {block - 1} kept calls; kv_chunk {c['kv_chunk']}"
         ),
-        (
-            f"max-abs vs HF: exact {err:.2e} (traced S {err_traced:.2e}), tail_slot (Smax={smax_tail}) {err_tail:.2e}; "
-            "vmap vs per-trajectory "
-            f"{err_vmap:.2e}"
-        ),
+        "max-abs vs HF eager: " + ", ".join(f"{k} {v:.2e}" for k, v in err.items()),
         format_table(["variant", "median ms", "min ms", "n"], rows),
         "",
         (
             f"golden (jit, exact) vs HF eager: {ratio:.2f}x faster "
-            f"(target >= 2x: {'met' if ratio >= 2 else 'MISSED'}); with S traced: "
+            f"(target >= 2x: {'met' if ratio >= 2 else 'MISSED'}); vs HF sdpa: "
+            f"{med['hf sdpa'] / med['jax exact']:.2f}x; with S traced: "
             f"{med['hf eager'] / med['jax exact, traced S']:.2f}x"
         ),
-        f"  exact vs HF {round_ratios('hf eager', 'jax exact')}",
+        f"  exact vs HF eager {spread('hf eager', 'jax exact')}",
+        f"  exact vs HF sdpa {spread('hf sdpa', 'jax exact')}",
         (
             f"  context: {flops / 1e9:.2f} GFLOP per layer; golden "
             f"{flops / med['jax exact'] / 1e9:.0f} GFLOP/s, HF {flops / med['hf eager'] / 1e9:.0f} GFLOP/s, "
@@ -192,9 +222,9 @@ def run(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int = 8,
         (
             f"vmap over {batch} trajectories sharing one cache vs {batch} sequential calls: "
             f"{vmap_ratio:.3f}x throughput (target >= 1x: {'met' if vmap_ratio >= 1 else 'MISSED'}); "
-            f"per-trajectory cache copy in the vmapped jaxpr: {'YES' if copies else 'none'}"
+            f"per-trajectory cache copy in the vmapped jaxpr: {'YES' if m['cache_copies'] else 'none'}"
         ),
-        f"  vmap vs sequential {round_ratios(f'jax {batch} sequential', f'jax vmap x{batch}')}",
+        f"  vmap vs sequential {spread(f'jax {batch} sequential', f'jax vmap x{batch}')}",
     ]
     return "\n".join(lines)
 

@@ -59,6 +59,43 @@ def _time(fns: dict, args, reps: int) -> dict:
             for name, ts in times.items()}
 
 
+def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_block: int = 512, reps: int = 3,
+            dense_max_gib: float = 4.0) -> list[dict]:
+    """One dict per S: compiled bytes (dense, flash, flash without skip), median (wall s, CPU s) of
+    flash / noskip (and dense's single run when it fits), tiles computed, max|flash - dense|."""
+    G, H = group, head_dim
+    geom = AttentionGeometry(G, 1, H)
+    dense = jax.jit(functools.partial(attention_reference, causal=True))
+    flash = jax.jit(functools.partial(flash_attention, causal=True, tile=tile, q_block=q_block))
+    flash_noskip = jax.jit(functools.partial(flash_attention, causal=True, tile=tile, q_block=q_block,
+                                             causal_skip=False))
+    rows = []
+    rng = np.random.default_rng(0)
+    for S in sizes:
+        q = jnp.asarray(rng.standard_normal((S, G, H)), jnp.float32)
+        k = jnp.asarray(rng.standard_normal((S, 1, H)), jnp.float32)
+        v = jnp.asarray(rng.standard_normal((S, 1, H)), jnp.float32)
+        c_dense = dense.lower(q, k, v).compile()
+        c_flash = flash.lower(q, k, v).compile()
+        c_noskip = flash_noskip.lower(q, k, v).compile()
+        sch = flash_schedule(S, S, geom, causal=True, tile=tile, q_block=q_block)
+        sch_noskip = flash_schedule(S, S, geom, causal=True, tile=tile, q_block=q_block, causal_skip=False)
+        t = _time({"flash": c_flash, "noskip": c_noskip}, (q, k, v), reps)
+        row = {"S": S, "dense_bytes": _bytes(c_dense), "flash_bytes": _bytes(c_flash),
+               "noskip_bytes": _bytes(c_noskip), "dense_s": None, "flash_s": t["flash"], "noskip_s": t["noskip"],
+               "tiles": sch.tiles_computed, "tiles_noskip": sch_noskip.tiles_computed, "max_err": float("nan")}
+        if row["dense_bytes"] <= min(dense_max_gib * 2**30, _mem_available_bytes() // 2):
+            # timed apart (its big buffers would disturb the flash pair), once: it is slow
+            w0, c0 = time.perf_counter(), time.process_time()
+            out_dense = jax.block_until_ready(c_dense(q, k, v)[0])
+            row["dense_s"] = (time.perf_counter() - w0, time.process_time() - c0)
+            row["max_err"] = float(jnp.abs(c_flash(q, k, v)[0] - out_dense).max())  # the same function
+            del out_dense
+        rows.append(row)
+        del q, k, v, c_dense
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 16384, 32768])
@@ -71,39 +108,13 @@ def main(argv=None) -> int:
                     help="run dense only if its compiled buffers fit this (and half of MemAvailable); "
                          "dense at 32k needs ~8.7 GB and ~1-2 min on 2 cores")
     args = ap.parse_args(argv)
-    G, H = args.group, args.head_dim
-    geom = AttentionGeometry(G, 1, H)
-    print(f"flash vs dense causal prefill: K=1 kv head, G={G} q heads, d={H}, float32, tile={args.tile}, "
-          f"q_block={args.q_block}, reps={args.reps} (median), backend={jax.default_backend()}, "
+    print(f"flash vs dense causal prefill: K=1 kv head, G={args.group} q heads, d={args.head_dim}, float32, "
+          f"tile={args.tile}, q_block={args.q_block}, reps={args.reps} (median), backend={jax.default_backend()}, "
           f"devices={jax.device_count()}")
-    dense = jax.jit(functools.partial(attention_reference, causal=True))
-    flash = jax.jit(functools.partial(flash_attention, causal=True, tile=args.tile, q_block=args.q_block))
-    flash_noskip = jax.jit(functools.partial(flash_attention, causal=True, tile=args.tile, q_block=args.q_block,
-                                             causal_skip=False))
-    rows = []
-    rng = np.random.default_rng(0)
-    for S in args.sizes:
-        q = jnp.asarray(rng.standard_normal((S, G, H)), jnp.float32)
-        k = jnp.asarray(rng.standard_normal((S, 1, H)), jnp.float32)
-        v = jnp.asarray(rng.standard_normal((S, 1, H)), jnp.float32)
-        c_dense = dense.lower(q, k, v).compile()
-        c_flash = flash.lower(q, k, v).compile()
-        c_noskip = flash_noskip.lower(q, k, v).compile()
-        b_dense, b_flash, b_noskip = _bytes(c_dense), _bytes(c_flash), _bytes(c_noskip)
-        sch = flash_schedule(S, S, geom, causal=True, tile=args.tile, q_block=args.q_block)
-        sch_noskip = flash_schedule(S, S, geom, causal=True, tile=args.tile, q_block=args.q_block, causal_skip=False)
-        t = _time({"flash": c_flash, "noskip": c_noskip}, (q, k, v), args.reps)
-        run_dense = b_dense <= min(args.dense_max_gib * 2**30, _mem_available_bytes() // 2)
-        err = float("nan")
-        if run_dense:  # timed apart (its big buffers would disturb the flash pair), once: it is slow
-            w0, c0 = time.perf_counter(), time.process_time()
-            out_dense = jax.block_until_ready(c_dense(q, k, v)[0])
-            t["dense"] = (time.perf_counter() - w0, time.process_time() - c0)
-            err = float(jnp.abs(c_flash(q, k, v)[0] - out_dense).max())  # the same function
-            del out_dense
-        rows.append((S, b_dense, b_flash, b_noskip, t.get("dense"), t["flash"], t["noskip"], sch.tiles_computed,
-                     sch_noskip.tiles_computed, err))
-        del q, k, v, c_dense
+    measured = measure(args.sizes, group=args.group, head_dim=args.head_dim, tile=args.tile, q_block=args.q_block,
+                       reps=args.reps, dense_max_gib=args.dense_max_gib)
+    rows = [(r["S"], r["dense_bytes"], r["flash_bytes"], r["noskip_bytes"], r["dense_s"], r["flash_s"], r["noskip_s"],
+             r["tiles"], r["tiles_noskip"], r["max_err"]) for r in measured]
 
     print(f"\n{'S':>6} {'dense bytes':>14} {'flash bytes':>12} {'noskip bytes':>12} {'dense/flash':>11} "
           f"{'flash B/S':>9} "

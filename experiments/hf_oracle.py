@@ -5,7 +5,7 @@ Builds HF ``Qwen3VLTextModel`` / ``Qwen3VLTextDecoderLayer`` modules holding a g
 names), feeds them the golden's ``KVCache`` through HF's ``DynamicCache`` and runs the expert
 tokens non-causally (4-D additive mask of zeros, eager attention, fp32 by default).
 
-Used by ``experiments.report`` (parity table), ``experiments.bench_expert`` and the tests. torch is
+Used by ``experiments.report`` (parity table, timings), ``experiments.bench_expert`` and the tests. torch is
 imported here at module top; ``jaxref`` itself never imports torch.
 """
 
@@ -25,8 +25,10 @@ from jaxref.expert import ExpertParams, KVCache
 from jaxref.weights import to_hf_state_dict
 
 
-def hf_text_config(cfg: ExpertConfig, *, num_layers: int | None = None) -> Qwen3VLTextConfig:
-    """``Qwen3VLTextConfig`` with the geometry of ``cfg``, eager attention.
+def hf_text_config(cfg: ExpertConfig, *, num_layers: int | None = None,
+                   attn_implementation: str = "eager") -> Qwen3VLTextConfig:
+    """``Qwen3VLTextConfig`` with the geometry of ``cfg``; ``attn_implementation`` 'eager' (the oracle:
+    plain matmul + softmax) or 'sdpa' (torch's fused ``scaled_dot_product_attention``).
 
     ``mrope_section`` must sum to H/2; any split gives plain 1-D RoPE here because the expert's
     three position rows are equal (alpamayo_tt uses Qwen3-VL's [24, 20, 20]).
@@ -46,7 +48,9 @@ def hf_text_config(cfg: ExpertConfig, *, num_layers: int | None = None) -> Qwen3
         attention_bias=False,
         rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta, "mrope_section": section},
     )
-    hf_cfg._attn_implementation = "eager"
+    if attn_implementation not in ("eager", "sdpa"):
+        raise ValueError(f"attn_implementation={attn_implementation!r}: expected 'eager' or 'sdpa'")
+    hf_cfg._attn_implementation = attn_implementation
     return hf_cfg
 
 
@@ -65,11 +69,13 @@ def hf_text_model(params: ExpertParams, cfg: ExpertConfig, *, dtype=None) -> Qwe
     return model.to(dtype or torch.float32)
 
 
-def hf_decoder_layer(params: ExpertParams, cfg: ExpertConfig, *, layer: int) -> Qwen3VLTextDecoderLayer:
+def hf_decoder_layer(params: ExpertParams, cfg: ExpertConfig, *, layer: int,
+                     attn_implementation: str = "eager") -> Qwen3VLTextDecoderLayer:
     """A ``Qwen3VLTextDecoderLayer`` holding layer ``layer`` of ``params`` (loaded strictly, fp32)."""
     if not 0 <= layer < cfg.num_layers:
         raise ValueError(f"layer={layer} must satisfy 0 <= layer < num_layers={cfg.num_layers}")
-    mod = Qwen3VLTextDecoderLayer(hf_text_config(cfg, num_layers=1), 0).eval()
+    hf_cfg = hf_text_config(cfg, num_layers=1, attn_implementation=attn_implementation)
+    mod = Qwen3VLTextDecoderLayer(hf_cfg, 0).eval()
     prefix = f"layers.{layer}."
     sd = to_hf_state_dict(params, cfg, with_freqs=False)
     mod.load_state_dict(

@@ -1,21 +1,23 @@
-"""The main job's memory-saving model (bf16 bit patterns unpacked inside the layer scan) computes
-exactly what the library's ``velocity`` computes on the same (bf16-valued) weights and cache."""
+"""The report's memory-saving golden sample (bf16 bit patterns unpacked inside the layer scan)
+computes exactly what the library's ``velocity`` computes on the same (bf16-valued) weights and
+cache; the report's tables align."""
 
 import dataclasses
 
 import jax
 import numpy as np
 
-from experiments.report import _from_u16, _random_model, format_table
+from experiments.report.golden_sample import packed_random_model, unpack_bf16
+from experiments.report.tables import format_table, md_table
 from jaxref.config import ExpertConfig
 from jaxref.expert import KVCache, velocity
 
 
 def test_packed_bf16_model_equals_library_velocity():
     cfg = ExpertConfig.tiny()
-    state, vfn = _random_model(jax.random.key(0), cfg, 100, 3, "bf16")
+    state, vfn = packed_random_model(jax.random.key(0), cfg, 100, 3)
     small, packed = state
-    layers, (k, v) = jax.tree.map(_from_u16, packed)
+    layers, (k, v) = jax.tree.map(unpack_bf16, packed)
     params = dataclasses.replace(small, layers=layers)
     cache = KVCache.create(k, v, 100, 3)
     x = jax.random.normal(jax.random.key(1), (cfg.num_tokens, cfg.action_dim))
@@ -33,3 +35,13 @@ def test_format_table_aligns_columns():
     assert lines[0] == "a          long header"
     assert lines[1] == "---------  -----------"
     assert lines[3] == "wide cell  2.5"
+
+
+def test_md_table_escapes_pipes_and_checks_row_width():
+    assert md_table(["a", "b"], [["x|y", 1]]).splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1 |"]
+    try:
+        md_table(["a", "b"], [[1]])
+    except ValueError as exc:
+        assert "1 cells, expected 2" in str(exc)
+    else:
+        raise AssertionError("a short row must be rejected")
