@@ -6,6 +6,7 @@ import dataclasses
 
 import jax
 import numpy as np
+import pytest
 
 from experiments.report.golden_sample import packed_random_model, unpack_bf16
 from experiments.report.tables import format_table, md_table
@@ -39,9 +40,5 @@ def test_format_table_aligns_columns():
 
 def test_md_table_escapes_pipes_and_checks_row_width():
     assert md_table(["a", "b"], [["x|y", 1]]).splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1 |"]
-    try:
+    with pytest.raises(ValueError, match="1 cells, expected 2"):
         md_table(["a", "b"], [[1]])
-    except ValueError as exc:
-        assert "1 cells, expected 2" in str(exc)
-    else:
-        raise AssertionError("a short row must be rejected")

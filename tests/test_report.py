@@ -1,0 +1,184 @@
+"""The main job, ``python -m experiments.report``: one quick run end to end (files, figures, keys of
+results.json), the hardware override reaching the Blackhole section, failure isolation and the
+``--set`` parser."""
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import types
+
+import matplotlib.image
+import pytest
+
+from experiments.report import runner
+from experiments.report.overrides import parse_overrides
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SECTION_KEYS = ["golden", "precision", "blackhole", "ahbm", "device", "performance"]
+ENTRY_KEYS = {"number", "title", "module", "wall_s", "status", "markdown", "results", "figures"}
+
+
+def report(out: pathlib.Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    res = subprocess.run([sys.executable, "-m", "experiments.report", "--quick", "--out", str(out), *args],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert (out / "results.json").is_file(), res.stdout[-2000:] + res.stderr[-4000:]
+    return res, json.loads((out / "results.json").read_text())
+
+
+def available(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a missing parent package
+        return False
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    res, payload = report(out)
+    return out, res, payload
+
+
+@pytest.mark.slow
+def test_quick_report_writes_every_section(quick_run):
+    out, res, payload = quick_run
+    secs = payload["sections"]
+    assert list(secs) == SECTION_KEYS
+    assert payload["report"]["quick"] is True and payload["report"]["machine"]["jax_devices"] == 8
+    text = (out / "REPORT.md").read_text()
+    missing = []
+    for key, entry in secs.items():
+        assert ENTRY_KEYS <= set(entry), (key, sorted(entry))
+        assert f"## {entry['number']}. {entry['title']}" in text
+        if entry["status"] != "ok":
+            # Allowed only while the section's module is not in this checkout (issues 9, 10, 12):
+            # then the section says so in its place, with the error.
+            assert not available(entry["module"]), (key, entry.get("error"), entry.get("traceback_tail"))
+            assert "not built yet" in entry["error"] and entry["error"] in text
+            missing.append(key)
+            continue
+        assert entry["figures"], f"section {key} wrote no figure"
+        for name in entry["figures"]:
+            img = matplotlib.image.imread(out / name)  # a valid PNG, decoded
+            assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100, (name, img.shape)
+            assert f"]({name})" in entry["markdown"], f"{key} does not show {name}"
+    assert res.returncode == (1 if missing else 0), res.stdout[-2000:] + res.stderr[-2000:]
+    assert f"report: {out / 'REPORT.md'}" in res.stdout
+    # Progress: one line per stage start and end in a non-interactive log.
+    for i, entry in enumerate(secs.values(), 1):
+        assert f"[{i}/6] {entry['title']} ..." in res.stderr
+        assert f"[{i}/6] {entry['title']}: {entry['status']} in " in res.stderr
+
+    golden = secs["golden"]["results"]
+    assert golden["hf"]["all_met"] and golden["attention"]["all_met"]
+    assert {r["algorithm"].split(" ")[0] for r in golden["attention"]["rows"]} >= {"flash", "split-KV", "ring"}
+    assert any("sharded" in r["algorithm"] for r in golden["attention"]["rows"])
+    prec = secs["precision"]["results"]
+    for pol in prec["policies"].values():  # device precision loses something, but not much, per layer
+        assert all(0.999 < p < 1.0 for p in pol["layer_pcc"]) and len(pol["layer_pcc"]) == prec["layers"]
+    perf = secs["performance"]["results"]
+    assert set(perf) == {"layer", "sample", "flash", "costmodel_sweep"}
+    assert {"jax exact", "hf eager", "hf sdpa"} <= set(perf["layer"]["median_s"]) and perf["sample"]["finite"]
+
+
+@pytest.mark.slow
+def test_override_changes_blackhole_section(quick_run, tmp_path):
+    """A hardware default changed on the command line changes the Blackhole section's numbers
+    (figures are computed in the run, not copied). Needs issue 12's ``experiments.blackhole_study``."""
+    if not available("experiments.blackhole_study"):
+        pytest.skip("experiments.blackhole_study (issue 12) is not in this checkout")
+    _, _, base = quick_run
+    res, over = report(tmp_path, "--sections", "blackhole", "--set", "blackhole.dram_peak_bytes_per_s=256e9")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert over["report"]["overrides"] == {"blackhole.dram_peak_bytes_per_s": 256e9}
+    assert list(over["sections"]) == ["blackhole"]
+    a, b = base["sections"]["blackhole"]["results"], over["sections"]["blackhole"]["results"]
+    assert base["sections"]["blackhole"]["status"] == "ok"
+    assert leaves(a) != leaves(b), "halving the DRAM bandwidth left every Blackhole number unchanged"
+
+
+def leaves(tree, path=""):
+    """{dotted path: number} of a results tree (so a difference is a difference in numbers)."""
+    if isinstance(tree, dict):
+        return {k: v for key, sub in tree.items() for k, v in leaves(sub, f"{path}.{key}").items()}
+    if isinstance(tree, list):
+        return {k: v for i, sub in enumerate(tree) for k, v in leaves(sub, f"{path}[{i}]").items()}
+    return {path: tree} if isinstance(tree, (int, float)) and not isinstance(tree, bool) else {}
+
+
+def fake_module(name, fn, monkeypatch):
+    mod = types.ModuleType(name)
+    mod.report_section = fn
+    monkeypatch.setitem(sys.modules, name, mod)
+
+
+def test_failing_section_is_reported_in_place_and_the_rest_is_written(tmp_path, monkeypatch):
+    seen = {}
+
+    def ok(out_dir, *, quick, overrides):
+        import matplotlib.pyplot as plt
+
+        seen.update(quick=quick, overrides=overrides)
+        fig = plt.figure()
+        plt.plot([1, 2], [3, 4])
+        fig.savefig(out_dir / "ok.png")
+        plt.close(fig)
+        return {"markdown": "all fine ![x](ok.png)", "results": {"value": 1.5}, "figures": ["ok.png"]}
+
+    def boom(out_dir, *, quick, overrides):
+        raise RuntimeError("the cost model diverged")
+
+    def liar(out_dir, *, quick, overrides):  # claims a figure it did not write
+        return {"markdown": "", "results": {}, "figures": ["never.png"]}
+
+    for name, fn in (("fake_ok", ok), ("fake_boom", boom), ("fake_liar", liar)):
+        fake_module(name, fn, monkeypatch)
+    sections = (runner.Section("first", "First", "fake_boom"), runner.Section("second", "Second", "fake_ok"),
+                runner.Section("third", "Third", "fake_liar"), runner.Section("fourth", "Fourth", "fake_absent"))
+    monkeypatch.setattr(runner, "SECTIONS", sections)
+    monkeypatch.setattr(runner, "use_fake_cpu_devices", lambda: None)  # keep this process's JAX as it is
+    (tmp_path / "stale.png").write_bytes(b"old")
+    (tmp_path / "results.json").write_text(json.dumps({"sections": {"x": {"figures": ["stale.png"]}}}))
+
+    rc = runner.main(["--out", str(tmp_path), "--set", "blackhole.dram_peak_bytes_per_s=256e9"])
+
+    assert rc == 1
+    assert seen == {"quick": False, "overrides": {"blackhole.dram_peak_bytes_per_s": 256e9}}
+    assert not (tmp_path / "stale.png").exists(), "a previous run's figure survived"
+    payload = json.loads((tmp_path / "results.json").read_text())
+    secs = payload["sections"]
+    assert [s["status"] for s in secs.values()] == ["error", "ok", "error", "error"]
+    assert payload["report"]["status"] == "error"
+    assert secs["first"]["error"] == "RuntimeError: the cost model diverged"
+    assert 'raise RuntimeError("the cost model diverged")' in secs["first"]["traceback_tail"]
+    assert "never.png" in secs["third"]["error"] and "not built yet" in secs["fourth"]["error"]
+    assert secs["second"]["results"] == {"value": 1.5} and (tmp_path / "ok.png").is_file()
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "**This section failed**: RuntimeError: the cost model diverged" in text
+    assert 'raise RuntimeError("the cost model diverged")' in text  # the traceback tail, in place
+    assert "all fine ![x](ok.png)" in text and text.index("## 1. First") < text.index("## 2. Second")
+
+
+@pytest.mark.parametrize("item, message", [
+    ("blackhole.dram_peak_bytes_per_s", "expected <hardware>.<field>=<value>"),
+    ("gpu.dram_peak_bytes_per_s=1", "must start with one of"),
+    ("blackhole.dram_bytes=1", "not a numeric field of costmodel.hardware.Blackhole"),
+    ("blackhole.grid_x=10", "not a numeric field"),  # static structure, not a number to sweep
+    ("ahbm.ucie_bytes_per_s=fast", "is not a number"),
+    ("ahbm.ucie_bytes_per_s=-1", "must be finite and > 0"),
+    ("ahbm.ucie_bytes_per_s=nan", "must be finite and > 0"),
+], ids=["no-value", "unknown-hw", "unknown-field", "static-field", "not-a-number", "negative", "nan"])
+def test_set_rejects_bad_overrides(item, message):
+    with pytest.raises(ValueError, match=message):
+        parse_overrides([item])
+
+
+def test_set_parses_both_hardware_and_rejects_repeats():
+    got = parse_overrides(["blackhole.dram_peak_bytes_per_s=256e9", "ahbm.hbm_efficiency=0.6"])
+    assert got == {"blackhole.dram_peak_bytes_per_s": 256e9, "ahbm.hbm_efficiency": 0.6}
+    with pytest.raises(ValueError, match="given twice"):
+        parse_overrides(["ahbm.hbm_efficiency=0.6", "ahbm.hbm_efficiency=0.7"])
