@@ -79,7 +79,8 @@ def test_quick_report_writes_every_section(quick_run):
     assert any("sharded" in r["algorithm"] for r in golden["attention"]["rows"])
     prec = secs["precision"]["results"]
     for pol in prec["policies"].values():  # device precision loses something, but not much, per layer
-        assert all(0.999 < p < 1.0 for p in pol["layer_pcc"]) and len(pol["layer_pcc"]) == prec["layers"]
+        assert all(0.999 < p < 1.0 for p in pol["layer_pcc"]) and len(pol["layer_pcc"]) == len(prec["layer_ids"])
+        assert len(pol["stack_pcc"]) == prec["layers"]
     perf = secs["performance"]["results"]
     assert set(perf) == {"layer", "sample", "flash", "costmodel_sweep"}
     assert {"jax exact", "hf eager", "hf sdpa"} <= set(perf["layer"]["median_s"]) and perf["sample"]["finite"]
