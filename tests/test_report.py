@@ -183,3 +183,18 @@ def test_set_parses_both_hardware_and_rejects_repeats():
     assert got == {"blackhole.dram_peak_bytes_per_s": 256e9, "ahbm.hbm_efficiency": 0.6}
     with pytest.raises(ValueError, match="given twice"):
         parse_overrides(["ahbm.hbm_efficiency=0.6", "ahbm.hbm_efficiency=0.7"])
+
+
+@pytest.mark.parametrize("name", ["../escape.png", "/tmp/abs.png", "plot.jpg", 3])
+def test_section_figures_must_be_pngs_inside_the_output_folder(tmp_path, name):
+    with pytest.raises(ValueError, match="must be a .png file name relative to the output folder"):
+        runner.check_result({"markdown": "", "results": {}, "figures": [name]}, tmp_path)
+
+
+def test_results_must_be_plain_json():
+    import numpy as np
+
+    got = runner.jsonable({"a": np.float32(1.5), "b": [np.int64(2), float("nan")], "c": np.arange(2)})
+    assert got == {"a": 1.5, "b": [2, None], "c": [0, 1]}
+    with pytest.raises(TypeError, match=r"results\.x\[0\]: object is not JSON-serialisable"):
+        runner.jsonable({"x": [object()]})
