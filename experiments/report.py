@@ -272,12 +272,11 @@ def costmodel_section() -> str:
     """Where the port's 32.5 ms/step go, per the calibrated Blackhole roofline (predicted, not measured).
 
     The DRAM floor / predicted / measured split per op class at the port's setting
-    (``costmodel.roofline.gap_table``); ``python -m experiments.costmodel_fit`` prints the full fit.
+    (``costmodel.blackhole.roofline.gap_table``); ``python -m experiments.costmodel_fit`` prints the full fit.
     """
-    from costmodel.blackhole import BlackholeConfig
-    from costmodel.fitted import load_fitted
+    from costmodel.blackhole import BlackholeConfig, load_fitted
+    from costmodel.blackhole.roofline import format_gap_table, gap_table, measured_op_times
     from costmodel.hardware import blackhole_p150a
-    from costmodel.roofline import format_gap_table, gap_table, measured_op_times
 
     cfg = ExpertConfig.alpamayo_tt()
     table = gap_table(blackhole_p150a(), load_fitted(), BlackholeConfig.port(cfg), cfg=cfg,

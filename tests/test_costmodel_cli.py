@@ -6,9 +6,8 @@ import sys
 
 import pytest
 
-from costmodel.blackhole import LAYER_OPS, BlackholeConfig, evaluate, main
-from costmodel.blackhole_ops import AttnConfig
-from costmodel.fitted import load_fitted
+from costmodel.blackhole import LAYER_OPS, AttnConfig, BlackholeConfig, evaluate, load_fitted
+from costmodel.blackhole.cli import main
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
 

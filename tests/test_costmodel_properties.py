@@ -7,9 +7,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from costmodel.blackhole import BlackholeConfig, evaluate, step_breakdown, step_us
-from costmodel.blackhole_ops import AttnConfig, MatmulConfig
-from costmodel.fitted import load_fitted
+from costmodel.blackhole import (
+    AttnConfig,
+    BlackholeConfig,
+    MatmulConfig,
+    evaluate,
+    load_fitted,
+    step_breakdown,
+    step_us,
+)
 from costmodel.hardware import blackhole_p100a, blackhole_p150a
 from costmodel.smooth import Relax
 from jaxref.config import ExpertConfig

@@ -41,6 +41,9 @@ from jaxref.config import ExpertConfig
 
 PRIOR_SD = math.log(10.0)  # sd of the prior per unconstrained coordinate
 SIGMA_REF = 0.05  # log-space row error assumed while fitting (weighs the prior); re-estimated after
+# The residual Jacobian is one large unrolled graph run a few dozen times: XLA's expensive backend
+# passes cost more compile time than they save.
+FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
 # ---- unconstrained parameterisation ----------------------------------------------------------------
@@ -76,7 +79,7 @@ def residuals(theta, hw: Blackhole, specs: tuple, targets, *, cfg: ExpertConfig)
     return jnp.log(predict(hw, from_unconstrained(theta), specs, cfg=cfg) / targets)
 
 
-@functools.partial(jax.jit, static_argnames=("specs", "cfg"))
+@functools.partial(jax.jit, static_argnames=("specs", "cfg"), compiler_options=FAST_COMPILE)
 def residuals_and_jacobian(theta, hw: Blackhole, targets, *, specs: tuple, cfg: ExpertConfig):
     """Residuals [rows] and their Jacobian [rows, P] w.r.t. theta (``jax.jacfwd``). Compiled once per
     row set: held-out rows are weighted out by the caller, so every leave-one-group-out refit of

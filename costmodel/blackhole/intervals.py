@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from costmodel.blackhole.fit import Calibration, from_unconstrained
+from costmodel.blackhole.fit import FAST_COMPILE, Calibration, from_unconstrained
 from costmodel.blackhole.graph import BlackholeConfig, layer_op_specs, step_breakdown, validate
 from costmodel.hardware import Blackhole
 from jaxref.config import ExpertConfig
@@ -39,7 +39,7 @@ def quantile(cal: Calibration, level: float = LEVEL) -> float:
     return float(stats.t.ppf(0.5 + level / 2.0, cal.dof))
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
+@functools.partial(jax.jit, static_argnames=("cfg",), compiler_options=FAST_COMPILE)
 def _values_and_jacobian(theta, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig):
     def f(th):
         out = step_breakdown(hw, from_unconstrained(th), bc, cfg=cfg)
