@@ -121,10 +121,13 @@ def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     result["setting"] = {"hw": hw.name, "preset": args.preset, **bc.setting()}
     if args.vs is not None:
         base_args = parser.parse_args(shlex.split(args.vs))
-        hw_b, cfg_b, base = config_from_args(base_args)
-        if cfg_b != cfg:
-            raise ValueError(f"vs={args.vs!r}: the base must use the same --preset as the setting ({args.preset!r})")
-        d = delta_intervals(cal, hw, bc, base, cfg=cfg, hw_base=hw_b)
+        try:
+            hw_b, cfg_b, base = config_from_args(base_args)
+            if cfg_b != cfg:
+                raise ValueError(f"the base must use the same --preset as the setting ({args.preset!r})")
+            d = delta_intervals(cal, hw, bc, base, cfg=cfg, hw_base=hw_b)
+        except ValueError as e:
+            raise ValueError(f"vs={args.vs!r}: {e}") from None
         result["vs"] = {"setting": {"hw": hw_b.name, "preset": base_args.preset, **base.setting()},
                         "delta_us": {k: v[0] for k, v in d["ops"].items()},
                         "delta_interval_us": {k: [v[1], v[2]] for k, v in d["ops"].items()},
