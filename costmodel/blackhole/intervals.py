@@ -58,8 +58,9 @@ def model_values(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: E
     {"ops": {op: (value, grad [P])}, "kinds": {op: spec class name}, "layer_us" | ...: (value, grad)}."""
     validate(hw, bc, cfg=cfg)
     vals, jac = jax.device_get(_values_and_jacobian(jnp.asarray(cal.theta, jnp.float32), hw, bc, cfg=cfg))
-    out = {"ops": {k: (float(vals["ops"][k]), np.asarray(jac["ops"][k], np.float64)) for k in vals["ops"]},
-           "kinds": {k: type(s).__name__ for k, s in layer_op_specs(bc, cfg=cfg).items()}}
+    specs = layer_op_specs(bc, cfg=cfg)  # graph order (pytree dicts come back key-sorted)
+    out = {"ops": {k: (float(vals["ops"][k]), np.asarray(jac["ops"][k], np.float64)) for k in specs},
+           "kinds": {k: type(s).__name__ for k, s in specs.items()}}
     for k in TOTALS:
         out[k] = (float(vals[k]), np.asarray(jac[k], np.float64))
     return out
