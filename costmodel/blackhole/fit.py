@@ -167,8 +167,9 @@ def fit(rows: list[Row] | None = None, *, hw: Blackhole | None = None, cfg: Expe
     """Fit the 'calibration' rows of ``rows`` (default: every stored row) outside the groups in
     ``hold_out``, from ``init`` (default: the prior), with ``steps`` Levenberg-Marquardt iterations.
 
-    Returns a ``Calibration``; ``info["residuals"]`` / ``info["jacobian_rows"]`` are not stored, but
-    ``info["fitted_to"]`` lists the rows that were fitted.
+    Every row (held out, validation or not) is evaluated, weighted 0 unless fitted, so all folds of
+    one row set share one compiled Jacobian. Returns a ``Calibration`` whose ``info["fitted_to"]``
+    lists the rows that were fitted.
     """
     rows = load_rows() if rows is None else rows
     weights = np.asarray([1.0 if (r.role == "calibration" and r.group not in hold_out) else 0.0 for r in rows])

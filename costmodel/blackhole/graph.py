@@ -215,8 +215,11 @@ def layer_op_us(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: Expe
 
 
 def step_breakdown(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
-                   relax: Relax | None = None) -> dict:
+                   relax: Relax | None = None, op_us=None) -> dict:
     """Per-op table, layer, step and sample times (pure; no validation).
+
+    ``op_us`` (optional) maps an op spec to its time: a caller that has already evaluated some of
+    the layer's specs (the fit, whose measured rows share them) passes a memoising evaluator.
 
     Returns a dict of arrays: ``ops`` (op name -> us), ``layer_us`` (sum of op device times, what
     a profiler table sums to), ``layer_trace_us`` (back-to-back trace replay), ``step_device_us``
@@ -224,11 +227,12 @@ def step_breakdown(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: E
     ``step_us`` (traced step incl. I/O), ``step_full_us`` (+ host action projections),
     ``set_context_us`` (cos/sin + mask upload at the start of sample), ``sample_us``.
     """
-    ops = layer_op_us(hw, fit, bc, cfg=cfg, relax=relax)
+    evaluate_op = (lambda spec: spec.us(hw, fit, relax)) if op_us is None else op_us
+    ops = {name: evaluate_op(spec) for name, spec in layer_op_specs(bc, cfg=cfg).items()}
     layer_us = sum(ops.values())
     layer_trace_us = layer_us - len(ops) * fit.trace_overlap_us
     # the final RMSNorm (or, with fused add+norm, the first layer's input norm) stands alone
-    lone_norm_us = NormSpec(cfg.num_tokens, cfg.hidden, bc.act_dtype).us(hw, fit, relax) - fit.trace_overlap_us
+    lone_norm_us = evaluate_op(NormSpec(cfg.num_tokens, cfg.hidden, bc.act_dtype)) - fit.trace_overlap_us
     step_device_us = cfg.num_layers * layer_trace_us + lone_norm_us
     act_elem_bytes = tile_bytes(bc.act_dtype) / TILE**2
     io_bytes = 2 * cfg.num_tokens * cfg.hidden * act_elem_bytes  # bf16 upload of emb + download of hidden

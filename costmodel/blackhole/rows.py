@@ -144,15 +144,23 @@ def load_rows(data_dir: str | pathlib.Path = DATA_DIR, *, cfg: ExpertConfig | No
 
 
 def predict(hw: Blackhole, fit: FitParams, specs: tuple, *, cfg: ExpertConfig) -> jax.Array:
-    """Modelled time (us) of each spec, exact model; shape [rows]. Step specs sharing a setting
-    share one ``step_breakdown``."""
+    """Modelled time (us) of each spec, exact model; shape [rows]. Equal specs (a row of the per-op
+    table and the graph's own op, rms_norm and rms_norm2, ...) are evaluated once: the traced graph
+    stays small, which keeps the fit's Jacobian quick to compile."""
+    memo: dict = {}
+
+    def op_us(spec):
+        if spec not in memo:
+            memo[spec] = spec.us(hw, fit)
+        return memo[spec]
+
     breakdowns: dict = {}
     out = []
     for spec in specs:
         if isinstance(spec, StepSpec):
             if spec.bc not in breakdowns:
-                breakdowns[spec.bc] = step_breakdown(hw, fit, spec.bc, cfg=cfg)
+                breakdowns[spec.bc] = step_breakdown(hw, fit, spec.bc, cfg=cfg, op_us=op_us)
             out.append(breakdowns[spec.bc][spec.key])
         else:
-            out.append(spec.us(hw, fit))
+            out.append(op_us(spec))
     return jnp.stack([jnp.asarray(v, jnp.float32) for v in out])
