@@ -112,6 +112,14 @@ def main(argv=None):
               f"{ds[0] / 1e3:+7.3f} ms [{ds[1] / 1e3:+7.3f}, {ds[2] / 1e3:+7.3f}]   sample "
               f"{iv['sample_us'][0] / 1e3:6.1f} ms")
 
+    print("  the same step deltas with parameter uncertainty propagated linearly (default) vs by Monte Carlo "
+          "(512 draws of the Laplace posterior; the model has max / q-norm kinks):")
+    for label, bc in (("Smax 5120", port.replace(smax=5120.0)), ("bfp8 cache", port.replace(kv_dtype="bfp8"))):
+        lin = delta_intervals(cal, blackhole_p150a(), bc, port, cfg=CFG)["step_us"]
+        mc = delta_intervals(cal, blackhole_p150a(), bc, port, cfg=CFG, draws=512)["step_us"]
+        print(f"    {label:14s} linearised {lin[0] / 1e3:+.3f} ms [{lin[1] / 1e3:+.3f}, {lin[2] / 1e3:+.3f}]   "
+              f"Monte Carlo [{mc[1] / 1e3:+.3f}, {mc[2] / 1e3:+.3f}]")
+
     print("\n== 4. DRAM floor (weights + KV at 512 GB/s) and the gap, per step")
     fitted = cal.params
     print(format_gap_table(gap_table(blackhole_p150a(), fitted, port, cfg=CFG, measured_ops=measured_op_times())))

@@ -70,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--vs", nargs="?", const="", default=None, metavar="'BASE FLAGS'",
                    help="print this setting as a delta against a base setting given by the same flags in one "
                         "quoted string (empty: the defaults, i.e. the measured port), with correlated intervals")
+    p.add_argument("--draws", type=int, default=0, metavar="N",
+                   help="propagate parameter uncertainty by Monte Carlo with N draws (default: linearised)")
     p.add_argument("--emit-csv", default=None, metavar="FILE",
                    help="write the predicted per-op times of one layer as a device-profiler op report CSV")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -113,11 +115,14 @@ def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     hw, cfg, bc = config_from_args(args)
     cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
     result = evaluate(hw, cal.params, bc, cfg=cfg)
-    iv = intervals(cal, hw, bc, cfg=cfg)
+    if args.draws < 0:
+        raise ValueError(f"draws={args.draws} must be >= 0 (0: linearised propagation)")
+    iv = intervals(cal, hw, bc, cfg=cfg, draws=args.draws)
     result["interval_us"] = {k: [lo, hi] for k, (_, lo, hi) in iv["ops"].items()}
     result["interval_us"]["layer_us"] = list(iv["layer_us"][1:])
     result["interval_ms"] = {ms: [iv[us][1] / 1e3, iv[us][2] / 1e3] for us, ms in TOTALS_MS.items()}
     result["interval_level"] = LEVEL
+    result["interval_method"] = f"monte carlo ({args.draws} draws)" if args.draws else "linearised"
     result["setting"] = {"hw": hw.name, "preset": args.preset, **bc.setting()}
     if args.vs is not None:
         base_args = parser.parse_args(shlex.split(args.vs))
@@ -125,7 +130,7 @@ def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
             hw_b, cfg_b, base = config_from_args(base_args)
             if cfg_b != cfg:
                 raise ValueError(f"the base must use the same --preset as the setting ({args.preset!r})")
-            d = delta_intervals(cal, hw, bc, base, cfg=cfg, hw_base=hw_b)
+            d = delta_intervals(cal, hw, bc, base, cfg=cfg, hw_base=hw_b, draws=args.draws)
         except ValueError as e:
             raise ValueError(f"vs={args.vs!r}: {e}") from None
         result["vs"] = {"setting": {"hw": hw_b.name, "preset": base_args.preset, **base.setting()},
