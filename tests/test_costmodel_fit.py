@@ -68,6 +68,7 @@ def test_stored_covariance_is_a_covariance(stored):
     assert [f"{r['table']}/{r['name']}" for r in doc["rows"]] == [f"{r.table}/{r.name}" for r in rows.load_rows()]
 
 
+@pytest.mark.slow  # compiles the residual Jacobian of every measured row (~10-20 s)
 def test_in_sample_intervals_cover_most_rows(stored):
     got = row_intervals(stored, rows.load_rows())
     assert all(p["lo"] < p["predicted"] < p["hi"] for p in got)

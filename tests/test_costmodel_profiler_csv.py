@@ -35,6 +35,7 @@ def test_csv_reads_back_the_same_ops(notes_csv):
     assert {"OP CODE", DURATION, "CORE COUNT", "ATTRIBUTES", "INPUT_0_Y_PAD[LOGICAL]"} <= set(header)
 
 
+@pytest.mark.slow  # compiles the residual Jacobian of every measured row (~10-20 s)
 def test_csv_refits_to_the_json_parameters(notes_csv):
     path, ops = notes_csv
     from_json = fit.fit(ops, steps=30)
