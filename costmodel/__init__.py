@@ -3,17 +3,22 @@
 Blackhole (the expert port of seeds/EXPERT_NOTES.md):
   hardware       Blackhole p150a / p100a and AHBM specs as pytrees, units in names, sources
   smooth         exact / relaxed max, min, ceil (``Relax`` temperatures)
-  blackhole_ops  ttnn op models (1D-multicast matmul, flash-decode / standard SDPA, norms, ...)
-  blackhole      the layer graph, 64-layer step, 10-step sample; ``evaluate``; what-if CLI
-  fitted         the fitted parameters (``FitParams``) and the stored calibration
-  calibrate      optax fit to the measured tables in ``costmodel/data``
-  roofline       DRAM floor per step and the gap per op class
-  tune           gradient tuning of integer knobs with projection vs exhaustive search
+  blackhole      op models, the layer graph, 64-layer step, 10-step sample; fit with covariance,
+                 prediction intervals, profiler CSVs, roofline, tuning, what-if CLI (see its docstring)
 """
 
-from costmodel.blackhole import BlackholeConfig, evaluate, layer_op_us, step_breakdown, step_us, sweep_step_us
-from costmodel.blackhole_ops import AttnConfig, MatmulConfig
-from costmodel.fitted import FitParams, load_fitted
+from costmodel.blackhole import (
+    AttnConfig,
+    BlackholeConfig,
+    FitParams,
+    MatmulConfig,
+    evaluate,
+    layer_op_us,
+    load_fitted,
+    step_breakdown,
+    step_us,
+    sweep_step_us,
+)
 from costmodel.hardware import (
     AHBM,
     Blackhole,

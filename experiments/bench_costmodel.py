@@ -20,11 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from costmodel.blackhole import MATMULS, BlackholeConfig, evaluate, sweep_step_us
-from costmodel.blackhole_ops import AttnConfig
-from costmodel.fitted import load_fitted
+from costmodel.blackhole import MATMULS, AttnConfig, BlackholeConfig, evaluate, load_fitted, sweep_step_us
+from costmodel.blackhole.tune import valid_matmul_configs
 from costmodel.hardware import blackhole_p150a
-from costmodel.tune import valid_matmul_configs
 from jaxref.config import ExpertConfig
 
 CFG = ExpertConfig.alpamayo_tt()

@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from costmodel import tune
-from costmodel.blackhole import MATMULS, BlackholeConfig, evaluate
-from costmodel.fitted import load_fitted
+from costmodel.blackhole import MATMULS, BlackholeConfig, evaluate, load_fitted, tune
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
 

@@ -6,9 +6,8 @@ import sys
 
 import pytest
 
-from costmodel.blackhole import LAYER_OPS, BlackholeConfig, evaluate, main
-from costmodel.blackhole_ops import AttnConfig
-from costmodel.fitted import load_fitted
+from costmodel.blackhole import LAYER_OPS, AttnConfig, BlackholeConfig, evaluate, load_fitted
+from costmodel.blackhole.cli import main
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
 
@@ -63,3 +62,43 @@ def test_module_entry_point():
     bad = subprocess.run([sys.executable, "-m", "costmodel.blackhole", "--k-chunk", "100"], capture_output=True,
                          text=True, timeout=120, check=False)
     assert bad.returncode == 2 and "k_chunk=100 must be a multiple of 32" in bad.stderr
+
+
+def test_json_keeps_its_keys_and_adds_intervals(capsys):
+    main(ISSUE_EXAMPLE)
+    printed = json.loads(capsys.readouterr().out)
+    for key in ("per_op_us", "layer_us", "layer_trace_us", "step_ms", "step_full_ms", "sample_ms", "setting"):
+        assert key in printed
+    assert set(printed["interval_us"]) == {*LAYER_OPS, "layer_us"}
+    for op, t in printed["per_op_us"].items():
+        lo, hi = printed["interval_us"][op]
+        assert lo < t < hi
+    for key in ("step_ms", "step_full_ms", "sample_ms"):
+        lo, hi = printed["interval_ms"][key]
+        assert lo < printed[key] < hi
+
+
+@pytest.mark.parametrize("argv,base,changed", [
+    (["--smax", "5120"], "", "attention"),
+    (["--kv-dtype", "bfp8"], "--kv-dtype bf16", "attention"),
+])
+def test_vs_prints_a_delta_with_its_interval(argv, base, changed, capsys):
+    result = main([*argv, "--vs", base, "--json"])
+    printed = json.loads(capsys.readouterr().out)
+    ref = main(["--json"])
+    capsys.readouterr()
+    vs = printed["vs"]
+    assert vs["setting"]["smax"] == 8192 and vs["setting"]["kv_dtype"] == "bf16"
+    assert vs["delta_ms"]["step_ms"] == pytest.approx(result["step_ms"] - ref["step_ms"], rel=1e-5)
+    lo, hi = vs["delta_interval_ms"]["step_ms"]
+    assert lo < vs["delta_ms"]["step_ms"] < hi < 0
+    assert vs["delta_us"][changed] < 0 and vs["delta_us"]["wqkv"] == 0.0
+
+
+def test_vs_text_output_and_bad_base(capsys):
+    main(["--smax", "5120", "--vs"])
+    out = capsys.readouterr().out
+    assert "delta vs the base setting" in out and "step_ms" in out and "90% interval" in out
+    with pytest.raises(SystemExit):
+        main(["--vs", "--smax 96"])
+    assert "vs='--smax 96': smax=96 must be >= seq_len + num_tokens" in capsys.readouterr().err

@@ -7,9 +7,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from costmodel.blackhole import BlackholeConfig, evaluate, step_breakdown, step_us
-from costmodel.blackhole_ops import AttnConfig, MatmulConfig
-from costmodel.fitted import load_fitted
+from costmodel.blackhole import (
+    AttnConfig,
+    BlackholeConfig,
+    MatmulConfig,
+    evaluate,
+    load_fitted,
+    step_breakdown,
+    step_us,
+)
 from costmodel.hardware import blackhole_p100a, blackhole_p150a
 from costmodel.smooth import Relax
 from jaxref.config import ExpertConfig
@@ -112,3 +118,19 @@ def test_grad_matches_central_differences(mode):
             assert abs(g - fd) <= 0.01 * abs(fd) + scale, (i, g, fd)
             nonzero += abs(fd) > scale
         assert nonzero >= 30
+
+
+def test_smax_terms_are_bytes_bounded_by_the_peak():
+    """Every Smax-dependent term moves bytes or computes tiles: attention never beats its K+V bytes
+    at the 512 GB/s peak, and the per-row slope at long context is lower with the smaller bfp8
+    pages (bytes set it, not a free slope)."""
+    slopes = {}
+    for kv_dtype, elem_bytes in (("bf16", 2.0), ("bfp8", 1088 / 1024)):
+        bc = BlackholeConfig.port(CFG, kv_dtype=kv_dtype)
+        attn = np.asarray(_sweep_smax(HW, FIT, bc, jnp.asarray(SMAX_GRID), cfg=CFG)[0])
+        row_bytes = 2 * CFG.num_kv_heads * CFG.head_dim * elem_bytes
+        assert np.all(attn * 1e-6 * 512e9 >= SMAX_GRID * row_bytes), kv_dtype
+        slope = (attn[-1] - attn[-9]) / (SMAX_GRID[-1] - SMAX_GRID[-9]) * 1e-6  # s per cache row
+        assert slope > row_bytes / 512e9
+        slopes[kv_dtype] = slope
+    assert slopes["bfp8"] < 0.8 * slopes["bf16"]

@@ -2,10 +2,15 @@
 
 import pytest
 
-from costmodel.blackhole import BlackholeConfig
-from costmodel.fitted import load_fitted
+from costmodel.blackhole import BlackholeConfig, load_fitted
+from costmodel.blackhole.roofline import (
+    floor_us,
+    gap_table,
+    layer_kv_bytes,
+    layer_weight_bytes,
+    measured_op_times,
+)
 from costmodel.hardware import blackhole_p150a
-from costmodel.roofline import floor_us, gap_table, layer_kv_bytes, layer_weight_bytes, measured_op_times
 from jaxref.config import ExpertConfig
 
 CFG = ExpertConfig.alpamayo_tt()

@@ -5,10 +5,7 @@ import itertools
 
 import pytest
 
-from costmodel import tune
-from costmodel.blackhole import MATMULS, BlackholeConfig, evaluate
-from costmodel.blackhole_ops import AttnConfig
-from costmodel.fitted import load_fitted
+from costmodel.blackhole import MATMULS, AttnConfig, BlackholeConfig, evaluate, load_fitted, tune
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
 

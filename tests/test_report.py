@@ -30,10 +30,13 @@ def report(out: pathlib.Path, *args: str) -> tuple[subprocess.CompletedProcess, 
 
 
 def available(module: str) -> bool:
+    """True when ``module`` is a file of this checkout (an editable install of another checkout may
+    resolve it elsewhere)."""
     try:
-        return importlib.util.find_spec(module) is not None
+        spec = importlib.util.find_spec(module)
     except ModuleNotFoundError:  # a missing parent package
         return False
+    return spec is not None and spec.origin is not None and ROOT in pathlib.Path(spec.origin).resolve().parents
 
 
 @pytest.fixture(scope="module")

@@ -1,383 +1,61 @@
-"""The expert on one Blackhole chip: per-op table of a layer, the 64-layer step, the 10-step sample.
+"""The Alpamayo expert on one Blackhole chip: a calibrated, differentiable roofline with intervals.
 
-``step_breakdown(hw, fit, bc, cfg=...)`` is the pure, jit/vmap/grad-able model (exact with
-``relax=None``, relaxed with a ``Relax``); ``evaluate(...)`` validates a concrete configuration
-and runs the exact model (the discrete evaluator). The what-if CLI:
-
-    python -m costmodel.blackhole --smax 5120 --seq-len 4700 --kv-dtype bfp8 --weight-dtype bfp8 \
-        --attn-mode decode --k-chunk 128 --json
-
-Graph (seeds/EXPERT_NOTES.md, 19 ttnn ops per layer): rms_norm -> wqkv -> nlp_create_qkv_heads
--> q_norm, k_norm -> rope_q, rope_k -> fill_cache_k, fill_cache_v -> attention -> concat_heads ->
-wo -> add -> rms_norm2 -> w1 (silu), w3 -> mul -> w2 -> add2. The 64 layers plus the final
-RMSNorm replay as one trace; per step the host uploads the 64x1536 bf16 embedding and downloads
-the final hidden state, and runs action_in_proj / action_out_proj; sample() re-uploads cos/sin and
-the mask once, then runs 10 Euler steps.
+Modules:
+  params      FitParams: the fitted unknowns, each with unit, meaning, prior and source
+  ops, sdpa   ttnn op models (1D-mcast matmul, norms, rope, heads, fill_cache, eltwise; SDPA)
+  opspecs     one op instance as data (kind, shapes, formats, config) -> its modelled time
+  graph       BlackholeConfig, the layer graph, 64-layer step, 10-step sample; ``evaluate``
+  rows        measured rows with sources (costmodel/data) and the spec predicting each
+  fit         least-squares fit + Laplace covariance (``Calibration``)
+  intervals   90% prediction intervals: per op, step, sample, and deltas between settings
+  validation  leave-one-group-out refits and interval coverage
+  profiler_csv  ttnn device-profiler op reports (ops_perf_results CSV) in and out
+  roofline    DRAM floor and gap per op class; tune: gradient tuning vs exhaustive search
+  cli         ``python -m costmodel.blackhole`` (what-if, ``--vs``, ``calibrate --ops-csv``)
 """
 
-from __future__ import annotations
-
-import argparse
-import dataclasses
-import functools
-import json
-import math
-
-import jax
-
-from costmodel._pytree import pytree_dataclass, static_field
-from costmodel.blackhole_ops import (
-    ACT_DTYPES,
-    KV_DTYPES,
-    MASK_DTYPES,
-    WEIGHT_DTYPES,
-    AttnConfig,
-    MatmulConfig,
-    eltwise_us,
-    fill_cache_us,
-    heads_us,
-    matmul_us,
-    rms_norm_us,
-    rope_us,
-    sdpa_decode_us,
-    sdpa_standard_us,
-    validate_attention,
-    validate_matmul,
+from costmodel.blackhole.graph import (
+    FUSED_LAYER_OPS,
+    LAYER_OPS,
+    MATMULS,
+    OP_CLASS,
+    BlackholeConfig,
+    attention_us,
+    attn_q_rows,
+    evaluate,
+    layer_op_specs,
+    layer_op_us,
+    matmul_configs,
+    matmul_shapes,
+    step_breakdown,
+    step_us,
+    sweep_step_us,
+    validate,
 )
-from costmodel.fitted import FitParams, load_fitted
-from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, blackhole, tile_bytes
-from costmodel.smooth import Relax
-from jaxref.config import ExpertConfig
+from costmodel.blackhole.ops import MatmulConfig
+from costmodel.blackhole.params import FitParams, initial_params, load_fitted
+from costmodel.blackhole.sdpa import AttnConfig
 
-LAYER_OPS = ("rms_norm", "wqkv", "nlp_create_qkv_heads", "q_norm", "k_norm", "rope_q", "rope_k",
-             "fill_cache_k", "fill_cache_v", "attention", "concat_heads", "wo", "add", "rms_norm2",
-             "w1", "w3", "mul", "w2", "add2")
-# add + rms_norm2 and add2 + the next layer's rms_norm become one fused residual+norm op each
-FUSED_LAYER_OPS = ("wqkv", "nlp_create_qkv_heads", "q_norm", "k_norm", "rope_q", "rope_k",
-                   "fill_cache_k", "fill_cache_v", "attention", "concat_heads", "wo", "add_rms_norm2",
-                   "w1", "w3", "mul", "w2", "add2_rms_norm")
-MATMULS = ("wqkv", "wo", "w1", "w3", "w2")
-# tuned 1D configs of the port (EXPERT_NOTES.md "Matmul program configs"): (in0_block_w, per_core_N)
-PORT_TUNED = {"wqkv": (8, 2), "wo": (8, 1), "w1": (8, 2), "w3": (8, 2), "w2": (48, 1)}
-OP_CLASS = {
-    "rms_norm": "norm", "q_norm": "norm", "k_norm": "norm", "rms_norm2": "norm",
-    "add_rms_norm2": "norm", "add2_rms_norm": "norm",
-    "wqkv": "matmul", "wo": "matmul", "w1": "matmul", "w3": "matmul", "w2": "matmul",
-    "nlp_create_qkv_heads": "heads", "concat_heads": "heads", "rope_q": "rope", "rope_k": "rope",
-    "fill_cache_k": "fill_cache", "fill_cache_v": "fill_cache", "attention": "attention",
-    "add": "eltwise", "mul": "eltwise", "add2": "eltwise",
-}
-
-
-def matmul_shapes(cfg: ExpertConfig) -> dict[str, tuple[int, int, int]]:
-    """(M, K, N) of each weight matmul: M = T tokens, weights [in, out] as on device."""
-    T, D, F, H = cfg.num_tokens, cfg.hidden, cfg.ffn, cfg.head_dim
-    qkv = (cfg.num_heads + 2 * cfg.num_kv_heads) * H
-    return {"wqkv": (T, D, qkv), "wo": (T, cfg.num_heads * H, D), "w1": (T, D, F), "w3": (T, D, F),
-            "w2": (T, F, D)}
-
-
-@pytree_dataclass
-class BlackholeConfig:
-    """One setting of the port: cache size, matmul and SDPA knobs (float leaves) and formats (static).
-
-    Attributes:
-      smax: Smax, cache rows per layer (the decode kernel reads all of them).
-      seq_len: S, valid VLM rows (<= Smax - T; only constrains, the masked graph does not depend on S).
-      wqkv, wo, w1, w3, w2: matmul program configs.
-      attn: SDPA knobs (k_chunk, q_chunk, cores_per_head).
-      attn_mode: 'decode' (flash-decode, 8 users x G*T rows) or 'standard' (SDPA over q heads).
-      fold_heads: standard SDPA with the G q heads of a kv head folded onto rows (G*T rows per head).
-      kv_dtype / weight_dtype / mask_dtype / act_dtype: storage formats (tile bytes follow).
-      fidelity: matrix-engine math fidelity of matmuls and SDPA.
-      fuse_add_norm: residual add fused into the following rms_norm (2 ops fewer per layer).
-    """
-
-    smax: float
-    seq_len: float
-    wqkv: MatmulConfig
-    wo: MatmulConfig
-    w1: MatmulConfig
-    w3: MatmulConfig
-    w2: MatmulConfig
-    attn: AttnConfig
-    attn_mode: str = static_field(default="decode")
-    fold_heads: bool = static_field(default=False)
-    kv_dtype: str = static_field(default="bf16")
-    weight_dtype: str = static_field(default="bfp8")
-    mask_dtype: str = static_field(default="bfp4")
-    act_dtype: str = static_field(default="bf16")
-    fidelity: str = static_field(default="HiFi2")
-    fuse_add_norm: bool = static_field(default=False)
-
-    @classmethod
-    def port(cls, cfg: ExpertConfig | None = None, *, matmuls: str = "tuned", **overrides) -> BlackholeConfig:
-        """The measured port: Smax 8192, S 4700, tuned matmuls, decode SDPA k_chunk 128, 16 cores/head,
-        bf16 cache, bfp8 weights, bfp4 mask. ``matmuls='default'`` uses ttnn's default heuristic."""
-        cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
-        base = dict(smax=float(cfg.max_seq_len), seq_len=4700.0, attn=AttnConfig(128.0, 32.0, 16.0),
-                    **matmul_configs(cfg, matmuls))
-        return cls(**{**base, **overrides})
-
-    def replace(self, **changes) -> BlackholeConfig:
-        """``dataclasses.replace`` (validation happens in ``validate`` / ``evaluate``)."""
-        return dataclasses.replace(self, **changes)
-
-    def setting(self) -> dict:
-        """Plain-Python summary for reports and JSON."""
-        out = {"smax": float(self.smax), "seq_len": float(self.seq_len), "attn_mode": self.attn_mode,
-               "fold_heads": self.fold_heads, "kv_dtype": self.kv_dtype, "weight_dtype": self.weight_dtype,
-               "mask_dtype": self.mask_dtype, "fidelity": self.fidelity, "fuse_add_norm": self.fuse_add_norm,
-               "k_chunk": float(self.attn.k_chunk), "q_chunk": float(self.attn.q_chunk),
-               "cores_per_head": float(self.attn.cores_per_head)}
-        for name in MATMULS:
-            m = getattr(self, name)
-            out[name] = {"in0_block_w": float(m.in0_block_w), "per_core_N": float(m.per_core_N),
-                         "per_core_M": float(m.per_core_M)}
-        return out
-
-
-def matmul_configs(cfg: ExpertConfig, kind: str = "tuned", *, grid_x: int = 11, grid_y: int = 10
-                   ) -> dict[str, MatmulConfig]:
-    """The port's tuned configs (alpamayo_tt geometry) or ttnn's default heuristic, per weight."""
-    if kind not in ("tuned", "default"):
-        raise ValueError(f"matmuls={kind!r} unknown; expected 'tuned' or 'default'")
-    out = {}
-    for name, (M, K, N) in matmul_shapes(cfg).items():
-        if kind == "tuned":
-            ibw, pcn = PORT_TUNED[name]
-            out[name] = MatmulConfig(float(ibw), float(pcn), float(M // TILE), grid_x=grid_x, grid_y=grid_y)
-        else:
-            out[name] = MatmulConfig.default_heuristic(M=M, K=K, N=N, grid_x=grid_x, grid_y=grid_y)
-    return out
-
-
-def attn_q_rows(bc: BlackholeConfig, cfg: ExpertConfig) -> int:
-    """Query rows per attention head as the kernel sees them (G*T decode / folded, T standard GQA)."""
-    return cfg.group * cfg.num_tokens if (bc.attn_mode == "decode" or bc.fold_heads) else cfg.num_tokens
-
-
-def attention_us(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
-                 relax: Relax | None = None):
-    """The attention op of one layer (decode or standard SDPA), us."""
-    common = {"smax_rows": bc.smax, "head_dim": cfg.head_dim, "kv_dtype": bc.kv_dtype, "mask_dtype": bc.mask_dtype,
-                  "act_dtype": bc.act_dtype, "fidelity": bc.fidelity, "relax": relax}
-    if bc.attn_mode == "decode":
-        return sdpa_decode_us(hw, fit, bc.attn, users=cfg.num_kv_heads, q_rows=attn_q_rows(bc, cfg), **common)
-    q_heads = cfg.num_kv_heads if bc.fold_heads else cfg.num_heads
-    return sdpa_standard_us(hw, fit, bc.attn, q_heads=q_heads, q_rows=attn_q_rows(bc, cfg), **common)
-
-
-def layer_op_us(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
-                relax: Relax | None = None) -> dict[str, jax.Array]:
-    """Device time of each ttnn op of one decoder layer, us, in graph order (keys: ``LAYER_OPS``,
-    or ``FUSED_LAYER_OPS`` with ``fuse_add_norm``)."""
-    T, D, N, K, H = cfg.num_tokens, cfg.hidden, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-    act = bc.act_dtype
-    shapes = matmul_shapes(cfg)
-
-    def mm(name, fused_activation=False):
-        M, Kd, Nd = shapes[name]
-        return matmul_us(hw, fit, getattr(bc, name), M=M, K=Kd, N=Nd, weight_dtype=bc.weight_dtype,
-                         act_dtype=act, fidelity=bc.fidelity, fused_activation=fused_activation, relax=relax)
-
-    def norm(rows, width, fused=False):
-        return rms_norm_us(hw, fit, rows=rows, width=width, act_dtype=act, fused_residual=fused, relax=relax)
-
-    ops = {
-        "rms_norm": norm(T, D),
-        "wqkv": mm("wqkv"),
-        "nlp_create_qkv_heads": heads_us(hw, fit, rows=T, tiles_per_row=(N + 2 * K) * H // TILE, act_dtype=act,
-                                         relax=relax),
-        "q_norm": norm(N * T, H),
-        "k_norm": norm(K * T, H),
-        "rope_q": rope_us(hw, fit, heads=N, rows=T, head_dim=H, act_dtype=act, relax=relax),
-        "rope_k": rope_us(hw, fit, heads=K, rows=T, head_dim=H, act_dtype=act, relax=relax),
-        "fill_cache_k": fill_cache_us(hw, fit, kv_heads=K, rows=T, head_dim=H, act_dtype=act,
-                                      kv_dtype=bc.kv_dtype, relax=relax),
-        "fill_cache_v": fill_cache_us(hw, fit, kv_heads=K, rows=T, head_dim=H, act_dtype=act,
-                                      kv_dtype=bc.kv_dtype, relax=relax),
-        "attention": attention_us(hw, fit, bc, cfg=cfg, relax=relax),
-        "concat_heads": heads_us(hw, fit, rows=T, tiles_per_row=N * H // TILE, act_dtype=act, relax=relax),
-        "wo": mm("wo"),
-        "add": eltwise_us(hw, fit, rows=T, width=D, act_dtype=act, relax=relax),
-        "rms_norm2": norm(T, D),
-        "w1": mm("w1", fused_activation=True),
-        "w3": mm("w3"),
-        "mul": eltwise_us(hw, fit, rows=T, width=cfg.ffn, act_dtype=act, relax=relax),
-        "w2": mm("w2"),
-        "add2": eltwise_us(hw, fit, rows=T, width=D, act_dtype=act, relax=relax),
-    }
-    if not bc.fuse_add_norm:
-        return ops
-    ops["add_rms_norm2"] = norm(T, D, fused=True)
-    ops["add2_rms_norm"] = norm(T, D, fused=True)
-    return {name: ops[name] for name in FUSED_LAYER_OPS}
-
-
-def step_breakdown(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
-                   relax: Relax | None = None) -> dict:
-    """Per-op table, layer, step and sample times (pure; no validation).
-
-    Returns a dict of arrays: ``ops`` (op name -> us), ``layer_us`` (sum of op device times, what
-    a profiler table sums to), ``layer_trace_us`` (back-to-back trace replay), ``step_device_us``
-    (64 layers + the one unfused norm), ``step_io_us`` (embedding upload + hidden download),
-    ``step_us`` (traced step incl. I/O), ``step_full_us`` (+ host action projections),
-    ``set_context_us`` (cos/sin + mask upload at the start of sample), ``sample_us``.
-    """
-    ops = layer_op_us(hw, fit, bc, cfg=cfg, relax=relax)
-    layer_us = sum(ops.values())
-    layer_trace_us = layer_us - len(ops) * fit.trace_overlap_us
-    # the final RMSNorm (or, with fused add+norm, the first layer's input norm) stands alone
-    lone_norm_us = rms_norm_us(hw, fit, rows=cfg.num_tokens, width=cfg.hidden, act_dtype=bc.act_dtype,
-                               relax=relax) - fit.trace_overlap_us
-    step_device_us = cfg.num_layers * layer_trace_us + lone_norm_us
-    act_elem_bytes = tile_bytes(bc.act_dtype) / TILE**2
-    io_bytes = 2 * cfg.num_tokens * cfg.hidden * act_elem_bytes  # bf16 upload of emb + download of hidden
-    step_io_us = io_bytes / fit.host_bytes_per_s * 1e6
-    step_us = step_device_us + step_io_us
-    step_full_us = step_us + fit.host_proj_us
-    mask_rows = attn_q_rows(bc, cfg)
-    ctx_bytes = (math.ceil(mask_rows / TILE) * (bc.smax / TILE) * tile_bytes(bc.mask_dtype)
-                 + 2 * cfg.num_tokens * cfg.head_dim * act_elem_bytes)
-    set_context_us = ctx_bytes / fit.host_bytes_per_s * 1e6
-    sample_us = set_context_us + cfg.num_steps * step_full_us
-    return {"ops": ops, "layer_us": layer_us, "layer_trace_us": layer_trace_us, "step_device_us": step_device_us,
-            "step_io_us": step_io_us, "step_us": step_us, "step_full_us": step_full_us,
-            "set_context_us": set_context_us, "sample_us": sample_us}
-
-
-def step_us(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
-            relax: Relax | None = None):
-    """Traced 64-layer step incl. host I/O (the notes' 32.5 ms), us; a scalar for ``jax.grad``."""
-    return step_breakdown(hw, fit, bc, cfg=cfg, relax=relax)["step_us"]
-
-
-@functools.partial(jax.jit, static_argnames=("cfg",))
-def sweep_step_us(hw: Blackhole, fit: FitParams, bc_batch: BlackholeConfig, *, cfg: ExpertConfig) -> jax.Array:
-    """Exact traced-step time (us) of a batch of settings: every leaf of ``bc_batch`` has a leading
-    axis [B]; returns [B]. No validation: feed it configs from ``costmodel.tune``'s valid sets."""
-    return jax.vmap(lambda b: step_us(hw, fit, b, cfg=cfg))(bc_batch)
-
-
-def validate(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> None:
-    """Raise ValueError (naming the argument, the value, what was expected) for an illegal setting."""
-    for name, value, allowed in (("kv_dtype", bc.kv_dtype, KV_DTYPES), ("weight_dtype", bc.weight_dtype, WEIGHT_DTYPES),
-                                 ("mask_dtype", bc.mask_dtype, MASK_DTYPES), ("act_dtype", bc.act_dtype, ACT_DTYPES),
-                                 ("fidelity", bc.fidelity, tuple(FIDELITY_PASSES))):
-        if value not in allowed:
-            raise ValueError(f"{name}={value!r} unknown; expected one of {list(allowed)}")
-    for name, (M, K, N) in matmul_shapes(cfg).items():
-        validate_matmul(name, getattr(bc, name), hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype,
-                        act_dtype=bc.act_dtype)
-    validate_attention(bc.attn, hw, mode=bc.attn_mode, fold_heads=bc.fold_heads, smax_rows=bc.smax,
-                       seq_len=bc.seq_len, num_tokens=cfg.num_tokens, group=cfg.group, head_dim=cfg.head_dim,
-                       kv_dtype=bc.kv_dtype, mask_dtype=bc.mask_dtype)
-
-
-@functools.partial(jax.jit, static_argnames=("cfg", "relax"))
-def _breakdown_jit(hw, fit, bc, *, cfg, relax=None):
-    return step_breakdown(hw, fit, bc, cfg=cfg, relax=relax)
-
-
-def evaluate(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig | None = None) -> dict:
-    """The discrete evaluator: validate, run the exact model, return plain floats.
-
-    Returns: {"per_op_us": {op: us}, "layer_us", "layer_trace_us", "step_ms", "step_full_ms",
-    "sample_ms", "step_device_ms", "set_context_ms"}.
-    """
-    cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
-    validate(hw, bc, cfg=cfg)
-    out = jax.device_get(_breakdown_jit(hw, fit, bc, cfg=cfg))
-    order = FUSED_LAYER_OPS if bc.fuse_add_norm else LAYER_OPS  # pytree dicts come back key-sorted
-    return {"per_op_us": {k: float(out["ops"][k]) for k in order},
-            "layer_us": float(out["layer_us"]), "layer_trace_us": float(out["layer_trace_us"]),
-            "step_device_ms": float(out["step_device_us"]) / 1e3, "step_ms": float(out["step_us"]) / 1e3,
-            "step_full_ms": float(out["step_full_us"]) / 1e3, "set_context_ms": float(out["set_context_us"]) / 1e3,
-            "sample_ms": float(out["sample_us"]) / 1e3}
-
-
-# ---- what-if CLI -------------------------------------------------------------------------------------
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m costmodel.blackhole",
-                                description="What-if: predicted per-op times of one expert layer on Blackhole, "
-                                            "and the step / sample totals (calibrated roofline).")
-    p.add_argument("--hw", default="p150a", help="p150a | p100a")
-    p.add_argument("--preset", default="alpamayo_tt", help="ExpertConfig preset (geometry)")
-    p.add_argument("--smax", type=int, default=None, help="cache rows Smax (default: preset max_seq_len)")
-    p.add_argument("--seq-len", type=int, default=4700, help="valid VLM rows S (<= Smax - T)")
-    p.add_argument("--kv-dtype", default="bf16", help=f"one of {list(KV_DTYPES)}")
-    p.add_argument("--weight-dtype", default="bfp8", help=f"one of {list(WEIGHT_DTYPES)}")
-    p.add_argument("--mask-dtype", default=None, help="default: bfp4 (decode) / bf16 (standard)")
-    p.add_argument("--attn-mode", default="decode", help="decode | standard")
-    p.add_argument("--k-chunk", type=int, default=128)
-    p.add_argument("--q-chunk", type=int, default=32, help="standard SDPA only")
-    p.add_argument("--fold-heads", action="store_true", help="standard SDPA with the group's q heads on rows")
-    p.add_argument("--cores-per-head", type=int, default=16, help="decode SDPA max_cores_per_head_batch (<= 16)")
-    p.add_argument("--matmuls", default="tuned", help="tuned (the port's configs) | default (ttnn heuristic)")
-    p.add_argument("--matmul-config", action="append", default=[], metavar="NAME=IN0_BLOCK_W,PER_CORE_N",
-                   help="override one matmul's 1D config, e.g. w2=48,1 (repeatable)")
-    p.add_argument("--grid", default=None, metavar="XxY", help="matmul core grid, e.g. 11x10 (default: the chip's)")
-    p.add_argument("--fidelity", default="HiFi2")
-    p.add_argument("--fuse-add-norm", action="store_true", help="fuse each residual add into the next rms_norm")
-    p.add_argument("--calibration", default=None, help="calibration JSON (default: costmodel/data/calibration.json)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    return p
-
-
-def config_from_args(args: argparse.Namespace) -> tuple[Blackhole, ExpertConfig, BlackholeConfig]:
-    """Build (hardware, geometry, setting) from parsed CLI flags; raises ValueError on bad input."""
-    hw = blackhole(args.hw)
-    cfg = ExpertConfig.preset(args.preset)
-    mask = args.mask_dtype or ("bfp4" if args.attn_mode == "decode" else "bf16")
-    smax_rows = cfg.max_seq_len if args.smax is None else args.smax
-    grid = (hw.grid_x, hw.grid_y)
-    if args.grid is not None:
-        parts = args.grid.lower().split("x")
-        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise ValueError(f"grid={args.grid!r} must look like '11x10' (positive columns x rows)")
-        grid = (int(parts[0]), int(parts[1]))
-    mms = matmul_configs(cfg, args.matmuls, grid_x=grid[0], grid_y=grid[1])
-    for item in args.matmul_config:
-        name, _, vals = item.partition("=")
-        fields = vals.split(",")
-        if name not in MATMULS or len(fields) != 2:
-            raise ValueError(f"matmul-config={item!r} must look like NAME=IN0_BLOCK_W,PER_CORE_N with NAME in "
-                             f"{list(MATMULS)}")
-        try:
-            ibw, pcn = (float(v) for v in fields)
-        except ValueError:
-            raise ValueError(f"matmul-config={item!r}: in0_block_w and per_core_N must be numbers") from None
-        mms[name] = dataclasses.replace(mms[name], in0_block_w=ibw, per_core_N=pcn)
-    bc = BlackholeConfig.port(cfg, smax=float(smax_rows), seq_len=float(args.seq_len), **mms,
-                              attn=AttnConfig(float(args.k_chunk), float(args.q_chunk), float(args.cores_per_head)),
-                              attn_mode=args.attn_mode, fold_heads=args.fold_heads, kv_dtype=args.kv_dtype,
-                              weight_dtype=args.weight_dtype, mask_dtype=mask, fidelity=args.fidelity,
-                              fuse_add_norm=args.fuse_add_norm)
-    return hw, cfg, bc
-
-
-def main(argv: list[str] | None = None) -> dict:
-    """CLI entry point; bad input exits with status 2 and the ValueError's message."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    try:
-        hw, cfg, bc = config_from_args(args)
-        fit = load_fitted() if args.calibration is None else load_fitted(args.calibration)
-        result = evaluate(hw, fit, bc, cfg=cfg)
-    except ValueError as e:
-        parser.error(str(e))
-    result["setting"] = {"hw": hw.name, "preset": args.preset, **bc.setting()}
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"{'op':24s} {'us':>9s}")
-        for name, t in result["per_op_us"].items():
-            print(f"{name:24s} {t:9.1f}")
-        print(f"{'layer (sum of ops)':24s} {result['layer_us']:9.1f}")
-        print(f"{'layer (trace replay)':24s} {result['layer_trace_us']:9.1f}")
-        print(f"step (traced, incl. I/O) {result['step_ms']:9.2f} ms")
-        print(f"step() incl. host proj  {result['step_full_ms']:9.2f} ms")
-        print(f"sample() {cfg.num_steps} steps       {result['sample_ms']:9.1f} ms")
-    return result
-
+__all__ = [
+    "FUSED_LAYER_OPS",
+    "LAYER_OPS",
+    "MATMULS",
+    "OP_CLASS",
+    "AttnConfig",
+    "BlackholeConfig",
+    "FitParams",
+    "MatmulConfig",
+    "attention_us",
+    "attn_q_rows",
+    "evaluate",
+    "initial_params",
+    "layer_op_specs",
+    "layer_op_us",
+    "load_fitted",
+    "matmul_configs",
+    "matmul_shapes",
+    "step_breakdown",
+    "step_us",
+    "sweep_step_us",
+    "validate",
+]

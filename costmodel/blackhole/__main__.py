@@ -1,7 +1,7 @@
-"""``python -m costmodel.blackhole ...``: the what-if CLI (see ``costmodel.blackhole.main``)."""
+"""``python -m costmodel.blackhole ...``: the what-if CLI and ``calibrate`` (see ``costmodel.blackhole.cli``)."""
 
 import sys
 
-from costmodel.blackhole import main
+from costmodel.blackhole.cli import main
 
 main(sys.argv[1:])

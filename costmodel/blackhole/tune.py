@@ -24,17 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from costmodel.blackhole import MATMULS, BlackholeConfig, attention_us, attn_q_rows, matmul_shapes
-from costmodel.blackhole_ops import (
-    AttnConfig,
-    MatmulConfig,
-    matmul_l1_bytes,
-    matmul_us,
-    sdpa_l1_bytes,
-    validate_attention,
-    validate_matmul,
-)
-from costmodel.fitted import FitParams
+from costmodel.blackhole.graph import MATMULS, BlackholeConfig, attention_us, attn_q_rows, matmul_shapes
+from costmodel.blackhole.ops import matmul_l1_bytes, matmul_us, validate_matmul
+from costmodel.blackhole.params import FitParams
+from costmodel.blackhole.sdpa import AttnConfig, sdpa_l1_bytes, validate_attention
 from costmodel.hardware import TILE, Blackhole
 from costmodel.smooth import Relax
 from jaxref.config import ExpertConfig
@@ -242,7 +235,6 @@ def apply_configs(bc: BlackholeConfig, per_op: dict) -> BlackholeConfig:
 
 
 __all__ = [
-    "MatmulConfig",
     "apply_configs",
     "exhaustive",
     "gradient_tune",

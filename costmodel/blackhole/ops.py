@@ -1,4 +1,4 @@
-"""Roofline models of the ttnn ops of the expert layer on Blackhole (times in microseconds).
+"""Roofline models of the ttnn ops of the expert layer on Blackhole (times in microseconds); SDPA in ``sdpa``.
 
 Every op is ``launch (per op class) + body``. The body combines what bounds the op: hard limits
 (the core's own DRAM stream, its share of the chip's achievable bandwidth, all the op's bytes at
@@ -32,9 +32,9 @@ import jax
 import jax.numpy as jnp
 
 from costmodel._pytree import pytree_dataclass, static_field
-from costmodel.fitted import FitParams
+from costmodel.blackhole.params import FitParams
 from costmodel.hardware import TILE, Blackhole, tile_bytes
-from costmodel.smooth import Relax, sceil, smax, smin
+from costmodel.smooth import Relax, sceil, smax
 
 # Elementwise passes per tile, counted from the op's compute kernel:
 NORM_PASSES = 4  # x^2, row reduce, x * rstd, * gamma (the per-row rsqrt is one tile, ignored)
@@ -51,23 +51,23 @@ MASK_DTYPES = ("bf16", "bfp8", "bfp4")
 ACT_DTYPES = ("bf16",)
 
 
-def _us(seconds):
+def us_of(seconds):
     return seconds * 1e6
 
 
-def _cycles_us(hw: Blackhole, cycles):
-    return _us(cycles / hw.clock_hz)
+def cycles_us(hw: Blackhole, cycles):
+    return us_of(cycles / hw.clock_hz)
 
 
-def _agg_bytes_per_s(hw: Blackhole, fit: FitParams):
+def agg_bytes_per_s(hw: Blackhole, fit: FitParams):
     return hw.dram_peak_bytes_per_s * fit.dram_eff
 
 
 def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, relax: Relax | None):
     """One core reading ``tiles`` pages (``nbytes`` bytes) while ``readers`` cores read, us: its
     own page-request rate, its NoC link, or its share of the achievable aggregate bandwidth."""
-    return smax(_us(tiles / fit.core_read_tiles_per_s), _us(nbytes / hw.noc_link_bytes_per_s),
-                _us(nbytes * readers / _agg_bytes_per_s(hw, fit)), relax=relax)
+    return smax(us_of(tiles / fit.core_read_tiles_per_s), us_of(nbytes / hw.noc_link_bytes_per_s),
+                us_of(nbytes * readers / agg_bytes_per_s(hw, fit)), relax=relax)
 
 
 def overlap(fit: FitParams, *stage_us):
@@ -85,7 +85,7 @@ def overlap(fit: FitParams, *stage_us):
     return m * sum((jnp.asarray(t) / m) ** q for t in stage_us) ** (1.0 / q)
 
 
-def _check_int(name: str, value, *, lo: int | None = None) -> int:
+def check_int(name: str, value, *, lo: int | None = None) -> int:
     v = float(value)
     if not v.is_integer():
         raise ValueError(f"{name}={value} must be an integer")
@@ -94,7 +94,7 @@ def _check_int(name: str, value, *, lo: int | None = None) -> int:
     return int(v)
 
 
-def _check_dtype(name: str, value: str, allowed: tuple[str, ...]) -> None:
+def check_dtype(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise ValueError(f"{name}={value!r} unknown; expected one of {list(allowed)}")
 
@@ -140,15 +140,15 @@ def matmul_l1_bytes(cfg: MatmulConfig, *, weight_dtype: str, act_dtype: str = "b
 def validate_matmul(name: str, cfg: MatmulConfig, hw: Blackhole, *, M: int, K: int, N: int,
                     weight_dtype: str, act_dtype: str = "bf16") -> None:
     """Raise ValueError unless ``cfg`` is a legal 1D in0-multicast config for [M,K] x [K,N]."""
-    _check_dtype("weight_dtype", weight_dtype, WEIGHT_DTYPES)
-    _check_dtype("act_dtype", act_dtype, ACT_DTYPES)
+    check_dtype("weight_dtype", weight_dtype, WEIGHT_DTYPES)
+    check_dtype("act_dtype", act_dtype, ACT_DTYPES)
     for dim_name, dim in (("M", M), ("K", K), ("N", N)):
         if dim % TILE:
             raise ValueError(f"{name}: {dim_name}={dim} must be a multiple of {TILE}")
     Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
-    ibw = _check_int(f"{name}.in0_block_w", cfg.in0_block_w, lo=1)
-    pcn = _check_int(f"{name}.per_core_N", cfg.per_core_N, lo=1)
-    pcm = _check_int(f"{name}.per_core_M", cfg.per_core_M, lo=1)
+    ibw = check_int(f"{name}.in0_block_w", cfg.in0_block_w, lo=1)
+    pcn = check_int(f"{name}.per_core_N", cfg.per_core_N, lo=1)
+    pcm = check_int(f"{name}.per_core_M", cfg.per_core_M, lo=1)
     if not (1 <= cfg.grid_x <= hw.grid_x and 1 <= cfg.grid_y <= hw.grid_y):
         raise ValueError(f"{name}: core grid {cfg.grid_x}x{cfg.grid_y} must fit the {hw.name} compute grid "
                          f"{hw.grid_x}x{hw.grid_y}")
@@ -185,13 +185,13 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulConfig, *, M: int, K: in
     blocks = Kt / cfg.in0_block_w
     block_tiles = cfg.in0_block_w * cfg.per_core_N
     t_read = read_us(hw, fit, block_tiles, block_tiles * w, cores, relax=relax)
-    t_math = _cycles_us(hw, cfg.per_core_M * cfg.in0_block_w * cfg.per_core_N * hw.tile_matmul_cycles(fidelity))
+    t_math = cycles_us(hw, cfg.per_core_M * cfg.in0_block_w * cfg.per_core_N * hw.tile_matmul_cycles(fidelity))
     # the in0 multicast handshake runs on the sender while receivers read in1 and multiply
     t_block = overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, t_read, t_math)
     t_pipe = blocks * t_block + fit.dram_latency_us  # + pipeline fill
     total_bytes = Kt * Nt * w + Mt * Kt * act + Mt * Nt * act
-    t_agg = _us(total_bytes / _agg_bytes_per_s(hw, fit))
-    t_act = (_cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
+    t_agg = us_of(total_bytes / agg_bytes_per_s(hw, fit))
+    t_act = (cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
              if fused_activation else 0.0)
     return fit.launch_matmul_us + smax(t_pipe, t_agg, relax=relax) + t_act
 
@@ -218,8 +218,8 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     n_in, n_out = (2, 2) if fused_residual else (1, 1)
     passes = NORM_FUSED_RESIDUAL_PASSES if fused_residual else NORM_PASSES
     t_read = read_us(hw, fit, rows_per_core * wt * n_in, rows_per_core * wt * n_in * act, cores, relax=relax)
-    t_math = _cycles_us(hw, rows_per_core * wt * passes * fit.eltwise_cycles_per_tile)
-    t_agg = _us(tile_rows * wt * (n_in + n_out) * act / _agg_bytes_per_s(hw, fit))
+    t_math = cycles_us(hw, rows_per_core * wt * passes * fit.eltwise_cycles_per_tile)
+    t_agg = us_of(tile_rows * wt * (n_in + n_out) * act / agg_bytes_per_s(hw, fit))
     return fit.launch_norm_us + fit.dram_latency_us + smax(overlap(fit, t_read, t_math), t_agg, relax=relax)
 
 
@@ -236,8 +236,8 @@ def rope_us(hw: Blackhole, fit: FitParams, *, heads: int, rows: int, head_dim: i
     per_core = math.ceil(tiles / cores)
     t_read = read_us(hw, fit, per_core * ROPE_READS_PER_TILE, per_core * ROPE_READS_PER_TILE * act, cores,
                      relax=relax)
-    t_math = _cycles_us(hw, per_core * ROPE_PASSES * fit.eltwise_cycles_per_tile)
-    t_agg = _us(tiles * (ROPE_READS_PER_TILE + 1) * act / _agg_bytes_per_s(hw, fit))
+    t_math = cycles_us(hw, per_core * ROPE_PASSES * fit.eltwise_cycles_per_tile)
+    t_agg = us_of(tiles * (ROPE_READS_PER_TILE + 1) * act / agg_bytes_per_s(hw, fit))
     return fit.launch_rope_us + fit.dram_latency_us + smax(overlap(fit, t_read, t_math), t_agg, relax=relax)
 
 
@@ -280,164 +280,27 @@ def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs
     cores = min(tiles, hw.grid_cores)
     per_core = math.ceil(tiles / cores)
     t_read = read_us(hw, fit, per_core * n_inputs, per_core * n_inputs * act, cores, relax=relax)
-    t_math = _cycles_us(hw, per_core * ELTWISE_PASSES * fit.eltwise_cycles_per_tile)
-    t_agg = _us(tiles * (n_inputs + 1) * act / _agg_bytes_per_s(hw, fit))
+    t_math = cycles_us(hw, per_core * ELTWISE_PASSES * fit.eltwise_cycles_per_tile)
+    t_agg = us_of(tiles * (n_inputs + 1) * act / agg_bytes_per_s(hw, fit))
     return fit.launch_eltwise_us + fit.dram_latency_us + smax(overlap(fit, t_read, t_math), t_agg, relax=relax)
 
 
-# ---- attention ---------------------------------------------------------------------------------------
-@pytree_dataclass
-class AttnConfig:
-    """``SDPAProgramConfig`` knobs.
-
-    Attributes:
-      k_chunk: K/V rows per chunk (k_chunk_size), both kernels.
-      q_chunk: query rows per work item (q_chunk_size), standard SDPA only.
-      cores_per_head: max_cores_per_head_batch (<= 16), flash-decode only.
-    """
-
-    k_chunk: float = 128.0
-    q_chunk: float = 32.0
-    cores_per_head: float = 16.0
-
-
-def sdpa_l1_bytes(*, q_rows, k_chunk, head_dim: int, kv_dtype: str, mask_dtype: str, act_dtype: str = "bf16"):
-    """L1 per core of an SDPA work item: Q, double-buffered K/V/mask chunks, the score block, and
-    three output-sized buffers (PV intermediate, running accumulator, output)."""
-    qt, kc, ht = q_rows / TILE, k_chunk / TILE, head_dim / TILE
-    act, kv, mk = tile_bytes(act_dtype), tile_bytes(kv_dtype), tile_bytes(mask_dtype)
-    return qt * ht * act + 2 * 2 * kc * ht * kv + 2 * qt * kc * mk + qt * kc * act + 3 * qt * ht * act
-
-
-def decode_cores_per_user(hw: Blackhole, attn: AttnConfig, *, users: int, relax: Relax | None = None):
-    """Cores per (batch, kv head): min(max_cores_per_head_batch, grid cores // users) (sdpa_decode factory)."""
-    return smin(attn.cores_per_head, float(max(hw.grid_cores // users, 1)), relax=relax)
-
-
-def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows, users: int, q_rows: int,
-                   head_dim: int, kv_dtype: str, mask_dtype: str, act_dtype: str = "bf16",
-                   fidelity: str = "HiFi2", relax: Relax | None = None):
-    """``scaled_dot_product_attention_decode`` with an additive mask (non-causal), us.
-
-    The port views the cache as ``users`` = kv heads with one head each and the q heads x tokens
-    of a group as ``q_rows`` "heads". Non-causal with a mask, the kernel reads all ``smax_rows``
-    cache rows. Each user gets C = min(cores_per_head, grid // users) cores; the Smax/k_chunk
-    chunks are split over A = min(chunks, C) of them; a chunk costs its DRAM round trip, its
-    K+V+mask pages at the core's request rate or its bytes at the core's share of the bandwidth
-    (shared with the average number of busy cores), and its compute
-    (QK^T and PV tile products, online softmax over the score tiles). Then A-1 workers send their
-    partial (output + max/sum stats) to the reducer over the NoC and it merges them one by one:
-    the NoC-reduction slope when chunks < C, the DRAM slope once every core is busy.
-    """
-    act, kv, mk = tile_bytes(act_dtype), tile_bytes(kv_dtype), tile_bytes(mask_dtype)
-    qt, ht = q_rows // TILE, head_dim // TILE
-    kc = attn.k_chunk / TILE
-    chunks = smax_rows / attn.k_chunk
-    cores = decode_cores_per_user(hw, attn, users=users, relax=relax)
-    active = smin(chunks, cores, relax=relax)
-    chunks_per_core = sceil(chunks / active, relax=relax)
-    chunk_tiles, chunk_bytes = 2 * kc * ht + qt * kc, 2 * kc * ht * kv + qt * kc * mk
-    # the chunks split unevenly (64 over 13 cores: 5 on the critical core, 4.9 on average); the
-    # critical core shares DRAM with the average number of busy readers over its run
-    readers = users * chunks / chunks_per_core
-    t_read = read_us(hw, fit, chunk_tiles, chunk_bytes, readers, relax=relax)
-    t_math = _cycles_us(hw, 2 * qt * kc * ht * hw.tile_matmul_cycles(fidelity) + qt * kc * fit.softmax_cycles_per_tile)
-    t_chunk = overlap(fit, fit.dram_latency_us, t_read, t_math)
-    t_q = read_us(hw, fit, qt * ht, qt * ht * act, users, relax=relax)  # one read per user, multicast to its cores
-    partial_bytes = qt * ht * act + 2 * qt * act  # output tiles + max and sum columns
-    hops = (hw.grid_x + hw.grid_y) / 2.0  # mean Manhattan distance to the reducer
-    t_merge = (_us(partial_bytes / hw.noc_link_bytes_per_s) + _cycles_us(hw, hops * hw.noc_hop_cycles)
-               + _cycles_us(hw, (qt * ht + 2 * qt) * SDPA_COMBINE_PASSES * fit.eltwise_cycles_per_tile))
-    t_final = _cycles_us(hw, qt * ht * fit.eltwise_cycles_per_tile)  # 1/sum normalisation
-    return (fit.launch_sdpa_us + fit.dram_latency_us + t_q + chunks_per_core * t_chunk
-            + (active - 1.0) * t_merge + t_final)
-
-
-def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows, q_heads: int,
-                     q_rows: int, head_dim: int, kv_dtype: str, mask_dtype: str, act_dtype: str = "bf16",
-                     fidelity: str = "HiFi2", relax: Relax | None = None):
-    """``scaled_dot_product_attention`` (is_causal=False, additive mask), us.
-
-    Work items are (q head, q chunk) pairs, ``q_heads * q_rows / q_chunk`` of them, spread over
-    the grid; every item streams the whole K/V of its kv head (Smax/k_chunk chunks) plus its mask
-    rows. Few items: one core's stream bounds it; many items: the aggregate DRAM bandwidth does.
-    ``q_rows`` is T for GQA q heads, G*T with the group's q heads folded onto rows.
-    """
-    act, kv, mk = tile_bytes(act_dtype), tile_bytes(kv_dtype), tile_bytes(mask_dtype)
-    ht = head_dim // TILE
-    qc, kc = attn.q_chunk / TILE, attn.k_chunk / TILE
-    items = q_heads * q_rows / attn.q_chunk
-    cores = smin(items, float(hw.grid_cores), relax=relax)
-    items_per_core = sceil(items / cores, relax=relax)
-    chunks = smax_rows / attn.k_chunk
-    chunk_tiles, chunk_bytes = 2 * kc * ht + qc * kc, 2 * kc * ht * kv + qc * kc * mk
-    readers = items / items_per_core  # average busy cores over the critical core's run
-    t_read = read_us(hw, fit, chunk_tiles, chunk_bytes, readers, relax=relax)
-    t_math = _cycles_us(hw, 2 * qc * kc * ht * hw.tile_matmul_cycles(fidelity) + qc * kc * fit.softmax_cycles_per_tile)
-    t_chunk = overlap(fit, fit.dram_latency_us, t_read, t_math)
-    t_q = read_us(hw, fit, qc * ht, qc * ht * act, cores, relax=relax)
-    t_final = _cycles_us(hw, qc * ht * fit.eltwise_cycles_per_tile)
-    return fit.launch_sdpa_us + fit.dram_latency_us + items_per_core * (t_q + chunks * t_chunk + t_final)
-
-
-def validate_attention(attn: AttnConfig, hw: Blackhole, *, mode: str, fold_heads: bool, smax_rows,
-                       seq_len, num_tokens: int, group: int, head_dim: int, kv_dtype: str, mask_dtype: str) -> None:
-    """Raise ValueError unless the attention settings are legal for the port's cache layout."""
-    _check_dtype("kv_dtype", kv_dtype, KV_DTYPES)
-    _check_dtype("mask_dtype", mask_dtype, MASK_DTYPES)
-    if mode not in ("decode", "standard"):
-        raise ValueError(f"attn_mode={mode!r} unknown; expected one of ['decode', 'standard']")
-    if fold_heads and mode != "standard":
-        raise ValueError(f"fold_heads=True needs attn_mode='standard', got attn_mode={mode!r}")
-    smax_i = _check_int("smax", smax_rows, lo=1)
-    s_i = _check_int("seq_len", seq_len, lo=0)
-    if smax_i % TILE:
-        raise ValueError(f"smax={smax_i} must be a multiple of {TILE}")
-    if smax_i < s_i + num_tokens:
-        raise ValueError(f"smax={smax_i} must be >= seq_len + num_tokens = {s_i} + {num_tokens} = "
-                         f"{s_i + num_tokens}: the last {num_tokens} cache rows hold the expert's own K/V")
-    k = _check_int("k_chunk", attn.k_chunk, lo=TILE)
-    if k % TILE:
-        raise ValueError(f"k_chunk={k} must be a multiple of {TILE}")
-    if smax_i % k:
-        raise ValueError(f"k_chunk={k} must divide smax={smax_i}")
-    if mode == "decode":
-        cph = _check_int("cores_per_head", attn.cores_per_head, lo=1)
-        if cph > MAX_CORES_PER_HEAD:
-            raise ValueError(f"cores_per_head={cph} must be <= {MAX_CORES_PER_HEAD} (max_cores_per_head_batch)")
-        q_rows = group * num_tokens
-    else:
-        q_rows = group * num_tokens if fold_heads else num_tokens
-        q = _check_int("q_chunk", attn.q_chunk, lo=TILE)
-        if q % TILE:
-            raise ValueError(f"q_chunk={q} must be a multiple of {TILE}")
-        if q_rows % q:
-            raise ValueError(f"q_chunk={q} must divide the {q_rows} query rows per head "
-                             f"({'G*T, heads folded' if fold_heads else 'T'})")
-    q_chunk_rows = q_rows if mode == "decode" else attn.q_chunk
-    l1 = float(sdpa_l1_bytes(q_rows=q_chunk_rows, k_chunk=k, head_dim=head_dim, kv_dtype=kv_dtype,
-                             mask_dtype=mask_dtype))
-    if l1 > float(hw.l1_bytes_per_core):
-        raise ValueError(f"k_chunk={k}: SDPA circular buffers need {l1 / 1024:.0f} KB of L1 per core; "
-                         f"the core has {hw.l1_bytes_per_core / 1024:.0f} KB")
-
-
 __all__ = [
-    "AttnConfig",
     "MatmulConfig",
-    "decode_cores_per_user",
+    "agg_bytes_per_s",
+    "check_dtype",
+    "check_int",
+    "cycles_us",
     "eltwise_us",
     "fill_cache_us",
     "heads_us",
     "matmul_l1_bytes",
     "matmul_us",
     "matmul_weight_bytes",
+    "overlap",
     "read_us",
     "rms_norm_us",
     "rope_us",
-    "sdpa_decode_us",
-    "sdpa_l1_bytes",
-    "sdpa_standard_us",
-    "validate_attention",
+    "us_of",
     "validate_matmul",
 ]

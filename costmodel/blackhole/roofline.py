@@ -13,9 +13,9 @@ import json
 
 import jax
 
-from costmodel.blackhole import MATMULS, OP_CLASS, BlackholeConfig, matmul_shapes, step_breakdown
-from costmodel.blackhole_ops import matmul_weight_bytes
-from costmodel.fitted import DATA_DIR, FitParams
+from costmodel.blackhole.graph import MATMULS, OP_CLASS, BlackholeConfig, matmul_shapes, step_breakdown
+from costmodel.blackhole.ops import matmul_weight_bytes
+from costmodel.blackhole.params import DATA_DIR, FitParams
 from costmodel.hardware import TILE, Blackhole, tile_bytes
 from jaxref.config import ExpertConfig
 

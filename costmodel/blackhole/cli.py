@@ -1,0 +1,231 @@
+"""``python -m costmodel.blackhole``: what-if predictions with intervals, deltas, and calibration.
+
+    python -m costmodel.blackhole --smax 5120 --seq-len 4700 --kv-dtype bfp8 --json
+    python -m costmodel.blackhole --smax 5120 --vs                 # delta vs the measured port (Smax 8192)
+    python -m costmodel.blackhole --kv-dtype bfp8 --vs "--kv-dtype bf16"
+    python -m costmodel.blackhole --emit-csv predicted.csv          # model as a profiler op report
+    python -m costmodel.blackhole calibrate --ops-csv ops_perf_results.csv --out my_calibration.json
+    python -m costmodel.blackhole --calibration my_calibration.json --smax 5120
+
+JSON keys: ``per_op_us`` (op -> us), ``layer_us``, ``layer_trace_us``, ``step_ms``, ``step_full_ms``,
+``sample_ms``, ... as before, plus ``interval_us`` (op / ``layer_us`` -> [lo, hi]) and
+``interval_ms`` (``step_ms`` / ``step_full_ms`` / ``sample_ms`` -> [lo, hi]), 90% intervals; with
+``--vs``, ``vs`` holds the base setting and the deltas with their intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import shlex
+
+from costmodel.blackhole import fit as fitting
+from costmodel.blackhole.graph import (
+    KV_DTYPES,
+    MATMULS,
+    WEIGHT_DTYPES,
+    BlackholeConfig,
+    evaluate,
+    layer_op_specs,
+    matmul_configs,
+)
+from costmodel.blackhole.intervals import LEVEL, delta_intervals, intervals
+from costmodel.blackhole.params import CALIBRATION_PATH, PARAM_NAMES, param_info
+from costmodel.blackhole.profiler_csv import read_rows, write_csv
+from costmodel.blackhole.rows import load_rows
+from costmodel.blackhole.sdpa import AttnConfig
+from costmodel.hardware import Blackhole, blackhole
+from jaxref.config import ExpertConfig
+
+TOTALS_MS = {"step_us": "step_ms", "step_full_us": "step_full_ms", "sample_us": "sample_ms"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m costmodel.blackhole",
+                                description="What-if: predicted per-op times of one expert layer on Blackhole and "
+                                            "the step / sample totals with 90%% prediction intervals (calibrated "
+                                            "roofline). Subcommand: `calibrate` (see `calibrate --help`).")
+    p.add_argument("--hw", default="p150a", help="p150a | p100a")
+    p.add_argument("--preset", default="alpamayo_tt", help="ExpertConfig preset (geometry)")
+    p.add_argument("--smax", type=int, default=None, help="cache rows Smax (default: preset max_seq_len)")
+    p.add_argument("--seq-len", type=int, default=4700, help="valid VLM rows S (<= Smax - T)")
+    p.add_argument("--kv-dtype", default="bf16", help=f"one of {list(KV_DTYPES)}")
+    p.add_argument("--weight-dtype", default="bfp8", help=f"one of {list(WEIGHT_DTYPES)}")
+    p.add_argument("--mask-dtype", default=None, help="default: bfp4 (decode) / bf16 (standard)")
+    p.add_argument("--attn-mode", default="decode", help="decode | standard")
+    p.add_argument("--k-chunk", type=int, default=128)
+    p.add_argument("--q-chunk", type=int, default=32, help="standard SDPA only")
+    p.add_argument("--fold-heads", action="store_true", help="standard SDPA with the group's q heads on rows")
+    p.add_argument("--cores-per-head", type=int, default=16, help="decode SDPA max_cores_per_head_batch (<= 16)")
+    p.add_argument("--matmuls", default="tuned", help="tuned (the port's configs) | default (ttnn heuristic)")
+    p.add_argument("--matmul-config", action="append", default=[], metavar="NAME=IN0_BLOCK_W,PER_CORE_N",
+                   help="override one matmul's 1D config, e.g. w2=48,1 (repeatable)")
+    p.add_argument("--grid", default=None, metavar="XxY", help="matmul core grid, e.g. 11x10 (default: the chip's)")
+    p.add_argument("--fidelity", default="HiFi2")
+    p.add_argument("--fuse-add-norm", action="store_true", help="fuse each residual add into the next rms_norm")
+    p.add_argument("--calibration", default=None, help="calibration JSON (default: costmodel/data/calibration.json; "
+                                                       "write one with the calibrate subcommand)")
+    p.add_argument("--vs", nargs="?", const="", default=None, metavar="'BASE FLAGS'",
+                   help="print this setting as a delta against a base setting given by the same flags in one "
+                        "quoted string (empty: the defaults, i.e. the measured port), with correlated intervals")
+    p.add_argument("--draws", type=int, default=0, metavar="N",
+                   help="propagate parameter uncertainty by Monte Carlo with N draws (default: linearised)")
+    p.add_argument("--emit-csv", default=None, metavar="FILE",
+                   help="write the predicted per-op times of one layer as a device-profiler op report CSV")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> tuple[Blackhole, ExpertConfig, BlackholeConfig]:
+    """Build (hardware, geometry, setting) from parsed CLI flags; raises ValueError on bad input."""
+    hw = blackhole(args.hw)
+    cfg = ExpertConfig.preset(args.preset)
+    mask = args.mask_dtype or ("bfp4" if args.attn_mode == "decode" else "bf16")
+    smax_rows = cfg.max_seq_len if args.smax is None else args.smax
+    grid = (hw.grid_x, hw.grid_y)
+    if args.grid is not None:
+        parts = args.grid.lower().split("x")
+        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise ValueError(f"grid={args.grid!r} must look like '11x10' (positive columns x rows)")
+        grid = (int(parts[0]), int(parts[1]))
+    mms = matmul_configs(cfg, args.matmuls, grid_x=grid[0], grid_y=grid[1])
+    for item in args.matmul_config:
+        name, _, vals = item.partition("=")
+        fields = vals.split(",")
+        if name not in MATMULS or len(fields) != 2:
+            raise ValueError(f"matmul-config={item!r} must look like NAME=IN0_BLOCK_W,PER_CORE_N with NAME in "
+                             f"{list(MATMULS)}")
+        try:
+            ibw, pcn = (float(v) for v in fields)
+        except ValueError:
+            raise ValueError(f"matmul-config={item!r}: in0_block_w and per_core_N must be numbers") from None
+        mms[name] = dataclasses.replace(mms[name], in0_block_w=ibw, per_core_N=pcn)
+    bc = BlackholeConfig.port(cfg, smax=float(smax_rows), seq_len=float(args.seq_len), **mms,
+                              attn=AttnConfig(float(args.k_chunk), float(args.q_chunk), float(args.cores_per_head)),
+                              attn_mode=args.attn_mode, fold_heads=args.fold_heads, kv_dtype=args.kv_dtype,
+                              weight_dtype=args.weight_dtype, mask_dtype=mask, fidelity=args.fidelity,
+                              fuse_add_norm=args.fuse_add_norm)
+    return hw, cfg, bc
+
+
+def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
+    """Evaluate one setting (and its delta against ``--vs``) with intervals; returns the JSON dict."""
+    hw, cfg, bc = config_from_args(args)
+    cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
+    result = evaluate(hw, cal.params, bc, cfg=cfg)
+    if args.draws < 0:
+        raise ValueError(f"draws={args.draws} must be >= 0 (0: linearised propagation)")
+    iv = intervals(cal, hw, bc, cfg=cfg, draws=args.draws)
+    result["interval_us"] = {k: [lo, hi] for k, (_, lo, hi) in iv["ops"].items()}
+    result["interval_us"]["layer_us"] = list(iv["layer_us"][1:])
+    result["interval_ms"] = {ms: [iv[us][1] / 1e3, iv[us][2] / 1e3] for us, ms in TOTALS_MS.items()}
+    result["interval_level"] = LEVEL
+    result["interval_method"] = f"monte carlo ({args.draws} draws)" if args.draws else "linearised"
+    result["setting"] = {"hw": hw.name, "preset": args.preset, **bc.setting()}
+    if args.vs is not None:
+        base_args = parser.parse_args(shlex.split(args.vs))
+        try:
+            hw_b, cfg_b, base = config_from_args(base_args)
+            if cfg_b != cfg:
+                raise ValueError(f"the base must use the same --preset as the setting ({args.preset!r})")
+            d = delta_intervals(cal, hw, bc, base, cfg=cfg, hw_base=hw_b, draws=args.draws)
+        except ValueError as e:
+            raise ValueError(f"vs={args.vs!r}: {e}") from None
+        result["vs"] = {"setting": {"hw": hw_b.name, "preset": base_args.preset, **base.setting()},
+                        "delta_us": {k: v[0] for k, v in d["ops"].items()},
+                        "delta_interval_us": {k: [v[1], v[2]] for k, v in d["ops"].items()},
+                        "delta_ms": {ms: d[us][0] / 1e3 for us, ms in TOTALS_MS.items()},
+                        "delta_interval_ms": {ms: [d[us][1] / 1e3, d[us][2] / 1e3] for us, ms in TOTALS_MS.items()}}
+    if args.emit_csv is not None:
+        specs = layer_op_specs(bc, cfg=cfg)
+        write_csv(args.emit_csv, [(specs[k], result["per_op_us"][k]) for k in result["per_op_us"]])
+    return result
+
+
+def _print_whatif(result: dict, num_steps: int) -> None:
+    iv = result["interval_us"]
+    print(f"{'op':24s} {'us':>9s}   90% interval")
+    for name, t in result["per_op_us"].items():
+        print(f"{name:24s} {t:9.1f}   [{iv[name][0]:.1f}, {iv[name][1]:.1f}]")
+    print(f"{'layer (sum of ops)':24s} {result['layer_us']:9.1f}   [{iv['layer_us'][0]:.1f}, {iv['layer_us'][1]:.1f}]")
+    print(f"{'layer (trace replay)':24s} {result['layer_trace_us']:9.1f}")
+    for label, key in (("step (traced, incl. I/O)", "step_ms"), ("step() incl. host proj", "step_full_ms"),
+                       (f"sample() {num_steps} steps", "sample_ms")):
+        lo, hi = result["interval_ms"][key]
+        print(f"{label:24s} {result[key]:9.2f} ms [{lo:.2f}, {hi:.2f}]")
+    if "vs" in result:
+        vs = result["vs"]
+        print("\ndelta vs the base setting (this minus base), 90% interval (correlated):")
+        for name, dv in vs["delta_us"].items():
+            if abs(dv) > 1e-9:
+                lo, hi = vs["delta_interval_us"][name]
+                print(f"  {name:22s} {dv:+9.1f} us [{lo:+.1f}, {hi:+.1f}]")
+        for key, dv in vs["delta_ms"].items():
+            lo, hi = vs["delta_interval_ms"][key]
+            print(f"  {key:22s} {dv:+9.3f} ms [{lo:+.3f}, {hi:+.3f}]")
+
+
+def calibrate(argv: list[str]) -> dict:
+    """``calibrate`` subcommand: refit on the stored rows or a profiler CSV, print, optionally write."""
+    p = argparse.ArgumentParser(prog="python -m costmodel.blackhole calibrate",
+                                description="Refit the model's unknown parameters (with covariance) on the stored "
+                                            "measured rows or on a ttnn device-profiler op report.")
+    p.add_argument("--ops-csv", default=None, metavar="FILE", help="ops_perf_results CSV to fit (instead of the "
+                                                                    "stored rows)")
+    p.add_argument("--with-stored", action="store_true", help="with --ops-csv: fit the stored rows as well")
+    p.add_argument("--out", default=None, metavar="FILE", help="write the calibration JSON here")
+    p.add_argument("--write", action="store_true", help=f"write the calibration JSON to {CALIBRATION_PATH}")
+    p.add_argument("--steps", type=int, default=60, help="Levenberg-Marquardt iterations")
+    p.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    args = p.parse_args(argv)
+    try:
+        if args.ops_csv is not None:
+            rows = read_rows(args.ops_csv) + (load_rows() if args.with_stored else [])
+        elif args.with_stored:
+            raise ValueError("--with-stored needs --ops-csv")
+        else:
+            rows = load_rows()
+        if args.steps < 1:
+            raise ValueError(f"steps={args.steps} must be >= 1")
+        cal = fitting.fit(rows, steps=args.steps)
+    except ValueError as e:
+        p.error(str(e))
+    table = fitting.report(cal.params, rows)
+    out = pathlib.Path(args.out) if args.out else (CALIBRATION_PATH if args.write else None)
+    if out is not None:
+        fitting.write_calibration(cal, table, out)
+    if args.json:
+        print(json.dumps(cal.to_json(), indent=1))
+        return cal.to_json()
+    print(fitting.format_report(table))
+    print(f"\nfitted {cal.info['n_rows']} rows: rms log error {cal.info['rms_log_error']:.3f}, "
+          f"sigma {cal.sigma:.3f}, effective parameters {cal.info['effective_params']:.1f} of {cal.info['n_params']}")
+    for i, k in enumerate(PARAM_NAMES):
+        info = param_info(k)
+        print(f"  {k:24s} {getattr(cal.params, k):12.5g} {info['unit']:8s} x/ {2.718281828 ** cal.cov[i, i] ** 0.5:6.2f}"
+              f"  {info['meaning']}")
+    if out is not None:
+        print(f"\nwrote {out}")
+    return cal.to_json()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """CLI entry point; bad input exits with status 2 and the ValueError's message."""
+    import sys
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["calibrate"]:
+        return calibrate(argv[1:])
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        result = whatif(args, parser)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_whatif(result, ExpertConfig.preset(args.preset).num_steps)
+    return result

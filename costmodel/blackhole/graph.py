@@ -1,0 +1,299 @@
+"""The expert on one Blackhole chip: per-op table of a layer, the 64-layer step, the 10-step sample.
+
+``step_breakdown(hw, fit, bc, cfg=...)`` is the pure, jit/vmap/grad-able model (exact with
+``relax=None``, relaxed with a ``Relax``); ``evaluate(...)`` validates a concrete configuration
+and runs the exact model (the discrete evaluator). The what-if CLI is ``costmodel.blackhole.cli``.
+
+Graph (seeds/EXPERT_NOTES.md, 19 ttnn ops per layer): rms_norm -> wqkv -> nlp_create_qkv_heads
+-> q_norm, k_norm -> rope_q, rope_k -> fill_cache_k, fill_cache_v -> attention -> concat_heads ->
+wo -> add -> rms_norm2 -> w1 (silu), w3 -> mul -> w2 -> add2. The 64 layers plus the final
+RMSNorm replay as one trace; per step the host uploads the 64x1536 bf16 embedding and downloads
+the final hidden state, and runs action_in_proj / action_out_proj; sample() re-uploads cos/sin and
+the mask once, then runs 10 Euler steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+
+from costmodel._pytree import pytree_dataclass, static_field
+from costmodel.blackhole.ops import (
+    ACT_DTYPES,
+    KV_DTYPES,
+    MASK_DTYPES,
+    WEIGHT_DTYPES,
+    MatmulConfig,
+    validate_matmul,
+)
+from costmodel.blackhole.opspecs import (
+    EltwiseSpec,
+    FillCacheSpec,
+    HeadsSpec,
+    MatmulSpec,
+    NormSpec,
+    OpSpec,
+    RopeSpec,
+    SdpaDecodeSpec,
+    SdpaStandardSpec,
+)
+from costmodel.blackhole.params import FitParams
+from costmodel.blackhole.sdpa import AttnConfig, validate_attention
+from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, tile_bytes
+from costmodel.smooth import Relax
+from jaxref.config import ExpertConfig
+
+LAYER_OPS = ("rms_norm", "wqkv", "nlp_create_qkv_heads", "q_norm", "k_norm", "rope_q", "rope_k",
+             "fill_cache_k", "fill_cache_v", "attention", "concat_heads", "wo", "add", "rms_norm2",
+             "w1", "w3", "mul", "w2", "add2")
+# add + rms_norm2 and add2 + the next layer's rms_norm become one fused residual+norm op each
+FUSED_LAYER_OPS = ("wqkv", "nlp_create_qkv_heads", "q_norm", "k_norm", "rope_q", "rope_k",
+                   "fill_cache_k", "fill_cache_v", "attention", "concat_heads", "wo", "add_rms_norm2",
+                   "w1", "w3", "mul", "w2", "add2_rms_norm")
+MATMULS = ("wqkv", "wo", "w1", "w3", "w2")
+# tuned 1D configs of the port (EXPERT_NOTES.md "Matmul program configs"): (in0_block_w, per_core_N)
+PORT_TUNED = {"wqkv": (8, 2), "wo": (8, 1), "w1": (8, 2), "w3": (8, 2), "w2": (48, 1)}
+OP_CLASS = {
+    "rms_norm": "norm", "q_norm": "norm", "k_norm": "norm", "rms_norm2": "norm",
+    "add_rms_norm2": "norm", "add2_rms_norm": "norm",
+    "wqkv": "matmul", "wo": "matmul", "w1": "matmul", "w3": "matmul", "w2": "matmul",
+    "nlp_create_qkv_heads": "heads", "concat_heads": "heads", "rope_q": "rope", "rope_k": "rope",
+    "fill_cache_k": "fill_cache", "fill_cache_v": "fill_cache", "attention": "attention",
+    "add": "eltwise", "mul": "eltwise", "add2": "eltwise",
+}
+
+
+def matmul_shapes(cfg: ExpertConfig) -> dict[str, tuple[int, int, int]]:
+    """(M, K, N) of each weight matmul: M = T tokens, weights [in, out] as on device."""
+    T, D, F, H = cfg.num_tokens, cfg.hidden, cfg.ffn, cfg.head_dim
+    qkv = (cfg.num_heads + 2 * cfg.num_kv_heads) * H
+    return {"wqkv": (T, D, qkv), "wo": (T, cfg.num_heads * H, D), "w1": (T, D, F), "w3": (T, D, F),
+            "w2": (T, F, D)}
+
+
+@pytree_dataclass
+class BlackholeConfig:
+    """One setting of the port: cache size, matmul and SDPA knobs (float leaves) and formats (static).
+
+    Attributes:
+      smax: Smax, cache rows per layer (the decode kernel reads all of them).
+      seq_len: S, valid VLM rows (<= Smax - T; only constrains, the masked graph does not depend on S).
+      wqkv, wo, w1, w3, w2: matmul program configs.
+      attn: SDPA knobs (k_chunk, q_chunk, cores_per_head).
+      attn_mode: 'decode' (flash-decode, 8 users x G*T rows) or 'standard' (SDPA over q heads).
+      fold_heads: standard SDPA with the G q heads of a kv head folded onto rows (G*T rows per head).
+      kv_dtype / weight_dtype / mask_dtype / act_dtype: storage formats (tile bytes follow).
+      fidelity: matrix-engine math fidelity of matmuls and SDPA.
+      fuse_add_norm: residual add fused into the following rms_norm (2 ops fewer per layer).
+    """
+
+    smax: float
+    seq_len: float
+    wqkv: MatmulConfig
+    wo: MatmulConfig
+    w1: MatmulConfig
+    w3: MatmulConfig
+    w2: MatmulConfig
+    attn: AttnConfig
+    attn_mode: str = static_field(default="decode")
+    fold_heads: bool = static_field(default=False)
+    kv_dtype: str = static_field(default="bf16")
+    weight_dtype: str = static_field(default="bfp8")
+    mask_dtype: str = static_field(default="bfp4")
+    act_dtype: str = static_field(default="bf16")
+    fidelity: str = static_field(default="HiFi2")
+    fuse_add_norm: bool = static_field(default=False)
+
+    @classmethod
+    def port(cls, cfg: ExpertConfig | None = None, *, matmuls: str = "tuned", **overrides) -> BlackholeConfig:
+        """The measured port: Smax 8192, S 4700, tuned matmuls, decode SDPA k_chunk 128, 16 cores/head,
+        bf16 cache, bfp8 weights, bfp4 mask. ``matmuls='default'`` uses ttnn's default heuristic."""
+        cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
+        base = dict(smax=float(cfg.max_seq_len), seq_len=4700.0, attn=AttnConfig(128.0, 32.0, 16.0),
+                    **matmul_configs(cfg, matmuls))
+        return cls(**{**base, **overrides})
+
+    def replace(self, **changes) -> BlackholeConfig:
+        """``dataclasses.replace`` (validation happens in ``validate`` / ``evaluate``)."""
+        return dataclasses.replace(self, **changes)
+
+    def setting(self) -> dict:
+        """Plain-Python summary for reports and JSON."""
+        out = {"smax": float(self.smax), "seq_len": float(self.seq_len), "attn_mode": self.attn_mode,
+               "fold_heads": self.fold_heads, "kv_dtype": self.kv_dtype, "weight_dtype": self.weight_dtype,
+               "mask_dtype": self.mask_dtype, "fidelity": self.fidelity, "fuse_add_norm": self.fuse_add_norm,
+               "k_chunk": float(self.attn.k_chunk), "q_chunk": float(self.attn.q_chunk),
+               "cores_per_head": float(self.attn.cores_per_head)}
+        for name in MATMULS:
+            m = getattr(self, name)
+            out[name] = {"in0_block_w": float(m.in0_block_w), "per_core_N": float(m.per_core_N),
+                         "per_core_M": float(m.per_core_M)}
+        return out
+
+
+def matmul_configs(cfg: ExpertConfig, kind: str = "tuned", *, grid_x: int = 11, grid_y: int = 10
+                   ) -> dict[str, MatmulConfig]:
+    """The port's tuned configs (alpamayo_tt geometry) or ttnn's default heuristic, per weight."""
+    if kind not in ("tuned", "default"):
+        raise ValueError(f"matmuls={kind!r} unknown; expected 'tuned' or 'default'")
+    out = {}
+    for name, (M, K, N) in matmul_shapes(cfg).items():
+        if kind == "tuned":
+            ibw, pcn = PORT_TUNED[name]
+            out[name] = MatmulConfig(float(ibw), float(pcn), float(M // TILE), grid_x=grid_x, grid_y=grid_y)
+        else:
+            out[name] = MatmulConfig.default_heuristic(M=M, K=K, N=N, grid_x=grid_x, grid_y=grid_y)
+    return out
+
+
+def attn_q_rows(bc: BlackholeConfig, cfg: ExpertConfig) -> int:
+    """Query rows per attention head as the kernel sees them (G*T decode / folded, T standard GQA)."""
+    return cfg.group * cfg.num_tokens if (bc.attn_mode == "decode" or bc.fold_heads) else cfg.num_tokens
+
+
+def attention_spec(bc: BlackholeConfig, cfg: ExpertConfig) -> SdpaDecodeSpec | SdpaStandardSpec:
+    """The attention op of one layer (decode or standard SDPA) as an op spec."""
+    common = {"attn": bc.attn, "smax_rows": bc.smax, "q_rows": attn_q_rows(bc, cfg), "head_dim": cfg.head_dim,
+              "kv_dtype": bc.kv_dtype, "mask_dtype": bc.mask_dtype, "act_dtype": bc.act_dtype, "fidelity": bc.fidelity}
+    if bc.attn_mode == "decode":
+        return SdpaDecodeSpec(users=cfg.num_kv_heads, **common)
+    return SdpaStandardSpec(q_heads=cfg.num_kv_heads if bc.fold_heads else cfg.num_heads, **common)
+
+
+def attention_us(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
+                 relax: Relax | None = None):
+    """The attention op of one layer (decode or standard SDPA), us."""
+    return attention_spec(bc, cfg).us(hw, fit, relax)
+
+
+def layer_op_specs(bc: BlackholeConfig, *, cfg: ExpertConfig) -> dict[str, OpSpec]:
+    """The ttnn ops of one decoder layer as op specs, in graph order (keys: ``LAYER_OPS``, or
+    ``FUSED_LAYER_OPS`` with ``fuse_add_norm``)."""
+    T, D, N, K, H = cfg.num_tokens, cfg.hidden, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    act = bc.act_dtype
+    shapes = matmul_shapes(cfg)
+
+    def mm(name, fused_activation=False):
+        M, Kd, Nd = shapes[name]
+        return MatmulSpec(M, Kd, Nd, getattr(bc, name), bc.weight_dtype, act, bc.fidelity, fused_activation)
+
+    specs = {
+        "rms_norm": NormSpec(T, D, act),
+        "wqkv": mm("wqkv"),
+        "nlp_create_qkv_heads": HeadsSpec("create", T, (N + 2 * K) * H // TILE, act, H),
+        "q_norm": NormSpec(N * T, H, act),
+        "k_norm": NormSpec(K * T, H, act),
+        "rope_q": RopeSpec(N, T, H, act),
+        "rope_k": RopeSpec(K, T, H, act),
+        "fill_cache_k": FillCacheSpec(K, T, H, bc.kv_dtype, act),
+        "fill_cache_v": FillCacheSpec(K, T, H, bc.kv_dtype, act),
+        "attention": attention_spec(bc, cfg),
+        "concat_heads": HeadsSpec("concat", T, N * H // TILE, act, H),
+        "wo": mm("wo"),
+        "add": EltwiseSpec("add", T, D, act),
+        "rms_norm2": NormSpec(T, D, act),
+        "w1": mm("w1", fused_activation=True),
+        "w3": mm("w3"),
+        "mul": EltwiseSpec("mul", T, cfg.ffn, act),
+        "w2": mm("w2"),
+        "add2": EltwiseSpec("add", T, D, act),
+    }
+    if not bc.fuse_add_norm:
+        return specs
+    specs["add_rms_norm2"] = NormSpec(T, D, act, fused_residual=True)
+    specs["add2_rms_norm"] = NormSpec(T, D, act, fused_residual=True)
+    return {name: specs[name] for name in FUSED_LAYER_OPS}
+
+
+def layer_op_us(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
+                relax: Relax | None = None) -> dict[str, jax.Array]:
+    """Device time of each ttnn op of one decoder layer, us, in graph order (``layer_op_specs``)."""
+    return {name: spec.us(hw, fit, relax) for name, spec in layer_op_specs(bc, cfg=cfg).items()}
+
+
+def step_breakdown(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
+                   relax: Relax | None = None, op_us=None) -> dict:
+    """Per-op table, layer, step and sample times (pure; no validation).
+
+    ``op_us`` (optional) maps an op spec to its time: a caller that has already evaluated some of
+    the layer's specs (the fit, whose measured rows share them) passes a memoising evaluator.
+
+    Returns a dict of arrays: ``ops`` (op name -> us), ``layer_us`` (sum of op device times, what
+    a profiler table sums to), ``layer_trace_us`` (back-to-back trace replay), ``step_device_us``
+    (64 layers + the one unfused norm), ``step_io_us`` (embedding upload + hidden download),
+    ``step_us`` (traced step incl. I/O), ``step_full_us`` (+ host action projections),
+    ``set_context_us`` (cos/sin + mask upload at the start of sample), ``sample_us``.
+    """
+    evaluate_op = (lambda spec: spec.us(hw, fit, relax)) if op_us is None else op_us
+    ops = {name: evaluate_op(spec) for name, spec in layer_op_specs(bc, cfg=cfg).items()}
+    layer_us = sum(ops.values())
+    layer_trace_us = layer_us - len(ops) * fit.trace_overlap_us
+    # the final RMSNorm (or, with fused add+norm, the first layer's input norm) stands alone
+    lone_norm_us = evaluate_op(NormSpec(cfg.num_tokens, cfg.hidden, bc.act_dtype)) - fit.trace_overlap_us
+    step_device_us = cfg.num_layers * layer_trace_us + lone_norm_us
+    act_elem_bytes = tile_bytes(bc.act_dtype) / TILE**2
+    io_bytes = 2 * cfg.num_tokens * cfg.hidden * act_elem_bytes  # bf16 upload of emb + download of hidden
+    step_io_us = io_bytes / fit.host_bytes_per_s * 1e6
+    step_us = step_device_us + step_io_us
+    step_full_us = step_us + fit.host_proj_us
+    mask_rows = attn_q_rows(bc, cfg)
+    ctx_bytes = (math.ceil(mask_rows / TILE) * (bc.smax / TILE) * tile_bytes(bc.mask_dtype)
+                 + 2 * cfg.num_tokens * cfg.head_dim * act_elem_bytes)
+    set_context_us = ctx_bytes / fit.host_bytes_per_s * 1e6
+    sample_us = set_context_us + cfg.num_steps * step_full_us
+    return {"ops": ops, "layer_us": layer_us, "layer_trace_us": layer_trace_us, "step_device_us": step_device_us,
+            "step_io_us": step_io_us, "step_us": step_us, "step_full_us": step_full_us,
+            "set_context_us": set_context_us, "sample_us": sample_us}
+
+
+def step_us(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,
+            relax: Relax | None = None):
+    """Traced 64-layer step incl. host I/O (the notes' 32.5 ms), us; a scalar for ``jax.grad``."""
+    return step_breakdown(hw, fit, bc, cfg=cfg, relax=relax)["step_us"]
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
+def sweep_step_us(hw: Blackhole, fit: FitParams, bc_batch: BlackholeConfig, *, cfg: ExpertConfig) -> jax.Array:
+    """Exact traced-step time (us) of a batch of settings: every leaf of ``bc_batch`` has a leading
+    axis [B]; returns [B]. No validation: feed it configs from ``costmodel.blackhole.tune``'s valid sets."""
+    return jax.vmap(lambda b: step_us(hw, fit, b, cfg=cfg))(bc_batch)
+
+
+def validate(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> None:
+    """Raise ValueError (naming the argument, the value, what was expected) for an illegal setting."""
+    for name, value, allowed in (("kv_dtype", bc.kv_dtype, KV_DTYPES), ("weight_dtype", bc.weight_dtype, WEIGHT_DTYPES),
+                                 ("mask_dtype", bc.mask_dtype, MASK_DTYPES), ("act_dtype", bc.act_dtype, ACT_DTYPES),
+                                 ("fidelity", bc.fidelity, tuple(FIDELITY_PASSES))):
+        if value not in allowed:
+            raise ValueError(f"{name}={value!r} unknown; expected one of {list(allowed)}")
+    for name, (M, K, N) in matmul_shapes(cfg).items():
+        validate_matmul(name, getattr(bc, name), hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype,
+                        act_dtype=bc.act_dtype)
+    validate_attention(bc.attn, hw, mode=bc.attn_mode, fold_heads=bc.fold_heads, smax_rows=bc.smax,
+                       seq_len=bc.seq_len, num_tokens=cfg.num_tokens, group=cfg.group, head_dim=cfg.head_dim,
+                       kv_dtype=bc.kv_dtype, mask_dtype=bc.mask_dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "relax"))
+def breakdown_jit(hw, fit, bc, *, cfg, relax=None):
+    return step_breakdown(hw, fit, bc, cfg=cfg, relax=relax)
+
+
+def evaluate(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig | None = None) -> dict:
+    """The discrete evaluator: validate, run the exact model, return plain floats.
+
+    Returns: {"per_op_us": {op: us}, "layer_us", "layer_trace_us", "step_ms", "step_full_ms",
+    "sample_ms", "step_device_ms", "set_context_ms"}.
+    """
+    cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
+    validate(hw, bc, cfg=cfg)
+    out = jax.device_get(breakdown_jit(hw, fit, bc, cfg=cfg))
+    order = FUSED_LAYER_OPS if bc.fuse_add_norm else LAYER_OPS  # pytree dicts come back key-sorted
+    return {"per_op_us": {k: float(out["ops"][k]) for k in order},
+            "layer_us": float(out["layer_us"]), "layer_trace_us": float(out["layer_trace_us"]),
+            "step_device_ms": float(out["step_device_us"]) / 1e3, "step_ms": float(out["step_us"]) / 1e3,
+            "step_full_ms": float(out["step_full_us"]) / 1e3, "set_context_ms": float(out["set_context_us"]) / 1e3,
+            "sample_ms": float(out["sample_us"]) / 1e3}

@@ -1,0 +1,154 @@
+"""90% prediction intervals of the Blackhole model: per op, layer, step, sample, and deltas.
+
+Two error sources, both from the fit (``fit.Calibration``):
+  * parameter uncertainty: the Laplace covariance of theta pushed through the model's Jacobian
+    (``jax.jacfwd``), var = g^T Cov g with g = d log(value) / d theta (for a delta between two
+    settings, g is taken of the difference, so parameters both settings share cancel);
+  * model error: each op's prediction is off by a relative error of sd ``sigma`` (the fit's
+    per-row error), the same in every layer and in every setting (it belongs to the op's model,
+    not to a run). A total over ops adds them per op: var = sigma^2 sum_op (m t_op)^2 with m the
+    op's multiplicity (layers, steps); a delta carries sigma^2 sum_op (m (t_a,op - t_b,op))^2, so
+    ops a change leaves alone contribute nothing.
+Intervals use the Student-t quantile with the fit's degrees of freedom; positive quantities are
+intervals in log space (value x exp(+-z sd)), deltas are symmetric. The linearisation is exact
+for a linear model; the model has max / q-norm kinks, so ``draws=N`` propagates the same Laplace
+posterior by Monte Carlo instead (N parameter draws, one vmapped evaluation per setting).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from scipy import stats
+
+from costmodel.blackhole.fit import FAST_COMPILE, Calibration, from_unconstrained
+from costmodel.blackhole.graph import BlackholeConfig, layer_op_specs, step_breakdown, validate
+from costmodel.hardware import Blackhole
+from jaxref.config import ExpertConfig
+
+LEVEL = 0.90
+TOTALS = ("layer_us", "step_us", "step_full_us", "sample_us")
+
+
+def quantile(cal: Calibration, level: float = LEVEL) -> float:
+    """Two-sided Student-t quantile for ``level`` with the calibration's degrees of freedom."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level={level} must lie in (0, 1)")
+    return float(stats.t.ppf(0.5 + level / 2.0, cal.dof))
+
+
+def _outputs(theta, hw: Blackhole, bc: BlackholeConfig, cfg: ExpertConfig) -> dict:
+    out = step_breakdown(hw, from_unconstrained(theta), bc, cfg=cfg)
+    return {"ops": out["ops"], **{k: out[k] for k in TOTALS}}
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",), compiler_options=FAST_COMPILE)
+def _values_and_jacobian(theta, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig):
+    f = functools.partial(_outputs, hw=hw, bc=bc, cfg=cfg)
+    return f(theta), jax.jacfwd(f)(theta)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",), compiler_options=FAST_COMPILE)
+def _value_samples(thetas, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig):
+    return jax.vmap(lambda th: _outputs(th, hw, bc, cfg))(thetas)
+
+
+def _multiplicity(cfg: ExpertConfig) -> dict[str, float]:
+    return {"layer_us": 1.0, "step_us": float(cfg.num_layers), "step_full_us": float(cfg.num_layers),
+            "sample_us": float(cfg.num_layers * cfg.num_steps)}
+
+
+def theta_draws(cal: Calibration, draws: int, *, seed: int = 0) -> np.ndarray:
+    """[draws, P] samples of theta ~ N(theta_hat, Cov) (the Laplace posterior)."""
+    if draws < 2:
+        raise ValueError(f"draws={draws} must be >= 2 for Monte Carlo propagation")
+    return np.random.default_rng(seed).multivariate_normal(cal.theta, cal.cov, size=draws)
+
+
+def model_values(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig,
+                 thetas: np.ndarray | None = None) -> dict:
+    """Values (us) and parameter sensitivity of every op and total at ``bc`` (validated):
+    {"ops": {op: (value, grad [P], samples [D] or None)}, "kinds": {op: spec class name},
+    "layer_us" | ...: (value, grad, samples)}; samples are the values at ``thetas`` [D, P] if given."""
+    validate(hw, bc, cfg=cfg)
+    vals, jac = jax.device_get(_values_and_jacobian(jnp.asarray(cal.theta, jnp.float32), hw, bc, cfg=cfg))
+    smp = None if thetas is None else jax.device_get(
+        _value_samples(jnp.asarray(thetas, jnp.float32), hw, bc, cfg=cfg))
+
+    def entry(v, g, s):
+        return float(v), np.asarray(g, np.float64), None if s is None else np.asarray(s, np.float64)
+
+    specs = layer_op_specs(bc, cfg=cfg)  # graph order (pytree dicts come back key-sorted)
+    out = {"ops": {k: entry(vals["ops"][k], jac["ops"][k], None if smp is None else smp["ops"][k]) for k in specs},
+           "kinds": {k: type(s).__name__ for k, s in specs.items()}}
+    for k in TOTALS:
+        out[k] = entry(vals[k], jac[k], None if smp is None else smp[k])
+    return out
+
+
+def _param_var(cal: Calibration, g: np.ndarray, samples: np.ndarray | None) -> float:
+    """Variance from parameter uncertainty: g^T Cov g (linearised) or the sample variance."""
+    return float(g @ cal.cov @ g) if samples is None else float(np.var(samples))
+
+
+def _log_interval(cal: Calibration, z: float, value: float, grad, samples, model_var_log: float):
+    pv = _param_var(cal, grad / value, None if samples is None else np.log(samples))
+    sd = math.sqrt(pv + model_var_log)
+    return value * math.exp(-z * sd), value * math.exp(z * sd)
+
+
+def intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig,
+              level: float = LEVEL, draws: int = 0) -> dict:
+    """Predictions with intervals at one setting (``draws`` > 0: parameter uncertainty propagated
+    by Monte Carlo over the Laplace posterior instead of linearised).
+
+    Returns {"ops": {op: (value, lo, hi)}, "layer_us" | "step_us" | "step_full_us" | "sample_us":
+    (value, lo, hi)}, all in us.
+    """
+    z = quantile(cal, level)
+    mv = model_values(cal, hw, bc, cfg=cfg, thetas=theta_draws(cal, draws) if draws else None)
+    s2 = cal.sigma**2
+    out = {"ops": {k: (v, *_log_interval(cal, z, v, g, smp, s2)) for k, (v, g, smp) in mv["ops"].items()}}
+    for k, m in _multiplicity(cfg).items():
+        v, g, smp = mv[k]
+        model_var = s2 * sum((m * t / v) ** 2 for t, _, _ in mv["ops"].values())
+        out[k] = (v, *_log_interval(cal, z, v, g, smp, model_var))
+    return out
+
+
+def delta_intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, base: BlackholeConfig, *,
+                    cfg: ExpertConfig, hw_base: Blackhole | None = None, level: float = LEVEL,
+                    draws: int = 0) -> dict:
+    """``bc`` minus ``base``, with correlated intervals (shared parameters and shared op-model errors
+    cancel; ``draws`` > 0: both settings evaluated at the same Monte Carlo parameter draws).
+
+    Returns {"ops": {op: (delta, lo, hi)}, "layer_us" | ...: (delta, lo, hi)} in us; an op present
+    in only one setting (fused add+norm) counts as 0 in the other.
+    """
+    z = quantile(cal, level)
+    thetas = theta_draws(cal, draws) if draws else None
+    a = model_values(cal, hw, bc, cfg=cfg, thetas=thetas)
+    b = model_values(cal, hw if hw_base is None else hw_base, base, cfg=cfg, thetas=thetas)
+    zero = (0.0, np.zeros_like(cal.theta), None if thetas is None else np.zeros(len(thetas)))
+    names = list(a["ops"]) + [k for k in b["ops"] if k not in a["ops"]]
+    s2 = cal.sigma**2
+
+    def interval(ea, eb, model_var):
+        (va, ga, sa), (vb, gb, sb) = ea, eb
+        sd = math.sqrt(_param_var(cal, ga - gb, None if sa is None else sa - sb) + model_var)
+        return va - vb, va - vb - z * sd, va - vb + z * sd
+
+    def op_model_var(n, m):
+        ta, tb = a["ops"].get(n, zero)[0], b["ops"].get(n, zero)[0]
+        if a["kinds"].get(n) == b["kinds"].get(n):  # same op model: its relative error is shared
+            return s2 * (m * (ta - tb)) ** 2
+        return s2 * m**2 * (ta**2 + tb**2)  # different kernels (decode vs standard SDPA): independent
+
+    out = {"ops": {k: interval(a["ops"].get(k, zero), b["ops"].get(k, zero), op_model_var(k, 1.0)) for k in names}}
+    for k, m in _multiplicity(cfg).items():
+        out[k] = interval(a[k], b[k], sum(op_model_var(n, m) for n in names))
+    return out

@@ -1,0 +1,190 @@
+"""One ttnn op instance as data: its kind, shapes, formats and program config, and its modelled time.
+
+The expert's layer graph (``graph.layer_op_specs``), a measured row of ``costmodel/data`` and a
+row of a device-profiler CSV all become one of these, so the fit, the what-if model and the CSV
+reader/writer share one mapping from an op to its roofline (``spec.us(hw, fit)``). Fields may be
+tracers inside the differentiable model; concrete specs are hashable (jit static arguments).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from costmodel.blackhole.ops import (
+    MatmulConfig,
+    eltwise_us,
+    fill_cache_us,
+    heads_us,
+    matmul_us,
+    read_us,
+    rms_norm_us,
+    rope_us,
+)
+from costmodel.blackhole.params import FitParams
+from costmodel.blackhole.sdpa import AttnConfig, sdpa_decode_us, sdpa_standard_us
+from costmodel.hardware import Blackhole
+from costmodel.smooth import Relax
+
+_frozen = dataclasses.dataclass(frozen=True)
+
+
+@_frozen
+class MatmulSpec:
+    """``ttnn.linear([M,K] act, [K,N] weights)`` with a 1D in0-multicast program config."""
+
+    M: int
+    K: int
+    N: int
+    cfg: MatmulConfig
+    weight_dtype: str
+    act_dtype: str = "bf16"
+    fidelity: str = "HiFi2"
+    fused_activation: bool = False
+    op_class = "matmul"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return matmul_us(hw, fit, self.cfg, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
+                         act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
+                         relax=relax)
+
+
+@_frozen
+class NormSpec:
+    """``ttnn.rms_norm`` over [rows, width] (``fused_residual``: add + rms_norm in one op)."""
+
+    rows: int
+    width: int
+    act_dtype: str = "bf16"
+    fused_residual: bool = False
+    op_class = "norm"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return rms_norm_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype,
+                           fused_residual=self.fused_residual, relax=relax)
+
+
+@_frozen
+class RopeSpec:
+    """``rotary_embedding_hf`` on [1, heads, rows, head_dim]."""
+
+    heads: int
+    rows: int
+    head_dim: int
+    act_dtype: str = "bf16"
+    op_class = "rope"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return rope_us(hw, fit, heads=self.heads, rows=self.rows, head_dim=self.head_dim, act_dtype=self.act_dtype,
+                       relax=relax)
+
+
+@_frozen
+class HeadsSpec:
+    """``nlp_create_qkv_heads`` (kind 'create') / ``nlp_concat_heads`` ('concat') on [rows, tiles_per_row*32];
+    ``head_dim`` only names the concat input's layout [1, heads, rows, head_dim] in a profiler CSV."""
+
+    kind: str
+    rows: int
+    tiles_per_row: int
+    act_dtype: str = "bf16"
+    head_dim: int = 32
+    op_class = "heads"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return heads_us(hw, fit, rows=self.rows, tiles_per_row=self.tiles_per_row, act_dtype=self.act_dtype,
+                        relax=relax)
+
+
+@_frozen
+class FillCacheSpec:
+    """``ttnn.fill_cache`` of [kv_heads, rows, head_dim] into a ``kv_dtype`` cache."""
+
+    kv_heads: int
+    rows: int
+    head_dim: int
+    kv_dtype: str
+    act_dtype: str = "bf16"
+    op_class = "fill_cache"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return fill_cache_us(hw, fit, kv_heads=self.kv_heads, rows=self.rows, head_dim=self.head_dim,
+                             act_dtype=self.act_dtype, kv_dtype=self.kv_dtype, relax=relax)
+
+
+@_frozen
+class EltwiseSpec:
+    """Binary ``ttnn.add`` (kind 'add') / ``ttnn.mul`` ('mul') on [rows, width]."""
+
+    kind: str
+    rows: int
+    width: int
+    act_dtype: str = "bf16"
+    op_class = "eltwise"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return eltwise_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype, relax=relax)
+
+
+@_frozen
+class SdpaDecodeSpec:
+    """``scaled_dot_product_attention_decode``: ``users`` (batch x kv heads) of ``q_rows`` rows over
+    ``smax_rows`` cache rows; ``mask_dtype=None`` is causal decode without a mask."""
+
+    attn: AttnConfig
+    smax_rows: float
+    users: int
+    q_rows: int
+    head_dim: int
+    kv_dtype: str
+    mask_dtype: str | None
+    act_dtype: str = "bf16"
+    fidelity: str = "HiFi2"
+    grid_cores: int | None = None
+    op_class = "attention"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return sdpa_decode_us(hw, fit, self.attn, smax_rows=self.smax_rows, users=self.users, q_rows=self.q_rows,
+                              head_dim=self.head_dim, kv_dtype=self.kv_dtype, mask_dtype=self.mask_dtype,
+                              act_dtype=self.act_dtype, fidelity=self.fidelity, grid_cores=self.grid_cores,
+                              relax=relax)
+
+
+@_frozen
+class SdpaStandardSpec:
+    """``scaled_dot_product_attention`` (non-causal, additive mask) of ``q_heads`` heads x ``q_rows`` rows."""
+
+    attn: AttnConfig
+    smax_rows: float
+    q_heads: int
+    q_rows: int
+    head_dim: int
+    kv_dtype: str
+    mask_dtype: str
+    act_dtype: str = "bf16"
+    fidelity: str = "HiFi2"
+    op_class = "attention"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return sdpa_standard_us(hw, fit, self.attn, smax_rows=self.smax_rows, q_heads=self.q_heads,
+                                q_rows=self.q_rows, head_dim=self.head_dim, kv_dtype=self.kv_dtype,
+                                mask_dtype=self.mask_dtype, act_dtype=self.act_dtype, fidelity=self.fidelity,
+                                relax=relax)
+
+
+@_frozen
+class DramReadSpec:
+    """A read-only DRAM stream (microbenchmark): ``readers`` cores each read ``total_bytes / readers``
+    in pages of ``page_bytes``; the shared building block ``ops.read_us`` of every op above."""
+
+    readers: int
+    total_bytes: float
+    page_bytes: float
+    op_class = "dram_read"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        per_reader = self.total_bytes / self.readers
+        return read_us(hw, fit, per_reader / self.page_bytes, per_reader, self.readers, relax=relax)
+
+
+OpSpec = (MatmulSpec | NormSpec | RopeSpec | HeadsSpec | FillCacheSpec | EltwiseSpec | SdpaDecodeSpec
+          | SdpaStandardSpec | DramReadSpec)

@@ -1,0 +1,108 @@
+"""The fitted (unknown) parameters of the Blackhole op models: efficiencies, latencies, overheads.
+
+Everything the public specs give is in ``costmodel.hardware``; what they do not give is here, one
+named float per physical effect, shared by every op that has that effect (no per-op free constant
+except the per-op-class launch overhead). Each field carries its unit, meaning, the source of its
+bound or prior, and how the fit parameterises it (``fit_field`` metadata): this is the one place
+those are written down. ``costmodel.blackhole.fit`` fits them to the measured rows in
+``costmodel/data``; the result (with its covariance) is stored in ``data/calibration.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+from costmodel._pytree import pytree_dataclass
+
+DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
+CALIBRATION_PATH = DATA_DIR / "calibration.json"
+
+# Bound of dram_eff: the best measured DRAM read on a p150 (one bank-adjacent reader per bank, 16 KB
+# packets, double-buffered) reaches 500 of 512 GB/s. Source: tenstorrent/tt-metal
+# tech_reports/Saturating_DRAM_bandwidth/Saturating_DRAM_bandwidth_Blackhole.md @ 7ffb007c.
+DRAM_EFF_MAX = 500.0 / 512.0
+
+
+def fit_field(*, unit: str, meaning: str, prior: float, transform: str = "log", source: str = "fitted"):
+    """A FitParams field: unit, meaning, prior value (the fit's start and the centre of its weak
+    prior), transform to the unconstrained space ('log', 'log1m' = log(q - 1), 'logit_dram' =
+    logit(x / DRAM_EFF_MAX)) and the source of any bound or prior."""
+    return dataclasses.field(metadata={"unit": unit, "meaning": meaning, "prior": prior, "transform": transform,
+                                       "source": source})
+
+
+@pytree_dataclass
+class FitParams:
+    """Unknown parameters of the Blackhole model (all > 0; ``dram_eff`` in (0, DRAM_EFF_MAX);
+    ``overlap_exponent`` > 1). Priors are orders of magnitude, not measurements."""
+
+    dram_eff: float = fit_field(
+        unit="1", meaning="achievable fraction of peak DRAM bandwidth with all cores streaming", prior=0.6,
+        transform="logit_dram",
+        source="bounded by 500/512 (Saturating_DRAM_bandwidth_Blackhole.md @ 7ffb007c); prior: Wormhole 82-92% "
+               "large reads, ~50% for M=64 matmuls (REFERENCE §2)")
+    core_read_tiles_per_s: float = fit_field(unit="tiles/s", meaning="one core's sustained DRAM page (tile) reads",
+                                             prior=5e6)
+    dram_latency_us: float = fit_field(unit="us", meaning="round trip of one blocking DRAM read", prior=0.4,
+                                       source="prior ~500 cycles at 1.35 GHz")
+    overlap_exponent: float = fit_field(unit="1", meaning="q-norm exponent of concurrent pipeline stages "
+                                        "(1 serial, inf max)", prior=2.0, transform="log1m")
+    mm_block_sync_us: float = fit_field(unit="us", meaning="per K-block in0 multicast handshake of the 1D matmul",
+                                        prior=0.5)
+    eltwise_cycles_per_tile: float = fit_field(unit="cycles", meaning="one elementwise pass over a 32x32 tile",
+                                               prior=64.0)
+    softmax_cycles_per_tile: float = fit_field(unit="cycles", meaning="online-softmax work per 32x32 score tile",
+                                               prior=300.0)
+    launch_matmul_us: float = fit_field(unit="us", meaning="fixed time per matmul op", prior=2.0)
+    launch_norm_us: float = fit_field(unit="us", meaning="fixed time per rms_norm op", prior=3.0)
+    launch_rope_us: float = fit_field(unit="us", meaning="fixed time per rotary_embedding_hf op", prior=3.0)
+    launch_heads_us: float = fit_field(unit="us", meaning="fixed time per nlp_create_qkv_heads / nlp_concat_heads",
+                                       prior=3.0)
+    launch_fill_cache_us: float = fit_field(unit="us", meaning="fixed time per fill_cache op", prior=2.0)
+    launch_eltwise_us: float = fit_field(unit="us", meaning="fixed time per binary eltwise op", prior=3.0)
+    launch_sdpa_us: float = fit_field(unit="us", meaning="fixed time per SDPA op (decode or standard)", prior=5.0)
+    trace_overlap_us: float = fit_field(unit="us", meaning="per-op time hidden by back-to-back trace replay",
+                                        prior=1.0)
+    host_bytes_per_s: float = fit_field(unit="B/s", meaning="host<->device rate of small uploads incl. conversion",
+                                        prior=1e9)
+    host_proj_us: float = fit_field(unit="us", meaning="host action_in_proj + action_out_proj per step",
+                                    prior=1000.0)
+
+
+PARAM_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FitParams))
+
+
+def param_info(name: str) -> dict:
+    """Unit, meaning, prior, transform and source of one parameter."""
+    fields = {f.name: f for f in dataclasses.fields(FitParams)}
+    if name not in fields:
+        raise ValueError(f"parameter={name!r} unknown; expected one of {list(PARAM_NAMES)}")
+    return dict(fields[name].metadata)
+
+
+def initial_params() -> FitParams:
+    """The prior: physically plausible orders of magnitude (the fit's starting point)."""
+    return FitParams(**{n: float(param_info(n)["prior"]) for n in PARAM_NAMES})
+
+
+def params_to_dict(p: FitParams) -> dict[str, float]:
+    """Plain floats, for JSON and reports."""
+    return {n: float(getattr(p, n)) for n in PARAM_NAMES}
+
+
+def params_from_dict(d: dict[str, float]) -> FitParams:
+    """Inverse of ``params_to_dict``; raises ValueError on a missing or unknown name."""
+    if set(d) != set(PARAM_NAMES):
+        raise ValueError(f"fit params keys {sorted(set(d) ^ set(PARAM_NAMES))} missing or unknown; "
+                         f"expected {sorted(PARAM_NAMES)}")
+    return FitParams(**{k: float(d[k]) for k in PARAM_NAMES})
+
+
+def load_fitted(path: str | pathlib.Path = CALIBRATION_PATH) -> FitParams:
+    """The fitted parameters of a calibration JSON (default: the stored one)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise ValueError(f"calibration file {path} missing; run `python -m costmodel.blackhole calibrate --write`")
+    return params_from_dict(json.loads(path.read_text())["params"])

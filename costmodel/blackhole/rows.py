@@ -1,0 +1,166 @@
+"""Measured rows: what was measured, where it comes from, and which op spec predicts it.
+
+Data files (``costmodel/data``), each row quoting its source:
+  op_times, matmul_table, attention_table, step_times  the port's tables (seeds/EXPERT_NOTES.md)
+  public_sdpa_decode   flash-decode vs KV length, bf16 / bfp8 cache, another Blackhole model port
+  public_dram_read     DRAM read microbenchmark (validation only: not a ttnn op)
+
+Every row belongs to a leave-one-group-out ``group`` (per op class of the per-op table, the
+default / tuned matmul columns, the standard / decode SDPA rows, the step rows, each public data
+set) and has a ``role``: 'calibration' rows are fitted, 'validation' rows only predicted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+import jax
+import jax.numpy as jnp
+
+from costmodel.blackhole.graph import (
+    OP_CLASS,
+    BlackholeConfig,
+    attention_spec,
+    layer_op_specs,
+    step_breakdown,
+)
+from costmodel.blackhole.opspecs import DramReadSpec, OpSpec, SdpaDecodeSpec
+from costmodel.blackhole.params import DATA_DIR, FitParams
+from costmodel.blackhole.sdpa import AttnConfig
+from costmodel.hardware import Blackhole
+from jaxref.config import ExpertConfig
+
+NOTES_FILES = ("op_times.json", "matmul_table.json", "attention_table.json", "step_times.json")
+PUBLIC_FILES = ("public_sdpa_decode.json", "public_dram_read.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSpec:
+    """A whole-graph quantity of ``step_breakdown`` (``key``: 'step_us', 'sample_us', ...) at ``bc``."""
+
+    key: str
+    bc: BlackholeConfig
+    op_class = "step"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One measured number and what predicts it.
+
+    Attributes:
+      table: data file stem the row comes from ('op_times', ..., 'profiler_csv').
+      name: row id within the table.
+      group: leave-one-group-out group.
+      role: 'calibration' (fitted) or 'validation' (predicted only).
+      lo, hi: measured value or range, us (lo == hi for a single number).
+      source: repository / file / line the number comes from.
+      spec: the op spec (or ``StepSpec``) whose modelled time is compared with it.
+    """
+
+    table: str
+    name: str
+    group: str
+    role: str
+    lo: float
+    hi: float
+    source: str
+    spec: OpSpec | StepSpec
+
+    @property
+    def target(self) -> float:
+        """Fit target: the value, or the middle of a range."""
+        return 0.5 * (self.lo + self.hi)
+
+    def error(self, predicted: float) -> float:
+        """Relative error of ``predicted`` vs the nearest end of the measured range (0 inside it)."""
+        if self.lo <= predicted <= self.hi:
+            return 0.0
+        ref = self.lo if predicted < self.lo else self.hi
+        return predicted / ref - 1.0
+
+
+def _notes_rows(data_dir: pathlib.Path, cfg: ExpertConfig) -> list[Row]:
+    port = BlackholeConfig.port(cfg)
+    port_specs = layer_op_specs(port, cfg=cfg)
+    rows: list[Row] = []
+    ops = json.loads((data_dir / "op_times.json").read_text())
+    for r in ops["rows"]:
+        rows.append(Row("op_times", r["op"], f"op_times/{OP_CLASS[r['op']]}", "calibration", r["us"], r["us"],
+                        f"{ops['source']}: {r['note']}", port_specs[r["op"]]))
+    mm = json.loads((data_dir / "matmul_table.json").read_text())
+    default = layer_op_specs(BlackholeConfig.port(cfg, matmuls="default"), cfg=cfg)
+    for r in mm["rows"]:
+        src = f"{mm['source']}: {r['note']}"
+        rows.append(Row("matmul_table", f"{r['name']}/default", "matmul_table/default", "calibration",
+                        r["default_us"], r["default_us"], src, default[r["name"]]))
+        tuned = dataclasses.replace(getattr(port, r["name"]), in0_block_w=float(r["tuned"]["in0_block_w"]),
+                                    per_core_N=float(r["tuned"]["per_core_N"]))
+        spec = layer_op_specs(port.replace(**{r["name"]: tuned}), cfg=cfg)[r["name"]]
+        rows.append(Row("matmul_table", f"{r['name']}/tuned", "matmul_table/tuned", "calibration",
+                        r["tuned_us"][0], r["tuned_us"][1], src, spec))
+    at = json.loads((data_dir / "attention_table.json").read_text())
+    for r in at["rows"]:
+        bc = port.replace(attn=AttnConfig(float(r["k_chunk"]), float(r["q_chunk"]), float(r["cores_per_head"])),
+                          attn_mode=r["attn_mode"], fold_heads=r["fold_heads"], mask_dtype=r["mask_dtype"])
+        rows.append(Row("attention_table", r["name"], f"attention_table/{r['attn_mode']}", "calibration",
+                        r["us"], r["us"], f"{at['source']}: {r['note']}", attention_spec(bc, cfg)))
+    st = json.loads((data_dir / "step_times.json").read_text())
+    for r in st["rows"]:
+        if r["unit"] != "us":
+            raise ValueError(f"step_times row {r['name']}: unit={r['unit']!r}, expected 'us'")
+        rows.append(Row("step_times", r["name"], "step_times", "calibration", r["value"], r["value"],
+                        f"{st['source']}: {r['note']}", StepSpec(r["name"], port)))
+    return rows
+
+
+def _public_rows(data_dir: pathlib.Path) -> list[Row]:
+    rows: list[Row] = []
+    sd = json.loads((data_dir / "public_sdpa_decode.json").read_text())
+    s = sd["setting"]
+    attn = AttnConfig(float(s["k_chunk"]), 32.0, float(s["cores_per_head"]))
+    for r in sd["rows"]:
+        read_rows = -(-(r["pos"] + 1) // s["k_chunk"]) * s["k_chunk"]  # chunks up to cur_pos
+        spec = SdpaDecodeSpec(attn, float(read_rows), s["users"], s["q_rows"], s["head_dim"], r["kv_dtype"], None,
+                              grid_cores=s["grid_cores"])
+        rows.append(Row("public_sdpa_decode", r["name"], "public/sdpa_decode_qwen36", "calibration", r["us"], r["us"],
+                        f"{sd['source']}: {r['note']}", spec))
+    dr = json.loads((data_dir / "public_dram_read.json").read_text())
+    for r in dr["rows"]:
+        us = dr["total_bytes"] / (r["gb_per_s"] * 1e9) * 1e6
+        spec = DramReadSpec(dr["readers"], float(dr["total_bytes"]), float(r["page_bytes"]))
+        rows.append(Row("public_dram_read", r["name"], "public/dram_read", "validation", us, us,
+                        f"{dr['source']}: {r['note']}", spec))
+    return rows
+
+
+def load_rows(data_dir: str | pathlib.Path = DATA_DIR, *, cfg: ExpertConfig | None = None,
+              public: bool = True) -> list[Row]:
+    """All measured rows (the notes' tables, then the public data sets unless ``public=False``)."""
+    data_dir = pathlib.Path(data_dir)
+    cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
+    return _notes_rows(data_dir, cfg) + (_public_rows(data_dir) if public else [])
+
+
+def predict(hw: Blackhole, fit: FitParams, specs: tuple, *, cfg: ExpertConfig) -> jax.Array:
+    """Modelled time (us) of each spec, exact model; shape [rows]. Equal specs (a row of the per-op
+    table and the graph's own op, rms_norm and rms_norm2, ...) are evaluated once: the traced graph
+    stays small, which keeps the fit's Jacobian quick to compile."""
+    memo: dict = {}
+
+    def op_us(spec):
+        if spec not in memo:
+            memo[spec] = spec.us(hw, fit)
+        return memo[spec]
+
+    breakdowns: dict = {}
+    out = []
+    for spec in specs:
+        if isinstance(spec, StepSpec):
+            if spec.bc not in breakdowns:
+                breakdowns[spec.bc] = step_breakdown(hw, fit, spec.bc, cfg=cfg, op_us=op_us)
+            out.append(breakdowns[spec.bc][spec.key])
+        else:
+            out.append(op_us(spec))
+    return jnp.stack([jnp.asarray(v, jnp.float32) for v in out])

@@ -1,0 +1,165 @@
+"""Roofline models of ttnn's SDPA ops on Blackhole: flash-decode and standard (times in microseconds).
+
+Same building blocks as ``ops`` (page reads at a core's request rate or its share of the
+achievable bandwidth, q-norm overlap of a chunk's round trip, read and math); see its docstring.
+"""
+
+from __future__ import annotations
+
+from costmodel._pytree import pytree_dataclass
+from costmodel.blackhole.ops import (
+    KV_DTYPES,
+    MASK_DTYPES,
+    MAX_CORES_PER_HEAD,
+    SDPA_COMBINE_PASSES,
+    check_dtype,
+    check_int,
+    cycles_us,
+    overlap,
+    read_us,
+    us_of,
+)
+from costmodel.blackhole.params import FitParams
+from costmodel.hardware import TILE, Blackhole, tile_bytes
+from costmodel.smooth import Relax, sceil, smin
+
+
+@pytree_dataclass
+class AttnConfig:
+    """``SDPAProgramConfig`` knobs.
+
+    Attributes:
+      k_chunk: K/V rows per chunk (k_chunk_size), both kernels.
+      q_chunk: query rows per work item (q_chunk_size), standard SDPA only.
+      cores_per_head: max_cores_per_head_batch (<= 16), flash-decode only.
+    """
+
+    k_chunk: float = 128.0
+    q_chunk: float = 32.0
+    cores_per_head: float = 16.0
+
+
+def sdpa_l1_bytes(*, q_rows, k_chunk, head_dim: int, kv_dtype: str, mask_dtype: str, act_dtype: str = "bf16"):
+    """L1 per core of an SDPA work item: Q, double-buffered K/V/mask chunks, the score block, and
+    three output-sized buffers (PV intermediate, running accumulator, output)."""
+    qt, kc, ht = q_rows / TILE, k_chunk / TILE, head_dim / TILE
+    act, kv, mk = tile_bytes(act_dtype), tile_bytes(kv_dtype), tile_bytes(mask_dtype)
+    return qt * ht * act + 2 * 2 * kc * ht * kv + 2 * qt * kc * mk + qt * kc * act + 3 * qt * ht * act
+
+
+def decode_cores_per_user(hw: Blackhole, attn: AttnConfig, *, users: int, grid_cores: int | None = None,
+                          relax: Relax | None = None):
+    """Cores per (batch, kv head): min(max_cores_per_head_batch, grid cores // users) (sdpa_decode
+    factory); ``grid_cores`` is the program config's grid (default: the chip's ttnn compute grid)."""
+    grid = hw.grid_cores if grid_cores is None else grid_cores
+    return smin(attn.cores_per_head, float(max(grid // users, 1)), relax=relax)
+
+
+def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows, users: int, q_rows: int,
+                   head_dim: int, kv_dtype: str, mask_dtype: str | None, act_dtype: str = "bf16",
+                   fidelity: str = "HiFi2", grid_cores: int | None = None, relax: Relax | None = None):
+    """``scaled_dot_product_attention_decode`` over ``smax_rows`` cache rows, us.
+
+    The port views the cache as ``users`` = kv heads with one head each and the q heads x tokens
+    of a group as ``q_rows`` "heads". Non-causal with a mask, the kernel reads all ``smax_rows``
+    cache rows (``mask_dtype=None``: causal decode with ``cur_pos``, no mask read, ``smax_rows`` =
+    the rows up to cur_pos rounded up to whole chunks). Each user gets C = min(cores_per_head, grid // users) cores; the Smax/k_chunk
+    chunks are split over A = min(chunks, C) of them; a chunk costs its DRAM round trip, its
+    K+V+mask pages at the core's request rate or its bytes at the core's share of the bandwidth
+    (shared with the average number of busy cores), and its compute
+    (QK^T and PV tile products, online softmax over the score tiles). Then A-1 workers send their
+    partial (output + max/sum stats) to the reducer over the NoC and it merges them one by one:
+    the NoC-reduction slope when chunks < C, the DRAM slope once every core is busy.
+    """
+    act, kv = tile_bytes(act_dtype), tile_bytes(kv_dtype)
+    mk, mask_rows = (0, 0) if mask_dtype is None else (tile_bytes(mask_dtype), q_rows // TILE)
+    qt, ht = q_rows // TILE, head_dim // TILE
+    kc = attn.k_chunk / TILE
+    chunks = smax_rows / attn.k_chunk
+    cores = decode_cores_per_user(hw, attn, users=users, grid_cores=grid_cores, relax=relax)
+    active = smin(chunks, cores, relax=relax)
+    chunks_per_core = sceil(chunks / active, relax=relax)
+    chunk_tiles, chunk_bytes = 2 * kc * ht + mask_rows * kc, 2 * kc * ht * kv + mask_rows * kc * mk
+    # the chunks split unevenly (64 over 13 cores: 5 on the critical core, 4.9 on average); the
+    # critical core shares DRAM with the average number of busy readers over its run
+    readers = users * chunks / chunks_per_core
+    t_read = read_us(hw, fit, chunk_tiles, chunk_bytes, readers, relax=relax)
+    t_math = cycles_us(hw, 2 * qt * kc * ht * hw.tile_matmul_cycles(fidelity) + qt * kc * fit.softmax_cycles_per_tile)
+    t_chunk = overlap(fit, fit.dram_latency_us, t_read, t_math)
+    t_q = read_us(hw, fit, qt * ht, qt * ht * act, users, relax=relax)  # one read per user, multicast to its cores
+    partial_bytes = qt * ht * act + 2 * qt * act  # output tiles + max and sum columns
+    hops = (hw.grid_x + hw.grid_y) / 2.0  # mean Manhattan distance to the reducer
+    t_merge = (us_of(partial_bytes / hw.noc_link_bytes_per_s) + cycles_us(hw, hops * hw.noc_hop_cycles)
+               + cycles_us(hw, (qt * ht + 2 * qt) * SDPA_COMBINE_PASSES * fit.eltwise_cycles_per_tile))
+    t_final = cycles_us(hw, qt * ht * fit.eltwise_cycles_per_tile)  # 1/sum normalisation
+    return (fit.launch_sdpa_us + fit.dram_latency_us + t_q + chunks_per_core * t_chunk
+            + (active - 1.0) * t_merge + t_final)
+
+
+def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows, q_heads: int,
+                     q_rows: int, head_dim: int, kv_dtype: str, mask_dtype: str, act_dtype: str = "bf16",
+                     fidelity: str = "HiFi2", relax: Relax | None = None):
+    """``scaled_dot_product_attention`` (is_causal=False, additive mask), us.
+
+    Work items are (q head, q chunk) pairs, ``q_heads * q_rows / q_chunk`` of them, spread over
+    the grid; every item streams the whole K/V of its kv head (Smax/k_chunk chunks) plus its mask
+    rows. Few items: one core's stream bounds it; many items: the aggregate DRAM bandwidth does.
+    ``q_rows`` is T for GQA q heads, G*T with the group's q heads folded onto rows.
+    """
+    act, kv, mk = tile_bytes(act_dtype), tile_bytes(kv_dtype), tile_bytes(mask_dtype)
+    ht = head_dim // TILE
+    qc, kc = attn.q_chunk / TILE, attn.k_chunk / TILE
+    items = q_heads * q_rows / attn.q_chunk
+    cores = smin(items, float(hw.grid_cores), relax=relax)
+    items_per_core = sceil(items / cores, relax=relax)
+    chunks = smax_rows / attn.k_chunk
+    chunk_tiles, chunk_bytes = 2 * kc * ht + qc * kc, 2 * kc * ht * kv + qc * kc * mk
+    readers = items / items_per_core  # average busy cores over the critical core's run
+    t_read = read_us(hw, fit, chunk_tiles, chunk_bytes, readers, relax=relax)
+    t_math = cycles_us(hw, 2 * qc * kc * ht * hw.tile_matmul_cycles(fidelity) + qc * kc * fit.softmax_cycles_per_tile)
+    t_chunk = overlap(fit, fit.dram_latency_us, t_read, t_math)
+    t_q = read_us(hw, fit, qc * ht, qc * ht * act, cores, relax=relax)
+    t_final = cycles_us(hw, qc * ht * fit.eltwise_cycles_per_tile)
+    return fit.launch_sdpa_us + fit.dram_latency_us + items_per_core * (t_q + chunks * t_chunk + t_final)
+
+
+def validate_attention(attn: AttnConfig, hw: Blackhole, *, mode: str, fold_heads: bool, smax_rows,
+                       seq_len, num_tokens: int, group: int, head_dim: int, kv_dtype: str, mask_dtype: str) -> None:
+    """Raise ValueError unless the attention settings are legal for the port's cache layout."""
+    check_dtype("kv_dtype", kv_dtype, KV_DTYPES)
+    check_dtype("mask_dtype", mask_dtype, MASK_DTYPES)
+    if mode not in ("decode", "standard"):
+        raise ValueError(f"attn_mode={mode!r} unknown; expected one of ['decode', 'standard']")
+    if fold_heads and mode != "standard":
+        raise ValueError(f"fold_heads=True needs attn_mode='standard', got attn_mode={mode!r}")
+    smax_i = check_int("smax", smax_rows, lo=1)
+    s_i = check_int("seq_len", seq_len, lo=0)
+    if smax_i % TILE:
+        raise ValueError(f"smax={smax_i} must be a multiple of {TILE}")
+    if smax_i < s_i + num_tokens:
+        raise ValueError(f"smax={smax_i} must be >= seq_len + num_tokens = {s_i} + {num_tokens} = "
+                         f"{s_i + num_tokens}: the last {num_tokens} cache rows hold the expert's own K/V")
+    k = check_int("k_chunk", attn.k_chunk, lo=TILE)
+    if k % TILE:
+        raise ValueError(f"k_chunk={k} must be a multiple of {TILE}")
+    if smax_i % k:
+        raise ValueError(f"k_chunk={k} must divide smax={smax_i}")
+    if mode == "decode":
+        cph = check_int("cores_per_head", attn.cores_per_head, lo=1)
+        if cph > MAX_CORES_PER_HEAD:
+            raise ValueError(f"cores_per_head={cph} must be <= {MAX_CORES_PER_HEAD} (max_cores_per_head_batch)")
+        q_rows = group * num_tokens
+    else:
+        q_rows = group * num_tokens if fold_heads else num_tokens
+        q = check_int("q_chunk", attn.q_chunk, lo=TILE)
+        if q % TILE:
+            raise ValueError(f"q_chunk={q} must be a multiple of {TILE}")
+        if q_rows % q:
+            raise ValueError(f"q_chunk={q} must divide the {q_rows} query rows per head "
+                             f"({'G*T, heads folded' if fold_heads else 'T'})")
+    q_chunk_rows = q_rows if mode == "decode" else attn.q_chunk
+    l1 = float(sdpa_l1_bytes(q_rows=q_chunk_rows, k_chunk=k, head_dim=head_dim, kv_dtype=kv_dtype,
+                             mask_dtype=mask_dtype))
+    if l1 > float(hw.l1_bytes_per_core):
+        raise ValueError(f"k_chunk={k}: SDPA circular buffers need {l1 / 1024:.0f} KB of L1 per core; "
+                         f"the core has {hw.l1_bytes_per_core / 1024:.0f} KB")

@@ -1,0 +1,174 @@
+"""Report section: the expert on one Blackhole chip, as the calibrated cost model sees it, with intervals.
+
+    python -m experiments.blackhole_study [--quick] [--out DIR] [--set blackhole.dram_peak_bytes_per_s=448e9]
+
+``report_section(out_dir, quick=..., overrides=...)`` (the report contract) computes, at the port's
+setting (p150a, S 4700, Smax 8192, bf16 cache, bfp8 weights, decode SDPA, tuned matmuls):
+per-op predictions with 90% intervals next to the notes' measured table (bar chart), step and
+sample totals, the DRAM floor and where the gap goes, the what-ifs (bfp8 cache, Smax 5120,
+standard SDPA, default vs tuned matmuls) as predictions and correlated deltas with intervals, and
+(full run) the gradient tuning result and the leave-one-group-out coverage. Hardware overrides
+``blackhole.<field>`` replace spec fields; the fitted efficiencies stay those of the stored
+calibration (fitted on a p150a), so an override is a what-if on the hardware.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+
+from matplotlib.figure import Figure  # the object API renders with Agg, no pyplot backend state
+
+from costmodel.blackhole import BlackholeConfig, evaluate, tune
+from costmodel.blackhole.fit import load_calibration
+from costmodel.blackhole.intervals import delta_intervals, intervals
+from costmodel.blackhole.roofline import gap_table, measured_op_times, measured_step_ms
+from costmodel.blackhole.rows import load_rows
+from costmodel.blackhole.validation import leave_one_group_out
+from costmodel.hardware import Blackhole, blackhole_p150a
+from jaxref.config import ExpertConfig
+
+CFG = ExpertConfig.alpamayo_tt()
+MEASURED_SAMPLE_MS = 335.0  # seeds/EXPERT_NOTES.md 'Timing': 10-step sample() ~335 ms (data/step_times.json)
+
+
+def hardware_with(overrides: dict[str, float]) -> Blackhole:
+    """p150a with ``blackhole.<field>`` overrides applied (other prefixes ignored)."""
+    hw = blackhole_p150a()
+    fields = {f.name for f in dataclasses.fields(Blackhole) if not f.metadata.get("static", False)}
+    changes = {}
+    for key, value in overrides.items():
+        prefix, _, name = key.partition(".")
+        if prefix != "blackhole":
+            continue
+        if name not in fields:
+            raise ValueError(f"override {key!r}: unknown Blackhole field; expected one of {sorted(fields)}")
+        changes[name] = float(value)
+    return dataclasses.replace(hw, **changes)
+
+
+def whatifs(port: BlackholeConfig) -> list[tuple[str, BlackholeConfig]]:
+    return [("bfp8 cache", port.replace(kv_dtype="bfp8")),
+            ("Smax 5120", port.replace(smax=5120.0)),
+            ("bfp8 cache + Smax 5120", port.replace(kv_dtype="bfp8", smax=5120.0)),
+            ("standard SDPA (GQA, q_chunk 32)", port.replace(attn_mode="standard")),
+            ("ttnn default matmul configs", BlackholeConfig.port(CFG, matmuls="default"))]
+
+
+def _per_op_figure(path: pathlib.Path, iv: dict, measured: dict[str, float]) -> None:
+    names = list(iv["ops"])
+    pred = [iv["ops"][k][0] for k in names]
+    err = [[p - iv["ops"][k][1] for k, p in zip(names, pred)], [iv["ops"][k][2] - p for k, p in zip(names, pred)]]
+    fig = Figure(figsize=(10, 4))
+    ax = fig.subplots()
+    x = range(len(names))
+    ax.bar(x, pred, yerr=err, capsize=3, color="#7aa6c2", label="predicted, 90% interval")
+    ax.scatter(x, [measured.get(k, float("nan")) for k in names], color="#c0392b", zorder=3, label="measured (notes)")
+    ax.set_xticks(list(x), names, rotation=60, ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("us per layer")
+    ax.set_title("Blackhole per-op device time, one layer (port setting)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def _delta_figure(path: pathlib.Path, deltas: list[tuple[str, tuple]]) -> None:
+    fig = Figure(figsize=(8, 3))
+    ax = fig.subplots()
+    labels = [k for k, _ in deltas]
+    d = [v[0] / 1e3 for _, v in deltas]
+    err = [[(v[0] - v[1]) / 1e3 for _, v in deltas], [(v[2] - v[0]) / 1e3 for _, v in deltas]]
+    ax.barh(range(len(d)), d, xerr=err, capsize=3, color=["#27ae60" if v < 0 else "#c0392b" for v in d])
+    ax.set_yticks(range(len(d)), labels, fontsize=8)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlabel("step time change vs the port, ms (90% interval, correlated)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
+    """The Blackhole cost-model section (report contract: markdown, results, figures)."""
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    hw = hardware_with(overrides)
+    cal = load_calibration()
+    port = BlackholeConfig.port(CFG)
+    iv = intervals(cal, hw, port, cfg=CFG)
+    measured = measured_op_times()
+    _per_op_figure(out_dir / "blackhole_per_op.png", iv, measured)
+    st, sa = iv["step_us"], iv["sample_us"]
+    results = {"hw_overrides": {k: v for k, v in overrides.items() if k.startswith("blackhole.")},
+               "sigma_log": cal.sigma, "dof": cal.dof,
+               "per_op_us": {k: list(v) for k, v in iv["ops"].items()},
+               "step_ms": [v / 1e3 for v in st], "sample_ms": [v / 1e3 for v in sa],
+               "measured_step_ms": measured_step_ms(), "measured_sample_ms": MEASURED_SAMPLE_MS}
+    hw_note = f" with {results['hw_overrides']}" if results["hw_overrides"] else ""
+    lines = [(f"Calibrated roofline of the expert's ttnn graph (p150a{hw_note}; fit: {cal.info.get('n_rows', '?')} "
+             f"measured rows, per-row model error {100 * cal.sigma:.1f}% (log sd)). Numbers are predictions with "
+             "90% prediction intervals, not measurements."), "",
+             "| op | predicted us [90%] | measured us |", "|---|---|---|"]
+    for k, (v, lo, hi) in iv["ops"].items():
+        lines.append(f"| {k} | {v:.1f} [{lo:.1f}, {hi:.1f}] | {measured.get(k, float('nan')):.1f} |")
+    lines += ["", (f"Step (traced, incl. I/O): **{st[0] / 1e3:.2f} ms** [{st[1] / 1e3:.2f}, {st[2] / 1e3:.2f}] "
+                  f"(measured {measured_step_ms():.1f} ms); 10-step sample: {sa[0] / 1e3:.1f} ms "
+                  f"[{sa[1] / 1e3:.1f}, {sa[2] / 1e3:.1f}] (measured ~{MEASURED_SAMPLE_MS:.0f} ms)."), "",
+              "![per-op](blackhole_per_op.png)", "", "DRAM floor (weights + KV at peak) and the gap, per step:", "",
+              "| class | floor ms | predicted ms | gap ms |", "|---|---|---|---|"]
+    gaps = gap_table(hw, cal.params, port, cfg=CFG, measured_ops=measured)
+    for r in gaps:
+        lines.append(f"| {r['class']} | {r['floor_ms']:.2f} | {r['predicted_ms']:.2f} | {r['gap_ms']:.2f} |")
+    results["gap_ms"] = {r["class"]: r["gap_ms"] for r in gaps}
+    results["floor_ms"] = gaps[-1]["floor_ms"]
+    lines += ["", ("What-ifs (delta vs the port's step; intervals correlated: shared parameters and op-model errors "
+                  "cancel):"), "", "| setting | step ms [90%] | delta ms [90%] |", "|---|---|---|"]
+    deltas, results["whatifs"] = [], {}
+    for label, bc in whatifs(port):
+        w, d = intervals(cal, hw, bc, cfg=CFG)["step_us"], delta_intervals(cal, hw, bc, port, cfg=CFG)["step_us"]
+        deltas.append((label, d))
+        results["whatifs"][label] = {"step_ms": [v / 1e3 for v in w], "delta_ms": [v / 1e3 for v in d]}
+        lines.append(f"| {label} | {w[0] / 1e3:.2f} [{w[1] / 1e3:.2f}, {w[2] / 1e3:.2f}] | "
+                     f"{d[0] / 1e3:+.2f} [{d[1] / 1e3:+.2f}, {d[2] / 1e3:+.2f}] |")
+    _delta_figure(out_dir / "blackhole_whatifs.png", deltas)
+    lines += ["", "![what-ifs](blackhole_whatifs.png)"]
+    figures = ["blackhole_per_op.png", "blackhole_whatifs.png"]
+    if not quick:
+        start = BlackholeConfig.port(CFG, matmuls="default")
+        gr, ex = tune.gradient_tune(hw, cal.params, start, cfg=CFG), tune.exhaustive(hw, cal.params, start, cfg=CFG)
+        s = {k: evaluate(hw, cal.params, b, cfg=CFG)["step_ms"] for k, b in
+             (("default", start), ("gradient", tune.apply_configs(start, gr["per_op"])),
+              ("exhaustive", tune.apply_configs(start, ex["per_op"])), ("port tuned", port))}
+        results["tuning_step_ms"] = s
+        results["tuning_evaluations"] = {"gradient": gr["evaluations"], "exhaustive": ex["evaluations"]}
+        lines += ["", (f"Tuning from ttnn's default matmul configs: step {s['default']:.2f} ms -> gradient "
+                       f"{s['gradient']:.2f} ms ({gr['evaluations']} evaluations), exhaustive {s['exhaustive']:.2f} "
+                       f"ms ({ex['evaluations']}); the port's hand-tuned configs: {s['port tuned']:.2f} ms.")]
+        logo = leave_one_group_out(load_rows(), cal)
+        results["logo_coverage"] = logo["coverage"]
+        worst = sorted(logo["rows"], key=lambda p: -abs(p["error"]))[:3]
+        worst_text = ", ".join(f"{p['name']} {100 * p['error']:+.0f}%" for p in worst)
+        lines += ["", (f"Leave-one-group-out (refit without each group of measured rows, predict it): "
+                       f"{100 * logo['coverage']:.0f}% of held-out measurements inside their 90% interval; worst: "
+                       f"{worst_text}.")]
+    return {"markdown": "\n".join(lines), "results": results, "figures": figures}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default="out/blackhole_study")
+    ap.add_argument("--set", action="append", default=[], metavar="blackhole.FIELD=VALUE")
+    args = ap.parse_args(argv)
+    overrides = {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        overrides[key] = float(value)
+    sec = report_section(pathlib.Path(args.out), quick=args.quick, overrides=overrides)
+    print(sec["markdown"])
+    print(json.dumps(sec["results"], indent=1)[:2000])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""The Blackhole report section: contract, honoured hardware overrides, numbers consistent with the model."""
+
+import dataclasses
+import json
+
+import pytest
+
+from costmodel.blackhole import BlackholeConfig, evaluate
+from costmodel.blackhole.fit import load_calibration
+from costmodel.hardware import blackhole_p150a
+from experiments.blackhole_study import hardware_with, report_section
+from jaxref.config import ExpertConfig
+
+CFG = ExpertConfig.alpamayo_tt()
+
+
+def test_section_honours_overrides(tmp_path):
+    overrides = {"blackhole.dram_peak_bytes_per_s": 448e9, "ahbm.hbm_efficiency": 0.5}
+    sec = report_section(tmp_path, quick=True, overrides=overrides)
+    assert set(sec) == {"markdown", "results", "figures"}
+    json.dumps(sec["results"])
+    assert all((tmp_path / f).stat().st_size > 1000 and f in sec["markdown"] for f in sec["figures"])
+    cal, port = load_calibration(), BlackholeConfig.port(CFG)
+    slow = evaluate(dataclasses.replace(blackhole_p150a(), dram_peak_bytes_per_s=448e9), cal.params, port, cfg=CFG)
+    default = evaluate(blackhole_p150a(), cal.params, port, cfg=CFG)
+    step, lo, hi = sec["results"]["step_ms"]
+    assert step == pytest.approx(slow["step_ms"], rel=1e-5) and step > default["step_ms"] + 1.0
+    assert lo < step < hi
+    assert sec["results"]["hw_overrides"] == {"blackhole.dram_peak_bytes_per_s": 448e9}
+    assert sec["results"]["whatifs"]["bfp8 cache"]["delta_ms"][0] < 0
+    assert f"{step:.2f} ms" in sec["markdown"]
+
+
+def test_unknown_override_is_rejected():
+    with pytest.raises(ValueError, match="override 'blackhole.dram_gbps': unknown Blackhole field"):
+        hardware_with({"blackhole.dram_gbps": 1.0})
+    assert hardware_with({"ahbm.pe_clock_hz": 2e9}) == blackhole_p150a()
