@@ -85,7 +85,8 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         ranks = C * P if case == "decode_sp" else jnp.ones_like(S)
         n, te = counts.decode_counts(S, tile, ranks, relax=relax)
         rows = G
-        single = jnp.where(n <= 1, B, 0.0) if relax is None else 0.0 * B
+        # visits of one tile: all when n = 1; relaxed, linear between n = 1 and n = 2
+        single = B * (jnp.where(n <= 1, 1.0, 0.0) if relax is None else jnp.clip(2.0 - n, 0.0, 1.0))
         pre = dma_time(hw, rows * d * DTYPE_BYTES)
         sweeps, t = _per_option(hw, rows, te, d, relax,
                                 lambda tr: visits_time(tr, B * n, B, single, pre))
@@ -99,8 +100,6 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         total = sweep + red + post
     elif case == "prefill":
         tiles, visits, single, te = counts.prefill_counts(S, tile, causal_skip=causal_skip, relax=relax)
-        if relax is not None:
-            single = 0.0 * single
         rows = G * te
         over = 2 * dma_time(hw, rows * d * DTYPE_BYTES) + _math_s(hw, rows * d)
         sweeps, t = _per_option(hw, rows, te, d, relax, lambda tr: visits_time(tr, tiles, visits, single, over))
@@ -134,8 +133,6 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, *, relax: Relax | None):
     over = (dma_time(hw, rows * d * DTYPE_BYTES + rows * (d + 2) * ACC_BYTES)
             + dma_time(hw, rows * (d + 2) * ACC_BYTES))
     blocks = [counts.ring_block_counts(S, te, C, P, b, relax=relax) for b in range(C)]
-    if relax is not None:
-        blocks = [(tl, v, 0.0 * s1) for tl, v, s1 in blocks]
     xfer = US * 2 * (S / C) * d * DTYPE_BYTES / hw.ucie_bytes_per_s
     lat = US * (hw.cube_hop_latency_s + hw.ucie_transaction_s)
     final = jnp.maximum(counts.sceil(S / te / P, relax=relax), 1.0) * (
