@@ -138,31 +138,20 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, *, relax: Relax | None):
     final = jnp.maximum(counts.sceil(S / te / P, relax=relax), 1.0) * (
         _math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
     mx = lambda *a: smax(*a, relax=relax)
-    totals, waits = [], []
-    for p in PIPELINES:
-        terms = sweep_terms(t, p, relax=relax)
-        work = [visits_time(terms, *blk, over) for blk in blocks]
-        start = [0.0 * S] * C
-        send_end = [0.0 * S] * C
-        arrive = [0.0 * S] * C
-        done = [None] * C
-        wait = 0.0 * S
-        for s in range(C):
-            new_arrive = [0.0 * S] * C
-            for c in range(C):
-                if s:
-                    start[c] = mx(done[c], arrive[c])
-                    wait = wait + (start[c] - done[c]) / C
-                if s < C - 1:
-                    send_start = mx(start[c], send_end[c]) if s else start[c]
-                    send_end[c] = send_start + xfer
-                    new_arrive[(c + 1) % C] = send_end[c] + lat
-                done[c] = start[c] + work[(c - s) % C]
-            arrive = new_arrive
-        end = done[0]
-        for c in range(1, C):
-            end = mx(end, done[c])
-        totals.append(end + final)
-        waits.append(wait)
+    # work[o, b]: option o's busiest-PE time on block b; step s: CUBE c holds block (c - s) mod C
+    work = jnp.stack([jnp.stack(jnp.broadcast_arrays(
+        *[visits_time(sweep_terms(t, p, relax=relax), *blk, over) for blk in blocks]), -1) for p in PIPELINES])
+    zero = jnp.zeros_like(work)
+    done, arrive, send_end, wait = work, zero, zero, zero[..., 0]  # step 0: CUBE c on block c
+    start = zero
+    for s in range(1, C):
+        send_start = start if s == 1 else mx(start, send_end)  # the sends of step s - 1
+        send_end = send_start + xfer
+        arrive = jnp.roll(send_end + lat, 1, axis=-1)  # CUBE c receives what c - 1 sent
+        start = mx(done, arrive)
+        wait = wait + jnp.mean(start - done, -1)
+        done = start + jnp.roll(work, s, axis=-1)
+    end = mx(*[done[..., c] for c in range(C)]) if C > 1 else done[..., 0]
+    totals, waits = end + final, wait
     tiles = sum(blk[0] for blk in blocks)
-    return jnp.stack(jnp.broadcast_arrays(*totals)), jnp.mean(jnp.stack(jnp.broadcast_arrays(*waits)), 0), t, tiles
+    return totals, jnp.mean(waits), t, tiles
