@@ -1,6 +1,7 @@
 """AHBM kernel model: analytic vs SimPy event simulation, ADR properties, gradients vs differences."""
 
 import dataclasses
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -50,7 +51,7 @@ def test_analytic_matches_event_simulation(cfg, hw):
                                      ("prefill_sp", {"cubes": 8, "pes": 2})])
 def test_latency_monotone_in_seq_len(case, kw):
     lats = [evaluate(AhbmConfig(case, 2**k, tile=64, **kw))["latency_us"] for k in range(10, 21, 2)]
-    assert all(b > a for a, b in zip(lats, lats[1:])), lats
+    assert all(b > a for a, b in itertools.pairwise(lats)), lats
 
 
 def test_causal_skip_roughly_halves_prefill_compute():
