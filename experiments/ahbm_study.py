@@ -21,12 +21,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from costmodel.ahbm.cases import case_latency
 from costmodel.ahbm.config import PIPELINES, AhbmConfig
-from costmodel.ahbm.model import evaluate, knobs_of
+from costmodel.ahbm.model import evaluate
 from costmodel.ahbm.sensitivity import elasticities, with_overrides
 from costmodel.ahbm.simulate import simulate
-from costmodel.ahbm.tune import exhaustive, tune
+from costmodel.ahbm.tune import exhaustive, stack_knobs, sweep_latency, tune
 from costmodel.hardware import ahbm_sip
 
 K = 1024
@@ -95,21 +94,28 @@ def reduce_table(hw):
                         ["breakdown"]["reduce_us"] for C, P in combos] for r in ("tree", "all_to_all", "all_reduce")}
 
 
-def ring_crossover(hw, P=8, tile=64):
-    """Smallest S at which the ring's exposed wait falls below 1% of its latency, for three link
-    bandwidths, next to the hiding condition T >= F / BW (F: the CUBE's peak GEMM FLOP rate)."""
+def ring_crossover(hw, P=8, tile=32):
+    """Ring communication hiding. Per step a CUBE folds its query rows against a block of B = S / C
+    keys while the next block (4 B d bytes) crosses the link (BW). Under causal masking the
+    lightest non-empty step folds about B rows (4 B^2 d FLOP at rate F), so the ring hides its
+    transfers iff B >= F / BW. The model's crossover: the smallest S whose latency is within 1%
+    of the same ring with an unlimited link, for three link bandwidths; F is the CUBE's achieved
+    GEMM rate in the model (causal FLOP of one head / latency with the unlimited link)."""
+    C = AhbmConfig("prefill_sp", 8 * tile, tile=tile, cubes=8).cubes
+    S = np.arange(1, 257) * C * tile
+    knobs = stack_knobs([AhbmConfig("prefill_sp", int(s), tile=tile, cubes=C, pes=P) for s in S])
+    free, _ = sweep_latency(dataclasses.replace(hw, ucie_bytes_per_s=1e18), knobs, case="prefill_sp")
+    free = np.asarray(free)
+    d = AhbmConfig("prefill_sp", int(S[0]), tile=tile, cubes=C).geometry.head_dim
     rows = []
-    for bw in (hw.ucie_bytes_per_s / 8, hw.ucie_bytes_per_s / 2, hw.ucie_bytes_per_s):
-        h = dataclasses.replace(hw, ucie_bytes_per_s=bw)
-        F = P * float(h.gemm_flops_per_cycle_per_pe * h.pe_clock_hz)
-        found = None
-        for k in range(1, 257):
-            S = 8 * tile * k
-            out = case_latency(h, knobs_of(AhbmConfig("prefill_sp", S, tile=tile, cubes=8, pes=P)), case="prefill_sp")
-            if float(out["reduce"]) < 0.01 * float(out["total"]):
-                found = S
-                break
-        rows.append((float(bw), F / float(bw), found))
+    for bw in (hw.ucie_bytes_per_s / 512, hw.ucie_bytes_per_s / 64, hw.ucie_bytes_per_s / 8):
+        lat, _ = sweep_latency(dataclasses.replace(hw, ucie_bytes_per_s=bw), knobs, case="prefill_sp")
+        hidden = np.asarray(lat) <= 1.01 * free
+        idx = next((i for i in range(len(S)) if hidden[i:].all()), None)
+        found = int(S[idx]) if idx is not None else None
+        i = idx if idx is not None else len(S) - 1
+        f_eff = 4 * S[i] * (S[i] + 1) / 2 * d / (free[i] * 1e-6)  # FLOP/s, causal, one head
+        rows.append((float(bw), float(f_eff) / float(bw), found))
     return rows
 
 
@@ -224,8 +230,10 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     for i, (C, P) in enumerate(combos):
         md.append(f"| {C} x {P} | {red['tree'][i]:.3f} | {red['all_to_all'][i]:.3f} | {red['all_reduce'][i]:.3f} |")
 
-    md.append("\n### Ring communication hiding (prefill-SP, P 8, TILE 64)\n")
-    md.append("| link B/s | formula F/BW (tokens) | model: smallest S with <1% exposed ring wait | block tokens S/C |")
+    md.append("\n### Ring communication hiding (prefill-SP, P 8, TILE 32)\n")
+    md.append("Hiding condition: block tokens S/C >= F / BW (F: the CUBE's achieved GEMM FLOP rate, BW: the "
+              "link). Model crossover: smallest S within 1% of the same ring with an unlimited link.\n")
+    md.append("| link B/s | formula F/BW (tokens) | model crossover S | model block tokens S/C |")
     md.append("|---|---|---|---|")
     cr = ring_crossover(hw)
     for bw, f, S in cr:

@@ -132,15 +132,17 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, *, relax: Relax | None):
     t = tile_times(hw, rows, te, d, relax=relax)
     over = (dma_time(hw, rows * d * DTYPE_BYTES + rows * (d + 2) * ACC_BYTES)
             + dma_time(hw, rows * (d + 2) * ACC_BYTES))
-    blocks = [counts.ring_block_counts(S, te, C, P, b, relax=relax) for b in range(C)]
+    blocks = counts.ring_block_counts(jnp.expand_dims(S, -1), jnp.expand_dims(te, -1), C, jnp.expand_dims(P, -1),
+                                      jnp.arange(C, dtype=jnp.result_type(float)), relax=relax)  # each [..., C]
     xfer = US * 2 * (S / C) * d * DTYPE_BYTES / hw.ucie_bytes_per_s
     lat = US * (hw.cube_hop_latency_s + hw.ucie_transaction_s)
     final = jnp.maximum(counts.sceil(S / te / P, relax=relax), 1.0) * (
         _math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
     mx = lambda *a: smax(*a, relax=relax)
     # work[o, b]: option o's busiest-PE time on block b; step s: CUBE c holds block (c - s) mod C
-    work = jnp.stack([jnp.stack(jnp.broadcast_arrays(
-        *[visits_time(sweep_terms(t, p, relax=relax), *blk, over) for blk in blocks]), -1) for p in PIPELINES])
+    tb = {k: jnp.expand_dims(v, -1) for k, v in t.items()}
+    work = jnp.stack([visits_time(sweep_terms(tb, p, relax=relax), *blocks, jnp.expand_dims(over, -1))
+                      for p in PIPELINES])
     zero = jnp.zeros_like(work)
     done, arrive, send_end, wait = work, zero, zero, zero[..., 0]  # step 0: CUBE c on block c
     start = zero
@@ -153,5 +155,5 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, *, relax: Relax | None):
         done = start + jnp.roll(work, s, axis=-1)
     end = mx(*[done[..., c] for c in range(C)]) if C > 1 else done[..., 0]
     totals, waits = end + final, wait
-    tiles = sum(blk[0] for blk in blocks)
+    tiles = jnp.sum(blocks[0], -1)
     return totals, jnp.mean(waits), t, tiles
