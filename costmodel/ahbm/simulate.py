@@ -7,7 +7,8 @@ process, paying ``cpu_issue_s`` per issued op); per CUBE a ring link (serialised
 messages between PEs and CUBE-NOC / UCIe messages between CUBEs with hop latency. The rules of
 an inner tile (what the CPU waits for per pipelining option, double-buffered K / V / S tiles)
 are those of ``pipeline``'s docstring; the analytic model derives its closed forms from them.
-Batch: decode sweeps the B requests on every rank; prefill runs once and is scaled by B.
+Batch: decode sweeps the B requests on every rank; prefill runs once and is scaled by B. The op
+sizes (elements per softmax / merge, bytes) are the model's constants; rates come from ``hw``.
 """
 
 from __future__ import annotations
@@ -17,12 +18,20 @@ import math
 import simpy
 
 from costmodel.ahbm import counts
+from costmodel.ahbm.cases import MERGE_ELEMS_PER_ROW, MERGE_ELEMS_ROW_FIXED
 from costmodel.ahbm.config import AhbmConfig
-from costmodel.ahbm.pipeline import ACC_BYTES, DTYPE_BYTES, N_MG, N_SM, US
+from costmodel.ahbm.pipeline import (
+    ACC_BYTES,
+    DTYPE_BYTES,
+    MERGE_ELEMS_PER_OUT,
+    N_MG,
+    N_SM,
+    SOFTMAX_ELEMS_PER_ROW,
+    SOFTMAX_ELEMS_PER_SCORE,
+    US,
+)
 from costmodel.hardware import AHBM
 from jaxref.attention import flash_plan, ring_plan, split_kv_plan
-
-MERGE_ELEMS = (3, 6)  # per row: 3 * head_dim + 6 (as cases.MERGE_ELEMS_PER_ROW / _ROW_FIXED)
 
 
 class PE:
@@ -76,7 +85,8 @@ def sweep(pe: PE, keys: list[int], rows: int, d: int, pipeline: str):
 
     def sm(j):
         yield wait(ev["qk"][j], after("mg", j - 1))
-        yield from pe.use(pe.math, (5 * rows * keys[j] + 4 * rows) / pe.elems)
+        elems = SOFTMAX_ELEMS_PER_SCORE * rows * keys[j] + SOFTMAX_ELEMS_PER_ROW * rows
+        yield from pe.use(pe.math, elems / pe.elems)
         ev["sm"][j].succeed()
 
     def pv(j):
@@ -88,7 +98,7 @@ def sweep(pe: PE, keys: list[int], rows: int, d: int, pipeline: str):
 
     def mg(j):
         yield ev["pv"][j]
-        yield from pe.use(pe.math, 2 * rows * d / pe.elems)
+        yield from pe.use(pe.math, MERGE_ELEMS_PER_OUT * rows * d / pe.elems)
         ev["mg"][j].succeed()
 
     if pipeline == "opt2":
@@ -121,7 +131,7 @@ def sweep(pe: PE, keys: list[int], rows: int, d: int, pipeline: str):
 
 
 def simulate(cfg: AhbmConfig, hw: AHBM) -> dict:
-    """Event-simulated latency (us) of ``cfg``; keys: latency_us, events (processed steps)."""
+    """Event-simulated latency (us) of ``cfg``: {'latency_us': ...}."""
     env = simpy.Environment()
     g = cfg.geometry
     G, d = g.group, g.head_dim
@@ -181,7 +191,8 @@ def _decode(env, cfg, hw, G, d):
                     slot += 1
                     if mg:
                         rows = cfg.batch * G
-                        yield from pe.use(pe.math, rows * (MERGE_ELEMS[0] * d + MERGE_ELEMS[1]) / pe.elems)
+                        merge = rows * (MERGE_ELEMS_PER_ROW * d + MERGE_ELEMS_ROW_FIXED)
+                        yield from pe.use(pe.math, merge / pe.elems)
         end["t"] = max(end["t"], env.now)
 
     def finish():
