@@ -108,7 +108,7 @@ def ring_crossover(hw, P=8, tile=32):
     free = np.asarray(free)
     d = AhbmConfig("prefill_sp", int(S[0]), tile=tile, cubes=C).geometry.head_dim
     rows = []
-    for bw in (hw.ucie_bytes_per_s / 512, hw.ucie_bytes_per_s / 64, hw.ucie_bytes_per_s / 8):
+    for bw in (hw.ucie_bytes_per_s / 64, hw.ucie_bytes_per_s / 16, hw.ucie_bytes_per_s / 8):
         lat, _ = sweep_latency(dataclasses.replace(hw, ucie_bytes_per_s=bw), knobs, case="prefill_sp")
         hidden = np.asarray(lat) <= 1.01 * free
         idx = next((i for i in range(len(S)) if hidden[i:].all()), None)
