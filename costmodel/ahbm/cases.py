@@ -106,8 +106,8 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         total = B * jnp.tensordot(w, sweeps, 1)
         out.update(sweep=total, reduce=0.0 * S, io=0.0 * S, tiles=B * tiles)
     elif case == "prefill_sp":
-        total, ring, t, tiles = ring_latency(hw, S, tile, G, P, d, relax=relax)
-        total = B * jnp.tensordot(w, total, 1)
+        total, ring, t, tiles = ring_latency(hw, S, tile, G, P, d, w, relax=relax)
+        total = B * total
         out.update(sweep=total, reduce=B * ring, io=0.0 * S, tiles=B * tiles)
         te = jnp.minimum(tile, S / G)
         rows = te
@@ -122,11 +122,12 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
     return out
 
 
-def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, *, relax: Relax | None):
+def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None):
     """Prefill-SP ring over C = G CUBEs: per (CUBE c, step s) the busiest PE's work on block
     b = (c - s) mod C; CUBE c sends its held block to c + 1 when it starts a step (the link
     serialises its sends) and starts step s once it finished step s - 1 and received the block.
-    Returns (per-option totals [3], exposed ring wait, tile times, tiles of the busiest PE)."""
+    A block's work is the ``w``-weighted sum over pipelining options (exact for a one-hot ``w``).
+    Returns (total, mean exposed ring wait per CUBE, tile times, tiles of the busiest PE)."""
     te = jnp.minimum(tile, S / C)
     rows = te
     t = tile_times(hw, rows, te, d, relax=relax)
@@ -139,21 +140,22 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, *, relax: Relax | None):
     final = jnp.maximum(counts.sceil(S / te / P, relax=relax), 1.0) * (
         _math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
     mx = lambda *a: smax(*a, relax=relax)
-    # work[o, b]: option o's busiest-PE time on block b; step s: CUBE c holds block (c - s) mod C
+    # work[b]: the busiest PE's time on block b; at step s CUBE c holds block (c - s) mod C
     tb = {k: jnp.expand_dims(v, -1) for k, v in t.items()}
-    work = jnp.stack([visits_time(sweep_terms(tb, p, relax=relax), *blocks, jnp.expand_dims(over, -1))
-                      for p in PIPELINES])
-    zero = jnp.zeros_like(work)
-    done, arrive, send_end, wait = work, zero, zero, zero[..., 0]  # step 0: CUBE c on block c
-    start = zero
+    work = sum(w[i] * visits_time(sweep_terms(tb, p, relax=relax), *blocks, jnp.expand_dims(over, -1))
+               for i, p in enumerate(PIPELINES))
+    # The recurrence runs on per-CUBE scalars (lists), not a rolled [C] axis: XLA vectorises the
+    # former over a vmapped batch far better than a roll along a short minor axis.
+    w_b = [work[..., b] for b in range(C)]
+    done = list(w_b)  # step 0: CUBE c on block c
+    start, send_end = [0.0 * xfer] * C, [0.0 * xfer] * C
+    wait = 0.0 * xfer
     for s in range(1, C):
-        send_start = start if s == 1 else mx(start, send_end)  # the sends of step s - 1
-        send_end = send_start + xfer
-        arrive = jnp.roll(send_end + lat, 1, axis=-1)  # CUBE c receives what c - 1 sent
-        start = mx(done, arrive)
-        wait = wait + jnp.mean(start - done, -1)
-        done = start + jnp.roll(work, s, axis=-1)
-    end = mx(*[done[..., c] for c in range(C)]) if C > 1 else done[..., 0]
+        send_end = [(start[c] if s == 1 else mx(start[c], send_end[c])) + xfer for c in range(C)]
+        start = [mx(done[c], send_end[c - 1] + lat) for c in range(C)]  # c - 1 = C - 1 for c = 0
+        wait = wait + sum(start[c] - done[c] for c in range(C)) / C
+        done = [start[c] + w_b[(c - s) % C] for c in range(C)]
+    end = mx(*done) if C > 1 else done[0]
     totals, waits = end + final, wait
     tiles = jnp.sum(blocks[0], -1)
-    return totals, jnp.mean(waits), t, tiles
+    return totals, waits, t, tiles

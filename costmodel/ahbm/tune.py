@@ -153,13 +153,15 @@ def valid_configs(case: str, seq_len: int, *, batch: int = 1, model: str = "llam
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("case", "model", "reduce"))
-def sweep_latency(hw, knobs, *, case, model="llama3_70b", reduce="tree"):
-    """Exact (total latency us, TCM margin) of a batch of knob vectors (leading axis), vmapped."""
+@functools.partial(jax.jit, static_argnames=("case", "model", "reduce", "chunk"))
+def sweep_latency(hw, knobs, *, case, model="llama3_70b", reduce="tree", chunk=4096):
+    """Exact (total latency us, TCM margin) of a batch of knob vectors (leading axis): vmapped in
+    chunks of ``chunk`` configs (``lax.map`` batches), so XLA's many elementwise passes over a
+    chunk stay in cache instead of streaming the whole batch from memory each time."""
     def one(k):
         out = case_latency(hw, k, case=case, model=model, reduce=reduce)
         return out["total"], constraints(hw, out)["tcm"]
-    return jax.vmap(one)(knobs)
+    return jax.lax.map(one, knobs, batch_size=chunk)
 
 
 def stack_knobs(cfgs: list[AhbmConfig]) -> dict:
