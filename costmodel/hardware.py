@@ -2,8 +2,10 @@
 
 Every number is a named float leaf with its unit in the name (``*_bytes_per_s``, ``*_hz``,
 ``*_cycles``, ``*_s``) so ``jax.grad`` of a cost flows into it; structure that selects code paths
-(grid shape, counts of banks / PEs) is static tree metadata. ``SOURCES`` gives the provenance of
-each number; ``spec_table(hw)`` lists value, unit and source for reports.
+(grid shape, counts of banks / PEs) is static tree metadata. Each field carries its unit and
+source in its own definition (``spec(unit, source)`` field metadata, the one place they live);
+``spec_table(hw)`` lists value, unit and source for reports and ``SOURCES`` is the same
+provenance as a name -> (unit, source) map derived from that metadata.
 
 Sources (see shared REFERENCE.md §2/§3):
   [BH-guide]  tenstorrent/tt-metal tech_reports/Blackhole/BlackholeBringUpProgrammingGuide.md
@@ -47,23 +49,32 @@ def fidelity_passes(fidelity: str) -> int:
     return FIDELITY_PASSES[fidelity]
 
 
+# ---- field provenance ------------------------------------------------------------------------------
+def spec(unit: str, source: str, *, static: bool = False, **kwargs):
+    """A spec field with its unit and source as metadata (static: tree metadata, not a leaf)."""
+    meta = {"unit": unit, "source": source}
+    return static_field(metadata=meta, **kwargs) if static else dataclasses.field(metadata=meta, **kwargs)
+
+
 # ---- Blackhole -------------------------------------------------------------------------------------
 @pytree_dataclass
 class Blackhole:
     """One Blackhole board. Float leaves are differentiable; the grid is static."""
 
-    dram_peak_bytes_per_s: float  # GDDR6 peak: 256-bit x 16 GT/s = 512 GB/s (p150a)
-    dram_capacity_bytes: float  # GDDR6 capacity
-    clock_hz: float  # AI clock (Tensix), up to 1.35 GHz
-    matmul_flops_per_cycle_per_core: float  # matrix engine at LoFi: 4096 FLOP/cycle/core
-    noc_bytes_per_cycle_per_link: float  # NoC flit width: 64 B/cycle/link/direction
-    noc_hop_cycles: float  # router hop latency
-    l1_bytes_per_core: float  # usable L1 per Tensix core (1464 KB)
-    eth_bytes_per_s: float  # Ethernet per link per direction (unused by the single-chip expert)
-    name: str = static_field(default="p150a")
-    grid_x: int = static_field(default=11)  # ttnn compute grid columns (one column kept for dispatch)
-    grid_y: int = static_field(default=10)  # ttnn compute grid rows
-    dram_banks: int = static_field(default=8)
+    dram_peak_bytes_per_s: float = spec("B/s", "[BH-specs] p150a 512 GB/s (256-bit GDDR6, 16 GT/s); p100a 448 GB/s")
+    dram_capacity_bytes: float = spec("B", "[BH-specs] p150a 32 GB, p100a 28 GB")
+    clock_hz: float = spec("Hz", "[BH-guide] AI clock up to 1.35 GHz")
+    matmul_flops_per_cycle_per_core: float = spec("FLOP/cycle", "[BH-gemm] 4096 at LoFi; HiFi2/3/4 = 1/2, 1/3, 1/4")
+    noc_bytes_per_cycle_per_link: float = spec("B/cycle", "[BH-guide] 64 B/flit/cycle/link")
+    noc_hop_cycles: float = spec("cycles", "[BH-guide] ~9 cycles per router hop")
+    l1_bytes_per_core: float = spec("B", "[BH-guide] 1464 KB usable of ~1.5 MB")
+    eth_bytes_per_s: float = spec("B/s", "[BH-guide] 25 GB/s per link per direction (unused by the single-chip expert)")
+    name: str = spec("-", "preset name", static=True, default="p150a")
+    grid_x: int = spec("cores", "[BH-guide] ttnn compute grid 11x10 (12x10 enabled, one column for dispatch)",
+                       static=True, default=11)
+    grid_y: int = spec("cores", "[BH-guide] ttnn compute grid 11x10", static=True, default=10)
+    dram_banks: int = spec("banks", "[BH-specs] 8 on p150a; 7 on p100a derived from 28 GB / 4 GB",
+                           static=True, default=8)
 
     @property
     def grid_cores(self) -> int:
@@ -117,29 +128,38 @@ def blackhole(name: str = "p150a") -> Blackhole:
 # ---- AHBM (ADR-0060) -------------------------------------------------------------------------------
 @pytree_dataclass
 class AHBM:
-    """One AHBM SIP: a mesh of CUBEs (HBM stack + logic die with PEs). Specs only; the cost model
-    of the ADR-0060 kernels lives in a later module."""
+    """One AHBM SIP: a mesh of CUBEs (HBM stack + logic die with PEs). The ADR-0060 kernel model
+    that consumes it is ``costmodel.ahbm``."""
 
-    pseudo_channel_bytes_per_s: float  # one HBM pseudo-channel: 32 GB/s
-    pe_controller_bytes_per_s: float  # each PE's own HBM controller: 256 GB/s (= 8 pch x 32 GB/s)
-    hbm_efficiency: float  # default achievable fraction of HBM peak
-    ucie_bytes_per_s: float  # one UCIe connection: 128 GB/s
-    ucie_transaction_s: float  # added per UCIe transaction: 8 ns
-    dma_local_latency_s: float  # measured PE-local DMA latency: 77 ns
-    dma_remote_cube_latency_s: float  # worst remote-CUBE DMA latency: 573 ns
-    dma_remote_sip_latency_s: float  # remote-SIP DMA latency: 409 ns
-    tcm_bytes_per_pe: float  # scratch (TCM) per PE: 1 MiB
-    pe_clock_hz: float  # PE clock [assumed 1 GHz]
-    gemm_flops_per_cycle_per_pe: float  # GEMM engine rate [assumed: one 32x64x32 tile per 64 cycles]
-    math_elems_per_cycle_per_pe: float  # MATH (vector) engine rate [assumed 64 elements/cycle]
-    mesh_x: int = static_field(default=4)  # CUBEs per SIP row (4x4 mesh)
-    mesh_y: int = static_field(default=4)
-    pes_per_cube: int = static_field(default=8)
-    pseudo_channels_per_pe: int = static_field(default=8)
-    ucie_ports_per_cube: int = static_field(default=4)  # N/E/W/S
-    gemm_tile_m: int = static_field(default=32)  # composite GEMM tile TILE_M/K/N = 32/64/32
-    gemm_tile_k: int = static_field(default=64)
-    gemm_tile_n: int = static_field(default=32)
+    pseudo_channel_bytes_per_s: float = spec("B/s", "[ADR-0060] 32 GB/s per pseudo-channel (ADR-0003)")
+    pe_controller_bytes_per_s: float = spec("B/s", "[ADR-0060] 256 GB/s per PE controller (8 pch x 32 GB/s)")
+    hbm_efficiency: float = spec("1", "[ADR-0060] default efficiency factor 0.8")
+    ucie_bytes_per_s: float = spec("B/s", "[ADR-0060] 128 GB/s per UCIe connection")
+    ucie_transaction_s: float = spec("s", "[ADR-0060] +8 ns per transaction")
+    dma_local_latency_s: float = spec("s", "[ADR-0060] measured PE-local DMA 77 ns")
+    dma_remote_cube_latency_s: float = spec("s", "[ADR-0060] measured worst remote CUBE 573 ns")
+    dma_remote_sip_latency_s: float = spec("s", "[ADR-0060] measured remote SIP 409 ns")
+    tcm_bytes_per_pe: float = spec("B", "[ADR-0060] scratch (TCM) 1 MiB")
+    pe_clock_hz: float = spec("Hz", "[assumed] 1 GHz; not public")
+    gemm_flops_per_cycle_per_pe: float = spec("FLOP/cycle", "[assumed] one 32x64x32 tile per 64 cycles "
+                                              "(2048 FLOP/cycle); not public")
+    math_elems_per_cycle_per_pe: float = spec("elem/cycle", "[assumed] 64; not public")
+    # Added for the kernel model (costmodel.ahbm). Defaults so older constructor calls still work.
+    ipcq_bytes_per_s: float = spec("B/s", "[assumed] 128 GB/s: one PE->PE IPCQ transfer (PE_DMA), "
+                                   "taken equal to a UCIe link; not public", default=128e9)
+    cube_hop_latency_s: float = spec("s", "[assumed] 82.7 ns per CUBE-NOC hop = (573 - 77) ns / 6 hops: the "
+                                     "measured worst remote-CUBE DMA over the 6 hops of a 4x4 mesh [ADR-0060]",
+                                     default=(573e-9 - 77e-9) / 6)
+    cpu_issue_s: float = spec("s", "[ADR-0060] per-op CPU issue cost (ADR-0064's dispatch cost); default 0 "
+                              "as kernbench's dispatch_cycles=0 (section 9 item 6)", default=0.0)
+    mesh_x: int = spec("CUBEs", "[ADR-0060] SIP = 4x4 mesh of CUBEs", static=True, default=4)
+    mesh_y: int = spec("CUBEs", "[ADR-0060] SIP = 4x4 mesh of CUBEs", static=True, default=4)
+    pes_per_cube: int = spec("PEs", "[ADR-0060] P = 8 PEs per CUBE", static=True, default=8)
+    pseudo_channels_per_pe: int = spec("pch", "[ADR-0060] 8 pseudo-channels per PE", static=True, default=8)
+    ucie_ports_per_cube: int = spec("ports", "[ADR-0060] up to 4 UCIe ports (N/E/W/S)", static=True, default=4)
+    gemm_tile_m: int = spec("elements", "[ADR-0060] composite GEMM TILE_M = 32", static=True, default=32)
+    gemm_tile_k: int = spec("elements", "[ADR-0060] composite GEMM TILE_K = 64", static=True, default=64)
+    gemm_tile_n: int = spec("elements", "[ADR-0060] composite GEMM TILE_N = 32", static=True, default=32)
 
     @property
     def cubes(self) -> int:
@@ -176,40 +196,18 @@ def ahbm_sip() -> AHBM:
 
 
 # ---- provenance --------------------------------------------------------------------------------------
-SOURCES: dict[str, tuple[str, str]] = {
-    # field: (unit, source)
-    "dram_peak_bytes_per_s": ("B/s", "[BH-specs] p150a 512 GB/s (256-bit GDDR6, 16 GT/s); p100a 448 GB/s"),
-    "dram_capacity_bytes": ("B", "[BH-specs] p150a 32 GB, p100a 28 GB"),
-    "clock_hz": ("Hz", "[BH-guide] AI clock up to 1.35 GHz"),
-    "matmul_flops_per_cycle_per_core": ("FLOP/cycle", "[BH-gemm] 4096 at LoFi; HiFi2/3/4 = 1/2, 1/3, 1/4"),
-    "noc_bytes_per_cycle_per_link": ("B/cycle", "[BH-guide] 64 B/flit/cycle/link"),
-    "noc_hop_cycles": ("cycles", "[BH-guide] ~9 cycles per router hop"),
-    "l1_bytes_per_core": ("B", "[BH-guide] 1464 KB usable of ~1.5 MB"),
-    "eth_bytes_per_s": ("B/s", "[BH-guide] 25 GB/s per link per direction"),
-    "grid_x": ("cores", "[BH-guide] ttnn compute grid 11x10 (12x10 enabled, one column for dispatch)"),
-    "grid_y": ("cores", "[BH-guide] ttnn compute grid 11x10"),
-    "dram_banks": ("banks", "[BH-specs] 8 on p150a; 7 on p100a derived from 28 GB / 4 GB"),
-    "pseudo_channel_bytes_per_s": ("B/s", "[ADR-0060] 32 GB/s per pseudo-channel"),
-    "pe_controller_bytes_per_s": ("B/s", "[ADR-0060] 256 GB/s per PE controller"),
-    "hbm_efficiency": ("1", "[ADR-0060] default efficiency factor 0.8"),
-    "ucie_bytes_per_s": ("B/s", "[ADR-0060] 128 GB/s per UCIe connection"),
-    "ucie_transaction_s": ("s", "[ADR-0060] +8 ns per transaction"),
-    "dma_local_latency_s": ("s", "[ADR-0060] measured PE-local DMA 77 ns"),
-    "dma_remote_cube_latency_s": ("s", "[ADR-0060] measured worst remote CUBE 573 ns"),
-    "dma_remote_sip_latency_s": ("s", "[ADR-0060] measured remote SIP 409 ns"),
-    "tcm_bytes_per_pe": ("B", "[ADR-0060] scratch (TCM) 1 MiB"),
-    "pe_clock_hz": ("Hz", "[assumed] 1 GHz; not public"),
-    "gemm_flops_per_cycle_per_pe": ("FLOP/cycle", "[assumed] one 32x64x32 tile per 64 cycles; not public"),
-    "math_elems_per_cycle_per_pe": ("elem/cycle", "[assumed] 64; not public"),
-    "mesh_x": ("CUBEs", "[ADR-0060] SIP = 4x4 mesh of CUBEs"),
-    "mesh_y": ("CUBEs", "[ADR-0060] SIP = 4x4 mesh of CUBEs"),
-    "pes_per_cube": ("PEs", "[ADR-0060] P = 8 PEs per CUBE"),
-    "pseudo_channels_per_pe": ("pch", "[ADR-0060] 8 pseudo-channels per PE"),
-    "ucie_ports_per_cube": ("ports", "[ADR-0060] up to 4 UCIe ports (N/E/W/S)"),
-    "gemm_tile_m": ("elements", "[ADR-0060] composite GEMM TILE_M = 32"),
-    "gemm_tile_k": ("elements", "[ADR-0060] composite GEMM TILE_K = 64"),
-    "gemm_tile_n": ("elements", "[ADR-0060] composite GEMM TILE_N = 32"),
-}
+def field_spec(cls, name: str) -> tuple[str, str]:
+    """(unit, source) of field ``name`` of a spec class, read from the field's metadata."""
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            return f.metadata["unit"], f.metadata["source"]
+    raise ValueError(f"field={name!r} unknown; expected a field of {cls.__name__}")
+
+
+# Name -> (unit, source) over both specs, derived from the field metadata (not a second table).
+SOURCES: dict[str, tuple[str, str]] = {f.name: (f.metadata["unit"], f.metadata["source"])
+                                       for cls in (Blackhole, AHBM) for f in dataclasses.fields(cls)
+                                       if f.name != "name"}
 
 
 def spec_table(hw) -> list[tuple[str, object, str, str]]:
@@ -218,7 +216,12 @@ def spec_table(hw) -> list[tuple[str, object, str, str]]:
     for f in dataclasses.fields(hw):
         if f.name == "name":
             continue
-        unit, source = SOURCES[f.name]
         value = getattr(hw, f.name)
-        rows.append((f.name, float(jnp.asarray(value)) if not isinstance(value, int) else value, unit, source))
+        value = float(jnp.asarray(value)) if not isinstance(value, int) else value
+        rows.append((f.name, value, f.metadata["unit"], f.metadata["source"]))
     return rows
+
+
+def float_fields(hw) -> list[str]:
+    """Names of the differentiable (float leaf) fields of a spec, in declaration order."""
+    return [f.name for f in dataclasses.fields(hw) if not f.metadata.get("static", False)]

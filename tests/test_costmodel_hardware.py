@@ -73,3 +73,22 @@ def test_preset_lookup():
     assert H.blackhole("p100a").name == "p100a"
     with pytest.raises(ValueError, match="hw='p200'"):
         H.blackhole("p200")
+
+
+def test_units_and_sources_live_in_the_field_definitions():
+    for cls in (H.Blackhole, H.AHBM):
+        for f in dataclasses.fields(cls):
+            assert H.field_spec(cls, f.name) == (f.metadata["unit"], f.metadata["source"])
+            if f.name != "name":
+                assert H.SOURCES[f.name] == H.field_spec(cls, f.name)
+    with pytest.raises(ValueError, match="field='nope' unknown"):
+        H.field_spec(H.AHBM, "nope")
+
+
+def test_ahbm_kernel_model_fields():
+    a = H.ahbm_sip()
+    assert a.cpu_issue_s == 0.0  # kernbench's dispatch_cycles = 0
+    # per-hop CUBE latency: the measured worst remote-CUBE DMA less the local one, over 6 hops of a 4x4 mesh
+    assert a.cube_hop_latency_s * 6 + a.dma_local_latency_s == pytest.approx(a.dma_remote_cube_latency_s)
+    assert H.field_spec(H.AHBM, "ipcq_bytes_per_s")[1].startswith("[assumed]")
+    assert "cpu_issue_s" in H.float_fields(a) and "mesh_x" not in H.float_fields(a)

@@ -1,0 +1,5 @@
+import sys
+
+from costmodel.ahbm.cli import main
+
+sys.exit(main())

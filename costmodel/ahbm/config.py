@@ -1,0 +1,123 @@
+"""Configuration of the AHBM attention-kernel model: the four ADR-0060 section-10 cases and knobs.
+
+Cases (ADR-0060 section 10), per kv head (the K kv heads run on disjoint CUBE Groups in parallel):
+
+* ``decode``     decode, no SP: one PE sweeps the whole KV of B requests (T_q = 1, G rows M-folded).
+* ``decode_sp``  decode, SP: KV round-robin over C x P ranks, per-rank sweep, then a reduce of the
+  (m, l, O) partials: ``tree`` (2-level reduce-to-root), ``all_to_all`` (kernbench fan-out) or
+  ``all_reduce`` (the tree, then the result broadcast back: Tree Attention style).
+* ``prefill``    prefill, no SP: one PE, q blocks of TILE rows x G heads, causal tile skip.
+* ``prefill_sp`` prefill, SP ring: C = G CUBEs, one q head each (head-parallel), contiguous KV
+  blocks rotated over the ring (recv overlapped with compute), q blocks split over the P PEs of a
+  CUBE round-robin, causal skip of wholly future tiles.
+
+Knobs: TILE (keys per KV tile; prefill q blocks are TILE rows), C, P, the pipelining option of the
+inner tile (ADR section 5.6: opt1 GEMM-engine bubble, opt3 software pipelining, opt2 ex_composite),
+batch B and context S. TILE, C and P are powers of two (the tuner's log2 relaxation).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from jaxref.attention import AttentionGeometry
+
+CASES = ("decode", "decode_sp", "prefill", "prefill_sp")
+PIPELINES = ("opt1", "opt2", "opt3")
+REDUCES = ("tree", "all_to_all", "all_reduce")
+# model name -> (geometry, decoder layers)
+MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
+TILE_RANGE = (32, 4096)  # keys per tile: one composite N tile .. a one-shot sweep of a short shard
+CUBES_MAX = 16  # a CUBE Group stays inside one 4x4 SIP
+PES_MAX = 8
+
+
+def is_pow2(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0 and x & (x - 1) == 0
+
+
+def _need(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(msg)
+
+
+@dataclasses.dataclass(frozen=True)
+class AhbmConfig:
+    """One discrete configuration, validated on construction (hardware-dependent feasibility,
+    TCM, is checked by ``constraints`` in ``costmodel.ahbm.constraints``)."""
+
+    case: str
+    seq_len: int  # S: context (keys); prefill also has T = S queries
+    batch: int = 1  # B: independent requests, swept one after another on the same ranks
+    tile: int = 128  # TILE
+    cubes: int = 1  # C
+    pes: int = 1  # P
+    pipeline: str = "opt3"
+    reduce: str = "tree"
+    model: str = "llama3_70b"
+    causal_skip: bool = True  # prefill: skip wholly future tiles (False computes them under the mask)
+
+    def __post_init__(self):
+        _need(self.case in CASES, f"case={self.case!r} unknown; expected one of {CASES}")
+        _need(self.pipeline in PIPELINES, f"pipeline={self.pipeline!r} unknown; expected one of {PIPELINES}")
+        _need(self.reduce in REDUCES, f"reduce={self.reduce!r} unknown; expected one of {REDUCES}")
+        _need(self.model in MODELS, f"model={self.model!r} unknown; expected one of {tuple(MODELS)}")
+        for name in ("seq_len", "batch"):
+            v = getattr(self, name)
+            _need(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
+        _need(is_pow2(self.tile) and TILE_RANGE[0] <= self.tile <= TILE_RANGE[1],
+              f"tile={self.tile!r} must be a power of two in {list(TILE_RANGE)}")
+        _need(is_pow2(self.cubes) and self.cubes <= CUBES_MAX,
+              f"cubes={self.cubes!r} must be a power of two <= {CUBES_MAX} (a CUBE Group stays in one SIP)")
+        _need(is_pow2(self.pes) and self.pes <= PES_MAX, f"pes={self.pes!r} must be a power of two <= {PES_MAX}")
+        G = self.geometry.group
+        if self.case in ("decode", "prefill"):
+            _need(self.cubes == 1 and self.pes == 1,
+                  f"case={self.case!r} runs on one PE: cubes={self.cubes}, pes={self.pes} must both be 1")
+        if self.case == "prefill_sp":
+            _need(self.cubes == G, f"cubes={self.cubes} must equal the group size G={G}: the ring is "
+                                   "head-parallel with one q head per CUBE (C = G)")
+            _need(self.seq_len % (G * self.tile_eff) == 0,
+                  f"seq_len={self.seq_len} must be a multiple of C * TILE = {G * self.tile_eff} (whole "
+                  "tiles in every ring block)")
+        if self.case == "prefill":
+            _need(self.seq_len % self.tile_eff == 0,
+                  f"seq_len={self.seq_len} must be a multiple of tile={self.tile_eff} (whole q blocks)")
+
+    @property
+    def geometry(self) -> AttentionGeometry:
+        return MODELS[self.model][0]
+
+    @property
+    def layers(self) -> int:
+        return MODELS[self.model][1]
+
+    @property
+    def ranks(self) -> int:
+        """R = C * P."""
+        return self.cubes * self.pes
+
+    @property
+    def tile_eff(self) -> int:
+        """Effective tile: TILE capped at the keys one lane holds (a one-shot sweep beyond that),
+        the cap the schedules apply (``min(tile, buffer_len)``)."""
+        if self.case == "decode_sp":
+            lane = -(-self.seq_len // self.ranks)
+        elif self.case == "prefill_sp":
+            lane = -(-self.seq_len // self.cubes)
+        else:
+            lane = self.seq_len
+        return min(self.tile, lane)
+
+    def replace(self, **kw) -> AhbmConfig:
+        return dataclasses.replace(self, **kw)
+
+
+def knob_space(case: str, model: str = "llama3_70b") -> dict[str, tuple[int, ...]]:
+    """Discrete values of the tuned knobs of a case (the exhaustive search's grid)."""
+    tiles = tuple(2**k for k in range(int(math.log2(TILE_RANGE[0])), int(math.log2(TILE_RANGE[1])) + 1))
+    G = MODELS[model][0].group
+    cubes = {"decode_sp": tuple(2**k for k in range(5)), "prefill_sp": (G,)}.get(case, (1,))
+    pes = {"decode_sp": (1, 2, 4, 8), "prefill_sp": (1, 2, 4, 8)}.get(case, (1,))
+    return {"tile": tiles, "cubes": cubes, "pes": pes, "pipeline": PIPELINES}

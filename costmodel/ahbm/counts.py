@@ -1,0 +1,134 @@
+"""Tile, visit and reduce-path counts of the ADR-0060 schedules, in the one form the model uses.
+
+The model needs the counts as functions of (S, TILE, C, P) that ``jit`` / ``vmap`` / ``grad``
+can trace, and at S up to 1M where enumerating a prefill schedule tile by tile is impossible. So
+each count below is a closed form in the schedule's own parameters; ``tests/test_ahbm_counts.py``
+checks it equal to ``jaxref.attention``'s ``split_kv_schedule`` / ``flash_schedule`` /
+``ring_plan`` / ``reduce_plan`` at integer points. With ``relax`` the ceilings are ``sceil``
+(continuous, equal at integers). Reduce paths are read off ``reduce_plan``'s rounds directly.
+
+A *visit* is one q block's sweep of consecutive tiles on one PE (its own Q load / store and
+pipeline fill); ``single`` counts visits of exactly one tile (no steady state).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax.numpy as jnp
+import numpy as np
+
+from costmodel.smooth import Relax, sceil, smin
+from jaxref.attention import reduce_plan
+
+C_GRID = (1, 2, 4, 8, 16)  # decode-SP reduce tables: log2 C = 0..4
+P_GRID = (1, 2, 4, 8)
+
+
+def lane_tile(S, lanes, tile, *, relax: Relax | None):
+    """(keys per lane, effective tile): the longest lane holds ceil(S / lanes) keys (round-robin
+    balances to one token) and the schedules cap the tile at the lane's buffer."""
+    keys = sceil(S / lanes, relax=relax)
+    return keys, jnp.minimum(tile, keys) if relax is None else smin(tile, keys, relax=Relax(relax.tau_int, 1.0))
+
+
+def decode_counts(S, tile, ranks, *, relax: Relax | None):
+    """Decode (no-SP: ranks = 1): tiles per visit of the critical rank
+    (= split_kv_schedule.critical_path_tiles) and the effective tile."""
+    keys, te = lane_tile(S, ranks, tile, relax=relax)
+    return sceil(keys / te, relax=relax), te
+
+
+def prefill_counts(S, tile, *, causal_skip: bool, relax: Relax | None):
+    """Prefill no-SP (T = S, q block = tile): (tiles computed, visits, single-tile visits, tile).
+
+    q block i sees tiles 0..i under causal skip: tiles = n (n + 1) / 2, one visit per q block and
+    one single-tile visit (block 0); without the skip every block sweeps all n tiles.
+    """
+    _, te = lane_tile(S, 1, tile, relax=relax)
+    n = sceil(S / te, relax=relax)
+    if causal_skip:
+        return n * (n + 1) / 2, n, jnp.ones_like(n), te
+    return n * n, n, jnp.where(n <= 1, n, 0.0), te
+
+
+def _pos_sum(A, P, *, relax):
+    """sum_{k >= 0} max(A - k P, 0): terms A, A - P, ... while positive."""
+    m = jnp.maximum(sceil(A / P, relax=relax), 0.0)
+    return jnp.where(A > 0, m * A - P * m * (m - 1) / 2, 0.0)
+
+
+def ring_block_counts(S, tile, C, P, b, *, relax: Relax | None):
+    """Prefill-SP ring, KV block b (contiguous layout): work of the busiest PE of the CUBE holding it.
+
+    n = S / TILE q blocks (q block = TILE rows), nb = n / C tiles per block; q block i sees
+    v_i = clip(i - b nb + 1, 0, nb) tiles of block b. PE p takes q blocks i = p mod P; v is
+    non-decreasing in i, so the PE holding i = n - 1 is the busiest: with A = n - b nb its visits
+    are A, A - P, ... clipped to [0, nb]. Returns (tiles, visits, single-tile visits).
+    """
+    n = S / tile
+    nb = n / C
+    A = n - b * nb
+    tiles = _pos_sum(A, P, relax=relax) - _pos_sum(A - nb, P, relax=relax)
+    visits = jnp.maximum(sceil(A / P, relax=relax), 0.0)
+    single = jnp.where((A >= 1) & (jnp.abs(jnp.round(A - 1) % P) < 0.5) & (nb >= 1), 1.0, 0.0)
+    return tiles, visits, jnp.where(nb == 1, visits, single)
+
+
+# ---- reduce paths ----------------------------------------------------------------------------------
+def _hops(src: int, dst: int, P: int, cols: int) -> int:
+    a, b = src // P, dst // P
+    return abs(a // cols - b // cols) + abs(a % cols - b % cols)
+
+
+@functools.cache
+def reduce_rounds(C: int, P: int, kind: str) -> tuple:
+    """The plan's rounds as (src, dst, level, hops, merges) messages; ``all_reduce`` is the tree
+    followed by the same messages reversed (a broadcast of the result: no merge)."""
+    plan = reduce_plan(C, P, kind="all_to_all" if kind == "all_to_all" else "tree")
+    cols = plan.cube_mesh[1]
+    rounds = [tuple((s, d, lv, _hops(s, d, P, cols), 1) for s, d, lv in rnd) for rnd in plan.rounds]
+    if kind == "all_reduce":
+        rounds += [tuple((d, s, lv, h, 0) for s, d, lv, h, _ in rnd) for rnd in reversed(rounds)]
+    return tuple(rounds), plan.root, plan.sends
+
+
+@functools.cache
+def reduce_paths(C: int, P: int, kind: str) -> np.ndarray:
+    """Critical-path candidates of the data-driven reduce: rows (level-2 messages, level-1 messages,
+    CUBE hops, merges). Every rank runs its rounds in order: sends (its current state) go out at
+    once, each receive waits for the message and merges it on the rank's MATH engine. The latency
+    is the max over rows of the row's linear cost; only Pareto-maximal rows are kept."""
+    rounds, root, _ = reduce_rounds(C, P, kind)
+    R = C * P
+    front = {r: {(0, 0, 0, 0)} for r in range(R)}  # paths ending at rank r's current time
+    for rnd in rounds:
+        out = {s: front[s] for s, *_ in rnd}  # a send leaves when its rank reaches this round
+        for s, d, lv, h, mg in rnd:
+            msg = (1, 0, 0, 0) if lv == 2 else (0, 1, h, 0)
+            arrive = {tuple(a + b for a, b in zip(p, msg)) for p in out[s]}
+            front[d] = {tuple(a + b for a, b in zip(p, (0, 0, 0, mg))) for p in front[d] | arrive}
+        front = {r: _pareto(paths) for r, paths in front.items()}
+    ends = set().union(*front.values()) if kind != "tree" else front[root]
+    return np.array(sorted(_pareto(ends)), dtype=np.float64)
+
+
+def _pareto(paths: set) -> set:
+    return {p for p in paths if not any(q != p and all(a >= b for a, b in zip(q, p)) for q in paths)}
+
+
+@functools.cache
+def reduce_table(kind: str) -> np.ndarray:
+    """[len(C_GRID), len(P_GRID), rows, 4] of ``reduce_paths`` (zero-padded rows cost 0)."""
+    tabs = [[reduce_paths(C, P, kind) for P in P_GRID] for C in C_GRID]
+    k = max(t.shape[0] for row in tabs for t in row)
+    out = np.zeros((len(C_GRID), len(P_GRID), k, 4))
+    for i, row in enumerate(tabs):
+        for j, t in enumerate(row):
+            out[i, j, : t.shape[0]] = t
+    return out
+
+
+def round_count(C: int, P: int, kind: str) -> int:
+    """Rounds of the reduce plan (the message level the tree's depth counts)."""
+    return len(reduce_rounds(C, P, kind)[0])

@@ -1,0 +1,45 @@
+"""Hardware elasticities: d log(latency) / d log(parameter) for every float field of the AHBM spec.
+
+One ``jax.grad`` of the exact evaluator per configuration gives all of them at once: the share of
+latency a 1% change of each parameter moves (1 = fully bound by it, 0 = hidden). At a kink of a
+max (two paths equally critical) the gradient is the one JAX's ``max`` picks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from costmodel.ahbm.cases import case_latency
+from costmodel.ahbm.config import AhbmConfig
+from costmodel.ahbm.model import knobs_of
+from costmodel.hardware import AHBM, ahbm_sip, float_fields
+
+
+def elasticities(cfg: AhbmConfig, hw: AHBM | None = None) -> dict[str, float]:
+    """{AHBM float field: d log latency / d log field} at ``cfg`` (exact evaluator)."""
+    hw = ahbm_sip() if hw is None else hw
+    knobs = knobs_of(cfg)
+
+    def log_lat(h):
+        return jnp.log(case_latency(h, knobs, case=cfg.case, model=cfg.model, reduce=cfg.reduce,
+                                    causal_skip=cfg.causal_skip)["total"])
+
+    g = jax.grad(log_lat)(hw)
+    return {name: float(getattr(g, name)) * float(getattr(hw, name)) for name in float_fields(hw)}
+
+
+def with_overrides(hw: AHBM, overrides: dict[str, float]) -> AHBM:
+    """``hw`` with the 'ahbm.<field>' entries of ``overrides`` replaced (other keys ignored)."""
+    names = {f.name for f in dataclasses.fields(hw)}
+    repl = {}
+    for key, value in overrides.items():
+        if not key.startswith("ahbm."):
+            continue
+        name = key[len("ahbm."):]
+        if name not in names:
+            raise ValueError(f"override {key!r} names no AHBM field; expected one of {sorted(names)}")
+        repl[name] = float(value)
+    return dataclasses.replace(hw, **repl)

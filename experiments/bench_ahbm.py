@@ -1,0 +1,63 @@
+"""Throughput of the vmapped AHBM kernel model: configurations evaluated per second.
+
+    python -m experiments.bench_ahbm [--n 1048576] [--repeats 5]
+
+Each case evaluates n random configurations (S in 1k..1M, TILE, C, P, pipelining option) in one
+jitted ``vmap`` call (``costmodel.ahbm.tune.sweep_latency``, latency and TCM margin); the median
+of ``repeats`` timed calls after a warm-up call is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from costmodel.ahbm.config import MODELS, PIPELINES
+from costmodel.ahbm.tune import sweep_latency
+from costmodel.hardware import ahbm_sip
+
+
+def random_knobs(case: str, n: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    G = MODELS["llama3_70b"][0].group
+    tile = 2.0 ** rng.integers(5, 13, n)
+    S = 2.0 ** rng.integers(10, 21, n)
+    if case == "decode_sp":
+        C, P = 2.0 ** rng.integers(0, 5, n), 2.0 ** rng.integers(0, 4, n)
+    elif case == "prefill_sp":
+        C, P = np.full(n, float(G)), 2.0 ** rng.integers(0, 4, n)
+        tile = np.minimum(tile, S / G)
+    else:
+        C = P = np.ones(n)
+    w = np.eye(len(PIPELINES))[rng.integers(0, len(PIPELINES), n)]
+    f = lambda a: jnp.asarray(a, jnp.float32)
+    return {"seq_len": f(S), "batch": f(np.ones(n)), "tile": f(tile), "cubes": f(C), "pes": f(P), "w": f(w)}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1 << 20)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+    hw = ahbm_sip()
+    print(f"{args.n} configurations per call, median of {args.repeats} calls ({jax.devices()[0].platform})")
+    print(f"{'case':12s} {'median s':>10s} {'configs/s':>14s}")
+    for case in ("decode", "decode_sp", "prefill", "prefill_sp"):
+        knobs = random_knobs(case, args.n)
+        jax.block_until_ready(sweep_latency(hw, knobs, case=case))
+        times = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            jax.block_until_ready(sweep_latency(hw, knobs, case=case))
+            times.append(time.perf_counter() - t0)
+        med = statistics.median(times)
+        print(f"{case:12s} {med:10.4f} {args.n / med:14.3e}")
+
+
+if __name__ == "__main__":
+    main()

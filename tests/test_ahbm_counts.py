@@ -1,0 +1,77 @@
+"""The model's closed-form counts equal jaxref.attention's schedules at integer points."""
+
+import math
+
+import numpy as np
+import pytest
+
+from costmodel.ahbm import counts
+from costmodel.smooth import Relax
+from jaxref.attention import flash_schedule, reduce_plan, ring_plan, split_kv_schedule
+
+
+@pytest.mark.parametrize("S,tile,C,P", [(1024, 128, 1, 1), (1000, 64, 2, 4), (4096, 128, 8, 8), (777, 32, 4, 2),
+                                        (96, 256, 16, 8), (65536, 512, 16, 8)])
+def test_decode_tiles_match_split_kv_schedule(S, tile, C, P):
+    sched = split_kv_schedule(1, S, num_cubes=C, pes_per_cube=P, tile=tile)
+    n, te = counts.decode_counts(float(S), float(tile), float(C * P), relax=None)
+    assert float(n) == sched.critical_path_tiles
+    assert float(te) == min(tile, -(-S // (C * P)))
+
+
+@pytest.mark.parametrize("S,tile", [(1024, 128), (512, 32), (256, 256), (2048, 64)])
+@pytest.mark.parametrize("skip", [True, False])
+def test_prefill_tiles_match_flash_schedule(S, tile, skip):
+    sched = flash_schedule(S, S, causal=True, tile=tile, q_block=tile, causal_skip=skip)
+    tiles, visits, single, _ = counts.prefill_counts(float(S), float(tile), causal_skip=skip, relax=None)
+    assert float(tiles) == sched.tiles_computed
+    assert float(visits) == sched.num_q_blocks
+    per_block = np.bincount([qi for qi, _, kind in sched.tiles if kind != "future"], minlength=sched.num_q_blocks)
+    assert float(single) == int((per_block == 1).sum())
+
+
+@pytest.mark.parametrize("S,tile,C,P", [(1024, 32, 8, 1), (1024, 32, 8, 4), (2048, 64, 8, 8), (512, 64, 2, 3),
+                                        (1024, 128, 8, 2)])
+def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
+    """Per step and CUBE, the busiest PE (q block i on PE i mod P) of the plan = the closed form."""
+    _, _, plans = ring_plan(S, S, num_cubes=C, tile=tile, q_block=tile, causal=True)
+    for step, plan in enumerate(plans):
+        for cube in range(C):
+            per_pe = [[0, 0, 0] for _ in range(P)]  # tiles, visits, single-tile visits
+            by_q = {}
+            for lane, qi, _ in plan.computed:
+                if lane == cube:
+                    by_q[qi] = by_q.get(qi, 0) + 1
+            for qi, n in by_q.items():
+                acc = per_pe[qi % P]
+                acc[0] += n
+                acc[1] += 1
+                acc[2] += n == 1
+            busiest = max(per_pe, key=lambda a: a[0])
+            got = counts.ring_block_counts(float(S), float(tile), C, float(P), (cube - step) % C, relax=None)
+            assert [float(x) for x in got[:2]] == busiest[:2], (step, cube)
+            assert float(got[2]) == busiest[2], (step, cube)
+
+
+@pytest.mark.parametrize("C", counts.C_GRID)
+@pytest.mark.parametrize("P", counts.P_GRID)
+def test_tree_rounds_are_log2p_plus_center_mesh_depth(C, P):
+    rows, cols = reduce_plan(C, P).cube_mesh
+    expect = math.ceil(math.log2(P)) + cols // 2 + rows // 2
+    assert counts.round_count(C, P, "tree") == expect
+    assert counts.round_count(C, P, "all_to_all") == C * P - 1
+    assert counts.round_count(C, P, "all_reduce") == 2 * expect
+    # the critical path of the tree is one message per round, all one hop
+    paths = counts.reduce_paths(C, P, "tree")
+    assert paths[:, 0].max() + paths[:, 1].max() == expect
+    assert (paths[:, 2] == paths[:, 1]).all()
+
+
+def test_relaxed_counts_equal_exact_at_integers_and_are_continuous():
+    relax = Relax()
+    for S, tile, R in [(4096.0, 128.0, 64.0), (1024.0, 64.0, 8.0), (65536.0, 32.0, 2.0)]:  # integer ratios
+        exact = counts.decode_counts(S, tile, R, relax=None)[0]
+        assert abs(float(counts.decode_counts(S, tile, R, relax=relax)[0]) - float(exact)) < 1e-3
+    xs = np.linspace(100.0, 300.0, 401)
+    ys = np.array([float(counts.prefill_counts(x * 32, 32.0, causal_skip=True, relax=relax)[0]) for x in xs])
+    assert np.all(np.diff(ys) >= -1e-3) and np.max(np.abs(np.diff(ys))) < 400
