@@ -17,7 +17,7 @@ the JAX side ~10% in a side-by-side check).
 2. throughput of ``jax.vmap`` over 8 trajectories sharing one cache (``in_axes=None`` for the
    cache: passed once, never copied per trajectory - checked on the jaxpr) vs 8 sequential calls.
    Target: >= 1x. Under vmap the weight GEMMs take the 8 x 64 rows at once and the cache attention
-   folds the trajectories into its query rows, a kv head at a time (``jaxref.layers.attention_folded``).
+   folds the trajectories into its query rows, a kv head at a time (``jaxref.batching.shared_kv_rows``).
 
 Timings go here, never in tests.
 """
@@ -37,7 +37,8 @@ import numpy as np
 from experiments.report import format_table
 from jaxref.config import ExpertConfig
 from jaxref.expert import KVCache, expert_rope
-from jaxref.layers import KV_CHUNK, decoder_layer
+from jaxref.layers import decoder_layer
+from jaxref.options import ExpertOptions
 from jaxref.weights import init_cache_layer, init_layer_params
 
 
@@ -86,7 +87,7 @@ def run(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int = 8,
 
     def golden(mode):
         return jax.jit(
-            lambda p, x, ck, cv, s: decoder_layer(p, x, (ck, cv), s, rope, cfg=cfg, attention=mode)
+            lambda p, x, ck, cv, s: decoder_layer(p, x, (ck, cv), s, rope, cfg=cfg, options=ExpertOptions(attention=mode))
         )
 
     # The exact form with S a python int (known at trace time) and with S traced (an argument: one
@@ -168,7 +169,7 @@ def run(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int = 8,
             f"N/K={cfg.num_heads}/{cfg.num_kv_heads}, "
             f"H={cfg.head_dim}, F={cfg.ffn}, T={cfg.num_tokens}, S={seq_len}, fp32; CPU threads: XLA "
             f"{jax.local_devices()[0].client.platform}:{threads} cores, torch {torch.get_num_threads()}; "
-            f"{rounds} interleaved rounds x {block - 1} kept calls; kv_chunk {KV_CHUNK}"
+            f"{rounds} interleaved rounds x {block - 1} kept calls; kv_chunk {ExpertOptions().kv_chunk}"
         ),
         (
             f"max-abs vs HF: exact {err:.2e} (traced S {err_traced:.2e}), tail_slot (Smax={smax_tail}) {err_tail:.2e}; "

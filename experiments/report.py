@@ -43,6 +43,7 @@ from jaxref.config import ExpertConfig
 from jaxref.expert import expert_rope, expert_stack, run_layers, velocity
 from jaxref.layers import rms_norm
 from jaxref.numerics import pcc
+from jaxref.options import ExpertOptions
 from jaxref.weights import (
     init_cache,
     init_cache_layer,
@@ -227,7 +228,7 @@ def hf_parity_rows(
     for mode in ("exact", "tail_slot"):
         stack = jax.jit(
             lambda p, x, c, mode=mode: expert_stack(
-                p.layers, p.final_norm, x, c, cfg=cfg, attention=mode, return_hidden=True
+                p.layers, p.final_norm, x, c, cfg=cfg, options=ExpertOptions(attention=mode), return_hidden=True
             )
         )
         final, hidden = stack(params, x, cache)

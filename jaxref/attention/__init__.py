@@ -12,6 +12,7 @@ the plan the numeric code executes.
 * ``split_kv_attention_sharded``: the same decode-SP with ``jax.shard_map`` on a ('cube', 'pe') mesh.
 """
 
+from jaxref.attention.core import Partial, finalize, merge
 from jaxref.attention.distributed import split_kv_attention_sharded
 from jaxref.attention.flash import (
     TileConfig,
@@ -40,7 +41,6 @@ from jaxref.attention.split_kv import (
     split_kv_plan,
     split_kv_schedule,
 )
-from jaxref.attention.sweep import Partial, finalize, merge
 
 __all__ = [
     "LAYOUTS", "MASK_LSE", "MASK_VALUE", "ORDERINGS", "REDUCES",

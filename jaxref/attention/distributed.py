@@ -18,20 +18,11 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as PS
 
+from jaxref.attention.core import Partial, finalize, group_queries, lse_to_heads, merge, to_heads
 from jaxref.attention.geometry import check_inputs
 from jaxref.attention.reduce import permute_batches, reduce_plan
 from jaxref.attention.split_kv import split_kv_plan
-from jaxref.attention.sweep import (
-    Partial,
-    SweepPlan,
-    finalize,
-    init_sweep_state,
-    lse_to_heads,
-    merge,
-    q_grouped,
-    run_sweep,
-    to_heads,
-)
+from jaxref.attention.sweep import SweepPlan, init_sweep_state, run_sweep
 
 MESH_AXES = ("cube", "pe")
 
@@ -99,7 +90,7 @@ def split_kv_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool
     # device-varying shard; the reduce makes the per-device states explicit with ppermute.
     fn = jax.shard_map(per_rank, mesh=mesh, in_specs=(PS(), shard, shard, shard, shard),
                        out_specs=(shard, shard), check_vma=False)
-    args = (q_grouped(q, K), k[tokens].reshape(C, P, slots, K, H), v[tokens].reshape(C, P, slots, K, H),
+    args = (group_queries(q, K), k[tokens].reshape(C, P, slots, K, H), v[tokens].reshape(C, P, slots, K, H),
             jnp.asarray(tokens, jnp.int32).reshape(C, P, slots), jnp.asarray(valid).reshape(C, P, slots))
     specs = (PS(), shard, shard, shard, shard)
     explicit = any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types)

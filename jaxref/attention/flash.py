@@ -12,6 +12,7 @@ import functools
 import jax
 import numpy as np
 
+from jaxref.attention.core import finalize, group_queries, lse_to_heads, to_heads
 from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive, check_schedule_args
 from jaxref.attention.schedule import FlashSchedule, problem_counts
 from jaxref.attention.sweep import (
@@ -19,13 +20,9 @@ from jaxref.attention.sweep import (
     PARTIAL,
     PAST,
     SweepPlan,
-    finalize,
     init_sweep_state,
-    lse_to_heads,
     plan_sweep,
-    q_grouped,
     run_sweep,
-    to_heads,
     user_bias_mask,
 )
 
@@ -81,7 +78,7 @@ def flash_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, scal
     b, m = user_bias_mask(bias, mask, N, K, T, S)  # [K, T, G, S]
     qpos = np.arange(T) + (S - T)
     state = init_sweep_state(plan, K, G, H)
-    state = run_sweep(state, plan, q_grouped(q, K)[None], k[None], v[None], qpos, np.arange(S)[None],
+    state = run_sweep(state, plan, group_queries(q, K)[None], k[None], v[None], qpos, np.arange(S)[None],
                       np.ones((1, S), bool), bias=None if b is None else b[None],
                       mask=None if m is None else m[None], scale=scale, causal=causal)
     out, lse = finalize(state)

@@ -23,9 +23,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxref.attention.core import Partial, merge
 from jaxref.attention.geometry import PES_PER_CUBE_MAX, SIP_MESH_SHAPE, check_choice, check_positive
 from jaxref.attention.schedule import Message, ReducePlan
-from jaxref.attention.sweep import Partial, merge
 
 REDUCES = ("tree", "all_to_all")
 

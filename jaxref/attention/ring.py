@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxref.attention.core import finalize, lse_to_heads
 from jaxref.attention.flash import TileConfig
 from jaxref.attention.geometry import (
     AttentionGeometry,
@@ -39,9 +40,7 @@ from jaxref.attention.placement import KVPlacement
 from jaxref.attention.schedule import RingSchedule, problem_counts
 from jaxref.attention.sweep import (
     SweepPlan,
-    finalize,
     init_sweep_state,
-    lse_to_heads,
     plan_sweep,
     run_sweep,
     user_bias_mask,

@@ -19,21 +19,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxref.attention.core import Partial, finalize, group_queries, lse_to_heads, to_heads
 from jaxref.attention.flash import TileConfig
 from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive, check_schedule_args
 from jaxref.attention.placement import KVPlacement
 from jaxref.attention.reduce import check_mesh, reduce_partials, reduce_plan
 from jaxref.attention.schedule import SplitKVSchedule, problem_counts
 from jaxref.attention.sweep import (
-    Partial,
     SweepPlan,
-    finalize,
     init_sweep_state,
-    lse_to_heads,
     plan_sweep,
-    q_grouped,
     run_sweep,
-    to_heads,
     user_bias_mask,
 )
 
@@ -80,7 +76,7 @@ def split_kv_partials(q, k, v, *, bias=None, mask=None, causal: bool = False, sc
         return None if x is None else jnp.moveaxis(x[..., tokens], 3, 0)
 
     state = init_sweep_state(plan, K, G, H)
-    state = run_sweep(state, plan, q_grouped(q, K)[None], k[tokens], v[tokens],
+    state = run_sweep(state, plan, group_queries(q, K)[None], k[tokens], v[tokens],
                       np.arange(T) + (S - T), tokens, valid, bias=shard_cols(b), mask=shard_cols(m),
                       scale=scale, causal=causal)
     return Partial(state.m[:, :, :T], state.l[:, :, :T], state.o[:, :, :T])
