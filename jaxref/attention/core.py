@@ -86,6 +86,15 @@ def merge(a: Partial, b: Partial) -> Partial:
     return Partial(m, a.l * sa + b.l * sb, a.o * sa[..., None] + b.o * sb[..., None])
 
 
+def merge_all(p: Partial, *, max_fn, sum_fn) -> Partial:
+    """Merge partials spread over ranks in one shot (Tree Attention): rescale each to the global
+    max ``max_fn(m)`` and sum the rescaled (l, O) with ``sum_fn``. With ``lax.pmax`` / ``lax.psum``
+    over mesh axes this is the decode all-reduce; every rank ends with the same merged state."""
+    m = lax.stop_gradient(max_fn(p.m))
+    w = jnp.exp(p.m - m)
+    return Partial(m, sum_fn(p.l * w), sum_fn(p.o * w[..., None]))
+
+
 def finalize(p: Partial) -> tuple[jnp.ndarray, jnp.ndarray]:
     """Normalise once: out = o / l, lse = m + log l; rows without a valid key give (0, MASK_LSE)."""
     valid = p.l > 0

@@ -97,7 +97,8 @@ def split_kv_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, s
       placement: 'round_robin' | 'contiguous'; start_cube, start_pe: rotations (see KVPlacement).
       capacity: KV slots the layout is sized for (default S; larger leaves rear ranks empty under
         'contiguous').
-      reduce: 'tree' (2-level reduce-to-root) | 'all_to_all' (baseline fan-out).
+      reduce: 'tree' (2-level reduce-to-root) | 'all_to_all' (baseline fan-out) | 'all_reduce'
+        (one-shot max + sum over ranks, Tree Attention).
     Returns:
       out [T, N, H] float32 and lse [N, T] float32 at the root rank.
     """
