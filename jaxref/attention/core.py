@@ -88,11 +88,13 @@ def merge(a: Partial, b: Partial) -> Partial:
 
 def merge_all(p: Partial, *, max_fn, sum_fn) -> Partial:
     """Merge partials spread over ranks in one shot (Tree Attention): rescale each to the global
-    max ``max_fn(m)`` and sum the rescaled (l, O) with ``sum_fn``. With ``lax.pmax`` / ``lax.psum``
-    over mesh axes this is the decode all-reduce; every rank ends with the same merged state."""
+    max ``max_fn(m)`` and sum the rescaled (O, l), packed into one array, with ``sum_fn``.
+    With ``lax.pmax`` / ``lax.psum`` over mesh axes this is the decode all-reduce (two collectives);
+    every rank ends with the same merged state."""
     m = lax.stop_gradient(max_fn(p.m))
     w = jnp.exp(p.m - m)
-    return Partial(m, sum_fn(p.l * w), sum_fn(p.o * w[..., None]))
+    ol = sum_fn(jnp.concatenate([p.o, p.l[..., None]], -1) * w[..., None])  # [..., H + 1]
+    return Partial(m, ol[..., -1], ol[..., :-1])
 
 
 def finalize(p: Partial) -> tuple[jnp.ndarray, jnp.ndarray]:
