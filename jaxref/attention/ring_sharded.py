@@ -8,14 +8,11 @@ Each of the C steps folds the held block into the running (m, l, O) with ``sweep
 then ``lax.ppermute`` hands K and V (one stacked message) to the next CUBE (ring+, c -> c + 1).
 
 Causal skip, planned statically (``sharded_ring_plan``) from the same tile plans as
-``ring.ring_attention``:
-
-* a device whose held block is wholly future (or empty) for its query rows skips the step:
-  ``lax.cond`` on its own entry of the static skip table (a step every device runs has no cond,
-  a step no device runs has nothing);
-* a hand-off whose block no later holder on its path computes with is dropped from the
-  permute (the receiver gets zeros and never computes with them): under the contiguous causal
-  ordering the wrap-around send and, per step, the senders already past the diagonal.
+``ring.ring_attention``: a device whose held block is wholly future (or empty) for its query rows
+skips the step with ``lax.cond`` on its own entry of the static skip table (a step every device
+runs has no cond, a step no device runs has nothing). Inside a step the devices run the union of
+their tile plans, each masked by its own positions. Every hand-off is sent: each CUBE holds the
+last query rows of its heads, which see every block.
 
 No (m, l, O) reduce: each device normalises its own heads and rows. Differentiable (ppermute's
 transpose is the inverse permute; cond and scan have their usual rules).
@@ -44,10 +41,9 @@ def sharded_ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, pes_pe
                       q_block: int | None, causal: bool, ordering: str = "contiguous"):
     """Static plan of ``ring_attention_sharded`` on a (C, P) mesh.
 
-    Returns (tokens [C, Lb], valid [C, Lb], step_plans, compute, sends):
+    Returns (tokens [C, Lb], valid [C, Lb], step_plans, compute):
       step_plans[s]: one-lane union ``SweepPlan`` of step s (None when no device computes);
-      compute: bool [C steps, C cubes, P pes], device (c, p) folds its held block at step s;
-      sends[s]: the (src cube, dst cube) pairs of the hand-off after step s (s < C - 1).
+      compute: bool [C steps, C cubes, P pes], device (c, p) folds its held block at step s.
     """
     TileConfig(tile, q_block)
     C, P, T = num_cubes, pes_per_cube, num_queries
@@ -65,12 +61,7 @@ def sharded_ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, pes_pe
             compute[s, :, p] = np.asarray(plan.lane_tiles_computed()) > 0
             plans.append(plan)
         step_plans.append(union_plan(tuple(plans)) if compute[s].any() else None)
-    need = compute.any(axis=2)  # [step, cube]
-    sends = []
-    for s in range(C - 1):  # the block on cube c after step s is on cube c + j at step s + j
-        sends.append(tuple((c, (c + 1) % C) for c in range(C)
-                           if any(need[s + j, (c + j) % C] for j in range(1, C - s))))
-    return tokens, valid, tuple(step_plans), compute, tuple(sends)
+    return tokens, valid, tuple(step_plans), compute
 
 
 def ring_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = False,
@@ -95,18 +86,18 @@ def ring_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = F
         raise ValueError(f"q.shape[0]={T} query rows must divide evenly over the mesh's pe axis of size {P}")
     Gc, rows = G // C, T // P
     scale = H**-0.5 if scale is None else scale
-    tokens, valid, step_plans, compute, sends = sharded_ring_plan(
+    tokens, valid, step_plans, compute = sharded_ring_plan(
         T, S, num_cubes=C, pes_per_cube=P, tile=tile, q_block=q_block, causal=causal, ordering=ordering)
     some: SweepPlan = next(p for p in step_plans if p is not None)
 
-    def per_device(q_d, kv_d):  # [1, 1, K, rows, Gc, H], [1, 2, Lb, K, H]
+    def per_device(q_d, kv_d):  # [1, 1, K, rows, Gc, H], [1, 1, 2, Lb, K, H]
         c, p = lax.axis_index("cube"), lax.axis_index("pe")
         qpos = p * rows + jnp.arange(rows) + (S - T)
-        kv = kv_d[0]
+        kv = kv_d[0, 0]
         state = varying(init_sweep_state(some, K, Gc, H))
         for s, plan in enumerate(step_plans):
-            if s:  # ring+ hand-off of the stacked K and V block (pruned pairs deliver zeros)
-                kv = lax.ppermute(kv, "cube", list(sends[s - 1])) if sends[s - 1] else kv
+            if s:  # ring+ hand-off of the stacked K and V block
+                kv = lax.ppermute(kv, "cube", [(c, (c + 1) % C) for c in range(C)])
             if plan is None:
                 continue
             held = (c - s) % C
@@ -126,9 +117,12 @@ def ring_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = F
 
     # q [T, N, H] -> [C, P, K, rows, Gc, H]: device (c, p) holds its heads' query rows.
     q_dev = jnp.transpose(q.reshape(P, rows, K, C, Gc, H), (3, 0, 2, 1, 4, 5))
-    kv_blocks = jnp.stack([k[tokens], v[tokens]], 1)  # [C, 2, Lb, K, H]: block c starts on CUBE c
+    # [C, P, 2, Lb, K, H]: block c starts on CUBE c, each of its PEs holding it. A per-device copy
+    # rather than a block replicated over 'pe': the backward pass then needs no psum over 'pe' inside
+    # the per-device skips (XLA:CPU may order such independent collectives differently per device).
+    kv_blocks = jnp.broadcast_to(jnp.stack([k[tokens], v[tokens]], 1)[:, None], (C, P, 2, tokens.shape[1], K, H))
     shard = PS(*MESH_AXES)
-    out, lse = call_on_mesh(per_device, mesh, (q_dev, kv_blocks), (shard, PS("cube")), (shard, shard))
+    out, lse = call_on_mesh(per_device, mesh, (q_dev, kv_blocks), (shard, shard), (shard, shard))
     out = jnp.transpose(out, (0, 2, 1, 3, 4, 5)).reshape(C, K, T, Gc, H)
     lse = jnp.transpose(lse, (0, 2, 1, 3, 4)).reshape(C, K, T, Gc)
     return lanes_to_heads(out, lse)
