@@ -111,17 +111,15 @@ def reduce_plan(num_cubes: int, pes_per_cube: int, *, kind: str = "tree",
     C, P = num_cubes, pes_per_cube
     R = C * P
     root = center_cube(mesh) * P
-    if kind == "all_reduce":
-        rounds = _doubling_rounds(R, P)
+    if kind in ("all_reduce", "all_to_all"):  # every rank ends with the answer
+        if kind == "all_reduce":
+            rounds, sends = _doubling_rounds(R, P), "exchange"
+        else:
+            rounds = tuple(tuple((r, (r + k) % R, 2 if r // P == ((r + k) % R) // P else 1) for r in range(R))
+                           for k in range(1, R))
+            sends = "local"
         return ReducePlan(kind=kind, num_cubes=C, pes_per_cube=P, cube_mesh=mesh, root=root,
-                          holders=tuple(range(R)), sends="exchange", rounds=rounds,
-                          level2_rounds=sum(all(m[2] == 2 for m in rnd) for rnd in rounds),
-                          level1_rounds=sum(any(m[2] == 1 for m in rnd) for rnd in rounds))
-    if kind == "all_to_all":
-        rounds = tuple(tuple((r, (r + k) % R, 2 if r // P == ((r + k) % R) // P else 1) for r in range(R))
-                       for k in range(1, R))
-        return ReducePlan(kind=kind, num_cubes=C, pes_per_cube=P, cube_mesh=mesh, root=root,
-                          holders=tuple(range(R)), sends="local", rounds=rounds,
+                          holders=tuple(range(R)), sends=sends, rounds=rounds,
                           level2_rounds=sum(all(m[2] == 2 for m in rnd) for rnd in rounds),
                           level1_rounds=sum(any(m[2] == 1 for m in rnd) for rnd in rounds))
     rounds: list[tuple[Message, ...]] = []
