@@ -21,7 +21,6 @@ All of them fold through one online-softmax core (``core``: ``Partial``, ``fold`
 from jaxref.attention.core import KV_LAYOUTS, Partial, finalize, fold, group_queries, merge, merge_all
 from jaxref.attention.distributed import MESH_AXES, split_kv_attention_sharded
 from jaxref.attention.flash import (
-    TileConfig,
     flash_attention,
     flash_attention_jit,
     flash_plan,
@@ -42,12 +41,14 @@ from jaxref.attention.ring import (
 from jaxref.attention.ring_sharded import ring_attention_sharded, sharded_ring_plan
 from jaxref.attention.schedule import FlashSchedule, ReducePlan, RingSchedule, SplitKVSchedule, SweepCounts
 from jaxref.attention.split_kv import (
+    kv_placement,
     split_kv_attention,
     split_kv_attention_jit,
     split_kv_partials,
     split_kv_plan,
     split_kv_schedule,
 )
+from jaxref.attention.sweep import TileConfig
 
 __all__ = [
     "KV_LAYOUTS",
@@ -76,6 +77,7 @@ __all__ = [
     "flash_schedule",
     "fold",
     "group_queries",
+    "kv_placement",
     "merge",
     "merge_all",
     "reduce_partials",

@@ -25,8 +25,8 @@ from jax.sharding import PartitionSpec as PS
 from jaxref.attention.core import Partial, finalize, group_queries, lse_to_heads, merge, merge_all, to_heads
 from jaxref.attention.geometry import check_inputs
 from jaxref.attention.reduce import permute_batches, reduce_plan
-from jaxref.attention.split_kv import split_kv_plan
-from jaxref.attention.sweep import SweepPlan, init_sweep_state, run_sweep
+from jaxref.attention.split_kv import kv_placement, split_kv_plan
+from jaxref.attention.sweep import SweepPlan, TileConfig, init_sweep_state, run_sweep
 
 MESH_AXES = ("cube", "pe")
 
@@ -101,11 +101,11 @@ def split_kv_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool
     C, P = mesh_shape(mesh)
     T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
     scale = H**-0.5 if scale is None else scale
-    _, plan, tokens, valid = split_kv_plan(T, S, tile=tile, q_block=q_block, causal=causal, num_cubes=C,
-                                           pes_per_cube=P, cube_mesh=cube_mesh, placement=placement,
-                                           start_cube=start_cube, start_pe=start_pe, capacity=capacity)
-    uplan = union_plan((plan,))
     rplan = reduce_plan(C, P, kind=reduce, cube_mesh=cube_mesh)
+    pl = kv_placement(S, num_cubes=C, pes_per_cube=P, placement=placement, start_cube=start_cube,
+                      start_pe=start_pe, capacity=capacity)
+    plan, tokens, valid = split_kv_plan(T, S, tiles=TileConfig(tile, q_block), placement=pl, causal=causal)
+    uplan = union_plan((plan,))
     slots = tokens.shape[1]
     qpos = np.arange(T) + (S - T)
 

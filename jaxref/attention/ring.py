@@ -29,7 +29,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxref.attention.core import finalize, lse_to_heads, to_heads
-from jaxref.attention.flash import TileConfig
 from jaxref.attention.geometry import (
     AttentionGeometry,
     check_choice,
@@ -41,6 +40,7 @@ from jaxref.attention.placement import KVPlacement
 from jaxref.attention.schedule import RingSchedule, problem_counts
 from jaxref.attention.sweep import (
     SweepPlan,
+    TileConfig,
     init_sweep_state,
     plan_sweep,
     run_sweep,
@@ -76,10 +76,9 @@ def check_ring_cubes(num_cubes: int | None, group: int) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, tile: int, q_block: int | None,
-              causal: bool, ordering: str = "contiguous") -> tuple[np.ndarray, np.ndarray, tuple[SweepPlan, ...]]:
+def ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, tiles: TileConfig, causal: bool,
+              ordering: str = "contiguous") -> tuple[np.ndarray, np.ndarray, tuple[SweepPlan, ...]]:
     """Block table and one sweep plan per ring step (lane c holds block (c - step) mod C)."""
-    TileConfig(tile, q_block)
     tokens, valid = ring_blocks(num_keys, num_cubes, ordering)
     tokens.setflags(write=False)
     valid.setflags(write=False)
@@ -87,7 +86,7 @@ def ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, tile: int, q_b
     plans = []
     for step in range(num_cubes):
         held = (np.arange(num_cubes) - step) % num_cubes
-        plans.append(plan_sweep(qpos, tokens[held], valid[held], tile=tile, q_block=q_block, causal=causal))
+        plans.append(plan_sweep(qpos, tokens[held], valid[held], tiles=tiles, causal=causal))
     return tokens, valid, tuple(plans)
 
 
@@ -109,7 +108,7 @@ def ring_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, scale
     C = check_ring_cubes(num_cubes, G)
     Gc = G // C
     scale = H**-0.5 if scale is None else scale
-    tokens, valid, plans = ring_plan(T, S, num_cubes=C, tile=tile, q_block=q_block, causal=causal,
+    tokens, valid, plans = ring_plan(T, S, num_cubes=C, tiles=TileConfig(tile, q_block), causal=causal,
                                      ordering=ordering)
     # Lane c = CUBE c holds q heads [c Gc, (c + 1) Gc) of every kv group: [C, K, T, Gc, H].
     q_lanes = jnp.transpose(q.reshape(T, K, C, Gc, H), (2, 1, 0, 3, 4))
@@ -156,8 +155,8 @@ def ring_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry |
     check_schedule_args(num_queries, num_keys, causal=causal, dtype_bytes=dtype_bytes)
     C = check_ring_cubes(num_cubes, g.group)
     Gc = g.group // C
-    _tokens, valid, plans = ring_plan(num_queries, num_keys, num_cubes=C, tile=tile, q_block=q_block,
-                                     causal=causal, ordering=ordering)
+    _tokens, valid, plans = ring_plan(num_queries, num_keys, num_cubes=C, tiles=TileConfig(tile, q_block),
+                                      causal=causal, ordering=ordering)
     block_tokens = tuple(int(x) for x in valid.sum(1))
     step_cube, step_flops = [], []
     run = skipped = empty = 0

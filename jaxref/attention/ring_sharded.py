@@ -30,22 +30,20 @@ from jax.sharding import PartitionSpec as PS
 
 from jaxref.attention.core import finalize
 from jaxref.attention.distributed import MESH_AXES, call_on_mesh, mesh_shape, union_plan, varying
-from jaxref.attention.flash import TileConfig
 from jaxref.attention.geometry import check_inputs
 from jaxref.attention.ring import check_ring_cubes, lanes_to_heads, ring_blocks
-from jaxref.attention.sweep import SweepPlan, init_sweep_state, plan_sweep, run_sweep
+from jaxref.attention.sweep import SweepPlan, TileConfig, init_sweep_state, plan_sweep, run_sweep
 
 
 @functools.lru_cache(maxsize=256)
-def sharded_ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, pes_per_cube: int, tile: int,
-                      q_block: int | None, causal: bool, ordering: str = "contiguous"):
+def sharded_ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, pes_per_cube: int, tiles: TileConfig,
+                      causal: bool, ordering: str = "contiguous"):
     """Static plan of ``ring_attention_sharded`` on a (C, P) mesh.
 
     Returns (tokens [C, Lb], valid [C, Lb], step_plans, compute):
       step_plans[s]: one-lane union ``SweepPlan`` of step s (None when no device computes);
       compute: bool [C steps, C cubes, P pes], device (c, p) folds its held block at step s.
     """
-    TileConfig(tile, q_block)
     C, P, T = num_cubes, pes_per_cube, num_queries
     tokens, valid = ring_blocks(num_keys, C, ordering)
     tokens.setflags(write=False)
@@ -57,7 +55,7 @@ def sharded_ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, pes_pe
         plans = []
         for p in range(P):
             qpos = np.arange(p * rows, (p + 1) * rows) + (num_keys - T)
-            plan = plan_sweep(qpos, tokens[held], valid[held], tile=tile, q_block=q_block, causal=causal)
+            plan = plan_sweep(qpos, tokens[held], valid[held], tiles=tiles, causal=causal)
             compute[s, :, p] = np.asarray(plan.lane_tiles_computed()) > 0
             plans.append(plan)
         step_plans.append(union_plan(tuple(plans)) if compute[s].any() else None)
@@ -87,7 +85,7 @@ def ring_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = F
     Gc, rows = G // C, T // P
     scale = H**-0.5 if scale is None else scale
     tokens, valid, step_plans, compute = sharded_ring_plan(
-        T, S, num_cubes=C, pes_per_cube=P, tile=tile, q_block=q_block, causal=causal, ordering=ordering)
+        T, S, num_cubes=C, pes_per_cube=P, tiles=TileConfig(tile, q_block), causal=causal, ordering=ordering)
     some: SweepPlan = next(p for p in step_plans if p is not None)
 
     def per_device(q_d, kv_d):  # [1, 1, K, rows, Gc, H], [1, 1, 2, Lb, K, H]

@@ -29,9 +29,26 @@ import numpy as np
 from jax import lax
 
 from jaxref.attention.core import Partial, fold, init_partial, scores
+from jaxref.attention.geometry import check_positive
 from jaxref.attention.reference import MASK_VALUE
 
 PAST, PARTIAL, FUTURE, EMPTY = "past", "partial", "future", "empty"
+
+
+@dataclasses.dataclass(frozen=True)
+class TileConfig:
+    """Tile sizes of the online-softmax sweep (validated once; hashable, so plans cache on it).
+
+    tile: keys per KV tile (the K/V streaming granularity; the last tile may be ragged).
+    q_block: query rows per block (prefill); None = all T rows in one block (decode, one launch).
+    """
+
+    tile: int = 128
+    q_block: int | None = None
+
+    def __post_init__(self):
+        check_positive("tile", self.tile)
+        check_positive("q_block", self.q_block, allow_none=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,14 +94,13 @@ class SweepPlan:
         return tuple(counts)
 
 
-def plan_sweep(qpos, kpos, kvalid, *, tile: int, q_block: int | None, causal: bool,
-               causal_skip: bool = True) -> SweepPlan:
+def plan_sweep(qpos, kpos, kvalid, *, tiles: TileConfig, causal: bool, causal_skip: bool = True) -> SweepPlan:
     """Classify every (lane, q block, kv tile) of a sweep.
 
     Args:
       qpos: [T] int positions of the query rows (bottom-right aligned: t + S - T).
       kpos: [lanes, L] int positions of the key slots; kvalid: [lanes, L] bool (False = padding).
-      tile, q_block: KV tile and query block sizes (q_block None = all T rows in one block).
+      tiles: KV tile and query block sizes (q_block None = all T rows in one block).
       causal: query at position p sees keys at positions <= p.
       causal_skip: skip wholly-future tiles (False computes them under the mask, for benchmarks).
     """
@@ -93,8 +109,8 @@ def plan_sweep(qpos, kpos, kvalid, *, tile: int, q_block: int | None, causal: bo
     kvalid = np.asarray(kvalid, bool)
     lanes, L = kpos.shape
     T = qpos.shape[0]
-    bq = T if q_block is None else min(q_block, T)
-    tl = min(tile, L)
+    bq = T if tiles.q_block is None else min(tiles.q_block, T)
+    tl = min(tiles.tile, L)
     nq, nt = -(-T // bq), -(-L // tl)
     pad = nq * bq - T
     qp = np.concatenate([qpos, np.full(pad, qpos[-1])]).reshape(nq, bq)
