@@ -28,6 +28,8 @@ import re
 import subprocess
 import sys
 
+import numpy as np
+
 _DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "i1": 1}
 REDUCE_KINDS = ("tree", "all_to_all", "all_reduce")
 
@@ -39,6 +41,16 @@ def _tensor_bytes(t: str) -> int:
     for d in dims:
         n *= int(d)
     return n * _DTYPE_BYTES[dtype]
+
+
+def _pairs(attr: str) -> list[tuple[int, int]]:
+    """``dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>`` or, for large ones, the hex form
+    ``dense<"0x...">`` (little-endian int64) -> [(0, 1), (2, 3)]."""
+    hexed = re.match(r'dense<"0x([0-9A-Fa-f]+)">', attr)
+    if hexed:
+        flat = np.frombuffer(bytes.fromhex(hexed.group(1)), "<i8")
+        return [(int(a), int(b)) for a, b in flat.reshape(-1, 2)]
+    return [(int(a), int(b)) for a, b in re.findall(r"\[(\d+), (\d+)\]", attr.split(">")[0])]
 
 
 def program_collectives(text: str) -> list[dict]:
@@ -62,7 +74,7 @@ def program_collectives(text: str) -> list[dict]:
         d = max((depth.get(x, 0) for x in re.findall(r"%[\w]+", rhs.split("<{")[0].split("({")[0])), default=0)
         if '"stablehlo.collective_permute"' in rhs:
             d += 1
-            pairs = [tuple(map(int, p)) for p in re.findall(r"\[(\d+), (\d+)\]", rhs.split("source_target_pairs")[1])]
+            pairs = _pairs(rhs.split("source_target_pairs = ")[1])
             arg_types = rhs.rsplit(" : (", 1)[1].split(")")[0]
             found.append({"op": "collective_permute", "pairs": pairs, "depth": d,
                           "bytes": sum(_tensor_bytes(t) for t in re.findall(r"tensor<([^>]*)>", arg_types))})
