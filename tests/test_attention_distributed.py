@@ -13,6 +13,8 @@ import textwrap
 
 import pytest
 
+from jaxref.attention import AttentionGeometry, ring_schedule
+
 SCRIPT = textwrap.dedent("""
     import json
     import jax, jax.numpy as jnp, numpy as np
@@ -53,7 +55,9 @@ SCRIPT = textwrap.dedent("""
             return lambda q, k, v: jnp.sum(jnp.sin(fn(q, k, v)[0]) * w)
         ring = loss(lambda q, k, v: ring_attention_sharded(q, k, v, mesh=m, causal=True, ordering=ordering, tile=2))
         dense = loss(lambda q, k, v: attention_reference(q, k, v, causal=True))
-        g1 = jax.jit(jax.grad(ring, (0, 1, 2)))(q, k, v)
+        # q and (k, v) in two programs: each then ends in one collective off the mesh (XLA:CPU may
+        # order independent collectives differently per fake device and stall).
+        g1 = jax.jit(jax.grad(ring, 0))(q, k, v), *jax.jit(jax.grad(ring, (1, 2)))(q, k, v)
         g2 = jax.jit(jax.grad(dense, (0, 1, 2)))(q, k, v)
         out["grad"].append(dict(C=C, P=P, err=max(err(a, b) for a, b in zip(g1, g2)),
                                 scale=max(float(jnp.abs(b).max()) for b in g2)))
@@ -61,7 +65,7 @@ SCRIPT = textwrap.dedent("""
     q, k, v = qkv(2, 45, 8, 2, 16)
     for C, P in ((1, 8), (2, 4), (4, 2), (8, 1)):
         for reduce in ("tree", "all_to_all", "all_reduce"):
-            m = mesh(C, P, explicit=reduce == "tree")
+            m = mesh(C, P)
             f = jax.jit(lambda q, k, v: split_kv_attention_sharded(q, k, v, mesh=m, causal=True, tile=4,
                                                                    placement="contiguous", start_cube=C - 1,
                                                                    reduce=reduce))
@@ -88,6 +92,7 @@ SCRIPT = textwrap.dedent("""
             ("divide_T", lambda: ring_attention_sharded(q, k, v, mesh=mesh(2, 4))),  # T = 6, P = 4
             ("causal_T", lambda: ring_attention_sharded(q, k[:4], v[:4], mesh=mesh(2, 1), causal=True)),
             ("reduce", lambda: split_kv_attention_sharded(q, k, v, mesh=mesh(2, 4), reduce="ring")),
+            ("cube_mesh", lambda: split_kv_attention_sharded(q, k, v, mesh=mesh(2, 4), cube_mesh=(2, 2))),
             ("pes", lambda: split_kv_attention_sharded(q, k, v, mesh=jax.make_mesh((1, 8), ("pe", "cube"))))]:
         try:
             fn()
@@ -162,9 +167,13 @@ def test_ring_program_has_c_minus_1_handoffs_and_a_cond_per_mixed_step(results, 
     prog = next(r for r in results["program"] if r["kind"] == "ring" and (r["C"], r["P"]) == (C, P))
     skip = _ring_skips(C, P)
     mixed = sum(0 < sum(map(sum, skip[s])) < C * P for s in range(C))
-    # C - 1 hand-offs, each c -> c + 1 on every PE; no reduce; one cond per step some devices skip.
-    assert (prog["permutes"], prog["permute_pairs"], prog["all_reduces"]) == (C - 1, P * C * (C - 1), 0)
+    # C - 1 hand-offs, each c -> c + 1 on every PE; no (m, l, O) reduce (the one all-reduce gathers the
+    # per-device outputs off the mesh); one cond per step some devices skip.
+    assert (prog["permutes"], prog["permute_pairs"], prog["all_reduces"]) == (C - 1, P * C * (C - 1), 1)
     assert prog["conds"] == mixed
+    # The single-device ring's schedule: C - 1 rotations; a CUBE sends its K and V blocks (fp32 here).
+    sched = ring_schedule(16, 16, AttentionGeometry(16, 2, 8), causal=True, tile=4, num_cubes=C, dtype_bytes=4)
+    assert sched.kv_rotations == prog["permutes"] and prog["bytes_per_device_max"] * C == sched.ring_bytes
     if P > 1:  # query rows split over PEs: early rows skip whole future blocks
         assert sum(map(sum, (map(sum, st) for st in skip))) > 0 and mixed > 0
     else:  # one device holds all rows of its heads: no block is wholly future for it
@@ -178,6 +187,7 @@ def test_sharded_attention_rejects_bad_meshes_and_lengths(results):
     assert "q.shape[0]=6 query rows must divide evenly over the mesh's pe axis of size 4" in errs["divide_T"]
     assert "causal=True needs q.shape[0]=6 <= S=4" in errs["causal_T"]
     assert "reduce='ring' unknown" in errs["reduce"]
+    assert "cube_mesh=(2, 2) holds 4 CUBEs, expected num_cubes=2" in errs["cube_mesh"]
     assert "mesh.axis_names=('pe', 'cube')" in errs["pes"]
 
 

@@ -63,17 +63,34 @@ def varying(tree, axes=MESH_AXES):
     return jax.tree.map(lambda x: lax.pcast(x, axes, to="varying"), tree)
 
 
-def call_on_mesh(per_device, mesh, args, in_specs, out_specs):
-    """``jax.shard_map(per_device)(*args)`` (vma checks on); on an explicit-sharding mesh the
-    inputs are placed as the specs say and the outputs gathered (the caller reads them whole)."""
-    fn = jax.shard_map(per_device, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
-    explicit = any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types)
-    if explicit:
+def call_on_mesh(per_device, mesh, args, in_specs, *, root: tuple[int, int] | None = None):
+    """``jax.shard_map(per_device)(*args)`` (vma checks on): ``per_device`` returns (out, lse) of one
+    device; returns them stacked over the mesh, [C, P, ...], or only device ``root``'s (cube, pe).
+
+    The two travel packed in one array and every device's result is gathered inside the map by one
+    ``psum`` of per-device slots (``root=None``), so leaving the mesh is one collective after the
+    others: XLA:CPU may run independent collectives in a different order on each fake device and
+    stall. On an explicit-sharding mesh the inputs are placed as the specs say."""
+    C, P = mesh_shape(mesh)
+
+    def packed(*xs):
+        out, lse = per_device(*xs)
+        res = jnp.concatenate([out, lse[..., None]], -1)
+        if root is not None:
+            return res[None, None]
+        slots = jnp.zeros((C * P, *res.shape), res.dtype).at[lax.axis_index(MESH_AXES)].set(res)
+        return lax.psum(slots, MESH_AXES).reshape(C, P, *res.shape)  # the gather as one all-reduce
+
+    out_specs = PS(*MESH_AXES) if root is not None else PS()
+    fn = jax.shard_map(packed, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    if any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types):
         args = tuple(jax.sharding.reshard(x, jax.sharding.NamedSharding(mesh, sp)) for x, sp in zip(args, in_specs))
-    outs = fn(*args)
-    if explicit:
-        outs = tuple(jax.sharding.reshard(x, jax.sharding.NamedSharding(mesh, PS())) for x in outs)
-    return outs
+    res = fn(*args)
+    if root is not None:
+        if any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types):  # read off the mesh explicitly
+            res = jax.sharding.reshard(res, jax.sharding.NamedSharding(mesh, PS()))
+        res = res[root]
+    return res[..., :-1], res[..., -1]
 
 
 def _pack(p: Partial) -> jnp.ndarray:
@@ -127,12 +144,10 @@ def split_kv_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool
                     merged = merge(state, _unpack(lax.ppermute(sent, MESH_AXES, perm)))
                     take = jnp.asarray(recv[b])[me]
                     state = Partial(*(jnp.where(take, y, x) for x, y in zip(state, merged)))
-        out, lse = finalize(state)
-        return out[None, None], lse[None, None]
+        return finalize(state)
 
     shard = PS(*MESH_AXES)
     args = (group_queries(q, K), k[tokens].reshape(C, P, slots, K, H), v[tokens].reshape(C, P, slots, K, H),
             jnp.asarray(tokens, jnp.int32).reshape(C, P, slots), jnp.asarray(valid).reshape(C, P, slots))
-    out, lse = call_on_mesh(per_rank, mesh, args, (PS(), shard, shard, shard, shard), (shard, shard))
-    cube, pe = divmod(rplan.root, P)
-    return to_heads(out[cube, pe, 0], N), lse_to_heads(lse[cube, pe, 0])
+    out, lse = call_on_mesh(per_rank, mesh, args, (PS(), shard, shard, shard, shard), root=divmod(rplan.root, P))
+    return to_heads(out[0], N), lse_to_heads(lse[0])

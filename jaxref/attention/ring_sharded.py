@@ -111,7 +111,7 @@ def ring_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = F
             else:  # this device skips a wholly-future / empty block
                 state = lax.cond(jnp.asarray(compute[s])[c, p], run, lambda st: st, state)
         out, lse = finalize(state)  # [1, K, rows_padded, Gc, H], [1, K, rows_padded, Gc]
-        return out[None, :, :, :rows], lse[None, :, :, :rows]
+        return out[:, :, :rows], lse[:, :, :rows]
 
     # q [T, N, H] -> [C, P, K, rows, Gc, H]: device (c, p) holds its heads' query rows.
     q_dev = jnp.transpose(q.reshape(P, rows, K, C, Gc, H), (3, 0, 2, 1, 4, 5))
@@ -120,7 +120,7 @@ def ring_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = F
     # the per-device skips (XLA:CPU may order such independent collectives differently per device).
     kv_blocks = jnp.broadcast_to(jnp.stack([k[tokens], v[tokens]], 1)[:, None], (C, P, 2, tokens.shape[1], K, H))
     shard = PS(*MESH_AXES)
-    out, lse = call_on_mesh(per_device, mesh, (q_dev, kv_blocks), (shard, shard), (shard, shard))
-    out = jnp.transpose(out, (0, 2, 1, 3, 4, 5)).reshape(C, K, T, Gc, H)
-    lse = jnp.transpose(lse, (0, 2, 1, 3, 4)).reshape(C, K, T, Gc)
+    out, lse = call_on_mesh(per_device, mesh, (q_dev, kv_blocks), (shard, shard))
+    out = jnp.transpose(out[:, :, 0], (0, 2, 1, 3, 4, 5)).reshape(C, K, T, Gc, H)  # [C, P, K, rows, Gc, H]
+    lse = jnp.transpose(lse[:, :, 0], (0, 2, 1, 3, 4)).reshape(C, K, T, Gc)
     return lanes_to_heads(out, lse)
