@@ -95,7 +95,7 @@ def ring_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = F
         state = varying(init_sweep_state(some, K, Gc, H))
         for s, plan in enumerate(step_plans):
             if s:  # ring+ hand-off of the stacked K and V block
-                kv = lax.ppermute(kv, "cube", [(c, (c + 1) % C) for c in range(C)])
+                kv = lax.ppermute(kv, "cube", [(i, (i + 1) % C) for i in range(C)])
             if plan is None:
                 continue
             held = (c - s) % C
@@ -116,8 +116,8 @@ def ring_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = F
     # q [T, N, H] -> [C, P, K, rows, Gc, H]: device (c, p) holds its heads' query rows.
     q_dev = jnp.transpose(q.reshape(P, rows, K, C, Gc, H), (3, 0, 2, 1, 4, 5))
     # [C, P, 2, Lb, K, H]: block c starts on CUBE c, each of its PEs holding it. A per-device copy
-    # rather than a block replicated over 'pe': the backward pass then needs no psum over 'pe' inside
-    # the per-device skips (XLA:CPU may order such independent collectives differently per device).
+    # rather than a block replicated over 'pe': the backward pass then has no psum over 'pe' of the
+    # block cotangents, which beside the per-device conds stalled XLA:CPU's fake devices.
     kv_blocks = jnp.broadcast_to(jnp.stack([k[tokens], v[tokens]], 1)[:, None], (C, P, 2, tokens.shape[1], K, H))
     shard = PS(*MESH_AXES)
     out, lse = call_on_mesh(per_device, mesh, (q_dev, kv_blocks), (shard, shard))
