@@ -18,7 +18,7 @@ the JAX side ~10% in a side-by-side check).
 2. throughput of ``jax.vmap`` over 8 trajectories sharing one cache (``in_axes=None`` for the
    cache: passed once, never copied per trajectory - checked on the jaxpr) vs 8 sequential calls.
    Target: >= 1x. Under vmap the weight GEMMs take the 8 x 64 rows at once and the cache attention
-   folds the trajectories into its query rows, a kv head at a time (``jaxref.layers.attention_folded``).
+   folds the trajectories into its query rows, a kv head at a time (``jaxref.batching.shared_kv_rows``).
 
 Timings go here, never in tests.
 """
@@ -38,7 +38,8 @@ import numpy as np
 from experiments.report.tables import format_table
 from jaxref.config import ExpertConfig
 from jaxref.expert import KVCache, expert_rope
-from jaxref.layers import KV_CHUNK, decoder_layer
+from jaxref.layers import decoder_layer
+from jaxref.options import ExpertOptions
 from jaxref.weights import init_cache_layer, init_layer_params
 
 
@@ -94,7 +95,7 @@ def measure(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int 
 
     def golden(mode):
         return jax.jit(
-            lambda p, x, ck, cv, s: decoder_layer(p, x, (ck, cv), s, rope, cfg=cfg, attention=mode)
+            lambda p, x, ck, cv, s: decoder_layer(p, x, (ck, cv), s, rope, cfg=cfg, options=ExpertOptions(attention=mode))
         )
 
     # The exact form with S a python int (known at trace time) and with S traced (an argument: one
@@ -164,7 +165,7 @@ def measure(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int 
     return {
         "config": {"D": cfg.hidden, "N": cfg.num_heads, "K": cfg.num_kv_heads, "H": cfg.head_dim, "F": cfg.ffn,
                    "T": cfg.num_tokens, "S": seq_len, "batch": batch, "rounds": rounds, "kept_per_round": block - 1,
-                   "threads": threads, "torch_threads": torch.get_num_threads(), "kv_chunk": KV_CHUNK,
+                   "threads": threads, "torch_threads": torch.get_num_threads(), "kv_chunk": ExpertOptions().kv_chunk,
                    "smax_tail_slot": smax_tail},
         "max_abs_vs_hf": errors,
         "median_s": {k: statistics.median(v) for k, v in samples.items()},

@@ -39,6 +39,7 @@ from jaxref.config import ExpertConfig
 from jaxref.expert import expert_rope, run_layers
 from jaxref.layers import decoder_layer, rms_norm
 from jaxref.numerics import compare, round_bf16
+from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
 from jaxref.weights import init_cache_layer, init_layer_params, init_params
 
@@ -90,7 +91,7 @@ def make_layer_fn(setup: Setup, policy: Precision):
         params, ck, cv = setup.layer_at(i)
         rope = expert_rope(setup.seq_len, 0, cfg=cfg, precision=policy)
         return decoder_layer(params, policy.act(x), (ck, cv), setup.seq_len, rope, cfg=cfg,
-                             attention=attention_for(policy), precision=policy)
+                             options=ExpertOptions(attention=attention_for(policy), precision=policy))
 
     return f
 
@@ -104,7 +105,8 @@ def make_stack_fn(setup: Setup, policy: Precision):
     def f(emb):
         rope = expert_rope(setup.seq_len, 0, cfg=cfg, precision=policy)
         h, hidden = run_layers(setup.layer_at, policy.act(emb), setup.seq_len, rope, cfg=cfg,
-                               attention=attention_for(policy), precision=policy, return_hidden=True)
+                               options=ExpertOptions(attention=attention_for(policy), precision=policy),
+                               return_hidden=True)
         out = rms_norm(h, final_norm, eps=cfg.rms_eps, precision=policy)
         return out, action_out_proj(action_out, out, precision=FP32), hidden
 

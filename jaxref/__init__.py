@@ -9,16 +9,11 @@ from jaxref.action import (
     action_to_traj,
     euler_sample,
 )
+from jaxref.cache_attention import attend_exact, attend_tail_slot, attention_over_rows
 from jaxref.config import ActionInConfig, ExpertConfig
 from jaxref.expert import ExpertParams, KVCache, expert_stack, sample, sample_jit, velocity, velocity_jit
-from jaxref.layers import (
-    LayerParams,
-    attend_exact,
-    attend_tail_slot,
-    attention_over_rows,
-    decoder_layer,
-    rms_norm,
-)
+from jaxref.layers import LayerParams, decoder_layer, rms_norm
+from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
 from jaxref.weights import (
     from_hf_state_dict,
@@ -35,6 +30,7 @@ __all__ = [
     "ActionInParams",
     "ActionOutParams",
     "ExpertConfig",
+    "ExpertOptions",
     "ExpertParams",
     "KVCache",
     "LayerParams",

@@ -22,14 +22,12 @@ unbatched (``in_axes=None``); ``sample`` is vmap-able over keys the same way:
 layer for all B trajectories and never copied (the tail-slot form writes each trajectory's own K/V
 into it, which needs a copy per trajectory, as one device buffer per trajectory would).
 
-Cache-attention chunking (``kv_chunk``, default ``jaxref.layers.KV_CHUNK`` = None, dense): the
-cache attention runs a kv head at a time, a vmapped batch folded into its query rows
-(``jaxref.layers.attention_folded``), so dense is fastest for one trajectory and for a batch alike;
-chunks bound the scores' memory (e.g. for gradients, which evaluate the batch in the plain batched
-form). Results agree to float32 rounding either way.
+How it is evaluated (attention form, precision policies, cache-attention chunking) travels as
+one ``jaxref.options.ExpertOptions`` (``options=``); the default is the fp32 golden, exact
+attention, dense (fastest for one trajectory and for a vmapped batch alike; chunks bound the
+scores' memory, e.g. for gradients). Results agree to float32 rounding for every chunking.
 
-Jitted entry points: ``velocity_jit`` and ``sample_jit`` (static: cfg, attention, precision,
-proj_precision, kv_chunk, num_steps).
+Jitted entry points: ``velocity_jit`` and ``sample_jit`` (static: cfg, options, num_steps).
 """
 
 from __future__ import annotations
@@ -42,17 +40,10 @@ import jax
 import jax.numpy as jnp
 
 from jaxref.action import ActionInParams, ActionOutParams, action_in_proj, action_out_proj, euler_sample
+from jaxref.cache_attention import concrete_int
 from jaxref.config import ExpertConfig
-from jaxref.layers import (
-    ATTENTION_MODES,
-    KV_CHUNK,
-    LayerParams,
-    _concrete_int,
-    decoder_layer,
-    rms_norm,
-    rope_positions,
-    rope_tables,
-)
+from jaxref.layers import LayerParams, decoder_layer, rms_norm, rope_positions, rope_tables
+from jaxref.options import DEFAULT_OPTIONS, ExpertOptions
 from jaxref.precision import Precision
 
 FP32 = Precision.fp32()
@@ -92,19 +83,12 @@ class KVCache:
             raise ValueError(f"k and v must be floating point, got {k.dtype} / {v.dtype}")
         if k.ndim != 4 or k.shape != v.shape:
             raise ValueError(f"k and v must be [L, K, Smax, H] of equal shape, got k {k.shape}, v {v.shape}")
-        s = _concrete_int(seq_len)
+        s = concrete_int(seq_len)
         if s is not None and not 0 <= s <= k.shape[2]:
             raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={k.shape[2]}")
         return cls(
             k=k, v=v, seq_len=jnp.asarray(seq_len, jnp.int32), rope_delta=jnp.asarray(rope_delta, jnp.int32)
         )
-
-
-def check_kv_chunk(kv_chunk) -> int | None:
-    """Return ``kv_chunk`` if it is None or a positive int, else raise ValueError."""
-    if kv_chunk is not None and (not isinstance(kv_chunk, int) or isinstance(kv_chunk, bool) or kv_chunk <= 0):
-        raise ValueError(f"kv_chunk={kv_chunk!r} must be a positive int or None (dense)")
-    return kv_chunk
 
 
 def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
@@ -120,7 +104,7 @@ def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
             f"cache.k / cache.v must be [L, K, Smax, H] = [{L}, {K}, Smax, {H}], "
             f"got {cache.k.shape} / {cache.v.shape}"
         )
-    s = _concrete_int(cache.seq_len)
+    s = concrete_int(cache.seq_len)
     if s is None:
         return
     if attention == "tail_slot":
@@ -136,9 +120,7 @@ def run_layers(
     rope: tuple[jax.Array, jax.Array],
     *,
     cfg: ExpertConfig,
-    attention: str = "exact",
-    precision: Precision = FP32,
-    kv_chunk: int | None = KV_CHUNK,
+    options: ExpertOptions = DEFAULT_OPTIONS,
     return_hidden: bool = False,
 ):
     """``lax.scan`` of ``decoder_layer`` over i in [0, L), layer i's weights and cache from ``layer_at(i)``.
@@ -166,9 +148,7 @@ def run_layers(
             seq_len,
             rope,
             cfg=cfg,
-            attention=attention,
-            precision=precision,
-            kv_chunk=kv_chunk,
+            options=options,
         )
         return h, (h if return_hidden else None)
 
@@ -183,9 +163,7 @@ def expert_stack(
     cache: KVCache,
     *,
     cfg: ExpertConfig,
-    attention: str = "exact",
-    precision: Precision = FP32,
-    kv_chunk: int | None = KV_CHUNK,
+    options: ExpertOptions = DEFAULT_OPTIONS,
     return_hidden: bool = False,
 ):
     """The decoder stack (``lax.scan`` over stacked layers and cache layers) and the final RMSNorm.
@@ -195,19 +173,17 @@ def expert_stack(
       final_norm: [D].
       x: [T, D] expert input embedding (rounded by ``precision.act``: the device uploads it as bf16).
       cache: ``KVCache`` with k / v [L, K, Smax, H].
-      attention: 'exact' or 'tail_slot' (see ``jaxref.layers``).
-      kv_chunk: cache rows per online-softmax chunk (``jaxref.layers.attention_over_rows``).
+      options: attention form, ``precision`` (of the stack) and ``kv_chunk`` (``ExpertOptions``).
       return_hidden: also return every layer's output.
     Returns:
       [T, D] final-normed hidden; with ``return_hidden`` also [L, T, D] per-layer outputs (pre-norm).
     """
-    if attention not in ATTENTION_MODES:
-        raise ValueError(f"attention={attention!r} unknown; expected one of {ATTENTION_MODES}")
-    check_cache(cache, cfg, attention=attention)
+    check_cache(cache, cfg, attention=options.attention)
     if layers.wq.shape[0] != cfg.num_layers:
         raise ValueError(
             f"layers are stacked for L={layers.wq.shape[0]}, cfg has num_layers={cfg.num_layers}"
         )
+    precision = options.precision
     rope = expert_rope(cache.seq_len, cache.rope_delta, cfg=cfg, precision=precision)
 
     def layer_at(i):
@@ -219,9 +195,7 @@ def expert_stack(
         cache.seq_len,
         rope,
         cfg=cfg,
-        attention=attention,
-        precision=precision,
-        kv_chunk=kv_chunk,
+        options=options,
         return_hidden=return_hidden,
     )
     h, hidden = res if return_hidden else (res, None)
@@ -242,10 +216,7 @@ def velocity(
     cache: KVCache,
     *,
     cfg: ExpertConfig,
-    attention: str = "exact",
-    precision: Precision = FP32,
-    proj_precision: Precision = FP32,
-    kv_chunk: int | None = KV_CHUNK,
+    options: ExpertOptions = DEFAULT_OPTIONS,
 ) -> jax.Array:
     """Flow-matching velocity ``v(x_t, t)``: action_in_proj -> decoder stack -> action_out_proj.
 
@@ -253,41 +224,29 @@ def velocity(
       x_t: [T, A] or [B, T, A] noisy actions (B trajectories share ``cache``).
       t: flow time, scalar (or [B] with a batch).
       cache: the VLM ``KVCache`` (never batched).
-      precision: policy of the decoder stack; proj_precision: of the two projections (host fp32 on
-        the device port).
-      kv_chunk: cache rows per online-softmax chunk (``jaxref.layers.attention_folded``; None =
-        dense, the default and fastest).
+      options: ``ExpertOptions`` (attention form; ``precision`` of the decoder stack,
+        ``proj_precision`` of the two projections; ``kv_chunk``).
     Returns:
       v shaped like x_t, float32.
     """
-    kv_chunk = check_kv_chunk(kv_chunk)
     if x_t.ndim == 3:
         t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x_t.shape[:1])
-        one = functools.partial(
-            velocity,
-            cfg=cfg,
-            attention=attention,
-            precision=precision,
-            proj_precision=proj_precision,
-            kv_chunk=kv_chunk,
-        )
+        one = functools.partial(velocity, cfg=cfg, options=options)
         return jax.vmap(one, in_axes=(None, 0, 0, None))(params, x_t, t, cache)
     if x_t.shape != (cfg.num_tokens, cfg.action_dim):
         raise ValueError(
             f"x_t must be [T, A] = {(cfg.num_tokens, cfg.action_dim)} (or [B, T, A]), got {x_t.shape}"
         )
-    emb = action_in_proj(params.action_in, x_t, t, cfg=cfg.action_in, precision=proj_precision)
+    emb = action_in_proj(params.action_in, x_t, t, cfg=cfg.action_in, precision=options.proj_precision)
     h = expert_stack(
         params.layers,
         params.final_norm,
         emb,
         cache,
         cfg=cfg,
-        attention=attention,
-        precision=precision,
-        kv_chunk=kv_chunk,
+        options=options,
     )
-    return action_out_proj(params.action_out, h, precision=proj_precision)
+    return action_out_proj(params.action_out, h, precision=options.proj_precision)
 
 
 def sample(
@@ -296,24 +255,20 @@ def sample(
     key: jax.Array,
     *,
     cfg: ExpertConfig,
-    attention: str = "exact",
-    precision: Precision = FP32,
-    proj_precision: Precision = FP32,
+    options: ExpertOptions = DEFAULT_OPTIONS,
     num_steps: int | None = None,
     x0: jax.Array | None = None,
-    kv_chunk: int | None = KV_CHUNK,
 ) -> tuple[jax.Array, jax.Array]:
     """Sample one trajectory's actions with the Euler flow-matching sampler (no guidance).
 
     ``x0 ~ N(0, I)`` of shape [T, A] from ``key`` (or the given ``x0``), ``num_steps`` (default
     ``cfg.num_steps`` = 10) Euler steps over ``t = linspace(0, 1, steps + 1)``.
 
-    ``kv_chunk``: as ``velocity``.
+    ``options``: as ``velocity``.
 
     Returns:
       (final action [T, A], per-step velocities [steps, T, A]), float32.
     """
-    kv_chunk = check_kv_chunk(kv_chunk)
     steps = cfg.num_steps if num_steps is None else num_steps
     shape = (cfg.num_tokens, cfg.action_dim)
     if x0 is None:
@@ -325,18 +280,11 @@ def sample(
         params,
         cache=cache,
         cfg=cfg,
-        attention=attention,
-        precision=precision,
-        proj_precision=proj_precision,
-        kv_chunk=kv_chunk,
+        options=options,
     )
     return euler_sample(lambda x, t: fn(x, t), x0, num_steps=steps)
 
 
 # Jitted entry points: static knobs are the hashable config / policy objects and strings.
-velocity_jit = jax.jit(
-    velocity, static_argnames=("cfg", "attention", "precision", "proj_precision", "kv_chunk")
-)
-sample_jit = jax.jit(
-    sample, static_argnames=("cfg", "attention", "precision", "proj_precision", "num_steps", "kv_chunk")
-)
+velocity_jit = jax.jit(velocity, static_argnames=("cfg", "options"))
+sample_jit = jax.jit(sample, static_argnames=("cfg", "options", "num_steps"))

@@ -13,7 +13,7 @@ from flax import nnx
 from jaxref import expert as _expert
 from jaxref.config import ExpertConfig
 from jaxref.expert import ExpertParams, KVCache
-from jaxref.precision import Precision
+from jaxref.options import DEFAULT_OPTIONS, ExpertOptions
 from jaxref.weights import init_params
 
 
@@ -24,7 +24,8 @@ class ActionExpert(nnx.Module):
       cfg: model geometry.
       params: existing ``ExpertParams`` (e.g. from ``jaxref.weights.load_safetensors``); if None,
         random ones from ``rngs.params()`` (``jaxref.weights.init_params``).
-      attention, precision, proj_precision, kv_chunk: as in ``jaxref.expert.velocity``.
+      options: ``jaxref.options.ExpertOptions`` (attention form, precision, chunking), as in
+        ``jaxref.expert.velocity``.
     """
 
     def __init__(
@@ -33,20 +34,14 @@ class ActionExpert(nnx.Module):
         *,
         rngs: nnx.Rngs | None = None,
         params: ExpertParams | None = None,
-        attention: str = "exact",
-        precision: Precision = _expert.FP32,
-        proj_precision: Precision = _expert.FP32,
-        kv_chunk: int | None = _expert.KV_CHUNK,
+        options: ExpertOptions = DEFAULT_OPTIONS,
     ):
         if params is None:
             if rngs is None:
                 raise ValueError("ActionExpert needs params=ExpertParams(...) or rngs=nnx.Rngs(...)")
             params = init_params(rngs.params(), cfg)
         self.cfg = cfg
-        self.attention = attention
-        self.precision = precision
-        self.proj_precision = proj_precision
-        self.kv_chunk = kv_chunk
+        self.options = options
         self.params = nnx.data(jax.tree.map(nnx.Param, params))
 
     def expert_params(self) -> ExpertParams:
@@ -61,10 +56,7 @@ class ActionExpert(nnx.Module):
             t,
             cache,
             cfg=self.cfg,
-            attention=self.attention,
-            precision=self.precision,
-            proj_precision=self.proj_precision,
-            kv_chunk=self.kv_chunk,
+            options=self.options,
         )
 
     def sample(
@@ -76,10 +68,7 @@ class ActionExpert(nnx.Module):
             cache,
             key,
             cfg=self.cfg,
-            attention=self.attention,
-            precision=self.precision,
-            proj_precision=self.proj_precision,
+            options=self.options,
             num_steps=num_steps,
             x0=x0,
-            kv_chunk=self.kv_chunk,
         )

@@ -131,3 +131,18 @@ def test_ring_bad_input_raises():
         ring_attention(q, k, v[:5])
     with pytest.raises(ValueError, match=r"q\.shape\[0\]"):
         ring_attention(q, k[:4], v[:4], causal=True)
+
+
+@pytest.mark.parametrize("C", [1, 2, 4])
+def test_ring_with_fewer_cubes_than_group_holds_g_over_c_heads_per_cube(C):
+    """C < G: each CUBE holds G / C q heads of every kv group (bias / mask follow their heads)."""
+    T, S, N, K, H = 12, 30, 16, 2, 8  # G = 8
+    q, k, v = random_qkv(27, T, S, N, K, H)
+    bias, mask = random_bias_mask(28, N, T, S, keep=0.7)
+    kw = {"causal": True, "tile": 4, "q_block": 4, "num_cubes": C, "ordering": "zigzag"}
+    got = jax.jit(lambda q, k, v: ring_attention(q, k, v, bias=bias, mask=mask, **kw))(q, k, v)
+    assert_matches_reference(got, reference(q, k, v, bias=bias, mask=mask, causal=True))
+    sch = ring_schedule(T, S, AttentionGeometry(N, K, H), **kw)
+    assert executed_tiles(ring_attention, q, k, v, **kw) == sch.tiles_computed and sch.steps == C
+    # The GQA fold: each computed tile serves G / C heads, so the flops scale with them.
+    assert sch.gemm_flops == sum(sum(f) for f in sch.step_cube_flops)

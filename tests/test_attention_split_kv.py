@@ -202,3 +202,32 @@ def test_split_kv_bad_shapes_raise():
         split_kv_attention(q[:, :3], k, v)
     with pytest.raises(ValueError, match=r"q\.shape\[0\]"):
         split_kv_attention(jnp.zeros((11, 4, 8)), k, v, causal=True)
+
+
+@pytest.mark.parametrize("C,P", [(1, 1), (1, 8), (2, 4), (3, 8), (3, 1)])
+def test_all_reduce_plan_is_recursive_doubling_and_every_rank_gets_the_answer(C, P):
+    """The one-shot all-reduce: log2 R exchange rounds for R = 2^m (plus a fold-in and a hand-back
+    round otherwise); simulated on sets, every rank ends holding every rank's keys; numerically every
+    rank's state is the full attention (the max + sum over ranks)."""
+    R = C * P
+    plan = reduce_plan(C, P, kind="all_reduce")
+    m = 1 << (R.bit_length() - 1)
+    assert plan.num_rounds == int(math.log2(m)) + (2 if R != m else 0) and plan.holders == tuple(range(R))
+    held = [{r} for r in range(R)]
+    for rnd in plan.rounds:
+        before = [set(h) for h in held]
+        for src, dst, level in rnd:
+            held[dst] |= before[src]
+            assert level == (2 if src // P == dst // P else 1)
+    assert all(h == set(range(R)) for h in held)
+    T, S, N, K, H = 1, 23, 4, 2, 8
+    q, k, v = random_qkv(31, T, S, N, K, H)
+    kw = {"tile": 4, "num_cubes": C, "pes_per_cube": P}
+    out, lse = finalize(reduce_partials(split_kv_partials(q, k, v, **kw), plan))
+    want_out, want_lse = numpy_attention(q, k, v)
+    for r in range(R):
+        assert rel_err(jnp.transpose(out[r], (1, 0, 2, 3)).reshape(T, N, H), want_out) < 1e-5
+        assert rel_err(jnp.transpose(lse[r], (0, 2, 1)).reshape(N, T), want_lse) < 1e-5
+    assert_matches_reference(split_kv_attention(q, k, v, reduce="all_reduce", **kw), reference(q, k, v))
+    sch = split_kv_schedule(1, 4 * R, num_cubes=C, pes_per_cube=P, reduce="all_reduce")
+    assert sch.reduce_rounds == plan.num_rounds and sch.reduce_bytes == plan.messages() * sch.payload_bytes

@@ -24,6 +24,7 @@ from jaxref.action import (
 )
 from jaxref.config import ActionInConfig, ExpertConfig
 from jaxref.expert import sample, sample_jit, velocity, velocity_jit
+from jaxref.options import ExpertOptions
 from jaxref.weights import _zeros_params, init_action_in_params, to_hf_state_dict
 
 
@@ -141,7 +142,7 @@ def test_vmap_over_trajectories_equals_loop_and_shares_the_cache():
     np.testing.assert_allclose(vb[1], velocity_jit(params, xs[1], 0.4, cache, cfg=cfg), rtol=1e-5, atol=1e-6)
     per_traj_cache = (3, cfg.num_kv_heads, cache.max_seq_len, cfg.head_dim)
     for attention, copies in (("exact", False), ("tail_slot", True)):
-        jaxpr = jax.make_jaxpr(lambda x, a=attention: velocity(params, x, 0.4, cache, cfg=cfg, attention=a))(
+        jaxpr = jax.make_jaxpr(lambda x, a=attention: velocity(params, x, 0.4, cache, cfg=cfg, options=ExpertOptions(attention=a)))(
             xs
         )
         assert (per_traj_cache in walk_jaxpr_shapes(jaxpr)) == copies, attention

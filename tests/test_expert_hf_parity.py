@@ -13,6 +13,7 @@ from experiments.hf_oracle import hf_cache, hf_decoder_layer, hf_expert_outputs,
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_rope, expert_stack
 from jaxref.layers import decoder_layer
+from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
 from jaxref.weights import init_cache, init_params
 
@@ -30,8 +31,7 @@ def _golden(params, x, cache, cfg, attention, precision=FP32):
             x,
             c,
             cfg=cfg,
-            attention=attention,
-            precision=precision,
+            options=ExpertOptions(attention=attention, precision=precision),
             return_hidden=True,
         )
     )

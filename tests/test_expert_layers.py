@@ -13,23 +13,13 @@ import torch
 from _expert_util import max_abs, tiny_setup
 
 from jaxref.attention import attention_reference
+from jaxref.batching import WEIGHT_LEFT_MAX_ROWS
+from jaxref.cache_attention import attend_exact, attend_tail_slot, attention_over_rows, tail_slot_mask
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_rope
-from jaxref.layers import (
-    WEIGHT_LEFT_MAX_ROWS,
-    apply_rope,
-    attend_exact,
-    attend_tail_slot,
-    attention_over_rows,
-    decoder_layer,
-    linear,
-    mlp,
-    rms_norm,
-    rope_positions,
-    rope_tables,
-    tail_slot_mask,
-)
+from jaxref.layers import apply_rope, decoder_layer, linear, mlp, rms_norm, rope_positions, rope_tables
 from jaxref.numerics import round_bf16
+from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
 
 
@@ -155,9 +145,9 @@ def test_attention_over_rows_fully_excluded_and_bad_args():
         attention_over_rows(q, kh, vh, kv_chunk=0)
     with pytest.raises(ValueError, match="keep must be"):
         attention_over_rows(q, kh, vh, keep=jnp.ones(10, bool))
-    with pytest.raises(ValueError, match="k and v must be"):
+    with pytest.raises(ValueError, match=r"v\.shape=\(2, 10, 16\) must equal k\.shape"):
         attention_over_rows(q, kh, vh[:, :10])
-    with pytest.raises(ValueError, match="head_dim mismatch"):
+    with pytest.raises(ValueError, match=r"k\.shape\[2\]=8 \(head_dim\)"):
         attention_over_rows(q, kh[..., :8], vh[..., :8])
 
 
@@ -241,7 +231,8 @@ def test_seq_len_limits_raise():
     rope = expert_rope(10, 0, cfg=cfg)
     layer0 = jax.tree.map(lambda a: a[0], params.layers)
     with pytest.raises(ValueError, match="max_seq_len - num_tokens"):  # cfg.check_seq_len's message
-        decoder_layer(layer0, x, (cache.k[0], cache.v[0]), 193, rope, cfg=cfg, attention="tail_slot")
+        decoder_layer(layer0, x, (cache.k[0], cache.v[0]), 193, rope, cfg=cfg,
+                      options=ExpertOptions(attention="tail_slot"))
 
 
 # ---- MLP and the layer ---------------------------------------------------------------------
@@ -262,7 +253,7 @@ def test_decoder_layer_rejects_bad_arguments():
     rope = expert_rope(100, 0, cfg=cfg)
     kv = (cache.k[0], cache.v[0])
     with pytest.raises(ValueError, match="attention='flash'"):
-        decoder_layer(layer0, x, kv, 100, rope, cfg=cfg, attention="flash")
+        decoder_layer(layer0, x, kv, 100, rope, cfg=cfg, options=ExpertOptions(attention="flash"))
     with pytest.raises(ValueError, match="x must be"):
         decoder_layer(layer0, x[:10], kv, 100, rope, cfg=cfg)
     with pytest.raises(ValueError, match="cache_k must be"):
@@ -306,7 +297,7 @@ def test_decoder_layer_calls_every_precision_hook(attention, kv_calls, mask_call
     layer0 = jax.tree.map(lambda a: a[0], params.layers)
     p = _CountingPrecision()
     rope = expert_rope(100, 0, cfg=cfg)
-    decoder_layer(layer0, x, (cache.k[0], cache.v[0]), 100, rope, cfg=cfg, attention=attention, precision=p)
+    decoder_layer(layer0, x, (cache.k[0], cache.v[0]), 100, rope, cfg=cfg, options=ExpertOptions(attention=attention, precision=p))
     kinds = [e[0] for e in p.log]
     assert kinds.count("weight") == 7
     # [out, in] 2-D views (tiny: D 64, N 4, K 2, H 16, F 128), rounded along the output axis 0.
@@ -325,12 +316,12 @@ def test_hf_bf16_policy_rounds_layer_output_and_fp32_is_identity():
     layer0 = jax.tree.map(lambda a: a[0], params.layers)
     rope = expert_rope(100, 5, cfg=cfg)
     kv = (cache.k[0], cache.v[0])
-    out_bf16 = decoder_layer(layer0, x, kv, 100, rope, cfg=cfg, precision=Precision.hf_bf16())
+    out_bf16 = decoder_layer(layer0, x, kv, 100, rope, cfg=cfg, options=ExpertOptions(precision=Precision.hf_bf16()))
     np.testing.assert_array_equal(out_bf16, round_bf16(out_bf16))
     out32 = decoder_layer(layer0, x, kv, 100, rope, cfg=cfg)
     assert 1e-4 < max_abs(out_bf16, out32) < 0.1
     chex.assert_trees_all_equal(
-        out32, decoder_layer(layer0, x, kv, 100, rope, cfg=cfg, precision=Precision.fp32())
+        out32, decoder_layer(layer0, x, kv, 100, rope, cfg=cfg, options=ExpertOptions(precision=Precision.fp32()))
     )
 
 
@@ -343,8 +334,8 @@ def test_layer_accepts_bf16_stored_weights_and_cache():
     kv32 = tuple(a.astype(jnp.float32) for a in kv16)
     rope = expert_rope(100, 5, cfg=cfg)
     for attention in ("exact", "tail_slot"):
-        a = decoder_layer(layer0, x, kv16, 100, rope, cfg=cfg, attention=attention)
-        b = decoder_layer(layer0_32, x, kv32, 100, rope, cfg=cfg, attention=attention)
+        a = decoder_layer(layer0, x, kv16, 100, rope, cfg=cfg, options=ExpertOptions(attention=attention))
+        b = decoder_layer(layer0_32, x, kv32, 100, rope, cfg=cfg, options=ExpertOptions(attention=attention))
         assert a.dtype == jnp.float32
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 

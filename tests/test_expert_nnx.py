@@ -13,20 +13,23 @@ from flax import nnx
 from jaxref.config import ExpertConfig
 from jaxref.expert import sample, velocity
 from jaxref.nnx import ActionExpert
+from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
 from jaxref.weights import init_params
+
+TAIL = ExpertOptions(attention="tail_slot")
 
 
 def test_module_equals_pure_functions():
     cfg, params, cache, _ = tiny_setup()
-    model = ActionExpert(cfg, params=params, attention="tail_slot")
+    model = ActionExpert(cfg, params=params, options=TAIL)
     chex.assert_trees_all_equal(model.expert_params(), params)
     x = jax.random.normal(jax.random.key(3), (2, cfg.num_tokens, cfg.action_dim))
     np.testing.assert_array_equal(
-        model(x, 0.25, cache), velocity(params, x, 0.25, cache, cfg=cfg, attention="tail_slot")
+        model(x, 0.25, cache), velocity(params, x, 0.25, cache, cfg=cfg, options=TAIL)
     )
     a, vs = model.sample(cache, jax.random.key(4), num_steps=3)
-    a2, vs2 = sample(params, cache, jax.random.key(4), cfg=cfg, attention="tail_slot", num_steps=3)
+    a2, vs2 = sample(params, cache, jax.random.key(4), cfg=cfg, options=TAIL, num_steps=3)
     np.testing.assert_array_equal(a, a2)
     np.testing.assert_array_equal(vs, vs2)
 
@@ -35,13 +38,13 @@ def test_state_holds_every_leaf_as_param_and_nnx_transforms_work():
     cfg, params, cache, _ = tiny_setup(
         seq_len=40, max_seq_len=128, cfg=ExpertConfig.tiny(num_layers=1, max_seq_len=128)
     )
-    model = ActionExpert(cfg, params=params, precision=Precision.hf_bf16())
+    model = ActionExpert(cfg, params=params, options=ExpertOptions(precision=Precision.hf_bf16()))
     state = nnx.state(model, nnx.Param)
     assert len(jax.tree.leaves(state)) == len(jax.tree.leaves(params))
     x = jax.random.normal(jax.random.key(5), (cfg.num_tokens, cfg.action_dim))
     out = nnx.jit(lambda m, x: m(x, 0.5, cache))(model, x)
     np.testing.assert_allclose(
-        out, velocity(params, x, 0.5, cache, cfg=cfg, precision=Precision.hf_bf16()), rtol=1e-6, atol=1e-6
+        out, velocity(params, x, 0.5, cache, cfg=cfg, options=ExpertOptions(precision=Precision.hf_bf16())), rtol=1e-6, atol=1e-6
     )
     # Gradients through the module equal gradients of the pure function w.r.t. the params.
     fp32 = ActionExpert(cfg, params=params)

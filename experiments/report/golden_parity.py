@@ -22,6 +22,7 @@ from experiments.report.progress import note
 from experiments.report.tables import md_table
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_stack
+from jaxref.options import ExpertOptions
 from jaxref.numerics import pcc
 from jaxref.weights import init_cache, init_params
 
@@ -42,7 +43,8 @@ def hf_parity_rows(cfg: ExpertConfig, *, seq_len: int, label: str, seed: int = 0
     rows = []
     for mode in MODES:
         stack = jax.jit(lambda p, x, c, mode=mode: expert_stack(p.layers, p.final_norm, x, c, cfg=cfg,
-                                                                attention=mode, return_hidden=True))
+                                                                options=ExpertOptions(attention=mode),
+                                                                return_hidden=True))
         final, hidden = stack(params, x, cache)
         outs = [(f"layer {i}", np.asarray(hidden[i]), hf_layers[i]) for i in range(cfg.num_layers)]
         outs.append(("final norm", np.asarray(final), hf_final))

@@ -1,11 +1,15 @@
-"""Split-KV decode-SP on a real device mesh: ``jax.shard_map`` over axes ('cube', 'pe').
+"""Split-KV decode-SP on a real device mesh: ``jax.shard_map`` over axes ('cube', 'pe'), plus the
+mesh helpers the sharded ring shares.
 
 The same pieces as the single-device emulation (``split_kv.py``): each device sweeps its KV shard
-with ``sweep.run_sweep`` and the partials merge along the same ``ReducePlan``, one
-``lax.ppermute`` per batch of messages. Under SPMD every device runs one program, so the tile
+with ``sweep.run_sweep`` and the partials merge along the same ``ReducePlan``: one
+``lax.ppermute`` of the packed (m, l, O) per batch of messages (``tree``, ``all_to_all``), or one
+``pmax`` + one ``psum`` (``all_reduce``). Under SPMD every device runs one program, so the tile
 plan is the union over ranks: a tile some rank must compute is computed (masked by that rank's
-own valid length / positions) by all; a tile every rank skips is skipped. Testable on fake CPU
-devices (``XLA_FLAGS=--xla_force_host_platform_device_count=8``); unchanged on GPUs.
+own valid length / positions) by all; a tile every rank skips is skipped. Varying-manual-axes
+checks are on (``check_vma``): state that starts replicated is cast with ``lax.pcast``.
+Testable on fake CPU devices (``XLA_FLAGS=--xla_force_host_platform_device_count=8``); unchanged
+on GPUs and multi-host (``jax.distributed.initialize()`` then a mesh over ``jax.devices()``).
 """
 
 from __future__ import annotations
@@ -18,39 +22,84 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec as PS
 
+from jaxref.attention.core import Partial, finalize, group_queries, lse_to_heads, merge, merge_all, to_heads
 from jaxref.attention.geometry import check_inputs
 from jaxref.attention.reduce import permute_batches, reduce_plan
-from jaxref.attention.split_kv import split_kv_plan
-from jaxref.attention.sweep import (
-    Partial,
-    SweepPlan,
-    finalize,
-    init_sweep_state,
-    lse_to_heads,
-    merge,
-    q_grouped,
-    run_sweep,
-    to_heads,
-)
+from jaxref.attention.split_kv import kv_placement, split_kv_plan
+from jaxref.attention.sweep import SweepPlan, TileConfig, init_sweep_state, run_sweep
 
 MESH_AXES = ("cube", "pe")
 
 
-def union_plan(plan: SweepPlan) -> SweepPlan:
-    """One-lane plan computing every (q block, tile) that any lane computes; ``past`` (unmasked)
-    only where it is past on every lane."""
-    computed = {(qi, kj) for _, qi, kj in plan.computed}
+def mesh_shape(mesh: jax.sharding.Mesh) -> tuple[int, int]:
+    """(C, P) of a ('cube', 'pe') mesh; ValueError for other axis names."""
+    if tuple(mesh.axis_names) != MESH_AXES:
+        raise ValueError(f"mesh.axis_names={tuple(mesh.axis_names)} must be {MESH_AXES}")
+    return mesh.shape["cube"], mesh.shape["pe"]
+
+
+def union_plan(plans: tuple[SweepPlan, ...]) -> SweepPlan:
+    """One-lane plan computing every (q block, tile) that any lane of any plan computes; ``past``
+    (unmasked) only where it is past on every lane. The plans share their q blocks and tiles."""
+    lanes = sum(p.num_lanes for p in plans)
+    computed = {(qi, kj) for p in plans for _, qi, kj in p.computed}
     past_lanes: dict[tuple[int, int], int] = {}
-    for _, qi, kj in plan.past:
-        past_lanes[(qi, kj)] = past_lanes.get((qi, kj), 0) + 1
-    past = {key for key, n in past_lanes.items() if n == plan.num_lanes}
-    future = {(qi, kj) for _, qi, kj in plan.future} - computed
+    for p in plans:
+        for _, qi, kj in p.past:
+            past_lanes[(qi, kj)] = past_lanes.get((qi, kj), 0) + 1
+    past = {key for key, n in past_lanes.items() if n == lanes}
+    future = {(qi, kj) for p in plans for _, qi, kj in p.future} - computed
+    first = plans[0]
     return dataclasses.replace(
-        plan, num_lanes=1, past=tuple((0, *key) for key in sorted(past)),
+        first, num_lanes=1, past=tuple((0, *key) for key in sorted(past)),
         partial=tuple((0, *key) for key in sorted(computed - past)),
         future=tuple((0, *key) for key in sorted(future)),
-        num_empty=plan.num_q_blocks * plan.num_tiles - len(computed) - len(future),
-        tile_keys=(tuple(max(lane[j] for lane in plan.tile_keys) for j in range(plan.num_tiles)),))
+        num_empty=first.num_q_blocks * first.num_tiles - len(computed) - len(future),
+        tile_keys=(tuple(max(lane[j] for p in plans for lane in p.tile_keys) for j in range(first.num_tiles)),))
+
+
+def varying(tree, axes=MESH_AXES):
+    """Cast replicated values (e.g. a neutral accumulator) to device-varying for ``check_vma``."""
+    return jax.tree.map(lambda x: lax.pcast(x, axes, to="varying"), tree)
+
+
+def call_on_mesh(per_device, mesh, args, in_specs, *, root: tuple[int, int] | None = None):
+    """``jax.shard_map(per_device)(*args)`` (vma checks on): ``per_device`` returns (out, lse) of one
+    device; returns them stacked over the mesh, [C, P, ...], or only device ``root``'s (cube, pe).
+
+    The two travel packed in one array and every device's result is gathered inside the map by one
+    ``psum`` of per-device slots (``root=None``), so leaving the mesh is one collective after the
+    others: XLA:CPU may run independent collectives in a different order on each fake device and
+    stall. On an explicit-sharding mesh the inputs are placed as the specs say."""
+    C, P = mesh_shape(mesh)
+
+    def packed(*xs):
+        out, lse = per_device(*xs)
+        res = jnp.concatenate([out, lse[..., None]], -1)
+        if root is not None:
+            return res[None, None]
+        slots = jnp.zeros((C * P, *res.shape), res.dtype).at[lax.axis_index(MESH_AXES)].set(res)
+        return lax.psum(slots, MESH_AXES).reshape(C, P, *res.shape)  # the gather as one all-reduce
+
+    out_specs = PS(*MESH_AXES) if root is not None else PS()
+    fn = jax.shard_map(packed, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    if any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types):
+        args = tuple(jax.sharding.reshard(x, jax.sharding.NamedSharding(mesh, sp)) for x, sp in zip(args, in_specs))
+    res = fn(*args)
+    if root is not None:
+        if any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types):  # read off the mesh explicitly
+            res = jax.sharding.reshard(res, jax.sharding.NamedSharding(mesh, PS()))
+        res = res[root]
+    return res[..., :-1], res[..., -1]
+
+
+def _pack(p: Partial) -> jnp.ndarray:
+    """(m, l, O) [..., rows] -> one [..., rows, H + 2] message (one permute carries it all)."""
+    return jnp.concatenate([p.o, p.m[..., None], p.l[..., None]], -1)
+
+
+def _unpack(x: jnp.ndarray) -> Partial:
+    return Partial(x[..., -2], x[..., -1], x[..., :-2])
 
 
 def split_kv_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = False,
@@ -61,52 +110,44 @@ def split_kv_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool
     """``split_kv_attention`` with one rank per device of ``mesh`` (axes ('cube', 'pe') = (C, P)).
 
     q [T, N, H] is replicated; k, v [S, K, H] are laid out by the placement into per-rank shards
-    (host-side gather, standing in for the KV cache already resident per PE). Returns the root
-    rank's (out [T, N, H], lse [N, T]) float32.
+    (host-side gather, standing in for the KV cache already resident per PE). ``reduce``: 'tree'
+    (2-level reduce-to-root, ``lax.ppermute`` rounds), 'all_to_all' (fan-out) or 'all_reduce'
+    (one ``pmax`` + one ``psum``; every rank holds the result). Returns the root rank's
+    (out [T, N, H], lse [N, T]) float32.
     """
-    if tuple(mesh.axis_names) != MESH_AXES:
-        raise ValueError(f"mesh.axis_names={tuple(mesh.axis_names)} must be {MESH_AXES}")
-    C, P = mesh.shape["cube"], mesh.shape["pe"]
+    C, P = mesh_shape(mesh)
     T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
     scale = H**-0.5 if scale is None else scale
-    _, plan, tokens, valid = split_kv_plan(T, S, tile=tile, q_block=q_block, causal=causal, num_cubes=C,
-                                           pes_per_cube=P, cube_mesh=cube_mesh, placement=placement,
-                                           start_cube=start_cube, start_pe=start_pe, capacity=capacity)
-    uplan = union_plan(plan)
     rplan = reduce_plan(C, P, kind=reduce, cube_mesh=cube_mesh)
-    src, recv = permute_batches(rplan)
+    pl = kv_placement(S, num_cubes=C, pes_per_cube=P, placement=placement, start_cube=start_cube,
+                      start_pe=start_pe, capacity=capacity)
+    plan, tokens, valid = split_kv_plan(T, S, tiles=TileConfig(tile, q_block), placement=pl, causal=causal)
+    uplan = union_plan((plan,))
     slots = tokens.shape[1]
     qpos = np.arange(T) + (S - T)
 
     def per_rank(qg, k_r, v_r, kpos_r, valid_r):
-        state = init_sweep_state(uplan, K, G, H)
-        state = run_sweep(state, uplan, qg[None], k_r.reshape(1, slots, K, H), v_r.reshape(1, slots, K, H),
-                          qpos, kpos_r.reshape(1, slots), valid_r.reshape(1, slots), scale=scale, causal=causal)
-        local = state
-        me = lax.axis_index(MESH_AXES)  # cube * P + pe
-        for b in range(src.shape[0]):
-            perm = [(int(src[b, d]), d) for d in range(C * P) if recv[b, d]]
-            sent = local if rplan.sends == "local" else state
-            incoming = Partial(*(lax.ppermute(x, MESH_AXES, perm) for x in sent))
-            merged = merge(state, incoming)
-            take = jnp.asarray(recv[b])[me]
-            state = Partial(*(jnp.where(take, y, x) for x, y in zip(state, merged)))
-        out, lse = finalize(state)
-        return out[None, None, :, :, :T], lse[None, None, :, :, :T]
+        state = run_sweep(varying(init_sweep_state(uplan, K, G, H)), uplan, qg[None],
+                          k_r.reshape(1, slots, K, H), v_r.reshape(1, slots, K, H), qpos,
+                          kpos_r.reshape(1, slots), valid_r.reshape(1, slots), scale=scale, causal=causal)
+        state = local = Partial(*(x[:, :, :T] for x in state))  # real rows only: what the reduce moves
+        if rplan.sends == "exchange":
+            state = merge_all(state, max_fn=lambda x: lax.pmax(x, MESH_AXES),
+                              sum_fn=lambda x: lax.psum(x, MESH_AXES))
+        else:
+            src, recv, round_of = permute_batches(rplan)
+            me = lax.axis_index(MESH_AXES)  # cube * P + pe
+            for r in np.unique(round_of):
+                sent = _pack(local if rplan.sends == "local" else state)  # a round's batches run together
+                for b in np.flatnonzero(round_of == r):
+                    perm = [(int(src[b, d]), d) for d in range(C * P) if recv[b, d]]
+                    merged = merge(state, _unpack(lax.ppermute(sent, MESH_AXES, perm)))
+                    take = jnp.asarray(recv[b])[me]
+                    state = Partial(*(jnp.where(take, y, x) for x, y in zip(state, merged)))
+        return finalize(state)
 
     shard = PS(*MESH_AXES)
-    # check_vma=False: the sweep's scan starts from a replicated neutral state and folds in the
-    # device-varying shard; the reduce makes the per-device states explicit with ppermute.
-    fn = jax.shard_map(per_rank, mesh=mesh, in_specs=(PS(), shard, shard, shard, shard),
-                       out_specs=(shard, shard), check_vma=False)
-    args = (q_grouped(q, K), k[tokens].reshape(C, P, slots, K, H), v[tokens].reshape(C, P, slots, K, H),
+    args = (group_queries(q, K), k[tokens].reshape(C, P, slots, K, H), v[tokens].reshape(C, P, slots, K, H),
             jnp.asarray(tokens, jnp.int32).reshape(C, P, slots), jnp.asarray(valid).reshape(C, P, slots))
-    specs = (PS(), shard, shard, shard, shard)
-    explicit = any(t == jax.sharding.AxisType.Explicit for t in mesh.axis_types)
-    if explicit:  # explicit-sharding meshes: place the inputs as the specs say
-        args = tuple(jax.sharding.reshard(x, jax.sharding.NamedSharding(mesh, sp)) for x, sp in zip(args, specs))
-    out, lse = fn(*args)
-    if explicit:  # the caller reads the root's rows: gather them off the mesh (not part of the schedule)
-        out, lse = (jax.sharding.reshard(x, jax.sharding.NamedSharding(mesh, PS())) for x in (out, lse))
-    cube, pe = divmod(rplan.root, P)
-    return to_heads(out[cube, pe, 0], N), lse_to_heads(lse[cube, pe, 0])
+    out, lse = call_on_mesh(per_rank, mesh, args, (PS(), shard, shard, shard, shard), root=divmod(rplan.root, P))
+    return to_heads(out[0], N), lse_to_heads(lse[0])

@@ -6,55 +6,34 @@ returns the plan it executes as plain data.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 
 import jax
 import numpy as np
 
-from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive, check_schedule_args
+from jaxref.attention.core import finalize, group_queries, lse_to_heads, to_heads
+from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_schedule_args
 from jaxref.attention.schedule import FlashSchedule, problem_counts
 from jaxref.attention.sweep import (
     FUTURE,
     PARTIAL,
     PAST,
     SweepPlan,
-    finalize,
+    TileConfig,
     init_sweep_state,
-    lse_to_heads,
     plan_sweep,
-    q_grouped,
     run_sweep,
-    to_heads,
     user_bias_mask,
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class TileConfig:
-    """Tile sizes of the online-softmax sweep.
-
-    tile: keys per KV tile (the K/V streaming granularity; the last tile may be ragged).
-    q_block: query rows per block (prefill); None = all T rows in one block (decode, one launch).
-    """
-
-    tile: int = 128
-    q_block: int | None = None
-
-    def __post_init__(self):
-        check_positive("tile", self.tile)
-        check_positive("q_block", self.q_block, allow_none=True)
-
-
 @functools.lru_cache(maxsize=256)
-def flash_plan(num_queries: int, num_keys: int, *, tile: int, q_block: int | None, causal: bool,
+def flash_plan(num_queries: int, num_keys: int, *, tiles: TileConfig, causal: bool,
                causal_skip: bool = True) -> SweepPlan:
     """The static tile plan of ``flash_attention`` (one lane)."""
-    TileConfig(tile, q_block)
     qpos = np.arange(num_queries) + (num_keys - num_queries)  # bottom-right aligned
     kpos = np.arange(num_keys)[None]
-    return plan_sweep(qpos, kpos, np.ones_like(kpos, bool), tile=tile, q_block=q_block, causal=causal,
-                      causal_skip=causal_skip)
+    return plan_sweep(qpos, kpos, np.ones_like(kpos, bool), tiles=tiles, causal=causal, causal_skip=causal_skip)
 
 
 def flash_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None,
@@ -75,13 +54,12 @@ def flash_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, scal
       out [T, N, H] float32, lse [N, T] float32; a fully masked row gives out 0, lse MASK_LSE.
     """
     T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
-    TileConfig(tile, q_block)
     scale = H**-0.5 if scale is None else scale
-    plan = flash_plan(T, S, tile=tile, q_block=q_block, causal=causal, causal_skip=causal_skip)
+    plan = flash_plan(T, S, tiles=TileConfig(tile, q_block), causal=causal, causal_skip=causal_skip)
     b, m = user_bias_mask(bias, mask, N, K, T, S)  # [K, T, G, S]
     qpos = np.arange(T) + (S - T)
     state = init_sweep_state(plan, K, G, H)
-    state = run_sweep(state, plan, q_grouped(q, K)[None], k[None], v[None], qpos, np.arange(S)[None],
+    state = run_sweep(state, plan, group_queries(q, K)[None], k[None], v[None], qpos, np.arange(S)[None],
                       np.ones((1, S), bool), bias=None if b is None else b[None],
                       mask=None if m is None else m[None], scale=scale, causal=causal)
     out, lse = finalize(state)
@@ -101,7 +79,7 @@ def flash_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry 
     """
     g = AttentionGeometry.llama3_70b() if geometry is None else geometry
     check_schedule_args(num_queries, num_keys, causal=causal, dtype_bytes=dtype_bytes)
-    plan = flash_plan(num_queries, num_keys, tile=tile, q_block=q_block, causal=causal,
+    plan = flash_plan(num_queries, num_keys, tiles=TileConfig(tile, q_block), causal=causal,
                       causal_skip=causal_skip)
     kinds = [(qi, kj, PAST) for _, qi, kj in plan.past] + [(qi, kj, PARTIAL) for _, qi, kj in plan.partial]
     kinds += [(qi, kj, FUTURE) for _, qi, kj in plan.future]

@@ -63,31 +63,32 @@ class AttentionGeometry:
         return cls(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)
 
 
-def check_inputs(q, k, v, *, causal: bool) -> tuple[int, int, int, int, int, int]:
-    """Validate q [T, N, H], k / v [S, K, H]; return (T, S, N, K, G, H).
+def check_inputs(q, k, v, *, causal: bool = False, kv_layout: str = "SKH") -> tuple[int, int, int, int, int, int]:
+    """The one argument check of every attention function: q [T, N, H] and k / v [S, K, H]
+    (``kv_layout='SKH'``) or head-major [K, S, H] (``'KSH'``); return (T, S, N, K, G, H).
 
     Raises ValueError naming the offending argument, the value and what was expected.
     """
+    check_choice("kv_layout", kv_layout, ("SKH", "KSH"))
+    want = "[S, K, H]" if kv_layout == "SKH" else "[K, S, H]"
     if q.ndim != 3:
         raise ValueError(f"q.shape={tuple(q.shape)} must be [T, N, H] (3 dims)")
     if k.ndim != 3:
-        raise ValueError(f"k.shape={tuple(k.shape)} must be [S, K, H] (3 dims)")
+        raise ValueError(f"k.shape={tuple(k.shape)} must be {want} (3 dims)")
     if v.ndim != 3:
-        raise ValueError(f"v.shape={tuple(v.shape)} must be [S, K, H] (3 dims)")
+        raise ValueError(f"v.shape={tuple(v.shape)} must be {want} (3 dims)")
     T, N, H = q.shape
-    S, K, Hk = k.shape
-    if v.shape[0] != S:
-        raise ValueError(f"v.shape[0]={v.shape[0]} (keys) must equal k.shape[0]={S}: K and V lengths differ")
+    S, K, Hk = k.shape if kv_layout == "SKH" else (k.shape[1], k.shape[0], k.shape[2])
     if v.shape != k.shape:
-        raise ValueError(f"v.shape={tuple(v.shape)} must equal k.shape={tuple(k.shape)}")
+        raise ValueError(f"v.shape={tuple(v.shape)} must equal k.shape={tuple(k.shape)}: K and V differ")
     if Hk != H:
         raise ValueError(f"k.shape[2]={Hk} (head_dim) must equal q.shape[2]={H}")
     if T < 1 or S < 1:
-        raise ValueError(f"need at least one query and one key, got q.shape[0]={T}, k.shape[0]={S}")
+        raise ValueError(f"need at least one query and one key, got T={T}, S={S}")
     if N % K:
-        raise ValueError(f"q.shape[1]={N} (q heads) must be divisible by k.shape[1]={K} (kv heads)")
+        raise ValueError(f"q.shape[1]={N} (q heads) must be divisible by the K={K} kv heads of k")
     if causal and T > S:
-        raise ValueError(f"causal=True needs q.shape[0]={T} <= k.shape[0]={S} (bottom-right aligned: "
+        raise ValueError(f"causal=True needs q.shape[0]={T} <= S={S} keys (bottom-right aligned: "
                          "query t sees keys s <= t + S - T)")
     return T, S, N, K, N // K, H
 

@@ -10,8 +10,15 @@
   row distance = cols // 2 + rows // 2 (lrab_hierarchical_allreduce phases 1-2, reduce only).
 * Baseline ``all_to_all`` (the kernbench fan-out): R - 1 rounds, in round k every rank sends its
   own local partial to rank (r + k) mod R, so every rank ends with the full answer.
+* ``all_reduce`` (Tree Attention's one-shot decode): every rank rescales its partial to the global
+  max (``pmax``) and the rescaled (l, O) are summed (``psum``), so every rank ends with the full
+  answer. Its ``rounds`` model the collective as recursive doubling (rank r exchanges its
+  accumulated partial with r XOR 2^k; for R not a power of two the R - 2^m extra ranks first fold
+  into partners and get the result back after: 2 more rounds): log2 R rounds for R = 2^m.
 
-The numeric executor ``reduce_partials`` iterates exactly ``plan.rounds``.
+The numeric executor ``reduce_partials`` iterates exactly ``plan.rounds`` for ``tree`` and
+``all_to_all``; ``all_reduce`` runs ``core.merge_all`` (the max and the sum over ranks), the math
+the ``pmax`` / ``psum`` pair computes on a mesh.
 """
 
 from __future__ import annotations
@@ -23,11 +30,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxref.attention.core import Partial, merge, merge_all
 from jaxref.attention.geometry import PES_PER_CUBE_MAX, SIP_MESH_SHAPE, check_choice, check_positive
 from jaxref.attention.schedule import Message, ReducePlan
-from jaxref.attention.sweep import Partial, merge
 
-REDUCES = ("tree", "all_to_all")
+REDUCES = ("tree", "all_to_all", "all_reduce")
 
 
 def cube_mesh_shape(num_cubes: int, cube_mesh: tuple[int, int] | None = None) -> tuple[int, int]:
@@ -79,6 +86,22 @@ def _chain_rounds(length: int, center: int) -> list[list[tuple[int, int]]]:
     return rounds
 
 
+def _doubling_rounds(R: int, P: int) -> tuple[tuple[Message, ...], ...]:
+    """Recursive-doubling all-reduce over R ranks: messages (src, dst, level) per round."""
+    m = 1 << (R.bit_length() - 1)  # largest power of two <= R
+
+    def msg(a, b):
+        return (a, b, 2 if a // P == b // P else 1)
+
+    fold_in = tuple(msg(m + i, i) for i in range(R - m))
+    rounds = [fold_in] if fold_in else []
+    for k in range(m.bit_length() - 1):
+        rounds.append(tuple(msg(r, r ^ (1 << k)) for r in range(m)))
+    if fold_in:
+        rounds.append(tuple(msg(i, m + i) for i in range(R - m)))
+    return tuple(rounds)
+
+
 @functools.lru_cache(maxsize=256)
 def reduce_plan(num_cubes: int, pes_per_cube: int, *, kind: str = "tree",
                 cube_mesh: tuple[int, int] | None = None) -> ReducePlan:
@@ -88,11 +111,15 @@ def reduce_plan(num_cubes: int, pes_per_cube: int, *, kind: str = "tree",
     C, P = num_cubes, pes_per_cube
     R = C * P
     root = center_cube(mesh) * P
-    if kind == "all_to_all":
-        rounds = tuple(tuple((r, (r + k) % R, 2 if r // P == ((r + k) % R) // P else 1) for r in range(R))
-                       for k in range(1, R))
+    if kind in ("all_reduce", "all_to_all"):  # every rank ends with the answer
+        if kind == "all_reduce":
+            rounds, sends = _doubling_rounds(R, P), "exchange"
+        else:
+            rounds = tuple(tuple((r, (r + k) % R, 2 if r // P == ((r + k) % R) // P else 1) for r in range(R))
+                           for k in range(1, R))
+            sends = "local"
         return ReducePlan(kind=kind, num_cubes=C, pes_per_cube=P, cube_mesh=mesh, root=root,
-                          holders=tuple(range(R)), sends="local", rounds=rounds,
+                          holders=tuple(range(R)), sends=sends, rounds=rounds,
                           level2_rounds=sum(all(m[2] == 2 for m in rnd) for rnd in rounds),
                           level1_rounds=sum(any(m[2] == 1 for m in rnd) for rnd in rounds))
     rounds: list[tuple[Message, ...]] = []
@@ -126,15 +153,18 @@ def _unique_dst_batches(messages: tuple[Message, ...]) -> list[list[Message]]:
     return batches
 
 
-def permute_batches(plan: ReducePlan) -> tuple[np.ndarray, np.ndarray]:
-    """The plan as permutes: for batch b, receiver d takes rank src[b, d] where recv[b, d].
+def permute_batches(plan: ReducePlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The plan as permutes: for batch b, receiver d takes rank src[b, d] where recv[b, d];
+    round_of[b] is the plan round batch b belongs to.
 
     Batches follow ``plan.rounds`` in order; a round splits into batches whose receivers are
     distinct (the center of a line hears from both sides in one round, over two links).
     """
+    if plan.sends == "exchange":
+        raise ValueError(f"reduce={plan.kind!r} is a collective (pmax / psum), not a sequence of permutes")
     R = plan.num_cubes * plan.pes_per_cube
-    srcs, recvs = [], []
-    for rnd in plan.rounds:
+    srcs, recvs, round_of = [], [], []
+    for i, rnd in enumerate(plan.rounds):
         # Every rank sends or receives at most once per role in a round and never both, so running
         # a round's batches one after another equals running them simultaneously.
         assert not {m[0] for m in rnd} & {m[1] for m in rnd} or plan.sends == "local", rnd
@@ -144,9 +174,10 @@ def permute_batches(plan: ReducePlan) -> tuple[np.ndarray, np.ndarray]:
                 src[d], recv[d] = s, True
             srcs.append(src)
             recvs.append(recv)
+            round_of.append(i)
     if not srcs:
-        return np.zeros((0, R), np.int32), np.zeros((0, R), bool)
-    return np.stack(srcs).astype(np.int32), np.stack(recvs)
+        return np.zeros((0, R), np.int32), np.zeros((0, R), bool), np.zeros(0, np.int32)
+    return np.stack(srcs).astype(np.int32), np.stack(recvs), np.asarray(round_of, np.int32)
 
 
 def reduce_partials(partials: Partial, plan: ReducePlan) -> Partial:
@@ -159,7 +190,12 @@ def reduce_partials(partials: Partial, plan: ReducePlan) -> Partial:
     R = plan.num_cubes * plan.pes_per_cube
     if partials.m.shape[0] != R:
         raise ValueError(f"partials have {partials.m.shape[0]} ranks, expected C*P={R}")
-    src, recv = permute_batches(plan)
+    if plan.sends == "exchange":  # every rank ends with the merge over all ranks
+        def over_ranks(f):
+            return lambda x: jnp.broadcast_to(f(x, axis=0, keepdims=True), x.shape)
+
+        return merge_all(partials, max_fn=over_ranks(jnp.max), sum_fn=over_ranks(jnp.sum))
+    src, recv, _ = permute_batches(plan)
     if src.shape[0] == 0:
         return partials
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxref.attention.geometry import check_inputs
+
 # Finite stand-in for -inf (jax.nn uses -0.7 * finfo.max): exp(MASK_VALUE - m) underflows to 0
 # without producing inf - inf = NaN in an online softmax.
 MASK_VALUE = -0.7 * float(jnp.finfo(jnp.float32).max)
@@ -35,23 +37,6 @@ def causal_mask(num_queries: int, num_keys: int) -> jnp.ndarray:
     return s <= t + (num_keys - num_queries)
 
 
-def check_qkv(q, k, v) -> tuple[int, int, int, int, int, int]:
-    """Validate GQA shapes; return (T, S, N, K, G, H). Raises ValueError naming the argument."""
-    if q.ndim != 3:
-        raise ValueError(f"q must be [T, N, H], got shape {q.shape}")
-    if k.ndim != 3 or v.ndim != 3:
-        raise ValueError(f"k and v must be [S, K, H], got k {k.shape}, v {v.shape}")
-    if k.shape != v.shape:
-        raise ValueError(f"k and v must have the same shape [S, K, H], got k {k.shape}, v {v.shape}")
-    T, N, H = q.shape
-    S, K, Hk = k.shape
-    if Hk != H:
-        raise ValueError(f"head_dim mismatch: q has H={H}, k has H={Hk}")
-    if N % K != 0:
-        raise ValueError(f"q heads N={N} not divisible by kv heads K={K}")
-    return T, S, N, K, N // K, H
-
-
 def attention_reference(q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None):
     """Dense GQA attention in float32.
 
@@ -65,7 +50,7 @@ def attention_reference(q, k, v, *, bias=None, mask=None, causal: bool = False, 
     Returns:
       out [T, N, H] float32 and lse [N, T] float32 (natural-log sum of exp of scaled, biased scores).
     """
-    T, S, N, K, G, H = check_qkv(q, k, v)
+    T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
     scale = H**-0.5 if scale is None else scale
     qg = q.astype(jnp.float32).reshape(T, K, G, H)
     s = jnp.einsum("TKGH,SKH->KGTS", qg, k.astype(jnp.float32), precision=_HI) * scale

@@ -1,6 +1,7 @@
 """Prefill-SP: head-parallel ring attention over a CUBE Group (ADR section 5.5).
 
-CUBE c owns q head c of every kv-head group (C = G) and, at step 0, KV block c. Each of the C
+CUBE c owns q heads [c * Gc, (c + 1) * Gc) of every kv-head group (Gc = G / C: one head per CUBE
+at the ADR's C = G, more when C < G, C dividing G) and, at step 0, KV block c. Each of the C
 steps folds the held block into the CUBE's running (m, l, O) with the flash tile loop, then hands
 the block to the next CUBE (ring+, c -> c + 1). No (m, l, O) reduce: each CUBE normalises its own
 head. Causal: a (q block, held KV block) pair whose keys are all after the q block's queries is
@@ -27,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxref.attention.flash import TileConfig
+from jaxref.attention.core import finalize, lse_to_heads, to_heads
 from jaxref.attention.geometry import (
     AttentionGeometry,
     check_choice,
@@ -39,9 +40,8 @@ from jaxref.attention.placement import KVPlacement
 from jaxref.attention.schedule import RingSchedule, problem_counts
 from jaxref.attention.sweep import (
     SweepPlan,
-    finalize,
+    TileConfig,
     init_sweep_state,
-    lse_to_heads,
     plan_sweep,
     run_sweep,
     user_bias_mask,
@@ -65,20 +65,20 @@ def ring_blocks(num_keys: int, num_cubes: int, ordering: str) -> tuple[np.ndarra
     return np.where(valid, tokens, 0), valid
 
 
-def _check_cubes(num_cubes: int | None, group: int) -> int:
+def check_ring_cubes(num_cubes: int | None, group: int) -> int:
+    """C (default G); raise unless C divides the group size G (head-parallel: G / C q heads per CUBE)."""
     C = group if num_cubes is None else num_cubes
     check_positive("num_cubes", C)
-    if C != group:
-        raise ValueError(f"num_cubes={C} must equal the group size G={group}: ring prefill is head-parallel "
-                         "with one q head per CUBE (C = G)")
+    if group % C:
+        raise ValueError(f"num_cubes={C} must divide the group size G={group}: ring prefill is head-parallel "
+                         "with G / C q heads of every kv group per CUBE (the ADR's C = G: one)")
     return C
 
 
 @functools.lru_cache(maxsize=256)
-def ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, tile: int, q_block: int | None,
-              causal: bool, ordering: str = "contiguous") -> tuple[np.ndarray, np.ndarray, tuple[SweepPlan, ...]]:
+def ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, tiles: TileConfig, causal: bool,
+              ordering: str = "contiguous") -> tuple[np.ndarray, np.ndarray, tuple[SweepPlan, ...]]:
     """Block table and one sweep plan per ring step (lane c holds block (c - step) mod C)."""
-    TileConfig(tile, q_block)
     tokens, valid = ring_blocks(num_keys, num_cubes, ordering)
     tokens.setflags(write=False)
     valid.setflags(write=False)
@@ -86,7 +86,7 @@ def ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, tile: int, q_b
     plans = []
     for step in range(num_cubes):
         held = (np.arange(num_cubes) - step) % num_cubes
-        plans.append(plan_sweep(qpos, tokens[held], valid[held], tile=tile, q_block=q_block, causal=causal))
+        plans.append(plan_sweep(qpos, tokens[held], valid[held], tiles=tiles, causal=causal))
     return tokens, valid, tuple(plans)
 
 
@@ -99,18 +99,19 @@ def ring_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, scale
       q: [T, N, H]; k, v: [S, K, H]; bias / mask / causal / scale as ``attention_reference``.
       tile: keys per tile inside a KV block; q_block: query rows per block (None = all T: then no
         KV block is wholly future and nothing is skipped).
-      num_cubes: C, must equal G = N // K (default G).
+      num_cubes: C, must divide G = N // K (default G: one q head per CUBE).
       ordering: 'contiguous' | 'zigzag' | 'striped' KV block composition.
     Returns:
       out [T, N, H] float32, lse [N, T] float32.
     """
     T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
-    C = _check_cubes(num_cubes, G)
+    C = check_ring_cubes(num_cubes, G)
+    Gc = G // C
     scale = H**-0.5 if scale is None else scale
-    tokens, valid, plans = ring_plan(T, S, num_cubes=C, tile=tile, q_block=q_block, causal=causal,
+    tokens, valid, plans = ring_plan(T, S, num_cubes=C, tiles=TileConfig(tile, q_block), causal=causal,
                                      ordering=ordering)
-    # Lane c = CUBE c holds q head c of every kv group: [C, K, T, 1, H] (M = q_block rows, no fold).
-    q_lanes = jnp.transpose(q.reshape(T, K, G, H), (2, 1, 0, 3))[:, :, :, None, :]
+    # Lane c = CUBE c holds q heads [c Gc, (c + 1) Gc) of every kv group: [C, K, T, Gc, H].
+    q_lanes = jnp.transpose(q.reshape(T, K, C, Gc, H), (2, 1, 0, 3, 4))
     b, m = user_bias_mask(bias, mask, N, K, T, S)  # [K, T, G, S]
     cubes = np.arange(C)[:, None]
 
@@ -118,20 +119,26 @@ def ring_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, scale
         if x is None:
             return None
         cols = tokens[(np.arange(C) - step) % C]  # [C, Lb]
-        xh = jnp.transpose(x, (2, 0, 1, 3))  # [G = C, K, T, S]
-        return jnp.transpose(xh[cubes, :, :, cols], (0, 2, 3, 1))[:, :, :, None, :]  # [C, K, T, 1, Lb]
+        xh = jnp.moveaxis(x.reshape(K, T, C, Gc, S), 2, 0)  # [C, K, T, Gc, S]
+        return jnp.moveaxis(xh[cubes, :, :, :, cols], 1, -1)  # [C, K, T, Gc, Lb]
 
     held = (k[tokens], v[tokens], jnp.asarray(tokens, jnp.int32), jnp.asarray(valid))  # block c on CUBE c
     qpos = np.arange(T) + (S - T)
-    state = init_sweep_state(plans[0], K, 1, H)
+    state = init_sweep_state(plans[0], K, Gc, H)
     for step, plan in enumerate(plans):
         if step:  # ring+ hand-off: CUBE c receives the block CUBE c - 1 held
             held = tuple(jnp.roll(x, 1, axis=0) for x in held)
         state = run_sweep(state, plan, q_lanes, *held[:2], qpos, *held[2:], bias=step_cols(b, step),
                           mask=step_cols(m, step), scale=scale, causal=causal)
-    out, lse = finalize(state)  # [C, K, Tp, 1, H], [C, K, Tp, 1]
-    out = jnp.transpose(out[:, :, :T, 0], (2, 1, 0, 3)).reshape(T, N, H)  # [T, K, G, H] -> [T, N, H]
-    return out, lse_to_heads(jnp.transpose(lse[:, :, :T, 0], (1, 2, 0)))
+    out, lse = finalize(state)  # [C, K, Tp, Gc, H], [C, K, Tp, Gc]
+    return lanes_to_heads(out[:, :, :T], lse[:, :, :T])
+
+
+def lanes_to_heads(out, lse):
+    """Head-parallel results out [C, K, T, Gc, H], lse [C, K, T, Gc] -> out [T, N, H], lse [N, T]."""
+    C, K, T, Gc, H = out.shape
+    out = jnp.transpose(out, (1, 2, 0, 3, 4)).reshape(K, T, C * Gc, H)  # [K, T, G, H]: head g = c Gc + j
+    return to_heads(out, K * C * Gc), lse_to_heads(jnp.transpose(lse, (1, 2, 0, 3)).reshape(K, T, C * Gc))
 
 
 ring_attention_jit = jax.jit(ring_attention, static_argnames=("causal", "scale", "tile", "q_block", "num_cubes",
@@ -142,12 +149,14 @@ def ring_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry |
                   causal: bool = False, tile: int = 128, q_block: int | None = None,
                   num_cubes: int | None = None, ordering: str = "contiguous",
                   dtype_bytes: int = 2) -> RingSchedule:
-    """Plain-data schedule of ``ring_attention`` (geometry defaults to Llama3-70B, C = G = 8)."""
+    """Plain-data schedule of ``ring_attention`` and ``ring_attention_sharded`` (geometry defaults
+    to Llama3-70B, C = G = 8)."""
     g = AttentionGeometry.llama3_70b() if geometry is None else geometry
     check_schedule_args(num_queries, num_keys, causal=causal, dtype_bytes=dtype_bytes)
-    C = _check_cubes(num_cubes, g.group)
-    _tokens, valid, plans = ring_plan(num_queries, num_keys, num_cubes=C, tile=tile, q_block=q_block,
-                                     causal=causal, ordering=ordering)
+    C = check_ring_cubes(num_cubes, g.group)
+    Gc = g.group // C
+    _tokens, valid, plans = ring_plan(num_queries, num_keys, num_cubes=C, tiles=TileConfig(tile, q_block),
+                                      causal=causal, ordering=ordering)
     block_tokens = tuple(int(x) for x in valid.sum(1))
     step_cube, step_flops = [], []
     run = skipped = empty = 0
@@ -155,7 +164,7 @@ def ring_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry |
         per_cube, flops = [0] * C, [0] * C
         for lane, qi, kj in plan.computed:
             per_cube[lane] += 1
-            flops[lane] += 4 * plan.block_rows[qi] * plan.tile_keys[lane][kj] * g.head_dim * g.num_kv_heads
+            flops[lane] += 4 * plan.block_rows[qi] * Gc * plan.tile_keys[lane][kj] * g.head_dim * g.num_kv_heads
         step_cube.append(tuple(per_cube))
         step_flops.append(tuple(flops))
         busy = {(lane, qi) for lane, qi, _ in plan.computed}
@@ -171,7 +180,7 @@ def ring_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry |
     sent_keys = sum(block_tokens[(c - s) % C] for s in range(C - 1) for c in range(C))
     return RingSchedule(
         **problem_counts(plans, g, num_queries=num_queries, num_keys=num_keys, causal=causal,
-                         heads_per_lane=1, dtype_bytes=dtype_bytes),
+                         heads_per_lane=Gc, dtype_bytes=dtype_bytes),
         num_cubes=C, ordering=ordering, block_tokens=block_tokens, steps=C,
         block_steps_run=run, block_steps_skipped=skipped, block_steps_empty=empty,
         step_cube_tiles=tuple(step_cube), critical_path_tiles=sum(max(t) for t in step_cube),

@@ -102,18 +102,20 @@ class ReducePlan:
     """Static reduce-to-root of per-rank (m, l, O) partials (ADR section 4).
 
     ``rounds[i]`` holds the messages sent simultaneously in round i; a message carries the
-    sender's accumulated partial (``sends='accumulated'``, the tree) or its own local partial
-    (``sends='local'``, the all-to-all fan-out baseline where every rank merges all R partials).
+    sender's accumulated partial (``sends='accumulated'``, the tree), its own local partial
+    (``sends='local'``, the all-to-all fan-out baseline where every rank merges all R partials) or
+    is one side of a pairwise exchange of accumulated partials (``sends='exchange'``, the
+    recursive-doubling model of the one-shot ``all_reduce``).
     Rank r is CUBE r // P, PE r % P (physical ids; the mesh axes are ('cube', 'pe')).
     """
 
-    kind: str  # 'tree' | 'all_to_all'
+    kind: str  # 'tree' | 'all_to_all' | 'all_reduce'
     num_cubes: int  # C
     pes_per_cube: int  # P
     cube_mesh: tuple[int, int]  # (rows, cols) of the CUBE Group's rectangular sub-mesh, rows * cols = C
     root: int  # rank that writes O (the CUBE-Group root: PE 0 of the center CUBE)
     holders: tuple[int, ...]  # ranks that end with the full result
-    sends: str  # 'accumulated' | 'local'
+    sends: str  # 'accumulated' | 'local' | 'exchange'
     rounds: tuple[tuple[Message, ...], ...]
     level2_rounds: int  # rounds whose messages stay inside a CUBE (PE IPCQ)
     level1_rounds: int  # rounds with a message between CUBEs (CUBE NOC)
@@ -124,6 +126,14 @@ class ReducePlan:
 
     def messages(self, level: int | None = None) -> int:
         return sum(1 for rnd in self.rounds for msg in rnd if level is None or msg[2] == level)
+
+    def sends_per_rank(self) -> tuple[int, ...]:
+        """Messages each rank sends over the whole plan (bytes sent = this x the payload)."""
+        counts = [0] * (self.num_cubes * self.pes_per_cube)
+        for rnd in self.rounds:
+            for src, _, _ in rnd:
+                counts[src] += 1
+        return tuple(counts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,9 +163,9 @@ class SplitKVSchedule(ProblemCounts):
 
 @dataclasses.dataclass(frozen=True)
 class RingSchedule(ProblemCounts):
-    """Prefill-SP: head-parallel ring KV (ADR section 5.5). One q head per CUBE, C = G."""
+    """Prefill-SP: head-parallel ring KV (ADR section 5.5). G / C q heads per CUBE (ADR: C = G, one)."""
 
-    num_cubes: int  # C = G
+    num_cubes: int  # C, divides G
     ordering: str  # 'contiguous' | 'zigzag' | 'striped'
     block_tokens: tuple[int, ...]  # keys in each KV block (block j starts on CUBE j)
     steps: int  # ring steps: C

@@ -19,44 +19,45 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxref.attention.flash import TileConfig
-from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_positive, check_schedule_args
+from jaxref.attention.core import Partial, finalize, group_queries, lse_to_heads, to_heads
+from jaxref.attention.geometry import (
+    AttentionGeometry,
+    check_inputs,
+    check_positive,
+    check_schedule_args,
+)
 from jaxref.attention.placement import KVPlacement
 from jaxref.attention.reduce import check_mesh, reduce_partials, reduce_plan
 from jaxref.attention.schedule import SplitKVSchedule, problem_counts
 from jaxref.attention.sweep import (
-    Partial,
     SweepPlan,
-    finalize,
+    TileConfig,
     init_sweep_state,
-    lse_to_heads,
     plan_sweep,
-    q_grouped,
     run_sweep,
-    to_heads,
     user_bias_mask,
 )
 
 
-@functools.lru_cache(maxsize=256)
-def split_kv_plan(num_queries: int, num_keys: int, *, tile: int, q_block: int | None, causal: bool,
-                  num_cubes: int, pes_per_cube: int, cube_mesh: tuple[int, int] | None = None,
-                  placement: str = "round_robin", start_cube: int = 0, start_pe: int = 0,
-                  capacity: int | None = None) -> tuple[KVPlacement, SweepPlan, np.ndarray, np.ndarray]:
-    """Placement, per-rank sweep plan (one lane per rank) and the shard table (token ids, valid)."""
-    TileConfig(tile, q_block)
-    check_mesh(num_cubes, pes_per_cube, cube_mesh)
+def kv_placement(num_keys: int, *, num_cubes: int, pes_per_cube: int, placement: str = "round_robin",
+                 start_cube: int = 0, start_pe: int = 0, capacity: int | None = None) -> KVPlacement:
+    """The validated ``KVPlacement`` of S = num_keys keys (capacity default S, must be >= S)."""
     capacity = num_keys if capacity is None else capacity
     if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < num_keys:
         raise ValueError(f"capacity={capacity!r} must be an int >= the number of keys S={num_keys}")
-    pl = KVPlacement(num_cubes=num_cubes, pes_per_cube=pes_per_cube, capacity=capacity, layout=placement,
-                     start_cube=start_cube, start_pe=start_pe)
-    tokens, valid = pl.shard_table(num_keys)
+    return KVPlacement(num_cubes=num_cubes, pes_per_cube=pes_per_cube, capacity=capacity, layout=placement,
+                       start_cube=start_cube, start_pe=start_pe)
+
+
+@functools.lru_cache(maxsize=256)
+def split_kv_plan(num_queries: int, num_keys: int, *, tiles: TileConfig, placement: KVPlacement,
+                  causal: bool) -> tuple[SweepPlan, np.ndarray, np.ndarray]:
+    """Per-rank sweep plan (one lane per rank) and the shard table (token ids, valid) [R, slots]."""
+    tokens, valid = placement.shard_table(num_keys)
     tokens.setflags(write=False)
     valid.setflags(write=False)
     qpos = np.arange(num_queries) + (num_keys - num_queries)
-    plan = plan_sweep(qpos, tokens, valid, tile=tile, q_block=q_block, causal=causal)
-    return pl, plan, tokens, valid
+    return plan_sweep(qpos, tokens, valid, tiles=tiles, causal=causal), tokens, valid
 
 
 def split_kv_partials(q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None,
@@ -66,21 +67,28 @@ def split_kv_partials(q, k, v, *, bias=None, mask=None, causal: bool = False, sc
     """Every rank's unnormalised partial after its local sweep.
 
     Returns Partial with m, l [R, K, T, G] and o [R, K, T, G, H] (rank = cube * P + pe). A rank
-    with no valid key holds (MASK_VALUE, 0, 0).
+    with no valid key holds the neutral (FLOOR, 0, 0).
     """
+    check_mesh(num_cubes, pes_per_cube, cube_mesh)
+    pl = kv_placement(k.shape[0], num_cubes=num_cubes, pes_per_cube=pes_per_cube, placement=placement,
+                      start_cube=start_cube, start_pe=start_pe, capacity=capacity)
+    return rank_partials(q, k, v, tiles=TileConfig(tile, q_block), placement=pl, bias=bias, mask=mask,
+                         causal=causal, scale=scale)
+
+
+def rank_partials(q, k, v, *, tiles: TileConfig, placement: KVPlacement, bias=None, mask=None,
+                  causal: bool = False, scale: float | None = None) -> Partial:
+    """``split_kv_partials`` on validated knob objects (what the public entry points call)."""
     T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
     scale = H**-0.5 if scale is None else scale
-    _, plan, tokens, valid = split_kv_plan(T, S, tile=tile, q_block=q_block, causal=causal,
-                                           num_cubes=num_cubes, pes_per_cube=pes_per_cube,
-                                           cube_mesh=cube_mesh, placement=placement, start_cube=start_cube,
-                                           start_pe=start_pe, capacity=capacity)
+    plan, tokens, valid = split_kv_plan(T, S, tiles=tiles, placement=placement, causal=causal)
     b, m = user_bias_mask(bias, mask, N, K, T, S)  # [K, T, G, S]
 
     def shard_cols(x):  # [K, T, G, S] -> [R, K, T, G, slots]: the columns each rank holds
         return None if x is None else jnp.moveaxis(x[..., tokens], 3, 0)
 
     state = init_sweep_state(plan, K, G, H)
-    state = run_sweep(state, plan, q_grouped(q, K)[None], k[tokens], v[tokens],
+    state = run_sweep(state, plan, group_queries(q, K)[None], k[tokens], v[tokens],
                       np.arange(T) + (S - T), tokens, valid, bias=shard_cols(b), mask=shard_cols(m),
                       scale=scale, causal=causal)
     return Partial(state.m[:, :, :T], state.l[:, :, :T], state.o[:, :, :T])
@@ -101,19 +109,19 @@ def split_kv_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, s
       placement: 'round_robin' | 'contiguous'; start_cube, start_pe: rotations (see KVPlacement).
       capacity: KV slots the layout is sized for (default S; larger leaves rear ranks empty under
         'contiguous').
-      reduce: 'tree' (2-level reduce-to-root) | 'all_to_all' (baseline fan-out).
+      reduce: 'tree' (2-level reduce-to-root) | 'all_to_all' (baseline fan-out) | 'all_reduce'
+        (one-shot max + sum over ranks, Tree Attention).
     Returns:
       out [T, N, H] float32 and lse [N, T] float32 at the root rank.
     """
-    _T, _S, N, _K, _G, _H = check_inputs(q, k, v, causal=causal)
     rplan = reduce_plan(num_cubes, pes_per_cube, kind=reduce, cube_mesh=cube_mesh)
-    parts = split_kv_partials(q, k, v, bias=bias, mask=mask, causal=causal, scale=scale, tile=tile,
-                              q_block=q_block, num_cubes=num_cubes, pes_per_cube=pes_per_cube,
-                              cube_mesh=cube_mesh, placement=placement, start_cube=start_cube,
-                              start_pe=start_pe, capacity=capacity)
+    pl = kv_placement(k.shape[0], num_cubes=num_cubes, pes_per_cube=pes_per_cube, placement=placement,
+                      start_cube=start_cube, start_pe=start_pe, capacity=capacity)
+    parts = rank_partials(q, k, v, tiles=TileConfig(tile, q_block), placement=pl, bias=bias, mask=mask,
+                          causal=causal, scale=scale)
     reduced = reduce_partials(parts, rplan)
     out, lse = finalize(Partial(*(x[rplan.root] for x in reduced)))
-    return to_heads(out, N), lse_to_heads(lse)
+    return to_heads(out, q.shape[1]), lse_to_heads(lse)
 
 
 split_kv_attention_jit = jax.jit(split_kv_attention, static_argnames=(
@@ -132,10 +140,10 @@ def split_kv_schedule(num_queries: int, num_keys: int, geometry: AttentionGeomet
     check_schedule_args(num_queries, num_keys, causal=causal, dtype_bytes=dtype_bytes)
     check_positive("acc_bytes", acc_bytes)
     rplan = reduce_plan(num_cubes, pes_per_cube, kind=reduce, cube_mesh=cube_mesh)
-    pl, plan, _, valid = split_kv_plan(num_queries, num_keys, tile=tile, q_block=q_block, causal=causal,
-                                       num_cubes=num_cubes, pes_per_cube=pes_per_cube, cube_mesh=cube_mesh,
-                                       placement=placement, start_cube=start_cube, start_pe=start_pe,
-                                       capacity=capacity)
+    pl = kv_placement(num_keys, num_cubes=num_cubes, pes_per_cube=pes_per_cube, placement=placement,
+                      start_cube=start_cube, start_pe=start_pe, capacity=capacity)
+    plan, _, valid = split_kv_plan(num_queries, num_keys, tiles=TileConfig(tile, q_block), placement=pl,
+                                   causal=causal)
     rank_tiles = plan.lane_tiles_computed()
     payload = g.num_kv_heads * num_queries * g.group * (g.head_dim + 2) * acc_bytes
     msgs = rplan.messages()

@@ -23,54 +23,32 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxref.attention.reference import MASK_LSE, MASK_VALUE
+from jaxref.attention.core import Partial, fold, init_partial, scores
+from jaxref.attention.geometry import check_positive
+from jaxref.attention.reference import MASK_VALUE
 
 PAST, PARTIAL, FUTURE, EMPTY = "past", "partial", "future", "empty"
 
 
-class Partial(NamedTuple):
-    """Unnormalised online-softmax state (a pytree).
+@dataclasses.dataclass(frozen=True)
+class TileConfig:
+    """Tile sizes of the online-softmax sweep (validated once; hashable, so plans cache on it).
 
-    m: running row max of the scaled scores (no gradient: results are invariant to it), [..., K, T, Gl]
-    l: running sum of exp(s - m), [..., K, T, Gl];  o: running sum of exp(s - m) * v, [..., K, T, Gl, H]
-    A row that has seen no valid key holds (MASK_VALUE, 0, 0): the neutral element of ``merge``.
+    tile: keys per KV tile (the K/V streaming granularity; the last tile may be ragged).
+    q_block: query rows per block (prefill); None = all T rows in one block (decode, one launch).
     """
 
-    m: jnp.ndarray
-    l: jnp.ndarray
-    o: jnp.ndarray
+    tile: int = 128
+    q_block: int | None = None
 
-
-def init_partial(shape: tuple[int, ...], head_dim: int) -> Partial:
-    """Neutral state for rows of ``shape`` (e.g. (lanes, K, T, Gl))."""
-    return Partial(jnp.full(shape, MASK_VALUE, jnp.float32), jnp.zeros(shape, jnp.float32),
-                   jnp.zeros((*shape, head_dim), jnp.float32))
-
-
-def merge(a: Partial, b: Partial) -> Partial:
-    """Log-sum-exp merge of two partials over disjoint key sets (ADR section 4; associative, commutative).
-
-    A fully masked partial (m = MASK_VALUE, l = 0) is neutral: its weight exp(MASK_VALUE - m) is 0,
-    or 1 times l = 0 when both sides are masked, so no NaN and no change.
-    """
-    m = lax.stop_gradient(jnp.maximum(a.m, b.m))
-    sa, sb = jnp.exp(a.m - m), jnp.exp(b.m - m)
-    return Partial(m, a.l * sa + b.l * sb, a.o * sa[..., None] + b.o * sb[..., None])
-
-
-def finalize(p: Partial) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """Normalise once: out = o / l, lse = m + log l; rows without a valid key give (0, MASK_LSE)."""
-    valid = p.l > 0
-    l_safe = jnp.where(valid, p.l, 1.0)
-    out = jnp.where(valid[..., None], p.o / l_safe[..., None], 0.0)
-    lse = jnp.where(valid, p.m + jnp.log(l_safe), MASK_LSE)
-    return out, lse
+    def __post_init__(self):
+        check_positive("tile", self.tile)
+        check_positive("q_block", self.q_block, allow_none=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,14 +94,13 @@ class SweepPlan:
         return tuple(counts)
 
 
-def plan_sweep(qpos, kpos, kvalid, *, tile: int, q_block: int | None, causal: bool,
-               causal_skip: bool = True) -> SweepPlan:
+def plan_sweep(qpos, kpos, kvalid, *, tiles: TileConfig, causal: bool, causal_skip: bool = True) -> SweepPlan:
     """Classify every (lane, q block, kv tile) of a sweep.
 
     Args:
       qpos: [T] int positions of the query rows (bottom-right aligned: t + S - T).
       kpos: [lanes, L] int positions of the key slots; kvalid: [lanes, L] bool (False = padding).
-      tile, q_block: KV tile and query block sizes (q_block None = all T rows in one block).
+      tiles: KV tile and query block sizes (q_block None = all T rows in one block).
       causal: query at position p sees keys at positions <= p.
       causal_skip: skip wholly-future tiles (False computes them under the mask, for benchmarks).
     """
@@ -132,8 +109,8 @@ def plan_sweep(qpos, kpos, kvalid, *, tile: int, q_block: int | None, causal: bo
     kvalid = np.asarray(kvalid, bool)
     lanes, L = kpos.shape
     T = qpos.shape[0]
-    bq = T if q_block is None else min(q_block, T)
-    tl = min(tile, L)
+    bq = T if tiles.q_block is None else min(tiles.q_block, T)
+    tl = min(tiles.tile, L)
     nq, nt = -(-T // bq), -(-L // tl)
     pad = nq * bq - T
     qp = np.concatenate([qpos, np.full(pad, qpos[-1])]).reshape(nq, bq)
@@ -202,11 +179,8 @@ def _tile_step(state: Partial, item, *, arrays, masked: bool, causal: bool, scal
     q_blk = lax.dynamic_slice(q, (lane if q_per_lane else 0, 0, t0, 0, 0), (1, K, bq, Gl, H))[0]
     k_tile = lax.dynamic_slice(k, (lane, s0, 0, 0), (1, tl, K, H))[0]  # [S=tl, K, H]
     v_tile = lax.dynamic_slice(v, (lane, s0, 0, 0), (1, tl, K, H))[0]
-    # GQA M-fold: q block rows x the Gl heads of a kv head are the M rows of one GEMM per kv head;
-    # the K/V tile is read once for all of them (no repeat_kv).
-    q_m = q_blk.reshape(K, bq * Gl, H)  # [K, M, H], M = bq * Gl
-    s = jnp.einsum("KMH,SKH->KMS", q_m, k_tile, preferred_element_type=jnp.float32) * scale
-    s = s.reshape(K, bq, Gl, tl)  # [K, T=bq, Gl, S=tl]
+    # GQA M-fold: q block rows x the Gl heads of a kv head are the M rows of one GEMM per kv head.
+    s = (scores(q_blk.reshape(K, bq * Gl, H), k_tile, kv_layout="SKH") * scale).reshape(K, bq, Gl, tl)
     if bias is not None:
         s = s + lax.dynamic_slice(bias, (lane, 0, t0, 0, s0), (1, K, bq, Gl, tl))[0].astype(jnp.float32)
     keep = None
@@ -223,22 +197,14 @@ def _tile_step(state: Partial, item, *, arrays, masked: bool, causal: bool, scal
     if keep is not None:
         s = jnp.where(keep, s, MASK_VALUE)
     at = (lane, 0, t0, 0)
-    m0 = lax.dynamic_slice(state.m, at, (1, K, bq, Gl))[0]
-    l0 = lax.dynamic_slice(state.l, at, (1, K, bq, Gl))[0]
-    o0 = lax.dynamic_slice(state.o, (*at, 0), (1, K, bq, Gl, H))[0]
-    m1 = lax.stop_gradient(jnp.maximum(m0, s.max(-1)))
-    p = jnp.exp(s - m1[..., None])
-    if keep is not None:  # a row with no valid key so far has m1 = MASK_VALUE: exp(0) must not count
-        p = jnp.where(keep, p, 0.0)
-    corr = jnp.exp(m0 - m1)
-    l1 = l0 * corr + p.sum(-1)
-    # P is rounded to V's storage type before the second GEMM, as a bf16 FlashAttention kernel does.
-    pv = jnp.einsum("KMS,SKH->KMH", p.astype(v_tile.dtype).reshape(K, bq * Gl, tl), v_tile,
-                    preferred_element_type=jnp.float32).reshape(K, bq, Gl, H)
-    o1 = o0 * corr[..., None] + pv
-    new = Partial(lax.dynamic_update_slice(state.m, m1[None], at),
-                  lax.dynamic_update_slice(state.l, l1[None], at),
-                  lax.dynamic_update_slice(state.o, o1[None], (*at, 0)))
+    rows = (K, bq * Gl)
+    old = Partial(lax.dynamic_slice(state.m, at, (1, K, bq, Gl)).reshape(rows),
+                  lax.dynamic_slice(state.l, at, (1, K, bq, Gl)).reshape(rows),
+                  lax.dynamic_slice(state.o, (*at, 0), (1, K, bq, Gl, H)).reshape(*rows, H))
+    m1, l1, o1 = fold(old, s.reshape(*rows, tl), v_tile, kv_layout="SKH")
+    new = Partial(lax.dynamic_update_slice(state.m, m1.reshape(1, K, bq, Gl), at),
+                  lax.dynamic_update_slice(state.l, l1.reshape(1, K, bq, Gl), at),
+                  lax.dynamic_update_slice(state.o, o1.reshape(1, K, bq, Gl, H), (*at, 0)))
     return new, None
 
 
@@ -271,18 +237,6 @@ def run_sweep(state: Partial, plan: SweepPlan, q, k, v, qpos, kpos, kvalid, *, b
     return state
 
 
-def to_heads(x: jnp.ndarray, num_heads: int) -> jnp.ndarray:
-    """[K, T, G, ...] -> [T, N, ...] (q head n = kv head n // G)."""
-    _K, T, _G = x.shape[:3]
-    return jnp.moveaxis(x, 1, 0).reshape(T, num_heads, *x.shape[3:])
-
-
-def lse_to_heads(lse: jnp.ndarray) -> jnp.ndarray:
-    """[K, T, G] -> [N, T]."""
-    K, T, G = lse.shape
-    return jnp.transpose(lse, (0, 2, 1)).reshape(K * G, T)
-
-
 def user_bias_mask(bias, mask, N: int, K: int, T: int, S: int):
     """Broadcast user bias / keep-mask (broadcastable to [N, T, S]) to [K, T, G, S]."""
     G = N // K
@@ -294,10 +248,4 @@ def user_bias_mask(bias, mask, N: int, K: int, T: int, S: int):
         return jnp.transpose(x.reshape(K, G, T, S), (0, 2, 1, 3))
 
     return prep(bias, jnp.float32), prep(mask, bool)
-
-
-def q_grouped(q: jnp.ndarray, K: int) -> jnp.ndarray:
-    """[T, N, H] -> [K, T, G, H]."""
-    T, N, H = q.shape
-    return jnp.transpose(q.reshape(T, K, N // K, H), (1, 0, 2, 3))
 
