@@ -47,6 +47,7 @@ import jax.numpy as jnp
 
 from jaxref.attention.reference import MASK_LSE, MASK_VALUE
 from jaxref.config import ExpertConfig
+from jaxref.param_table import LAYER_PARAMS
 from jaxref.precision import Precision
 
 FP32 = Precision.fp32()
@@ -101,21 +102,8 @@ class LayerParams:
 
 
 def layer_param_shapes(cfg: ExpertConfig) -> dict[str, tuple[int, ...]]:
-    """Shape of every ``LayerParams`` field for one layer of ``cfg`` (the schema checks use it)."""
-    D, N, K, H, F = cfg.hidden, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.ffn
-    return {
-        "input_norm": (D,),
-        "wq": (N, H, D),
-        "wk": (K, H, D),
-        "wv": (K, H, D),
-        "q_norm": (H,),
-        "k_norm": (H,),
-        "wo": (D, N, H),
-        "post_norm": (D,),
-        "w_gate": (F, D),
-        "w_up": (F, D),
-        "w_down": (D, F),
-    }
+    """Shape of every ``LayerParams`` field for one layer of ``cfg`` (from ``jaxref.param_table``)."""
+    return {s.field: s.golden_shape(cfg) for s in LAYER_PARAMS}
 
 
 def check_layer_params(params: LayerParams, cfg: ExpertConfig, *, stacked: int | None = None) -> None:
