@@ -10,7 +10,17 @@ from jaxref.action import (
     euler_sample,
 )
 from jaxref.config import ActionInConfig, ExpertConfig
-from jaxref.expert import ExpertParams, KVCache, expert_stack, sample, sample_jit, velocity, velocity_jit
+from jaxref.expert import (
+    CacheContext,
+    ExpertParams,
+    KVCache,
+    LayerSource,
+    expert_stack,
+    sample,
+    sample_jit,
+    velocity,
+    velocity_jit,
+)
 from jaxref.layers import (
     LayerParams,
     attend_exact,
@@ -34,10 +44,12 @@ __all__ = [
     "ActionInConfig",
     "ActionInParams",
     "ActionOutParams",
+    "CacheContext",
     "ExpertConfig",
     "ExpertParams",
     "KVCache",
     "LayerParams",
+    "LayerSource",
     "Precision",
     "UnicycleConfig",
     "action_in_proj",

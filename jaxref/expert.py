@@ -28,8 +28,13 @@ cache attention runs a kv head at a time, a vmapped batch folded into its query 
 chunks bound the scores' memory (e.g. for gradients, which evaluate the batch in the plain batched
 form). Results agree to float32 rounding either way.
 
+Layer sources: ``velocity`` / ``sample`` / ``expert_stack`` take layer i's weights and cache rows
+from stacked arrays (the default) or from any ``LayerSource`` ``i -> (LayerParams, cache_k, cache_v)``
+evaluated inside the layer scan (compact storage unpacked per layer, or weights generated per layer),
+with a ``CacheContext`` (S, rope delta) in place of the cache.
+
 Jitted entry points: ``velocity_jit`` and ``sample_jit`` (static: cfg, attention, precision,
-proj_precision, kv_chunk, num_steps).
+proj_precision, kv_chunk, num_steps, layers - a layer source must be hashable, e.g. a function).
 """
 
 from __future__ import annotations
@@ -98,6 +103,42 @@ class KVCache:
         return cls(
             k=k, v=v, seq_len=jnp.asarray(seq_len, jnp.int32), rope_delta=jnp.asarray(rope_delta, jnp.int32)
         )
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class CacheContext:
+    """What the stack needs of the VLM cache besides its rows: S and the M-RoPE delta (int32 scalars).
+
+    Pass it instead of a ``KVCache`` when a layer source supplies the cache rows (``velocity(...,
+    layers=source)``); a ``KVCache`` carries the same two fields.
+    """
+
+    seq_len: jax.Array
+    rope_delta: jax.Array
+
+    @classmethod
+    def create(cls, seq_len, rope_delta=0) -> CacheContext:
+        s = _concrete_int(seq_len)
+        if s is not None and s < 0:
+            raise ValueError(f"seq_len={s} must be >= 0")
+        return cls(seq_len=jnp.asarray(seq_len, jnp.int32), rope_delta=jnp.asarray(rope_delta, jnp.int32))
+
+
+# A layer source: i (int32 scalar, traced inside the layer scan) -> (layer i's LayerParams,
+# cache_k [K, Smax, H], cache_v [K, Smax, H]). It may slice stacked arrays (``stacked_layers``),
+# unpack a compact storage format, or generate layer i from a per-layer key, so that only one layer
+# exists in float32 at a time.
+LayerSource = Callable[[jax.Array], tuple[LayerParams, jax.Array, jax.Array]]
+
+
+def stacked_layers(layers: LayerParams, cache: KVCache) -> LayerSource:
+    """The layer source of stacked ``LayerParams`` [L, ...] and a ``KVCache`` [L, K, Smax, H]."""
+
+    def layer_at(i):
+        return jax.tree.map(lambda a: a[i], layers), cache.k[i], cache.v[i]
+
+    return layer_at
 
 
 def check_kv_chunk(kv_chunk) -> int | None:
@@ -177,10 +218,10 @@ def run_layers(
 
 
 def expert_stack(
-    layers: LayerParams,
+    layers: LayerParams | LayerSource,
     final_norm: jax.Array,
     x: jax.Array,
-    cache: KVCache,
+    cache: KVCache | CacheContext,
     *,
     cfg: ExpertConfig,
     attention: str = "exact",
@@ -191,10 +232,12 @@ def expert_stack(
     """The decoder stack (``lax.scan`` over stacked layers and cache layers) and the final RMSNorm.
 
     Args:
-      layers: ``LayerParams`` stacked on a leading L axis.
+      layers: ``LayerParams`` stacked on a leading L axis (cache rows from ``cache``), or a
+        ``LayerSource`` giving layer i's weights and cache rows (``cache`` then only supplies S and
+        the rope delta, e.g. a ``CacheContext``).
       final_norm: [D].
       x: [T, D] expert input embedding (rounded by ``precision.act``: the device uploads it as bf16).
-      cache: ``KVCache`` with k / v [L, K, Smax, H].
+      cache: ``KVCache`` with k / v [L, K, Smax, H], or a ``CacheContext`` with a layer source.
       attention: 'exact' or 'tail_slot' (see ``jaxref.layers``).
       kv_chunk: cache rows per online-softmax chunk (``jaxref.layers.attention_over_rows``).
       return_hidden: also return every layer's output.
@@ -203,18 +246,21 @@ def expert_stack(
     """
     if attention not in ATTENTION_MODES:
         raise ValueError(f"attention={attention!r} unknown; expected one of {ATTENTION_MODES}")
-    check_cache(cache, cfg, attention=attention)
-    if layers.wq.shape[0] != cfg.num_layers:
-        raise ValueError(
-            f"layers are stacked for L={layers.wq.shape[0]}, cfg has num_layers={cfg.num_layers}"
-        )
+    if isinstance(layers, LayerParams):
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"stacked layers need a KVCache, got cache of type {type(cache).__name__}")
+        check_cache(cache, cfg, attention=attention)
+        if layers.wq.shape[0] != cfg.num_layers:
+            raise ValueError(
+                f"layers are stacked for L={layers.wq.shape[0]}, cfg has num_layers={cfg.num_layers}"
+            )
+        layers = stacked_layers(layers, cache)
+    elif not callable(layers):
+        raise TypeError(f"layers must be stacked LayerParams or a layer source, got {type(layers).__name__}")
     rope = expert_rope(cache.seq_len, cache.rope_delta, cfg=cfg, precision=precision)
 
-    def layer_at(i):
-        return jax.tree.map(lambda a: a[i], layers), cache.k[i], cache.v[i]
-
     res = run_layers(
-        layer_at,
+        layers,
         precision.act(x.astype(jnp.float32)),
         cache.seq_len,
         rope,
@@ -246,6 +292,7 @@ def velocity(
     precision: Precision = FP32,
     proj_precision: Precision = FP32,
     kv_chunk: int | None = KV_CHUNK,
+    layers: LayerSource | None = None,
 ) -> jax.Array:
     """Flow-matching velocity ``v(x_t, t)``: action_in_proj -> decoder stack -> action_out_proj.
 
@@ -257,6 +304,9 @@ def velocity(
         the device port).
       kv_chunk: cache rows per online-softmax chunk (``jaxref.layers.attention_folded``; None =
         dense, the default and fastest).
+      layers: optional ``LayerSource``: layer i's weights and cache rows come from ``layers(i)``
+        (``params.layers`` and the cache's rows are then unused: ``params.layers`` may be None and
+        ``cache`` a ``CacheContext``).
     Returns:
       v shaped like x_t, float32.
     """
@@ -270,6 +320,7 @@ def velocity(
             precision=precision,
             proj_precision=proj_precision,
             kv_chunk=kv_chunk,
+            layers=layers,
         )
         return jax.vmap(one, in_axes=(None, 0, 0, None))(params, x_t, t, cache)
     if x_t.shape != (cfg.num_tokens, cfg.action_dim):
@@ -278,7 +329,7 @@ def velocity(
         )
     emb = action_in_proj(params.action_in, x_t, t, cfg=cfg.action_in, precision=proj_precision)
     h = expert_stack(
-        params.layers,
+        params.layers if layers is None else layers,
         params.final_norm,
         emb,
         cache,
@@ -302,13 +353,14 @@ def sample(
     num_steps: int | None = None,
     x0: jax.Array | None = None,
     kv_chunk: int | None = KV_CHUNK,
+    layers: LayerSource | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Sample one trajectory's actions with the Euler flow-matching sampler (no guidance).
 
     ``x0 ~ N(0, I)`` of shape [T, A] from ``key`` (or the given ``x0``), ``num_steps`` (default
     ``cfg.num_steps`` = 10) Euler steps over ``t = linspace(0, 1, steps + 1)``.
 
-    ``kv_chunk``: as ``velocity``.
+    ``kv_chunk``, ``layers``: as ``velocity``.
 
     Returns:
       (final action [T, A], per-step velocities [steps, T, A]), float32.
@@ -329,14 +381,16 @@ def sample(
         precision=precision,
         proj_precision=proj_precision,
         kv_chunk=kv_chunk,
+        layers=layers,
     )
     return euler_sample(lambda x, t: fn(x, t), x0, num_steps=steps)
 
 
 # Jitted entry points: static knobs are the hashable config / policy objects and strings.
 velocity_jit = jax.jit(
-    velocity, static_argnames=("cfg", "attention", "precision", "proj_precision", "kv_chunk")
+    velocity, static_argnames=("cfg", "attention", "precision", "proj_precision", "kv_chunk", "layers")
 )
 sample_jit = jax.jit(
-    sample, static_argnames=("cfg", "attention", "precision", "proj_precision", "num_steps", "kv_chunk")
+    sample,
+    static_argnames=("cfg", "attention", "precision", "proj_precision", "num_steps", "kv_chunk", "layers"),
 )
