@@ -139,6 +139,7 @@ class Device:
         self.traces: dict[int, list] = {}
         self.replaying = False
         self.open = True
+        self.trace_ids = itertools.count(1)
 
 
 def _round(ns, x, dtype: DataType):
@@ -241,7 +242,7 @@ class Emulation:
     def begin_trace_capture(self, device: Device, cq_id: int = 0) -> int:
         _check(device.capturing is None, "a trace capture is already open")
         device.capturing = []
-        return len(device.traces) + 1
+        return next(device.trace_ids)
 
     def end_trace_capture(self, device: Device, trace_id: int, cq_id: int = 0) -> None:
         device.traces[trace_id], device.capturing = device.capturing, None
