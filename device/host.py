@@ -109,7 +109,7 @@ def host_tensor(ns, array: np.ndarray, fmt: str):
     """
     if fmt not in DTYPE_ATTR:
         raise ValueError(f"fmt={fmt!r} unknown; expected one of {sorted(DTYPE_ATTR)}")
-    t = ns.Tensor(np.ascontiguousarray(array, np.float32), getattr(ns, DTYPE_ATTR[fmt]))
+    t = ns.Tensor(np.array(array, np.float32, order="C"), getattr(ns, DTYPE_ATTR[fmt]))  # owned, writable
     return t if t.layout == ns.TILE_LAYOUT else ns.to_layout(t, ns.TILE_LAYOUT)
 
 
