@@ -27,16 +27,16 @@ except (ImportError, OSError, RuntimeError) as exc:
     pytest.skip(f"ttnn not importable here ({type(exc).__name__}: {exc}); run `make test-ttnn` "
                 "(CPython 3.12 venv with ttnn 0.81.1)", allow_module_level=True)
 
-import jax  # noqa: E402 - after the skip: the main env never gets here
+import jax  # after the skip: the main env never gets here
 
-from device.configs import GraphConfig  # noqa: E402
-from device.emulation import Emulation  # noqa: E402
-from device.graph import TTExpert  # noqa: E402
-from device.host import host_tensor, model_from_params  # noqa: E402
-from device.recorder import Recorder  # noqa: E402
-from jaxref.config import ExpertConfig  # noqa: E402
-from jaxref.numerics import quantize_bfp, round_bf16  # noqa: E402
-from jaxref.weights import init_cache, init_params  # noqa: E402
+from device.configs import GraphConfig
+from device.emulation import Emulation
+from device.graph import TTExpert
+from device.host import host_tensor, model_from_params
+from device.recorder import Recorder
+from jaxref.config import ExpertConfig
+from jaxref.numerics import quantize_bfp, round_bf16
+from jaxref.weights import init_cache, init_params
 
 pytestmark = pytest.mark.ttnn
 CFG = ExpertConfig.tiny(head_dim=32)
