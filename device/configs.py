@@ -174,7 +174,8 @@ class GraphConfig:
         """Raise ValueError if this graph cannot run ``cfg`` (tile alignment, chunking)."""
         T, H, smax = cfg.num_tokens, cfg.head_dim, cfg.max_seq_len
         _require(T % TILE == 0, f"num_tokens={T} must be a multiple of {TILE} (tile rows; fill_cache offset)")
-        _require(H % TILE == 0, f"head_dim={H} must be a multiple of {TILE}")
+        _require(H == TILE or H % (2 * TILE) == 0,
+                 f"head_dim={H} must be {TILE} or a multiple of {2 * TILE} (rotary_embedding_hf)")
         _require(smax % self.k_chunk == 0, f"max_seq_len={smax} must be a multiple of k_chunk={self.k_chunk}")
         _require(T % self.q_chunk == 0 or self.attn_mode == "decode",
                  f"num_tokens={T} must be a multiple of q_chunk={self.q_chunk}")

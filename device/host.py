@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import jax
 import numpy as np
 
 from jaxref.config import ExpertConfig
@@ -76,8 +77,6 @@ def final_norm_from_hf(state: Mapping[str, object], *, expert_prefix: str = "") 
 
 def model_from_params(params: ExpertParams, cfg: ExpertConfig) -> tuple[list[dict[str, np.ndarray]], np.ndarray]:
     """(per-layer device arrays, final-norm gamma [1, 1, 1, D]) from stacked golden params."""
-    import jax
-
     layers = [layer_from_params(jax.tree.map(lambda a, i=i: a[i], params.layers), cfg) for i in range(cfg.num_layers)]
     return layers, np.asarray(params.final_norm, np.float32).reshape(1, 1, 1, -1)
 

@@ -108,6 +108,9 @@ def test_trace_replays_eager_and_recaptures_on_new_buffers(tiny):
     assert ex._trace[0] != first  # re-captured: the cache addresses changed
     np.testing.assert_array_equal(out, ex.forward(emb, fresh, traced=False))
     assert not np.array_equal(out, eager)
+    ex.ns.begin_trace_capture(ex.device)  # every persistent buffer must exist before a capture
+    with pytest.raises(ValueError, match="during trace capture"):
+        ex.upload_cache(np.asarray(tiny.cache.k[0]), np.asarray(tiny.cache.v[0]))
 
 
 def test_nineteen_ops_per_layer(tiny):

@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import pytest
 
 from device import parity
+from jaxref.config import ExpertConfig
+from jaxref.weights import init_params, save_safetensors
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_CHIP = parity.chip_status()
@@ -30,8 +33,13 @@ def test_no_chip_says_so_exits_nonzero_and_prints_no_numbers(tmp_path):
 
 
 def test_emulation_run_writes_json_markdown_and_op_csv(tmp_path):
+    """From an HF-format checkpoint (device weights straight from its keys), as a chip run would."""
+    cfg = ExpertConfig.tiny(head_dim=32)
+    save_safetensors(tmp_path / "expert.safetensors", init_params(jax.random.PRNGKey(5), cfg), cfg,
+                     expert_prefix="expert.")
     out = tmp_path / "o"
     assert parity.main(["--backend", "emulation", "--preset", "tiny", "--no-sample", "--layers", "0,1",
+                        "--checkpoint", str(tmp_path / "expert.safetensors"), "--expert-prefix", "expert.",
                         "--out", str(out)]) == 0
     res = json.loads((out / "parity.json").read_text())
     assert res["backend"] == "emulation" and [x["layer"] for x in res["layers"]] == [0, 1]
