@@ -144,8 +144,9 @@ def test_tuned_matmul_configs_at_alpamayo_tt():
 
 @pytest.mark.slow
 def test_alpamayo_tt_width_two_layers():
-    """2 layers at alpamayo_tt widths, S = 4600, Smax = 8192: every target in both attention modes."""
+    """2 layers at alpamayo_tt widths, S = 4600, Smax = 8192: both attention modes, each precision target
+    (the full matrix runs at tiny; ~1 min here on one core, most of it building the random model)."""
     model = Model.build(ExpertConfig.alpamayo_tt(num_layers=2), seq_len=4600)
-    for kind, mode in CASES:
+    for kind, mode in [("bfp8", "decode"), ("bf16", "standard"), ("exact", "decode"), ("exact", "standard")]:
         errors = model.layer_errors(*run_case(model, kind, mode))
         assert meets(errors, kind), (kind, mode, [str(e) for e in errors])
