@@ -38,7 +38,7 @@ test-core: $(VENV)/.installed
 
 # quantize_bfp / round_bf16 bit for bit against ttnn's host converter (mock Blackhole, no chip needed).
 test-ttnn: $(TTNN_VENV)/.installed
-	TT_LOGGER_LEVEL=$${TT_LOGGER_LEVEL:-error} $(TTNN_VENV)/bin/python -m pytest -q tests/test_numerics_ttnn.py
+	TT_LOGGER_LEVEL=$${TT_LOGGER_LEVEL:-error} $(TTNN_VENV)/bin/python -m pytest -q tests/test_numerics_ttnn.py tests/test_device_ttnn.py
 
 lint: $(VENV)/.installed
 	$(VPY) -m ruff check jaxref costmodel device experiments tests

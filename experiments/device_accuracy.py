@@ -10,14 +10,18 @@ Rows (each a tt-metal ``comp_pcc`` against the fp32 golden on the same inputs):
   notes' layer tests feed the golden dump (device: input uploaded as bf16, ``tail_slot`` attention
   over the Smax-row cache with the bfp4 mask; golden: fp32, ``exact`` attention over S rows);
 * the full stack: final-normed hidden and the velocity (action_out_proj on the host in fp32);
-  weights are generated per layer from a key *inside* the ``lax.scan`` and rounded there, so only
-  one layer's weights exist at a time;
+  ``Setup.layer_at`` is the stack's layer source (``jaxref.expert.expert_stack``): weights are
+  generated per layer from a key *inside* the ``lax.scan`` and rounded there, so only one layer's
+  weights exist at a time;
 * action_in_proj over the 10 Euler steps, host fp32 with bf16-rounded vs exact Fourier frequencies,
   against a bf16 reference model (HF ``dtype=bfloat16`` semantics, rounded frequencies) as in the notes.
 
 All weights and VLM cache rows are bf16-valued (as in a bf16 checkpoint / a bf16 VLM cache), so the
 fp32 golden, the bf16-weight and the bfp8-weight policies see exactly the same values and differ only
 in where they round.
+
+The ttnn graph itself (``device/graph.py``) is compared with the golden by ``python -m device.parity``
+(on a chip, or ``--backend emulation``).
 
 Run: ``python -m experiments.device_accuracy`` (about 5-10 min on 2 CPU cores, < 2 GB of memory);
 ``--num-layers 4`` for a quick look.
@@ -36,8 +40,8 @@ import numpy as np
 
 from jaxref.action import action_in_proj, action_out_proj
 from jaxref.config import ExpertConfig
-from jaxref.expert import expert_rope, run_layers
-from jaxref.layers import decoder_layer, rms_norm
+from jaxref.expert import CacheContext, expert_rope, expert_stack
+from jaxref.layers import decoder_layer
 from jaxref.numerics import compare, round_bf16
 from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
@@ -103,11 +107,9 @@ def make_stack_fn(setup: Setup, policy: Precision):
 
     @jax.jit
     def f(emb):
-        rope = expert_rope(setup.seq_len, 0, cfg=cfg, precision=policy)
-        h, hidden = run_layers(setup.layer_at, policy.act(emb), setup.seq_len, rope, cfg=cfg,
-                               options=ExpertOptions(attention=attention_for(policy), precision=policy),
-                               return_hidden=True)
-        out = rms_norm(h, final_norm, eps=cfg.rms_eps, precision=policy)
+        out, hidden = expert_stack(setup.layer_at, final_norm, emb, CacheContext.create(setup.seq_len), cfg=cfg,
+                                   options=ExpertOptions(attention=attention_for(policy), precision=policy),
+                                   return_hidden=True)
         return out, action_out_proj(action_out, out, precision=FP32), hidden
 
     return f

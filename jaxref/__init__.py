@@ -11,7 +11,17 @@ from jaxref.action import (
 )
 from jaxref.cache_attention import attend_exact, attend_tail_slot, attention_over_rows
 from jaxref.config import ActionInConfig, ExpertConfig
-from jaxref.expert import ExpertParams, KVCache, expert_stack, sample, sample_jit, velocity, velocity_jit
+from jaxref.expert import (
+    CacheContext,
+    ExpertParams,
+    KVCache,
+    LayerSource,
+    expert_stack,
+    sample,
+    sample_jit,
+    velocity,
+    velocity_jit,
+)
 from jaxref.layers import LayerParams, decoder_layer, rms_norm
 from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
@@ -29,11 +39,13 @@ __all__ = [
     "ActionInConfig",
     "ActionInParams",
     "ActionOutParams",
+    "CacheContext",
     "ExpertConfig",
     "ExpertOptions",
     "ExpertParams",
     "KVCache",
     "LayerParams",
+    "LayerSource",
     "Precision",
     "UnicycleConfig",
     "action_in_proj",

@@ -27,7 +27,13 @@ one ``jaxref.options.ExpertOptions`` (``options=``); the default is the fp32 gol
 attention, dense (fastest for one trajectory and for a vmapped batch alike; chunks bound the
 scores' memory, e.g. for gradients). Results agree to float32 rounding for every chunking.
 
-Jitted entry points: ``velocity_jit`` and ``sample_jit`` (static: cfg, options, num_steps).
+Layer sources: ``velocity`` / ``sample`` / ``expert_stack`` take layer i's weights and cache rows
+from stacked arrays (the default) or from any ``LayerSource`` ``i -> (LayerParams, cache_k, cache_v)``
+evaluated inside the layer scan (compact storage unpacked per layer, or weights generated per layer),
+with a ``CacheContext`` (S, rope delta) in place of the cache.
+
+Jitted entry points: ``velocity_jit`` and ``sample_jit`` (static: cfg, options, num_steps, layers - a
+layer source must be hashable, e.g. a function).
 """
 
 from __future__ import annotations
@@ -91,6 +97,42 @@ class KVCache:
         )
 
 
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class CacheContext:
+    """What the stack needs of the VLM cache besides its rows: S and the M-RoPE delta (int32 scalars).
+
+    Pass it instead of a ``KVCache`` when a layer source supplies the cache rows (``velocity(...,
+    layers=source)``); a ``KVCache`` carries the same two fields.
+    """
+
+    seq_len: jax.Array
+    rope_delta: jax.Array
+
+    @classmethod
+    def create(cls, seq_len, rope_delta=0) -> CacheContext:
+        s = concrete_int(seq_len)
+        if s is not None and s < 0:
+            raise ValueError(f"seq_len={s} must be >= 0")
+        return cls(seq_len=jnp.asarray(seq_len, jnp.int32), rope_delta=jnp.asarray(rope_delta, jnp.int32))
+
+
+# A layer source: i (int32 scalar, traced inside the layer scan) -> (layer i's LayerParams,
+# cache_k [K, Smax, H], cache_v [K, Smax, H]). It may slice stacked arrays (``stacked_layers``),
+# unpack a compact storage format, or generate layer i from a per-layer key, so that only one layer
+# exists in float32 at a time.
+LayerSource = Callable[[jax.Array], tuple[LayerParams, jax.Array, jax.Array]]
+
+
+def stacked_layers(layers: LayerParams, cache: KVCache) -> LayerSource:
+    """The layer source of stacked ``LayerParams`` [L, ...] and a ``KVCache`` [L, K, Smax, H]."""
+
+    def layer_at(i):
+        return jax.tree.map(lambda a: a[i], layers), cache.k[i], cache.v[i]
+
+    return layer_at
+
+
 def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
     """Raise ValueError if the cache does not fit ``cfg`` / the attention formulation."""
     L, K, H = cfg.num_layers, cfg.num_kv_heads, cfg.head_dim
@@ -114,7 +156,7 @@ def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
 
 
 def run_layers(
-    layer_at: Callable[[jax.Array], tuple[LayerParams, jax.Array, jax.Array]],
+    layer_at: LayerSource,
     x: jax.Array,
     seq_len,
     rope: tuple[jax.Array, jax.Array],
@@ -157,10 +199,10 @@ def run_layers(
 
 
 def expert_stack(
-    layers: LayerParams,
+    layers: LayerParams | LayerSource,
     final_norm: jax.Array,
     x: jax.Array,
-    cache: KVCache,
+    cache: KVCache | CacheContext,
     *,
     cfg: ExpertConfig,
     options: ExpertOptions = DEFAULT_OPTIONS,
@@ -169,28 +211,33 @@ def expert_stack(
     """The decoder stack (``lax.scan`` over stacked layers and cache layers) and the final RMSNorm.
 
     Args:
-      layers: ``LayerParams`` stacked on a leading L axis.
+      layers: ``LayerParams`` stacked on a leading L axis (cache rows from ``cache``), or a
+        ``LayerSource`` giving layer i's weights and cache rows (``cache`` then only supplies S and
+        the rope delta, e.g. a ``CacheContext``).
       final_norm: [D].
       x: [T, D] expert input embedding (rounded by ``precision.act``: the device uploads it as bf16).
-      cache: ``KVCache`` with k / v [L, K, Smax, H].
+      cache: ``KVCache`` with k / v [L, K, Smax, H], or a ``CacheContext`` with a layer source.
       options: attention form, ``precision`` (of the stack) and ``kv_chunk`` (``ExpertOptions``).
       return_hidden: also return every layer's output.
     Returns:
       [T, D] final-normed hidden; with ``return_hidden`` also [L, T, D] per-layer outputs (pre-norm).
     """
-    check_cache(cache, cfg, attention=options.attention)
-    if layers.wq.shape[0] != cfg.num_layers:
-        raise ValueError(
-            f"layers are stacked for L={layers.wq.shape[0]}, cfg has num_layers={cfg.num_layers}"
-        )
+    if isinstance(layers, LayerParams):
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"stacked layers need a KVCache, got cache of type {type(cache).__name__}")
+        check_cache(cache, cfg, attention=options.attention)
+        if layers.wq.shape[0] != cfg.num_layers:
+            raise ValueError(
+                f"layers are stacked for L={layers.wq.shape[0]}, cfg has num_layers={cfg.num_layers}"
+            )
+        layers = stacked_layers(layers, cache)
+    elif not callable(layers):
+        raise TypeError(f"layers must be stacked LayerParams or a layer source, got {type(layers).__name__}")
     precision = options.precision
     rope = expert_rope(cache.seq_len, cache.rope_delta, cfg=cfg, precision=precision)
 
-    def layer_at(i):
-        return jax.tree.map(lambda a: a[i], layers), cache.k[i], cache.v[i]
-
     res = run_layers(
-        layer_at,
+        layers,
         precision.act(x.astype(jnp.float32)),
         cache.seq_len,
         rope,
@@ -217,6 +264,7 @@ def velocity(
     *,
     cfg: ExpertConfig,
     options: ExpertOptions = DEFAULT_OPTIONS,
+    layers: LayerSource | None = None,
 ) -> jax.Array:
     """Flow-matching velocity ``v(x_t, t)``: action_in_proj -> decoder stack -> action_out_proj.
 
@@ -226,12 +274,15 @@ def velocity(
       cache: the VLM ``KVCache`` (never batched).
       options: ``ExpertOptions`` (attention form; ``precision`` of the decoder stack,
         ``proj_precision`` of the two projections; ``kv_chunk``).
+      layers: optional ``LayerSource``: layer i's weights and cache rows come from ``layers(i)``
+        (``params.layers`` and the cache's rows are then unused: ``params.layers`` may be None and
+        ``cache`` a ``CacheContext``).
     Returns:
       v shaped like x_t, float32.
     """
     if x_t.ndim == 3:
         t = jnp.broadcast_to(jnp.asarray(t, jnp.float32), x_t.shape[:1])
-        one = functools.partial(velocity, cfg=cfg, options=options)
+        one = functools.partial(velocity, cfg=cfg, options=options, layers=layers)
         return jax.vmap(one, in_axes=(None, 0, 0, None))(params, x_t, t, cache)
     if x_t.shape != (cfg.num_tokens, cfg.action_dim):
         raise ValueError(
@@ -239,7 +290,7 @@ def velocity(
         )
     emb = action_in_proj(params.action_in, x_t, t, cfg=cfg.action_in, precision=options.proj_precision)
     h = expert_stack(
-        params.layers,
+        params.layers if layers is None else layers,
         params.final_norm,
         emb,
         cache,
@@ -258,13 +309,14 @@ def sample(
     options: ExpertOptions = DEFAULT_OPTIONS,
     num_steps: int | None = None,
     x0: jax.Array | None = None,
+    layers: LayerSource | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Sample one trajectory's actions with the Euler flow-matching sampler (no guidance).
 
     ``x0 ~ N(0, I)`` of shape [T, A] from ``key`` (or the given ``x0``), ``num_steps`` (default
     ``cfg.num_steps`` = 10) Euler steps over ``t = linspace(0, 1, steps + 1)``.
 
-    ``options``: as ``velocity``.
+    ``options``, ``layers``: as ``velocity``.
 
     Returns:
       (final action [T, A], per-step velocities [steps, T, A]), float32.
@@ -281,10 +333,11 @@ def sample(
         cache=cache,
         cfg=cfg,
         options=options,
+        layers=layers,
     )
     return euler_sample(lambda x, t: fn(x, t), x0, num_steps=steps)
 
 
 # Jitted entry points: static knobs are the hashable config / policy objects and strings.
-velocity_jit = jax.jit(velocity, static_argnames=("cfg", "options"))
-sample_jit = jax.jit(sample, static_argnames=("cfg", "options", "num_steps"))
+velocity_jit = jax.jit(velocity, static_argnames=("cfg", "options", "layers"))
+sample_jit = jax.jit(sample, static_argnames=("cfg", "options", "num_steps", "layers"))

@@ -44,6 +44,7 @@ from jaxref.batching import linear_rows
 from jaxref.cache_attention import attend_exact, attend_tail_slot, concrete_int
 from jaxref.config import ExpertConfig
 from jaxref.options import DEFAULT_OPTIONS, ExpertOptions
+from jaxref.param_table import LAYER_PARAMS
 from jaxref.precision import Precision
 
 FP32 = Precision.fp32()
@@ -85,21 +86,8 @@ class LayerParams:
 
 
 def layer_param_shapes(cfg: ExpertConfig) -> dict[str, tuple[int, ...]]:
-    """Shape of every ``LayerParams`` field for one layer of ``cfg`` (the schema checks use it)."""
-    D, N, K, H, F = cfg.hidden, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.ffn
-    return {
-        "input_norm": (D,),
-        "wq": (N, H, D),
-        "wk": (K, H, D),
-        "wv": (K, H, D),
-        "q_norm": (H,),
-        "k_norm": (H,),
-        "wo": (D, N, H),
-        "post_norm": (D,),
-        "w_gate": (F, D),
-        "w_up": (F, D),
-        "w_down": (D, F),
-    }
+    """Shape of every ``LayerParams`` field for one layer of ``cfg`` (from ``jaxref.param_table``)."""
+    return {s.field: s.golden_shape(cfg) for s in LAYER_PARAMS}
 
 
 def check_layer_params(params: LayerParams, cfg: ExpertConfig, *, stacked: int | None = None) -> None:

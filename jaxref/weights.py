@@ -2,10 +2,10 @@
 
 Names are those of the checkpoint modules (``shared/REFERENCE.md`` section 1):
 
-* decoder (HF ``Qwen3VLTextModel``, no ``embed_tokens``): ``layers.{i}.input_layernorm.weight``,
-  ``layers.{i}.self_attn.{q,k,v,o}_proj.weight``, ``layers.{i}.self_attn.{q,k}_norm.weight``,
-  ``layers.{i}.post_attention_layernorm.weight``, ``layers.{i}.mlp.{gate,up,down}_proj.weight``,
-  ``norm.weight``; alpamayo checkpoints prefix these with ``expert.`` (``expert_prefix``).
+* decoder (HF ``Qwen3VLTextModel``, no ``embed_tokens``): ``layers.{i}.<hf_suffix>`` for every row of
+  ``jaxref.param_table.LAYER_PARAMS`` (the one table of decoder names, shapes and layouts, which also
+  drives init and the device's weight preparation) and ``norm.weight``; alpamayo checkpoints prefix
+  these with ``expert.`` (``expert_prefix``).
 * ``action_in_proj.encoder.trunk.{j}.{weight,bias}``, ``action_in_proj.norm.{weight,bias}``,
   ``action_in_proj.sinus.{c}.freqs`` / ``action_in_proj.timestep_fourier_encoder.freqs`` (buffers
   [1, F]; not parameters here: they are derived from ``ActionInConfig``, written on export and
@@ -33,6 +33,7 @@ from jaxref.action import ActionInParams, ActionOutParams, action_in_shapes, fou
 from jaxref.config import ExpertConfig
 from jaxref.expert import ExpertParams, KVCache
 from jaxref.layers import LayerParams, check_layer_params, layer_param_shapes
+from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS, NORM, spec
 
 # HF's ``initializer_range`` for Qwen3-VL text Linear weights.
 HF_INIT_STD = 0.02
@@ -47,10 +48,9 @@ def init_layer_params(
     Gammas are jittered (HF initialises them to 1) so that tests notice a norm weight applied to the
     wrong tensor or not at all; real Qwen3 checkpoints have far-from-1 q/k norm gammas.
     """
-    shapes = layer_param_shapes(cfg)
-    z = _normals(key, shapes)
+    z = _normals(key, layer_param_shapes(cfg))
     return LayerParams(
-        **{n: 1.0 + gamma_jitter * z[n] if len(s) == 1 else std * z[n] for n, s in shapes.items()}
+        **{s.field: 1.0 + gamma_jitter * z[s.field] if s.kind == NORM else std * z[s.field] for s in LAYER_PARAMS}
     )
 
 
@@ -174,37 +174,15 @@ def _init_cache_layers(keys, *, cfg, seq_len, max_seq_len, fill, dtype):
 
 
 # ---- HF names ------------------------------------------------------------------------------
-_LAYER_HF = {  # field -> HF suffix under layers.{i}.
-    "input_norm": "input_layernorm.weight",
-    "wq": "self_attn.q_proj.weight",
-    "wk": "self_attn.k_proj.weight",
-    "wv": "self_attn.v_proj.weight",
-    "q_norm": "self_attn.q_norm.weight",
-    "k_norm": "self_attn.k_norm.weight",
-    "wo": "self_attn.o_proj.weight",
-    "post_norm": "post_attention_layernorm.weight",
-    "w_gate": "mlp.gate_proj.weight",
-    "w_up": "mlp.up_proj.weight",
-    "w_down": "mlp.down_proj.weight",
-}
 ACTION_IN_PREFIX = "action_in_proj."
 ACTION_OUT_PREFIX = "action_out_proj."
 # Keys of a full HF ``Qwen3VLTextModel`` state dict that the expert does not use.
 IGNORED_KEYS = ("embed_tokens.weight",)
 
 
-def _layer_to_hf(name: str, w: np.ndarray) -> np.ndarray:
-    """[out, in] with head axes split -> HF's 2-D [out, in]; gammas pass through."""
-    if name in ("wq", "wk", "wv"):  # [heads, H, D] -> [heads*H, D]
-        return w.reshape(-1, w.shape[-1])
-    if name == "wo":  # [D, N, H] -> [D, N*H]
-        return w.reshape(w.shape[0], -1)
-    return w
-
-
-def _layer_from_hf(w: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """HF [out, in] -> this layout (``shape``: head axes split); gammas pass through."""
-    return w.reshape(shape)
+def layer_to_hf(field: str, w: np.ndarray, cfg: ExpertConfig) -> np.ndarray:
+    """One layer's golden array of ``field`` -> HF's shape (a reshape: head axes merged)."""
+    return np.asarray(w).reshape(spec(field).hf_shape(cfg))
 
 
 def _trunk_indices(num_layers: int) -> dict[str, list[int]]:
@@ -257,11 +235,11 @@ def to_hf_state_dict(
     """
     check_layer_params(params.layers, cfg, stacked=cfg.num_layers)
     sd: dict[str, np.ndarray] = {}
-    layers = {name: np.asarray(getattr(params.layers, name), np.float32) for name in _LAYER_HF}
+    layers = {s.field: np.asarray(getattr(params.layers, s.field), np.float32) for s in LAYER_PARAMS}
     for i in range(cfg.num_layers):
-        for name, suffix in _LAYER_HF.items():
-            sd[f"{expert_prefix}layers.{i}.{suffix}"] = _layer_to_hf(name, layers[name][i])
-    sd[f"{expert_prefix}norm.weight"] = np.asarray(params.final_norm, np.float32)
+        for s in LAYER_PARAMS:
+            sd[f"{expert_prefix}layers.{i}.{s.hf_suffix}"] = layer_to_hf(s.field, layers[s.field][i], cfg)
+    sd[f"{expert_prefix}{FINAL_NORM_HF}"] = np.asarray(params.final_norm, np.float32)
 
     ain = params.action_in
     idx = _trunk_indices(cfg.action_in.num_layers)
@@ -340,15 +318,11 @@ def from_hf_state_dict(
                 f"state dict has {len(extra)} unexpected keys, e.g. {extra[:3]} (pass strict=False)"
             )
 
-    shapes = layer_param_shapes(cfg)
     layers = {
-        name: np.stack(
-            [
-                _layer_from_hf(got[f"{expert_prefix}layers.{i}.{sfx}"], shapes[name])
-                for i in range(cfg.num_layers)
-            ]
+        s.field: np.stack(
+            [got[f"{expert_prefix}layers.{i}.{s.hf_suffix}"].reshape(s.golden_shape(cfg)) for i in range(cfg.num_layers)]
         )
-        for name, sfx in _LAYER_HF.items()
+        for s in LAYER_PARAMS
     }
     idx = _trunk_indices(cfg.action_in.num_layers)
     trunk = f"{ACTION_IN_PREFIX}encoder.trunk."
@@ -373,7 +347,7 @@ def from_hf_state_dict(
     return ExpertParams(
         action_in=jax.tree.map(jnp.asarray, ain),
         layers=LayerParams(**{k: jnp.asarray(v) for k, v in layers.items()}),
-        final_norm=jnp.asarray(got[f"{expert_prefix}norm.weight"]),
+        final_norm=jnp.asarray(got[f"{expert_prefix}{FINAL_NORM_HF}"]),
         action_out=ActionOutParams(
             w=jnp.asarray(got[f"{ACTION_OUT_PREFIX}weight"].T), b=jnp.asarray(got[f"{ACTION_OUT_PREFIX}bias"])
         ),

@@ -22,8 +22,8 @@ from experiments.report.progress import note
 from experiments.report.tables import md_table
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_stack
-from jaxref.options import ExpertOptions
 from jaxref.numerics import pcc
+from jaxref.options import ExpertOptions
 from jaxref.weights import init_cache, init_params
 
 HF_PCC_MIN, HF_MAX_ABS = 0.999999, 1e-4

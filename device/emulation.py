@@ -1,0 +1,329 @@
+"""A JAX emulation of exactly the ttnn 0.81.1 ops the expert graph calls (same names and keywords).
+
+``Emulation(rounding=True)`` is an op namespace the graph uses in place of ``ttnn``: ``ns.rms_norm``,
+``ns.linear``, ``ns.experimental.nlp_create_qkv_heads``, ``ns.transformer.scaled_dot_product_attention_decode``,
+the trace calls, host tensors (``ns.Tensor(array, ns.bfloat8_b)``), dtypes, layouts and stand-ins of the
+program / compute-kernel config classes with ttnn's field names. Semantics follow ttnn's docstrings and
+its own golden functions (``ttnn.get_golden_function``; ``ttnn/operations/{normalization,matmul,
+transformer,transformer_golden,data_movement}.py`` of the installed package). Math is float32; each
+op's output is rounded to its output dtype with ``jaxref.numerics`` (bf16 round-to-nearest-even,
+bfloat8_b / bfloat4_b bit-exact), as are host tensors on creation. ``rounding=False`` switches every
+rounding off (the graph's logic alone, comparable with the fp32 golden to float32 round-off).
+
+What is *not* emulated: math fidelity inside the matmul / SDPA kernels (the device multiplies fewer
+mantissa bits than float32, and its SDPA keeps bf16 score tiles): those errors come only from a chip.
+A trace records the ops issued between ``begin_trace_capture`` and ``end_trace_capture`` and replays
+them on the same tensor objects (inputs read from the persistent buffers at replay time), as a
+device trace replays on fixed buffer addresses.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from device.emulation_types import (
+    CoreCoord,
+    DataType,
+    Device,
+    Layout,
+    MathFidelity,
+    MatmulMultiCoreReuseMultiCast1DProgramConfig,
+    MemoryConfig,
+    SDPAProgramConfig,
+    Tensor,
+    UnaryOpType,
+    UnaryWithParam,
+    WormholeComputeKernelConfig,
+)
+from jaxref.precision import cast
+
+_HI = jax.lax.Precision.HIGHEST
+
+
+def _round(ns, x, dtype: DataType):
+    return cast(x, dtype.value) if ns.rounding else jnp.asarray(x, jnp.float32)
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(msg)
+
+
+def _dev(*tensors) -> Device:
+    for t in tensors:
+        if isinstance(t, Tensor):
+            _check(t.device is not None, "op input must be a device tensor (ttnn.to_device first)")
+            _check(not t.deallocated or t.device.replaying, "op input was deallocated")
+            return t.device
+    raise ValueError("op needs at least one tensor input")
+
+
+class Emulation:
+    """The op namespace (``ttnn``-compatible names). ``rounding``: round op outputs and host tensors to
+    their dtype (True: device numerics; False: float32 everywhere, the graph's logic alone)."""
+
+    bfloat16, bfloat8_b, bfloat4_b, float32 = DataType.BFLOAT16, DataType.BFLOAT8_B, DataType.BFLOAT4_B, DataType.FLOAT32
+    TILE_LAYOUT, ROW_MAJOR_LAYOUT = Layout.TILE, Layout.ROW_MAJOR
+    DRAM_MEMORY_CONFIG, L1_MEMORY_CONFIG = MemoryConfig("DRAM"), MemoryConfig("L1")
+    MathFidelity, UnaryOpType, UnaryWithParam, CoreCoord = MathFidelity, UnaryOpType, UnaryWithParam, CoreCoord
+    MatmulMultiCoreReuseMultiCast1DProgramConfig = MatmulMultiCoreReuseMultiCast1DProgramConfig
+    SDPAProgramConfig, WormholeComputeKernelConfig = SDPAProgramConfig, WormholeComputeKernelConfig
+
+    def __init__(self, *, rounding: bool = True):
+        self.rounding = rounding
+        self.experimental = SimpleNamespace(
+            nlp_create_qkv_heads=self._op(self._nlp_create_qkv_heads), rotary_embedding_hf=self._op(self._rope_hf),
+            nlp_concat_heads=self._op(self._nlp_concat_heads))
+        self.transformer = SimpleNamespace(
+            scaled_dot_product_attention_decode=self._op(self._sdpa_decode),
+            scaled_dot_product_attention=self._op(self._sdpa))
+        for name in ("rms_norm", "linear", "add", "mul", "reshape", "fill_cache"):
+            setattr(self, name, self._op(getattr(self, "_" + name)))
+
+    def _op(self, fn):
+        """Run ``fn``; while a trace is being captured also record it for replay."""
+
+        def op(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            dev = _dev(*args)
+            if dev.capturing is not None:
+                dev.capturing.append((fn, args, kwargs, out))
+            return out
+
+        op.__doc__ = fn.__doc__
+        return op
+
+    # ---- host side, transfers, trace ----------------------------------------------------
+    def Tensor(self, data, dtype: DataType) -> Tensor:
+        """Host tensor: block formats come out in TILE layout, others ROW_MAJOR (as ttnn's constructor)."""
+        layout = Layout.TILE if dtype in (DataType.BFLOAT8_B, DataType.BFLOAT4_B) else Layout.ROW_MAJOR
+        return Tensor(_round(self, np.asarray(data, np.float32), dtype), dtype, layout)
+
+    def to_layout(self, tensor: Tensor, layout: Layout) -> Tensor:
+        """Same values in another layout (block formats exist only in TILE)."""
+        _check(layout == Layout.TILE or tensor.dtype not in (DataType.BFLOAT8_B, DataType.BFLOAT4_B),
+               f"{tensor.dtype} exists only in TILE layout")
+        return Tensor(tensor.value, tensor.dtype, layout, tensor.device)
+
+    def to_dtype(self, tensor: Tensor, dtype: DataType) -> Tensor:
+        _check(tensor.device is None, "to_dtype works on host tensors")
+        return Tensor(_round(self, tensor.value, dtype), dtype, tensor.layout)
+
+    def open_device(self, device_id: int = 0, **_) -> Device:
+        return Device(device_id)
+
+    def close_device(self, device: Device) -> None:
+        device.open = False
+
+    def synchronize_device(self, device: Device) -> None:
+        """Ops run eagerly here: nothing is in flight."""
+
+    def to_device(self, tensor: Tensor, device: Device, memory_config: MemoryConfig | None = None) -> Tensor:
+        """Allocate a device buffer (a new address) holding the host tensor's values."""
+        _check(device.capturing is None, "allocating a device buffer during trace capture")
+        return Tensor(tensor.value, tensor.dtype, tensor.layout, device)
+
+    def from_device(self, tensor: Tensor) -> Tensor:
+        return Tensor(tensor.value, tensor.dtype, tensor.layout)
+
+    def copy_host_to_device_tensor(self, host_tensor: Tensor, device_tensor: Tensor) -> None:
+        """Overwrite a device buffer in place (same shape, dtype and layout required, as in ttnn)."""
+        _check((host_tensor.shape, host_tensor.dtype, host_tensor.layout)
+               == (device_tensor.shape, device_tensor.dtype, device_tensor.layout),
+               f"host {host_tensor.shape} {host_tensor.dtype} {host_tensor.layout} != device "
+               f"{device_tensor.shape} {device_tensor.dtype} {device_tensor.layout}")
+        device_tensor.value = host_tensor.value
+
+    def deallocate(self, tensor: Tensor, force: bool = True) -> None:
+        tensor.deallocated = True
+
+    def begin_trace_capture(self, device: Device, cq_id: int = 0) -> int:
+        _check(device.capturing is None, "a trace capture is already open")
+        device.capturing = []
+        return next(device.trace_ids)
+
+    def end_trace_capture(self, device: Device, trace_id: int, cq_id: int = 0) -> None:
+        device.traces[trace_id], device.capturing = device.capturing, None
+
+    def execute_trace(self, device: Device, trace_id: int, cq_id: int = 0, blocking: bool = True) -> None:
+        """Replay the captured ops in order, writing each result into the captured output tensors."""
+        device.replaying = True
+        try:
+            for fn, args, kwargs, out in device.traces[trace_id]:
+                res = fn(*args, **kwargs)
+                for o, r in zip(out if isinstance(out, tuple) else (out,), res if isinstance(res, tuple) else (res,),
+                                strict=True):
+                    if o is not r:
+                        o.value = r.value
+        finally:
+            device.replaying = False
+
+    def release_trace(self, device: Device, trace_id: int) -> None:
+        del device.traces[trace_id]
+
+    # ---- ops ------------------------------------------------------------------------------
+    def _out(self, x, dtype: DataType, like: Tensor) -> Tensor:
+        return Tensor(_round(self, x, dtype), dtype, Layout.TILE, like.device)
+
+    def _rms_norm(self, input_tensor, *, epsilon=1e-12, weight=None, memory_config=None, compute_kernel_config=None):
+        """``x * rsqrt(mean(x^2) + epsilon)`` in float32, rounded to the gamma's dtype (bf16) before the
+        gamma multiply, output in x's dtype (golden: ``ttnn/operations/normalization.py``)."""
+        x = input_tensor.value
+        y = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + epsilon)
+        if weight is not None:
+            _check(weight.shape == (1, 1, 1, x.shape[-1]),
+                   f"rms_norm weight must be [1, 1, 1, {x.shape[-1]}] (gamma width == input width), got {weight.shape}")
+            if weight.dtype == DataType.BFLOAT16:
+                y = _round(self, y, DataType.BFLOAT16)
+            y = y * weight.value.reshape(-1)
+        return self._out(y, input_tensor.dtype, input_tensor)
+
+    def _linear(self, input_tensor_a, input_tensor_b, *, program_config=None, activation=None, dtype=None,
+                memory_config=None, compute_kernel_config=None):
+        """``a @ b`` (b is [K, N]: weights stored transposed), a fused SiLU (program config or
+        ``activation``), output in ``dtype`` or a's dtype (golden: ``ttnn/operations/matmul.py``)."""
+        a, b = input_tensor_a.value, input_tensor_b.value
+        _check(a.shape[-1] == b.shape[-2], f"linear: a {a.shape} and b {b.shape} have different K")
+        m, (k, n) = math.prod(a.shape[:-1]), b.shape[-2:]
+        if program_config is not None:
+            pc, t = program_config, 32
+            _check((k // t) % pc.in0_block_w == 0, f"in0_block_w={pc.in0_block_w} must divide K tiles {k // t}")
+            _check(pc.per_core_M * t >= m, f"per_core_M={pc.per_core_M} tiles cannot hold M={m} rows")
+            cores = pc.compute_with_storage_grid_size.x * pc.compute_with_storage_grid_size.y
+            _check(pc.per_core_N * cores * t >= n, f"per_core_N={pc.per_core_N} on {cores} cores cannot cover N={n}")
+        y = jnp.matmul(a, b, precision=_HI)
+        fused = program_config.fused_activation if program_config is not None else None
+        if fused is not None or activation is not None:
+            name = fused.op_type.value if fused is not None else activation
+            _check(name == "silu", f"activation={name!r}: the emulation implements 'silu'")
+            y = jax.nn.silu(y)
+        return self._out(y, dtype or input_tensor_a.dtype, input_tensor_a)
+
+    def _add(self, input_tensor_a, input_tensor_b, *, dtype=None, memory_config=None):
+        """Elementwise sum in float32, output in a's dtype."""
+        _check(input_tensor_a.shape == input_tensor_b.shape, f"add: {input_tensor_a.shape} != {input_tensor_b.shape}")
+        return self._out(input_tensor_a.value + input_tensor_b.value, dtype or input_tensor_a.dtype, input_tensor_a)
+
+    def _mul(self, input_tensor_a, input_tensor_b, *, dtype=None, memory_config=None):
+        """Elementwise product in float32, output in a's dtype."""
+        _check(input_tensor_a.shape == input_tensor_b.shape, f"mul: {input_tensor_a.shape} != {input_tensor_b.shape}")
+        return self._out(input_tensor_a.value * input_tensor_b.value, dtype or input_tensor_a.dtype, input_tensor_a)
+
+    def _reshape(self, input_tensor, shape):
+        """A view (same buffer address): row-major reshape; the graph only reshapes where the tile
+        order is unchanged (the last dim is kept, tile rows stay whole), i.e. ttnn's zero-cost views."""
+        shape = tuple(shape)
+        _check(shape[-1] == input_tensor.shape[-1] and math.prod(shape) == math.prod(input_tensor.shape),
+               f"reshape {input_tensor.shape} -> {shape} is not a zero-cost view (last dim must stay)")
+        return Tensor(input_tensor.value.reshape(shape), input_tensor.dtype, input_tensor.layout, input_tensor.device,
+                      address=input_tensor.address)
+
+    def _fill_cache(self, cache_tensor, input_tensor, batch_idx, *, update_idx=0):
+        """In place: ``cache[batch_idx, :, update_idx : update_idx + S, :] = input`` (rounded to the
+        cache's dtype); update_idx must be tile aligned (golden: ``ttnn/operations/data_movement.py``)."""
+        _check(update_idx % 32 == 0, f"fill_cache update_idx={update_idx} must be a multiple of 32")
+        b, nkv, smax, dh = cache_tensor.shape
+        _, n_in, s, d_in = input_tensor.shape
+        _check((n_in, d_in) == (nkv, dh) and 0 <= batch_idx < b and update_idx + s <= smax,
+               f"fill_cache: input {input_tensor.shape} at batch {batch_idx}, row {update_idx} does not fit "
+               f"cache {cache_tensor.shape}")
+        rows = _round(self, input_tensor.value[0], cache_tensor.dtype)
+        cache_tensor.value = cache_tensor.value.at[batch_idx, :, update_idx:update_idx + s, :].set(rows)
+        return cache_tensor
+
+    def _nlp_create_qkv_heads(self, input, input_kv=None, *, num_heads, num_kv_heads=None, transpose_k_heads=True,
+                              memory_config=None):
+        """[B, 1, S, (nh + 2 nkv) dh] -> Q [B, nh, S, dh], K [B, nkv, S, dh] (or [B, nkv, dh, S] with
+        ``transpose_k_heads``), V [B, nkv, S, dh]; columns are q heads, then k heads, then v heads."""
+        _check(input_kv is None, "the emulation implements the fused-input form (input_kv=None)")
+        nkv = num_heads if num_kv_heads is None else num_kv_heads
+        B, one, S, W = input.shape
+        _check(one == 1 and W % (num_heads + 2 * nkv) == 0, f"input {input.shape} is not [B, 1, S, (nh + 2 nkv) dh]")
+        dh = W // (num_heads + 2 * nkv)
+        heads = input.value.reshape(B, S, num_heads + 2 * nkv, dh).transpose(0, 2, 1, 3)
+        q, k, v = heads[:, :num_heads], heads[:, num_heads:num_heads + nkv], heads[:, num_heads + nkv:]
+        if transpose_k_heads:
+            k = k.transpose(0, 1, 3, 2)
+        return tuple(self._out(a, input.dtype, input) for a in (q, k, v))
+
+    def _rope_hf(self, input_tensor, cos_cache, sin_cache, *, is_decode_mode=False, memory_config=None,
+                 compute_kernel_config=None):
+        """HF rotate_half RoPE ``x cos + cat(-x2, x1) sin`` (prefill mode: x [1, nh, S, dh], cos/sin
+        [1, 1, S, dh]); dh must be 32 or a multiple of 64 (ttnn's docstring)."""
+        _check(not is_decode_mode, "the graph uses the prefill mode of rotary_embedding_hf")
+        x = input_tensor.value
+        dh = x.shape[-1]
+        _check(dh == 32 or dh % 64 == 0, f"rotary_embedding_hf head_dim={dh} must be 32 or a multiple of 64")
+        _check(cos_cache.shape == sin_cache.shape == (1, 1, x.shape[2], dh),
+               f"cos/sin must be [1, 1, {x.shape[2]}, {dh}], got {cos_cache.shape} / {sin_cache.shape}")
+        rot = jnp.concatenate([-x[..., dh // 2:], x[..., :dh // 2]], axis=-1)
+        return self._out(x * cos_cache.value + rot * sin_cache.value, input_tensor.dtype, input_tensor)
+
+    def _nlp_concat_heads(self, input_tensor, *, memory_config=None):
+        """[B, nh, S, dh] -> [B, 1, S, nh * dh]."""
+        B, nh, S, dh = input_tensor.shape
+        y = input_tensor.value.transpose(0, 2, 1, 3).reshape(B, 1, S, nh * dh)
+        return self._out(y, input_tensor.dtype, input_tensor)
+
+    def _attend(self, q, k, v, mask, scale):
+        """softmax(q k^T scale + mask) v in float32; q [b, nh, sq, dh], k/v [b, nkv, s, dh], mask
+        broadcastable to [b, nh, sq, s]. GQA: q head h reads kv head h // (nh / nkv) (ttnn's
+        ``repeat_interleave``), evaluated with the G heads of a kv head side by side (no K/V copies)."""
+        b, nh, sq, dh = q.shape
+        nkv, s = k.shape[1], k.shape[2]
+        _check(nh % nkv == 0, f"q heads {nh} not a multiple of kv heads {nkv}")
+        g = nh // nkv
+        sc = jnp.einsum("bkgqd,bksd->bkgqs", q.reshape(b, nkv, g, sq, dh), k, precision=_HI) * scale
+        if mask is not None:
+            sc = sc + jnp.broadcast_to(mask, (b, nh, sq, s)).reshape(b, nkv, g, sq, s)
+        out = jnp.einsum("bkgqs,bksd->bkgqd", jax.nn.softmax(sc, axis=-1), v, precision=_HI)
+        return out.reshape(b, nh, sq, dh)
+
+    def _sdpa_decode(self, input_tensor_q, input_tensor_k, input_tensor_v, *, is_causal=True, attn_mask=None,
+                     cur_pos=None, scale=None, memory_config=None, program_config=None, compute_kernel_config=None):
+        """Flash-decode: q [1, b, nh, dh] (b users, nh "heads" each), k/v [b, nkv, s, dh]; mask
+        [1 or b, 1, nh, s] broadcast over users, only with is_causal=False; causal: user i sees keys
+        [0, cur_pos[i]]. Output [1, b, nh, dh] in q's dtype (golden: ``transformer_golden.py``)."""
+        q, k = input_tensor_q.value, input_tensor_k.value
+        _, b, nh, dh = q.shape
+        s = k.shape[2]
+        _check(k.shape[0] == b and input_tensor_v.shape == k.shape, f"k/v {k.shape} do not match q {q.shape}")
+        k_chunk = program_config.k_chunk_size if program_config is not None else min(512, s & -s)
+        _check(s % k_chunk == 0, f"cache length s={s} must be a multiple of k_chunk_size={k_chunk}")
+        if is_causal:
+            _check(attn_mask is None and cur_pos is not None and len(cur_pos) == b,
+                   "causal decode takes cur_pos (one position per user) and no attn_mask")
+            mask = jnp.where(jnp.arange(s)[None, :] <= jnp.asarray(cur_pos)[:, None], 0.0, -jnp.inf)[:, None, None, :]
+        else:
+            _check(attn_mask is not None and attn_mask.shape[1:] == (1, nh, s) and attn_mask.shape[0] in (1, b),
+                   f"non-causal decode needs attn_mask [1 or {b}, 1, {nh}, {s}], got "
+                   f"{None if attn_mask is None else attn_mask.shape}")
+            mask = attn_mask.value.transpose(0, 2, 1, 3)  # [b|1, nh, 1, s]
+        qb = q.transpose(1, 2, 0, 3)  # [b, nh, 1, dh]
+        out = self._attend(qb, k, input_tensor_v.value, mask, dh**-0.5 if scale is None else scale)
+        return self._out(out.transpose(2, 0, 1, 3), input_tensor_q.dtype, input_tensor_q)
+
+    def _sdpa(self, input_tensor_q, input_tensor_k, input_tensor_v, *, attn_mask=None, is_causal=True, scale=None,
+              memory_config=None, program_config=None, compute_kernel_config=None):
+        """FlashAttention-2 SDPA: q [b, nqh, sq, dh], k/v [b, nkv, s, dh], additive mask [b|1, nqh|1, sq, s]
+        (only with is_causal=False); chunk sizes must divide sq / s. Output in q's dtype."""
+        q, k = input_tensor_q.value, input_tensor_k.value
+        _check(not (is_causal and attn_mask is not None), "is_causal=True and attn_mask are mutually exclusive")
+        sq, s, dh = q.shape[2], k.shape[2], q.shape[3]
+        if program_config is not None:
+            _check(sq % program_config.q_chunk_size == 0 and s % program_config.k_chunk_size == 0,
+                   f"q_chunk_size={program_config.q_chunk_size} / k_chunk_size={program_config.k_chunk_size} must "
+                   f"divide sq={sq} / s={s}")
+        if is_causal:
+            mask = jnp.where(jnp.arange(s)[None, :] <= jnp.arange(sq)[:, None] + s - sq, 0.0, -jnp.inf)
+        else:
+            _check(attn_mask is None or attn_mask.shape[2:] == (sq, s),
+                   f"attn_mask must be [.., .., {sq}, {s}], got {attn_mask.shape if attn_mask is not None else None}")
+            mask = None if attn_mask is None else attn_mask.value
+        out = self._attend(q, k, input_tensor_v.value, mask, dh**-0.5 if scale is None else scale)
+        return self._out(out, input_tensor_q.dtype, input_tensor_q)

@@ -1,0 +1,123 @@
+"""Tensors, the device and the stand-in config / enum types of ``device.emulation`` (ttnn's names).
+
+The config classes carry exactly the keyword names of their ttnn 0.81.1 counterparts (nanobind
+constructors, keyword-only) that ``device.configs`` sets; ``tests/test_device_ttnn.py`` builds the real
+ttnn objects from the same ``device.configs`` dataclasses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+
+import jax.numpy as jnp
+import numpy as np
+
+
+class DataType(enum.Enum):
+    BFLOAT16 = "bf16"
+    BFLOAT8_B = "bfp8"
+    BFLOAT4_B = "bfp4"
+    FLOAT32 = "fp32"
+
+
+class Layout(enum.Enum):
+    ROW_MAJOR = 0
+    TILE = 1
+
+
+class MathFidelity(enum.Enum):
+    LoFi = 0
+    HiFi2 = 2
+    HiFi3 = 3
+    HiFi4 = 4
+
+
+class UnaryOpType(enum.Enum):
+    SILU = "silu"
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryConfig:
+    buffer_type: str  # 'DRAM' or 'L1'
+
+
+# ---- stand-ins of ttnn's config classes (same keyword names; see device/configs.py) ----------
+@dataclasses.dataclass(frozen=True)
+class CoreCoord:
+    x: int
+    y: int
+
+
+@dataclasses.dataclass(frozen=True)
+class UnaryWithParam:
+    op_type: UnaryOpType
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulMultiCoreReuseMultiCast1DProgramConfig:
+    compute_with_storage_grid_size: CoreCoord
+    in0_block_w: int
+    out_subblock_h: int
+    out_subblock_w: int
+    per_core_M: int
+    per_core_N: int
+    fuse_batch: bool
+    fused_activation: UnaryWithParam | None
+    mcast_in0: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SDPAProgramConfig:
+    compute_with_storage_grid_size: CoreCoord
+    q_chunk_size: int
+    k_chunk_size: int
+    exp_approx_mode: bool | None = None
+    max_cores_per_head_batch: int = 16
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WormholeComputeKernelConfig:
+    math_fidelity: MathFidelity = MathFidelity.LoFi
+    math_approx_mode: bool = True
+    fp32_dest_acc_en: bool = False
+    packer_l1_acc: bool = False
+
+
+# ---- tensors and the device -------------------------------------------------------------
+_addresses = itertools.count(1 << 20, 1 << 12)
+
+
+class Tensor:
+    """An emulated ttnn tensor: float32 values already rounded to ``dtype``, a layout, an optional
+    device and a buffer address (views share their source's address). Mutable: ``fill_cache``,
+    ``copy_host_to_device_tensor`` and trace replay write into it in place."""
+
+    def __init__(self, value, dtype: DataType, layout: Layout, device=None, address: int | None = None):
+        self.value = jnp.asarray(value, jnp.float32)
+        self.dtype, self.layout, self.device = dtype, layout, device
+        self.address = next(_addresses) if address is None else address
+        self.deallocated = False
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.value.shape)
+
+    def buffer_address(self) -> int:
+        return self.address
+
+    def to_numpy(self) -> np.ndarray:
+        return np.asarray(self.value, np.float32)
+
+
+class Device:
+    """An emulated device: trace bookkeeping and the addresses of the buffers it holds."""
+
+    def __init__(self, device_id: int):
+        self.device_id = device_id
+        self.capturing: list | None = None
+        self.traces: dict[int, list] = {}
+        self.replaying = False
+        self.open = True
+        self.trace_ids = itertools.count(1)

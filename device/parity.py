@@ -1,0 +1,311 @@
+"""Parity of the expert's ttnn graph with the JAX golden: ``python -m device.parity``.
+
+On a Blackhole (``--backend chip``, the default) the graph runs on the chip through ttnn; with
+``--backend emulation`` the same graph runs here on ``device.emulation`` (JAX versions of its ttnn
+ops). Without a chip and without that flag the script says so, exits with status 2 and prints no
+numbers. Both backends compare against the golden on the same weights and inputs:
+
+* chosen layers, each fed the fp32 golden's input of that layer (as bf16): vs the fp32 golden
+  (exact attention over S rows) and vs the device-precision golden (``Precision.device``, the
+  tail-slot attention with the device's mask);
+* one traced step (velocity at t = 0) and, unless ``--no-sample``, the 10-step sample;
+* the traced stack vs the same stack run eagerly (a trace must replay bit for bit).
+
+Writes ``parity.json``, ``parity.md`` and ``ops.csv`` (one row per device op of an eager pass,
+ttnn-profiler style; host durations only on a chip, measured around ``synchronize_device``) into
+``--out``. Weights and the VLM cache are random (bf16-valued, garbage 7.0 in rows [S, Smax)) unless
+``--checkpoint`` names an HF-format safetensors file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from device.configs import GraphConfig
+from device.emulation import Emulation
+from device.graph import TTExpert
+from device.host import final_norm_from_hf, layer_from_hf, model_from_params
+from device.recorder import Recorder, write_op_csv
+from jaxref.action import action_in_proj
+from jaxref.config import ExpertConfig
+from jaxref.expert import expert_rope, expert_stack, sample, velocity
+from jaxref.layers import decoder_layer
+from jaxref.numerics import compare, round_bf16
+from jaxref.options import ExpertOptions
+from jaxref.precision import Precision
+from jaxref.weights import from_hf_state_dict, init_cache, init_params
+
+GARBAGE = 7.0  # cache rows [S, Smax) hold this (the notes' tests do the same)
+
+
+class NoChip(RuntimeError):
+    """No Blackhole chip is reachable from this process (the reason is the message)."""
+
+
+def open_chip():
+    """(ttnn, device) of the first Blackhole, or raise ``NoChip`` saying why (never opens a mock)."""
+    try:
+        import ttnn
+    except (ImportError, OSError, RuntimeError) as exc:
+        raise NoChip(f"ttnn is not importable here ({type(exc).__name__}: {exc})") from None
+    if os.environ.get("TT_METAL_MOCK_CLUSTER_DESC_PATH"):
+        raise NoChip("TT_METAL_MOCK_CLUSTER_DESC_PATH is set: ttnn sees a mock cluster descriptor, not a chip")
+    if ttnn.GetNumAvailableDevices() < 1:
+        raise NoChip("ttnn finds no Tenstorrent device")
+    try:
+        device = ttnn.open_device(device_id=0, l1_small_size=32768, trace_region_size=64 << 20)
+    except Exception as exc:  # noqa: BLE001 - any failure to open means: no usable chip
+        raise NoChip(f"ttnn.open_device failed ({type(exc).__name__}: {exc})") from None
+    if "BLACKHOLE" not in str(device.arch()).upper():
+        ttnn.close_device(device)
+        raise NoChip(f"the device is not a Blackhole ({device.arch()})")
+    return ttnn, device
+
+
+def chip_status() -> str | None:
+    """None when ttnn can see a real device, else why not (cheap: does not open a device)."""
+    try:
+        import ttnn
+    except (ImportError, OSError, RuntimeError) as exc:
+        return f"ttnn is not importable here ({type(exc).__name__})"
+    if os.environ.get("TT_METAL_MOCK_CLUSTER_DESC_PATH"):
+        return "only a mock cluster descriptor is configured (TT_METAL_MOCK_CLUSTER_DESC_PATH)"
+    return None if ttnn.GetNumAvailableDevices() > 0 else "ttnn finds no Tenstorrent device"
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """What to run: model geometry, S, which layers to compare, graph options."""
+
+    cfg: ExpertConfig
+    seq_len: int
+    graph: GraphConfig
+    layers: tuple[int, ...]
+    seed: int = 0
+    sample: bool = True
+    checkpoint: str | None = None
+    expert_prefix: str = ""
+
+
+def _model(p: Problem):
+    """(params, HF state dict or None, cache, x0): bf16-valued random params, or the checkpoint's; the
+    random cache is bf16-valued with garbage in rows [S, Smax)."""
+    k_p, k_c, k_x = jax.random.split(jax.random.PRNGKey(p.seed), 3)
+    cfg, state = p.cfg, None
+    if p.checkpoint:
+        from safetensors.numpy import load_file
+
+        state = load_file(p.checkpoint)
+        params = from_hf_state_dict(state, cfg, expert_prefix=p.expert_prefix, strict=False)
+    else:
+        params = jax.tree.map(round_bf16, init_params(k_p, cfg))
+    cache = init_cache(k_c, cfg, p.seq_len, max_seq_len=cfg.max_seq_len, fill=GARBAGE)
+    cache = dataclasses.replace(cache, k=round_bf16(cache.k), v=round_bf16(cache.v))
+    return params, state, cache, jax.random.normal(k_x, (cfg.num_tokens, cfg.action_dim), jnp.float32)
+
+
+def _cmp(golden, got) -> dict[str, float]:
+    c = compare(np.asarray(golden), np.asarray(got))
+    return {"pcc": c.pcc, "max_abs": c.max_abs, "rel_fro": c.rel_fro}
+
+
+def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = None, sync=None) -> dict:
+    """Run the graph on (ns, device) against the golden; returns the results (see the module docstring)."""
+    cfg, graph, S = p.cfg, p.graph, p.seq_len
+    params, state, cache, x0 = _model(p)
+    if state is not None:  # device weights straight from the HF keys (jaxref.param_table)
+        layers = [layer_from_hf(state, i, cfg, expert_prefix=p.expert_prefix) for i in range(cfg.num_layers)]
+        final_norm = final_norm_from_hf(state, expert_prefix=p.expert_prefix)
+    else:
+        layers, final_norm = model_from_params(params, cfg)
+    rec = Recorder(ns)
+    rec.state.sync = sync
+    ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, graph=graph)
+
+    def tagged_layer(i, *args):  # the layer_fn swap point, used here to label the per-op CSV rows
+        rec.state.tag = f"layer {i}"
+        return ex.layer(i, *args)
+
+    ex.layer_fn = tagged_layer
+    caches = [ex.upload_cache(np.asarray(cache.k[i]), np.asarray(cache.v[i])) for i in range(cfg.num_layers)]
+    ex.set_context(S)
+
+    dev_prec = Precision.device(weights=graph.weights, cache=graph.cache, mask=graph.mask_format)
+    emb = velocity_input(params, x0, cfg)
+    _, hidden = expert_stack(params.layers, params.final_norm, emb, cache, cfg=cfg, return_hidden=True)
+    res: dict = {"backend": backend, "num_layers": cfg.num_layers, "hidden": cfg.hidden, "seq_len": S,
+                 "max_seq_len": cfg.max_seq_len, "weights": graph.weights, "cache": graph.cache,
+                 "attn_mode": graph.attn_mode, "layers": []}
+    for i in p.layers:
+        x_in = round_bf16(emb if i == 0 else hidden[i - 1])
+        layer = jax.tree.map(lambda a, i=i: a[i], params.layers)
+        gold = {name: decoder_layer(layer, x_in, (cache.k[i], cache.v[i]), S,
+                                    expert_rope(S, 0, cfg=cfg, precision=prec), cfg=cfg,
+                                    options=ExpertOptions(attention=att, precision=prec))
+                for name, prec, att in (("fp32", Precision.fp32(), "exact"), ("device", dev_prec, "tail_slot"))}
+        got = ex.run_layer(i, np.asarray(x_in), caches)
+        res["layers"].append({"layer": i, "vs_fp32": _cmp(gold["fp32"], got), "vs_device_golden": _cmp(gold["device"], got)})
+
+    n_before = len(rec.state.log)
+    eager = ex.forward(np.asarray(emb), caches, traced=False)
+    if out_dir is not None:
+        res["csv_rows"] = write_op_csv(out_dir / "ops.csv", rec.state.log[n_before:], backend=backend)
+    rec.state.sync = None
+    traced = ex.forward(np.asarray(emb), caches)
+    res["traced_vs_eager_max_abs"] = float(np.max(np.abs(traced - eager)))
+    if backend == "chip":
+        res["trace_replay_ms"] = _time_replays(ex, emb, caches)
+
+    v_dev = ex.step(params.action_in, params.action_out, np.asarray(x0), 0.0, caches)
+    res["step"] = {"vs_fp32": _cmp(velocity(params, x0, 0.0, cache, cfg=cfg), v_dev),
+                   "vs_device_golden": _cmp(velocity(params, x0, 0.0, cache, cfg=cfg,
+                                                     options=ExpertOptions(attention="tail_slot", precision=dev_prec)), v_dev)}
+    if p.sample:
+        a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S)
+        a_gold, vs_gold = sample(params, cache, jax.random.PRNGKey(0), cfg=cfg, x0=x0)
+        res["sample"] = {"action_vs_fp32": _cmp(a_gold, a_dev),
+                         "velocity_pcc_per_step": [_cmp(g, d)["pcc"] for g, d in zip(vs_gold, vs_dev, strict=True)]}
+    res["calls"] = len(rec.state.log)
+    return res
+
+
+def velocity_input(params, x0, cfg: ExpertConfig):
+    """The expert input at t = 0 (host fp32 action_in_proj, as the device port computes it)."""
+    return action_in_proj(params.action_in, x0, 0.0, cfg=cfg.action_in)
+
+
+def _time_replays(ex: TTExpert, emb, caches, n: int = 20) -> dict[str, float]:
+    """Chip only: wall time of ``forward`` (upload + trace replay + readback), median / min over n."""
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        ex.forward(np.asarray(emb), caches)
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return {"median_ms": float(np.median(ts)), "min_ms": float(np.min(ts)), "n": n}
+
+
+def markdown(results: list[dict]) -> str:
+    """The parity tables of one or more runs."""
+    lines = ["| run | layer / quantity | PCC vs fp32 | max-abs vs fp32 | PCC vs device golden | max-abs vs device golden |",
+             "|---|---|---|---|---|---|"]
+    for r in results:
+        run = f"{r['backend']}, L={r['num_layers']} D={r['hidden']} S={r['seq_len']} Smax={r['max_seq_len']}, " \
+              f"{r['weights']} w, {r['attn_mode']}"
+        rows = [(f"layer {x['layer']}", x["vs_fp32"], x["vs_device_golden"]) for x in r["layers"]]
+        rows.append(("step velocity (traced)", r["step"]["vs_fp32"], r["step"]["vs_device_golden"]))
+        for q, a, b in rows:
+            lines.append(f"| {run} | {q} | {a['pcc']:.7f} | {a['max_abs']:.2e} | {b['pcc']:.7f} | {b['max_abs']:.2e} |")
+        if "sample" in r:
+            s = r["sample"]
+            lines.append(f"| {run} | 10-step sample, final action | {s['action_vs_fp32']['pcc']:.7f} | "
+                         f"{s['action_vs_fp32']['max_abs']:.2e} | - | - |")
+        lines.append(f"| {run} | traced vs eager stack, max-abs | - | {r['traced_vs_eager_max_abs']:.1e} | - | - |")
+    return "\n".join(lines)
+
+
+def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
+    """Report section: the ttnn graph on the emulation backend vs the golden, and the chip status.
+
+    quick: tiny (H = 32, S = 100, 2 layers), decode attention, bfp8 weights; full: also its 10-step
+    sample, the standard attention with bf16 weights, and a 2-layer model at alpamayo_tt widths
+    (S = 4600, Smax = 8192). ``overrides`` (hardware
+    numbers) do not enter: nothing here is a cost prediction.
+    """
+    tiny = ExpertConfig.tiny(head_dim=32)
+    probs = [Problem(cfg=tiny, seq_len=100, layers=(0, 1), sample=not quick, graph=GraphConfig(weights="bfp8"))]
+    if not quick:
+        probs.append(Problem(cfg=tiny, seq_len=100, layers=(0, 1), sample=False,
+                             graph=GraphConfig(weights="bf16", attn_mode="standard")))
+        probs.append(Problem(cfg=ExpertConfig.alpamayo_tt(num_layers=2), seq_len=4600, layers=(0, 1), sample=False,
+                             graph=GraphConfig(weights="bfp8")))
+    results = []
+    for p in probs:
+        ns = Emulation()
+        results.append(run(p, ns, ns.open_device(0), backend="emulation"))
+    status = chip_status()
+    chip = ("Chip run: skipped - " + status + "; `python -m device.parity` runs it on a Blackhole."
+            if status else "Chip run: a device is visible; run `python -m device.parity` for the chip numbers.")
+    md = ("The expert's ttnn graph (`device/graph.py`, 19 ops per layer) run on the JAX emulation of its ttnn "
+          "ops (`device/emulation.py`: outputs rounded to each op's output format, no math-fidelity loss inside "
+          "kernels) against the fp32 golden (exact attention) and the device-precision golden "
+          "(`Precision.device`, tail-slot attention); layer inputs are the fp32 golden's, uploaded as bf16; "
+          f"cache rows [S, Smax - T) hold garbage ({GARBAGE}).\n\n" + markdown(results) + "\n\n" + chip)
+    return {"markdown": md, "results": {"runs": results, "chip": status or "available"}, "figures": []}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", choices=("chip", "emulation"), default="chip")
+    ap.add_argument("--preset", default="alpamayo_tt", help="alpamayo_tt / alpamayo_r1 / tiny (tiny runs at H = 32)")
+    ap.add_argument("--num-layers", type=int, default=None)
+    ap.add_argument("--layers", default=None, help="comma-separated layers to compare (default: first, middle, last)")
+    ap.add_argument("--seq-len", type=int, default=None, help="S (default: 4600, or 100 for tiny)")
+    ap.add_argument("--weights", choices=("bfp8", "bf16"), default="bfp8")
+    ap.add_argument("--cache", choices=("bf16", "bfp8"), default="bf16")
+    ap.add_argument("--attn-mode", choices=("decode", "standard"), default="decode")
+    ap.add_argument("--no-sample", action="store_true", help="skip the 10-step sample")
+    ap.add_argument("--checkpoint", default=None, help="HF-format safetensors file of the expert")
+    ap.add_argument("--expert-prefix", default="", help="key prefix in the checkpoint (e.g. 'expert.')")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="parity_out", help="directory for parity.json / parity.md / ops.csv")
+    return ap.parse_args(argv)
+
+
+def problem_from_args(a: argparse.Namespace) -> Problem:
+    over = {} if a.num_layers is None else {"num_layers": a.num_layers}
+    if a.preset == "tiny":
+        over["head_dim"] = 32  # rotary_embedding_hf needs head_dim 32 or a multiple of 64
+    cfg = ExpertConfig.preset(a.preset, **over)
+    L = cfg.num_layers
+    layers = sorted({0, L // 2, L - 1}) if a.layers is None else [int(s) for s in a.layers.split(",")]
+    for i in layers:
+        if not 0 <= i < L:
+            raise ValueError(f"--layers entry {i} outside [0, {L})")
+    seq_len = a.seq_len if a.seq_len is not None else (100 if a.preset == "tiny" else 4600)
+    cfg.check_seq_len(seq_len)
+    return Problem(cfg=cfg, seq_len=seq_len, layers=tuple(layers), seed=a.seed, sample=not a.no_sample,
+                   graph=GraphConfig(weights=a.weights, cache=a.cache, attn_mode=a.attn_mode),
+                   checkpoint=a.checkpoint, expert_prefix=a.expert_prefix)
+
+
+def main(argv=None) -> int:
+    a = parse_args(argv)
+    p = problem_from_args(a)
+    out = pathlib.Path(a.out)
+    if a.backend == "chip":
+        try:
+            ns, device = open_chip()
+        except NoChip as exc:
+            print(f"device.parity: no Blackhole chip: {exc}. Nothing was run and nothing is reported. "
+                  "Run on a machine with a Blackhole, or pass --backend emulation to run the same graph on "
+                  "the JAX emulation of its ttnn ops.", file=sys.stderr)
+            return 2
+        sync = lambda: ns.synchronize_device(device)
+    else:
+        ns = Emulation()
+        device, sync = ns.open_device(0), None
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        res = run(p, ns, device, backend=a.backend, out_dir=out, sync=sync)
+    finally:
+        ns.close_device(device)
+    md = markdown([res])
+    (out / "parity.json").write_text(json.dumps(res, indent=2))
+    (out / "parity.md").write_text(f"# ttnn graph parity ({a.backend})\n\n{md}\n")
+    print(md)
+    print(f"\nwrote {out / 'parity.json'}, {out / 'parity.md'}, {out / 'ops.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
