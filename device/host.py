@@ -8,7 +8,7 @@ Everything here is numpy / JAX on the host (no ttnn, no torch at import). Layout
 * RMSNorm gammas ``[1, 1, 1, W]`` bf16 (input_norm, q_norm, k_norm, post_norm, final_norm).
 * cos / sin [1, 1, T, H] for positions ``i + rope_delta + S`` (``jaxref.expert.expert_rope``).
 * the additive mask [1, 1, rows, Smax]: 0 on [0, S) and on the own-token tail [Smax - T, Smax),
-  -1e9 on [S, Smax - T) (``jaxref.layers.tail_slot_mask``); rows = G T (decode) or T (standard).
+  -1e9 on [S, Smax - T) (``jaxref.cache_attention.tail_slot_mask``); rows = G T (decode) or T (standard).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import numpy as np
 
 from jaxref.config import ExpertConfig
 from jaxref.expert import ExpertParams, expert_rope
-from jaxref.layers import LayerParams, tail_slot_mask
+from jaxref.cache_attention import tail_slot_mask
+from jaxref.layers import LayerParams
 from jaxref.param_table import (
     FINAL_NORM_DEVICE,
     FINAL_NORM_HF,

@@ -7,7 +7,7 @@ import pytest
 
 from costmodel.ahbm import counts
 from costmodel.smooth import Relax
-from jaxref.attention import flash_schedule, reduce_plan, ring_plan, split_kv_schedule
+from jaxref.attention import TileConfig, flash_schedule, reduce_plan, ring_plan, split_kv_schedule
 
 
 @pytest.mark.parametrize("S,tile,C,P", [(1024, 128, 1, 1), (1000, 64, 2, 4), (4096, 128, 8, 8), (777, 32, 4, 2),
@@ -34,7 +34,7 @@ def test_prefill_tiles_match_flash_schedule(S, tile, skip):
                                         (1024, 128, 8, 2)])
 def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
     """Per step and CUBE, the busiest PE (q block i on PE i mod P) of the plan = the closed form."""
-    _, _, plans = ring_plan(S, S, num_cubes=C, tile=tile, q_block=tile, causal=True)
+    _, _, plans = ring_plan(S, S, num_cubes=C, tiles=TileConfig(tile, tile), causal=True)
     for step, plan in enumerate(plans):
         for cube in range(C):
             per_pe = [[0, 0, 0] for _ in range(P)]  # tiles, visits, single-tile visits

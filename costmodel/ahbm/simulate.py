@@ -31,7 +31,7 @@ from costmodel.ahbm.pipeline import (
     US,
 )
 from costmodel.hardware import AHBM
-from jaxref.attention import flash_plan, ring_plan, split_kv_plan
+from jaxref.attention import TileConfig, flash_plan, kv_placement, ring_plan, split_kv_plan
 
 
 class PE:
@@ -150,8 +150,8 @@ def simulate(cfg: AhbmConfig, hw: AHBM) -> dict:
 
 def _decode(env, cfg, hw, G, d):
     C, P = (cfg.cubes, cfg.pes) if cfg.case == "decode_sp" else (1, 1)
-    _, plan, _, _ = split_kv_plan(1, cfg.seq_len, tile=cfg.tile, q_block=None, causal=False, num_cubes=C,
-                                  pes_per_cube=P)
+    placement = kv_placement(cfg.seq_len, num_cubes=C, pes_per_cube=P)
+    plan, _, _ = split_kv_plan(1, cfg.seq_len, tiles=TileConfig(cfg.tile, None), placement=placement, causal=False)
     R = C * P
     pes = [PE(env, hw) for _ in range(R)]
     tiles = {r: [] for r in range(R)}
@@ -220,7 +220,7 @@ def _visits(plan, lane, pes_per_cube):
 
 
 def _prefill(env, cfg, hw, G, d):
-    plan = flash_plan(cfg.seq_len, cfg.seq_len, tile=cfg.tile, q_block=cfg.tile, causal=True,
+    plan = flash_plan(cfg.seq_len, cfg.seq_len, tiles=TileConfig(cfg.tile, cfg.tile), causal=True,
                       causal_skip=cfg.causal_skip)
     pe = PE(env, hw)
     te = plan.tile
@@ -241,7 +241,7 @@ def _prefill(env, cfg, hw, G, d):
 
 def _ring(env, cfg, hw, d):
     C, P = cfg.cubes, cfg.pes
-    _, valid, plans = ring_plan(cfg.seq_len, cfg.seq_len, num_cubes=C, tile=cfg.tile, q_block=cfg.tile,
+    _, valid, plans = ring_plan(cfg.seq_len, cfg.seq_len, num_cubes=C, tiles=TileConfig(cfg.tile, cfg.tile),
                                 causal=True)
     te = plans[0].tile
     rows = te

@@ -19,6 +19,7 @@ from jaxref.attention import (
     attention_reference,
     flash_attention,
     ring_attention,
+    ring_attention_sharded,
     split_kv_attention,
     split_kv_attention_sharded,
 )
@@ -105,6 +106,17 @@ SHARDED: tuple[ShardedCase, ...] = (
                 lambda q, k, v, *, mesh, p: split_kv_attention_sharded(
                     q, k, v, mesh=mesh, causal=p.causal, tile=p.tile // 4, q_block=p.q_block,
                     placement="contiguous", reduce="all_to_all"), in_quick=False),
+    ShardedCase("split-KV sharded, 8x1 mesh, one-shot all-reduce", "decode", (8, 1), ("cube", "pe"),
+                lambda q, k, v, *, mesh, p: split_kv_attention_sharded(q, k, v, mesh=mesh, causal=p.causal,
+                                                                       tile=p.tile // 4, reduce="all_reduce"),
+                in_quick=False),
+    ShardedCase("ring sharded, 4x2 mesh (C=4 < G, 2 q heads per CUBE), zigzag", "prefill", (4, 2), ("cube", "pe"),
+                lambda q, k, v, *, mesh, p: ring_attention_sharded(q, k, v, mesh=mesh, causal=p.causal,
+                                                                   ordering="zigzag", tile=p.tile // 4)),
+    ShardedCase("ring sharded, 8x1 mesh (C=G), striped", "prefill", (8, 1), ("cube", "pe"),
+                lambda q, k, v, *, mesh, p: ring_attention_sharded(q, k, v, mesh=mesh, causal=p.causal,
+                                                                   ordering="striped", tile=p.tile // 4),
+                in_quick=False),
 )
 
 
