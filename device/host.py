@@ -18,9 +18,9 @@ from collections.abc import Mapping
 import jax
 import numpy as np
 
+from jaxref.cache_attention import tail_slot_mask
 from jaxref.config import ExpertConfig
 from jaxref.expert import ExpertParams, expert_rope
-from jaxref.cache_attention import tail_slot_mask
 from jaxref.layers import LayerParams
 from jaxref.param_table import (
     FINAL_NORM_DEVICE,

@@ -240,7 +240,35 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
           "kernels) against the fp32 golden (exact attention) and the device-precision golden "
           "(`Precision.device`, tail-slot attention); layer inputs are the fp32 golden's, uploaded as bf16; "
           f"cache rows [S, Smax - T) hold garbage ({GARBAGE}).\n\n" + markdown(results) + "\n\n" + chip)
-    return {"markdown": md, "results": {"runs": results, "chip": status or "available"}, "figures": []}
+    figure = plot_layer_pcc(results, pathlib.Path(out_dir) / "device_parity_layers.png")
+    md += f"\n\n![per-layer 1 - PCC of the emulated graph]({figure})"
+    return {"markdown": md, "results": {"runs": results, "chip": status or "available"}, "figures": [figure]}
+
+
+def plot_layer_pcc(results: list[dict], path: pathlib.Path) -> str:
+    """Per-layer 1 - PCC (log scale) of each run vs the fp32 and the device-precision golden; returns the
+    file name. matplotlib is imported here: the parity script itself needs no plotting library."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.6))
+    for r in results:
+        label = f"D={r['hidden']} S={r['seq_len']} {r['weights']} {r['attn_mode']}"
+        layers = [row["layer"] for row in r["layers"]]
+        for key, style in (("vs_fp32", "o-"), ("vs_device_golden", "s--")):
+            gap = [max(1.0 - row[key]["pcc"], 1e-12) for row in r["layers"]]
+            ax.semilogy(layers, gap, style, label=f"{label}, {key.removeprefix('vs_')}")
+    ax.set_xticks(sorted({row["layer"] for r in results for row in r["layers"]}))
+    ax.set_xlabel("layer")
+    ax.set_ylabel("1 - PCC")
+    ax.set_title("ttnn graph on the emulation backend vs the golden")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
 
 
 def parse_args(argv=None) -> argparse.Namespace:
