@@ -27,6 +27,7 @@ from costmodel.ahbm.sensitivity import elasticities, with_overrides
 from costmodel.ahbm.simulate import simulate
 from costmodel.ahbm.tune import exhaustive, stack_knobs, sweep_latency, tune
 from costmodel.hardware import ahbm_sip
+from experiments.report import plots
 
 K = 1024
 
@@ -160,10 +161,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     ax.set_xlabel("event simulation (us)")
     ax.set_ylabel("analytic model (us)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out_dir / "ahbm_model_vs_sim.png", dpi=110)
-    plt.close(fig)
-    figs.append("ahbm_model_vs_sim.png")
+    figs.append(plots.save(fig, out_dir, "ahbm_model_vs_sim.png"))
     md.append("![model vs simulation](ahbm_model_vs_sim.png)\n")
 
     md.append("### Gradient tuner vs exhaustive search\n")
@@ -198,10 +196,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     ax.semilogx(Ss, [b.tile for _, b, _, _ in opt["prefill_sp"]], "^:", label="prefill-SP TILE")
     ax.set_xlabel("context S")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out_dir / "ahbm_optimum_vs_s.png", dpi=110)
-    plt.close(fig)
-    figs.append("ahbm_optimum_vs_s.png")
+    figs.append(plots.save(fig, out_dir, "ahbm_optimum_vs_s.png"))
     md.append("![optimum vs S](ahbm_optimum_vs_s.png)\n")
 
     costs, tab = issue_cost_table(hw)
@@ -217,10 +212,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     ax.set_xlabel("CPU issue cost per op (ns)")
     ax.set_ylabel("latency (us)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out_dir / "ahbm_pipelining.png", dpi=110)
-    plt.close(fig)
-    figs.append("ahbm_pipelining.png")
+    figs.append(plots.save(fig, out_dir, "ahbm_pipelining.png"))
     md.append("\n![pipelining](ahbm_pipelining.png)\n")
 
     combos, red = reduce_table(hw)
@@ -255,10 +247,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     ax.set_xticks(range(len(keep)), keep, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(el)), [f"{c.case} {c.seq_len}" for c, _ in el], fontsize=7)
     fig.colorbar(im)
-    fig.tight_layout()
-    fig.savefig(out_dir / "ahbm_elasticities.png", dpi=110)
-    plt.close(fig)
-    figs.append("ahbm_elasticities.png")
+    figs.append(plots.save(fig, out_dir, "ahbm_elasticities.png"))
     md.append("\n![elasticities](ahbm_elasticities.png)\n")
     return {"markdown": "\n".join(md), "results": res, "figures": figs}
 
