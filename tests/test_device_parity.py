@@ -57,7 +57,9 @@ def test_emulation_run_writes_json_markdown_and_op_csv(tmp_path):
 
 def test_report_section_contract(tmp_path):
     sec = parity.report_section(tmp_path, quick=True, overrides={"blackhole.dram_peak_bytes_per_s": 1.0})
-    assert set(sec) == {"markdown", "results", "figures"} and sec["figures"] == []
+    assert set(sec) == {"markdown", "results", "figures"} and sec["figures"] == ["device_parity_layers.png"]
+    assert (tmp_path / "device_parity_layers.png").read_bytes().startswith(b"\x89PNG")
+    assert f"]({sec['figures'][0]})" in sec["markdown"]
     json.dumps(sec["results"])
     assert "Chip run:" in sec["markdown"] and "| layer 1 |" in sec["markdown"]
     if NO_CHIP is not None:
