@@ -5,7 +5,8 @@ Cases (ADR-0060 section 10), per kv head (the K kv heads run on disjoint CUBE Gr
 * ``decode``     decode, no SP: one PE sweeps the whole KV of B requests (T_q = 1, G rows M-folded).
 * ``decode_sp``  decode, SP: KV round-robin over C x P ranks, per-rank sweep, then a reduce of the
   (m, l, O) partials: ``tree`` (2-level reduce-to-root), ``all_to_all`` (kernbench fan-out) or
-  ``all_reduce`` (the tree, then the result broadcast back: Tree Attention style).
+  ``all_reduce`` (Tree Attention style: every rank ends with the answer; messages are
+  ``jaxref.attention.reduce_plan``'s recursive-doubling exchanges).
 * ``prefill``    prefill, no SP: one PE, q blocks of TILE rows x G heads, causal tile skip.
 * ``prefill_sp`` prefill, SP ring: C = G CUBEs, one q head each (head-parallel), contiguous KV
   blocks rotated over the ring (recv overlapped with compute), q blocks split over the P PEs of a

@@ -83,13 +83,11 @@ def _hops(src: int, dst: int, P: int, cols: int) -> int:
 
 @functools.cache
 def reduce_rounds(C: int, P: int, kind: str) -> tuple:
-    """The plan's rounds as (src, dst, level, hops, merges) messages; ``all_reduce`` is the tree
-    followed by the same messages reversed (a broadcast of the result: no merge)."""
-    plan = reduce_plan(C, P, kind="all_to_all" if kind == "all_to_all" else "tree")
+    """``jaxref.attention.reduce_plan``'s rounds as (src, dst, level, hops, merges) messages (every
+    received message is merged: for ``all_reduce`` the plan's recursive-doubling exchanges)."""
+    plan = reduce_plan(C, P, kind=kind)
     cols = plan.cube_mesh[1]
     rounds = [tuple((s, d, lv, _hops(s, d, P, cols), 1) for s, d, lv in rnd) for rnd in plan.rounds]
-    if kind == "all_reduce":
-        rounds += [tuple((d, s, lv, h, 0) for s, d, lv, h, _ in rnd) for rnd in reversed(rounds)]
     return tuple(rounds), plan.root, plan.sends
 
 
