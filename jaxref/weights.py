@@ -200,10 +200,12 @@ def _trunk_indices(num_layers: int) -> dict[str, list[int]]:
 
 def hf_names(cfg: ExpertConfig, *, expert_prefix: str = "") -> list[str]:
     """Every parameter name ``to_hf_state_dict`` writes (freqs buffers excluded), in order."""
-    return list(to_hf_state_dict(_zeros_params(cfg), cfg, expert_prefix=expert_prefix, with_freqs=False))
+    return list(to_hf_state_dict(zeros_params(cfg), cfg, expert_prefix=expert_prefix, with_freqs=False))
 
 
-def _zeros_params(cfg: ExpertConfig) -> ExpertParams:
+def zeros_params(cfg: ExpertConfig) -> ExpertParams:
+    """All-zero ``ExpertParams`` of ``cfg``'s shapes (numpy float32): the template whose HF names and
+    shapes define the state-dict layout."""
     layers = LayerParams(
         **{k: np.zeros((cfg.num_layers,) + s, np.float32) for k, s in layer_param_shapes(cfg).items()}
     )
@@ -287,7 +289,7 @@ def from_hf_state_dict(
     are not ``logspace(0, log10(max_freq), num_freqs)`` (exact or bf16-rounded), or (``strict``)
     an unexpected key. ``embed_tokens.weight`` of a full HF model is ignored.
     """
-    ref = to_hf_state_dict(_zeros_params(cfg), cfg, expert_prefix=expert_prefix, with_freqs=False)
+    ref = to_hf_state_dict(zeros_params(cfg), cfg, expert_prefix=expert_prefix, with_freqs=False)
     missing = [k for k in ref if k not in state]
     if missing:
         raise ValueError(f"state dict lacks {len(missing)} expected keys, e.g. {missing[:3]}")

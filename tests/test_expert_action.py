@@ -25,7 +25,7 @@ from jaxref.action import (
 from jaxref.config import ActionInConfig, ExpertConfig
 from jaxref.expert import sample, sample_jit, velocity, velocity_jit
 from jaxref.options import ExpertOptions
-from jaxref.weights import _zeros_params, init_action_in_params, to_hf_state_dict
+from jaxref.weights import init_action_in_params, to_hf_state_dict, zeros_params
 
 
 # ---- action_in_proj ------------------------------------------------------------------------
@@ -53,7 +53,7 @@ def test_action_in_proj_matches_torch_reference_formula(hidden, num_layers, out_
     ref_mod = torch_action_in_proj(
         action_dim=2, out_dim=out_dim, hidden=hidden, num_layers=num_layers, bf16_freqs=bf16_freqs
     )
-    full = dataclasses.replace(_zeros_params(cfg), action_in=params)  # only the action_in_proj.* names matter
+    full = dataclasses.replace(zeros_params(cfg), action_in=params)  # only the action_in_proj.* names matter
     sd = {
         k[len("action_in_proj.") :]: torch.from_numpy(v)
         for k, v in to_hf_state_dict(full, cfg, with_freqs=False).items()
