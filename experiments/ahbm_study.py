@@ -28,6 +28,7 @@ from costmodel.ahbm.simulate import simulate
 from costmodel.ahbm.tune import exhaustive, stack_knobs, sweep_latency, tune
 from costmodel.hardware import ahbm_sip
 from experiments.report import plots
+from experiments.report.tables import md_table
 
 K = 1024
 
@@ -165,15 +166,15 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     md.append("![model vs simulation](ahbm_model_vs_sim.png)\n")
 
     md.append("### Gradient tuner vs exhaustive search\n")
-    md.append("| case | S | tuner config | tuner us | evals | exhaustive config | exhaustive us | evals | gap |")
-    md.append("|---|---|---|---|---|---|---|---|---|")
-    gaps, ratios = [], []
+    gaps, ratios, rows = [], [], []
     for case, S, r, best, lat, n in tuner_table(hw, quick):
         gap = r.latency_us / lat - 1
         gaps.append(gap)
         ratios.append(n / r.evaluations)
-        md.append(f"| {case} | {S} | {_fmt_cfg(r.best)} | {r.latency_us:.4g} | {r.evaluations} | {_fmt_cfg(best)} | "
-                  f"{lat:.4g} | {n} | {gap:+.2%} |")
+        rows.append([case, S, _fmt_cfg(r.best), f"{r.latency_us:.4g}", r.evaluations, _fmt_cfg(best), f"{lat:.4g}",
+                     n, f"{gap:+.2%}"])
+    md.append(md_table(["case", "S", "tuner config", "tuner us", "evals", "exhaustive config", "exhaustive us",
+                        "evals", "gap"], rows))
     res["tuner_worst_gap"] = max(gaps)
     res["tuner_min_eval_ratio"] = min(ratios)
     md.append(f"\nWorst gap {max(gaps):+.2%}; the tuner uses at least {min(ratios):.0f}x fewer discrete evaluations "
@@ -181,10 +182,9 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
 
     opt = optimum_vs_s(hw, quick)
     md.append("### Optimal configuration vs context S (exhaustive)\n")
-    md.append("| S | decode-SP optimum | us | prefill-SP optimum | us |")
-    md.append("|---|---|---|---|---|")
-    for (S, bd, ld, _), (_, bp, lp, _) in zip(opt["decode_sp"], opt["prefill_sp"]):
-        md.append(f"| {S} | {_fmt_cfg(bd)} | {ld:.4g} | {_fmt_cfg(bp)} | {lp:.4g} |")
+    md.append(md_table(["S", "decode-SP optimum", "us", "prefill-SP optimum", "us"],
+                       [[S, _fmt_cfg(bd), f"{ld:.4g}", _fmt_cfg(bp), f"{lp:.4g}"]
+                        for (S, bd, ld, _), (_, bp, lp, _) in zip(opt["decode_sp"], opt["prefill_sp"])]))
     G = AhbmConfig("decode", 1024).geometry.group
     cross = next((S for S, b, _, _ in opt["decode_sp"] if b.cubes >= G), None)
     res["decode_c_reaches_prefill_c_at_S"] = cross
@@ -201,10 +201,8 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
 
     costs, tab = issue_cost_table(hw)
     md.append("### Pipelining options vs per-op CPU issue cost (decode-SP, S 128k, TILE 64, C 4, P 8)\n")
-    md.append("| issue cost (ns) | " + " | ".join(PIPELINES) + " |")
-    md.append("|---|" + "---|" * len(PIPELINES))
-    for i, c in enumerate(costs):
-        md.append(f"| {c * 1e9:g} | " + " | ".join(f"{tab[p][i]:.3f}" for p in PIPELINES) + " |")
+    md.append(md_table(["issue cost (ns)", *PIPELINES],
+                       [[f"{c * 1e9:g}", *(f"{tab[p][i]:.3f}" for p in PIPELINES)] for i, c in enumerate(costs)]))
     res["opt2_over_opt3_at_max_issue"] = tab["opt2"][-1] / tab["opt3"][-1]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for p in PIPELINES:
@@ -217,29 +215,24 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
 
     combos, red = reduce_table(hw)
     md.append("### Decode-SP reduce: reduce-to-root vs fan-out vs all-reduce (us, S 1k)\n")
-    md.append("| C x P | tree | all_to_all | all_reduce |")
-    md.append("|---|---|---|---|")
-    for i, (C, P) in enumerate(combos):
-        md.append(f"| {C} x {P} | {red['tree'][i]:.3f} | {red['all_to_all'][i]:.3f} | {red['all_reduce'][i]:.3f} |")
+    kinds = ("tree", "all_to_all", "all_reduce")
+    md.append(md_table(["C x P", *kinds],
+                       [[f"{C} x {P}", *(f"{red[k][i]:.3f}" for k in kinds)] for i, (C, P) in enumerate(combos)]))
 
     md.append("\n### Ring communication hiding (prefill-SP, P 8, TILE 32)\n")
     md.append("Hiding condition: block tokens S/C >= F / BW (F: the CUBE's achieved GEMM FLOP rate, BW: the "
               "link). Model crossover: smallest S within 1% of the same ring with an unlimited link.\n")
-    md.append("| link B/s | formula F/BW (tokens) | model crossover S | model block tokens S/C |")
-    md.append("|---|---|---|---|")
     cr = ring_crossover(hw)
-    for bw, f, S in cr:
-        md.append(f"| {bw:.3g} | {f:.0f} | {S} | {S // 8 if S else None} |")
+    md.append(md_table(["link B/s", "formula F/BW (tokens)", "model crossover S", "model block tokens S/C"],
+                       [[f"{bw:.3g}", f"{f:.0f}", S, S // 8 if S else None] for bw, f, S in cr]))
     res["ring_crossover"] = [{"link_bytes_per_s": bw, "formula_tokens": f, "model_S": S} for bw, f, S in cr]
 
     md.append("\n### Hardware elasticities d log(latency) / d log(parameter)\n")
     el = elasticity_table(hw, quick)
     names = list(el[0][1])
     keep = [n for n in names if max(abs(e[n]) for _, e in el) > 1e-3]
-    md.append("| config | " + " | ".join(keep) + " |")
-    md.append("|---|" + "---|" * len(keep))
-    for cfg, e in el:
-        md.append(f"| {cfg.case} S {cfg.seq_len} | " + " | ".join(f"{e[n]:+.2f}" for n in keep) + " |")
+    md.append(md_table(["config", *keep],
+                       [[f"{cfg.case} S {cfg.seq_len}", *(f"{e[n]:+.2f}" for n in keep)] for cfg, e in el]))
     res["elasticities"] = [{"case": c.case, "S": c.seq_len, **e} for c, e in el]
     fig, ax = plt.subplots(figsize=(8, 3.5))
     mat = np.array([[e[n] for n in keep] for _, e in el])
