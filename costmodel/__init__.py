@@ -1,10 +1,14 @@
 """Differentiable roofline cost models in JAX.
 
 Blackhole (the expert port of seeds/EXPERT_NOTES.md):
-  hardware       Blackhole p150a / p100a and AHBM specs as pytrees, units in names, sources
+  hardware       Blackhole p150a / p100a and AHBM specs as pytrees (unit and source in each field)
   smooth         exact / relaxed max, min, ceil (``Relax`` temperatures)
   blackhole      op models, the layer graph, 64-layer step, 10-step sample; fit with covariance,
                  prediction intervals, profiler CSVs, roofline, tuning, what-if CLI (see its docstring)
+
+AHBM (the ADR-0060 kernels):
+  ahbm           latency of the four cases, SimPy event check, TILE / C / P tuning vs exhaustive,
+                 elasticities, CLI (``python -m costmodel.ahbm``)
 """
 
 from costmodel.blackhole import (
