@@ -50,9 +50,15 @@ def fidelity_passes(fidelity: str) -> int:
 
 
 # ---- field provenance ------------------------------------------------------------------------------
-def spec(unit: str, source: str, *, static: bool = False, **kwargs):
-    """A spec field with its unit and source as metadata (static: tree metadata, not a leaf)."""
-    meta = {"unit": unit, "source": source}
+def spec(unit: str, source: str, *, static: bool = False, bounds: tuple[float, float] | None = None,
+         **kwargs):
+    """A spec field with its unit, source and physical range as metadata (static: tree metadata).
+
+    ``bounds=(lo, hi)`` is the closed range ``lo <= value <= hi`` a value must lie in to be physical;
+    a float field without it must be finite and > 0 (a rate, size, clock or latency).
+    ``field_bounds`` reads it back for the one override / calibration validator.
+    """
+    meta = {"unit": unit, "source": source, "bounds": bounds}
     return static_field(metadata=meta, **kwargs) if static else dataclasses.field(metadata=meta, **kwargs)
 
 
@@ -133,7 +139,7 @@ class AHBM:
 
     pseudo_channel_bytes_per_s: float = spec("B/s", "[ADR-0060] 32 GB/s per pseudo-channel (ADR-0003)")
     pe_controller_bytes_per_s: float = spec("B/s", "[ADR-0060] 256 GB/s per PE controller (8 pch x 32 GB/s)")
-    hbm_efficiency: float = spec("1", "[ADR-0060] default efficiency factor 0.8")
+    hbm_efficiency: float = spec("1", "[ADR-0060] default efficiency factor 0.8", bounds=(1e-3, 1.0))
     ucie_bytes_per_s: float = spec("B/s", "[ADR-0060] 128 GB/s per UCIe connection")
     ucie_transaction_s: float = spec("s", "[ADR-0060] +8 ns per transaction")
     dma_local_latency_s: float = spec("s", "[ADR-0060] measured PE-local DMA 77 ns")
@@ -151,7 +157,8 @@ class AHBM:
                                      "measured worst remote-CUBE DMA over the 6 hops of a 4x4 mesh [ADR-0060]",
                                      default=(573e-9 - 77e-9) / 6)
     cpu_issue_s: float = spec("s", "[ADR-0060] per-op CPU issue cost (ADR-0064's dispatch cost); default 0 "
-                              "as kernbench's dispatch_cycles=0 (section 9 item 6)", default=0.0)
+                              "as kernbench's dispatch_cycles=0 (section 9 item 6)", default=0.0,
+                              bounds=(0.0, 1e-3))
     mesh_x: int = spec("CUBEs", "[ADR-0060] SIP = 4x4 mesh of CUBEs", static=True, default=4)
     mesh_y: int = spec("CUBEs", "[ADR-0060] SIP = 4x4 mesh of CUBEs", static=True, default=4)
     pes_per_cube: int = spec("PEs", "[ADR-0060] P = 8 PEs per CUBE", static=True, default=8)
@@ -201,6 +208,14 @@ def field_spec(cls, name: str) -> tuple[str, str]:
     for f in dataclasses.fields(cls):
         if f.name == name:
             return f.metadata["unit"], f.metadata["source"]
+    raise ValueError(f"field={name!r} unknown; expected a field of {cls.__name__}")
+
+
+def field_bounds(cls, name: str) -> tuple[float, float] | None:
+    """Closed physical range (lo, hi) of float field ``name``, or None: then finite and > 0."""
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            return f.metadata.get("bounds")
     raise ValueError(f"field={name!r} unknown; expected a field of {cls.__name__}")
 
 
