@@ -62,19 +62,30 @@ def spec(unit: str, source: str, *, static: bool = False, bounds: tuple[float, f
     return static_field(metadata=meta, **kwargs) if static else dataclasses.field(metadata=meta, **kwargs)
 
 
+# Physical ranges of the spec fields (closed; read by ``field_bounds``, enforced on overrides and
+# calibrations): orders of magnitude around any chip of this class, wide enough for every what-if,
+# narrow enough that no float32 cost sum overflows or divides by a vanishing rate. [assumed]
+RATE = (1e6, 1e15)  # B/s: 1 MB/s .. 1 PB/s
+CLOCK = (1e6, 1e11)  # Hz: 1 MHz .. 100 GHz
+LATENCY = (0.0, 1e-3)  # s: an ideal 0 .. 1 ms per transfer
+
+
 # ---- Blackhole -------------------------------------------------------------------------------------
 @pytree_dataclass
 class Blackhole:
     """One Blackhole board. Float leaves are differentiable; the grid is static."""
 
-    dram_peak_bytes_per_s: float = spec("B/s", "[BH-specs] p150a 512 GB/s (256-bit GDDR6, 16 GT/s); p100a 448 GB/s")
-    dram_capacity_bytes: float = spec("B", "[BH-specs] p150a 32 GB, p100a 28 GB")
-    clock_hz: float = spec("Hz", "[BH-guide] AI clock up to 1.35 GHz")
-    matmul_flops_per_cycle_per_core: float = spec("FLOP/cycle", "[BH-gemm] 4096 at LoFi; HiFi2/3/4 = 1/2, 1/3, 1/4")
-    noc_bytes_per_cycle_per_link: float = spec("B/cycle", "[BH-guide] 64 B/flit/cycle/link")
-    noc_hop_cycles: float = spec("cycles", "[BH-guide] ~9 cycles per router hop")
-    l1_bytes_per_core: float = spec("B", "[BH-guide] 1464 KB usable of ~1.5 MB")
-    eth_bytes_per_s: float = spec("B/s", "[BH-guide] 25 GB/s per link per direction (unused by the single-chip expert)")
+    dram_peak_bytes_per_s: float = spec("B/s", "[BH-specs] p150a 512 GB/s (256-bit GDDR6, 16 GT/s); p100a 448 GB/s",
+                                        bounds=RATE)
+    dram_capacity_bytes: float = spec("B", "[BH-specs] p150a 32 GB, p100a 28 GB", bounds=(1e6, 1e15))
+    clock_hz: float = spec("Hz", "[BH-guide] AI clock up to 1.35 GHz", bounds=CLOCK)
+    matmul_flops_per_cycle_per_core: float = spec("FLOP/cycle", "[BH-gemm] 4096 at LoFi; HiFi2/3/4 = 1/2, 1/3, 1/4",
+                                                  bounds=(1.0, 1e7))
+    noc_bytes_per_cycle_per_link: float = spec("B/cycle", "[BH-guide] 64 B/flit/cycle/link", bounds=(1.0, 1e5))
+    noc_hop_cycles: float = spec("cycles", "[BH-guide] ~9 cycles per router hop", bounds=(0.0, 1e4))
+    l1_bytes_per_core: float = spec("B", "[BH-guide] 1464 KB usable of ~1.5 MB", bounds=(1024.0, 1e12))
+    eth_bytes_per_s: float = spec("B/s", "[BH-guide] 25 GB/s per link per direction (unused by the single-chip expert)",
+                                  bounds=RATE)
     name: str = spec("-", "preset name", static=True, default="p150a")
     grid_x: int = spec("cores", "[BH-guide] ttnn compute grid 11x10 (12x10 enabled, one column for dispatch)",
                        static=True, default=11)
@@ -137,25 +148,26 @@ class AHBM:
     """One AHBM SIP: a mesh of CUBEs (HBM stack + logic die with PEs). The ADR-0060 kernel model
     that consumes it is ``costmodel.ahbm``."""
 
-    pseudo_channel_bytes_per_s: float = spec("B/s", "[ADR-0060] 32 GB/s per pseudo-channel (ADR-0003)")
-    pe_controller_bytes_per_s: float = spec("B/s", "[ADR-0060] 256 GB/s per PE controller (8 pch x 32 GB/s)")
+    pseudo_channel_bytes_per_s: float = spec("B/s", "[ADR-0060] 32 GB/s per pseudo-channel (ADR-0003)", bounds=RATE)
+    pe_controller_bytes_per_s: float = spec("B/s", "[ADR-0060] 256 GB/s per PE controller (8 pch x 32 GB/s)",
+                                            bounds=RATE)
     hbm_efficiency: float = spec("1", "[ADR-0060] default efficiency factor 0.8", bounds=(1e-3, 1.0))
-    ucie_bytes_per_s: float = spec("B/s", "[ADR-0060] 128 GB/s per UCIe connection")
-    ucie_transaction_s: float = spec("s", "[ADR-0060] +8 ns per transaction")
-    dma_local_latency_s: float = spec("s", "[ADR-0060] measured PE-local DMA 77 ns")
-    dma_remote_cube_latency_s: float = spec("s", "[ADR-0060] measured worst remote CUBE 573 ns")
-    dma_remote_sip_latency_s: float = spec("s", "[ADR-0060] measured remote SIP 409 ns")
-    tcm_bytes_per_pe: float = spec("B", "[ADR-0060] scratch (TCM) 1 MiB")
-    pe_clock_hz: float = spec("Hz", "[assumed] 1 GHz; not public")
+    ucie_bytes_per_s: float = spec("B/s", "[ADR-0060] 128 GB/s per UCIe connection", bounds=RATE)
+    ucie_transaction_s: float = spec("s", "[ADR-0060] +8 ns per transaction", bounds=LATENCY)
+    dma_local_latency_s: float = spec("s", "[ADR-0060] measured PE-local DMA 77 ns", bounds=LATENCY)
+    dma_remote_cube_latency_s: float = spec("s", "[ADR-0060] measured worst remote CUBE 573 ns", bounds=LATENCY)
+    dma_remote_sip_latency_s: float = spec("s", "[ADR-0060] measured remote SIP 409 ns", bounds=LATENCY)
+    tcm_bytes_per_pe: float = spec("B", "[ADR-0060] scratch (TCM) 1 MiB", bounds=(1024.0, 1e12))
+    pe_clock_hz: float = spec("Hz", "[assumed] 1 GHz; not public", bounds=CLOCK)
     gemm_flops_per_cycle_per_pe: float = spec("FLOP/cycle", "[assumed] one 32x64x32 tile per 64 cycles "
-                                              "(2048 FLOP/cycle); not public")
-    math_elems_per_cycle_per_pe: float = spec("elem/cycle", "[assumed] 64; not public")
+                                              "(2048 FLOP/cycle); not public", bounds=(1.0, 1e7))
+    math_elems_per_cycle_per_pe: float = spec("elem/cycle", "[assumed] 64; not public", bounds=(1.0, 1e6))
     # Added for the kernel model (costmodel.ahbm). Defaults so older constructor calls still work.
     ipcq_bytes_per_s: float = spec("B/s", "[assumed] 128 GB/s: one PE->PE IPCQ transfer (PE_DMA), "
-                                   "taken equal to a UCIe link; not public", default=128e9)
+                                   "taken equal to a UCIe link; not public", default=128e9, bounds=RATE)
     cube_hop_latency_s: float = spec("s", "[assumed] 82.7 ns per CUBE-NOC hop = (573 - 77) ns / 6 hops: the "
                                      "measured worst remote-CUBE DMA over the 6 hops of a 4x4 mesh [ADR-0060]",
-                                     default=(573e-9 - 77e-9) / 6)
+                                     default=(573e-9 - 77e-9) / 6, bounds=LATENCY)
     cpu_issue_s: float = spec("s", "[ADR-0060] per-op CPU issue cost (ADR-0064's dispatch cost); default 0 "
                               "as kernbench's dispatch_cycles=0 (section 9 item 6)", default=0.0,
                               bounds=(0.0, 1e-3))

@@ -23,10 +23,11 @@ import numpy as np
 
 from costmodel.ahbm.config import PIPELINES, AhbmConfig
 from costmodel.ahbm.model import evaluate
-from costmodel.ahbm.sensitivity import elasticities, with_overrides
+from costmodel.ahbm.sensitivity import elasticities
 from costmodel.ahbm.simulate import simulate
 from costmodel.ahbm.tune import exhaustive, stack_knobs, sweep_latency, tune
 from costmodel.hardware import ahbm_sip
+from costmodel.overrides import apply_overrides
 from experiments.report import plots
 from experiments.report.tables import md_table
 
@@ -138,7 +139,7 @@ def _fmt_cfg(c: AhbmConfig) -> str:
 def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    hw = with_overrides(ahbm_sip(), overrides)
+    hw = apply_overrides(ahbm_sip(), overrides)
     md, res, figs = [], {}, []
 
     sims = model_vs_sim(hw, quick)

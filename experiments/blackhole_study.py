@@ -15,7 +15,6 @@ calibration (fitted on a p150a), so an override is a what-if on the hardware.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import pathlib
 
@@ -28,6 +27,7 @@ from costmodel.blackhole.roofline import gap_table, measured_op_times, measured_
 from costmodel.blackhole.rows import load_rows
 from costmodel.blackhole.validation import leave_one_group_out
 from costmodel.hardware import Blackhole, blackhole_p150a
+from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
 from jaxref.config import ExpertConfig
 
 CFG = ExpertConfig.alpamayo_tt()
@@ -35,18 +35,8 @@ MEASURED_SAMPLE_MS = 335.0  # seeds/EXPERT_NOTES.md 'Timing': 10-step sample() ~
 
 
 def hardware_with(overrides: dict[str, float]) -> Blackhole:
-    """p150a with ``blackhole.<field>`` overrides applied (other prefixes ignored)."""
-    hw = blackhole_p150a()
-    fields = {f.name for f in dataclasses.fields(Blackhole) if not f.metadata.get("static", False)}
-    changes = {}
-    for key, value in overrides.items():
-        prefix, _, name = key.partition(".")
-        if prefix != "blackhole":
-            continue
-        if name not in fields:
-            raise ValueError(f"override {key!r}: unknown Blackhole field; expected one of {sorted(fields)}")
-        changes[name] = float(value)
-    return dataclasses.replace(hw, **changes)
+    """p150a with the ``blackhole.<field>`` overrides applied (validated by ``costmodel.overrides``)."""
+    return apply_overrides(blackhole_p150a(), overrides)
 
 
 def whatifs(port: BlackholeConfig) -> list[tuple[str, BlackholeConfig]]:
@@ -159,12 +149,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="out/blackhole_study")
-    ap.add_argument("--set", action="append", default=[], metavar="blackhole.FIELD=VALUE")
+    add_set_argument(ap, hw="blackhole")
     args = ap.parse_args(argv)
-    overrides = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        overrides[key] = float(value)
+    try:
+        overrides = parse_overrides(args.overrides)
+    except ValueError as e:
+        ap.error(str(e))
     sec = report_section(pathlib.Path(args.out), quick=args.quick, overrides=overrides)
     print(sec["markdown"])
     print(json.dumps(sec["results"], indent=1)[:2000])

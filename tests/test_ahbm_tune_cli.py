@@ -9,9 +9,10 @@ import pytest
 from costmodel.ahbm import cli
 from costmodel.ahbm.config import AhbmConfig, knob_space
 from costmodel.ahbm.model import evaluate
-from costmodel.ahbm.sensitivity import elasticities, with_overrides
+from costmodel.ahbm.sensitivity import elasticities
 from costmodel.ahbm.tune import exhaustive, tune, valid_configs
 from costmodel.hardware import ahbm_sip, float_fields
+from costmodel.overrides import apply_overrides
 
 
 @pytest.mark.parametrize("case,S", [("decode_sp", 1024), ("decode_sp", 1 << 20), ("decode", 1 << 15)])
@@ -39,7 +40,7 @@ def test_elasticities_cover_every_parameter_and_predict_small_changes():
     # a parameter's elasticity predicts the latency change of a small change of it
     base = evaluate(cfg)["latency_us"]
     for name in ("dma_local_latency_s", "gemm_flops_per_cycle_per_pe", "pe_controller_bytes_per_s"):
-        hw = with_overrides(ahbm_sip(), {f"ahbm.{name}": float(getattr(ahbm_sip(), name)) * 1.001})
+        hw = apply_overrides(ahbm_sip(), {f"ahbm.{name}": float(getattr(ahbm_sip(), name)) * 1.001})
         assert (evaluate(cfg, hw)["latency_us"] / base - 1) / 0.001 == pytest.approx(e[name], rel=0.02, abs=1e-3)
 
 
@@ -55,8 +56,8 @@ def test_cli_eval_json_and_simulate_in_process(capsys):
 @pytest.mark.parametrize("argv,match", [
     (["eval", "--case", "prefill", "--seq-len", "4096", "--tile", "256"], "tile=256 infeasible"),
     (["eval", "--case", "decode", "--seq-len", "4096", "--tile", "100"], "tile=100 must be a power of two"),
-    (["eval", "--case", "decode_sp", "--seq-len", "-5"], "seq_len=-5 must be a positive int"),
-    (["eval", "--case", "decode", "--seq-len", "64", "--hw", "warp_drive=3"], "names no AHBM field"),
+    (["eval", "--case", "decode_sp", "--seq-len", "-5"], "argument --seq-len: -5: expected an integer >= 1"),
+    (["eval", "--case", "decode", "--seq-len", "64", "--hw", "warp_drive=3"], "not a field of costmodel.hardware.AHBM"),
 ])
 def test_cli_clear_errors(argv, match, capsys):
     assert cli.main(argv) == 2

@@ -8,53 +8,49 @@ latency and discrete evaluations next to the exhaustive search's.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from costmodel.ahbm.config import CASES, MODELS, PIPELINES, REDUCES, AhbmConfig
 from costmodel.ahbm.model import evaluate
-from costmodel.ahbm.sensitivity import with_overrides
-from costmodel.hardware import ahbm_sip, float_fields
+from costmodel.hardware import ahbm_sip
+from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides, settable_fields
+from jaxref.validation import cli_main, dumps_strict, positive_int
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m costmodel.ahbm", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m costmodel.ahbm", description=__doc__.splitlines()[0],
+                                allow_abbrev=False)
     sub = p.add_subparsers(dest="command", required=True)
     for name in ("eval", "tune"):
-        s = sub.add_parser(name)
+        s = sub.add_parser(name, allow_abbrev=False)
         s.add_argument("--case", required=True, choices=CASES)
-        s.add_argument("--seq-len", type=int, required=True)
-        s.add_argument("--batch", type=int, default=1)
+        s.add_argument("--seq-len", type=positive_int, required=True)
+        s.add_argument("--batch", type=positive_int, default=1)
         s.add_argument("--model", default="llama3_70b", choices=tuple(MODELS))
         s.add_argument("--reduce", default="tree", choices=REDUCES)
-        s.add_argument("--hw", action="append", default=[], metavar="FIELD=VALUE",
-                       help=f"override an AHBM field ({', '.join(float_fields(ahbm_sip()))})")
+        add_set_argument(s, hw="ahbm")
+        s.add_argument("--hw", dest="hw_deprecated", action="append", default=[], metavar="FIELD=VALUE",
+                       help=f"deprecated spelling of --set ahbm.FIELD=VALUE ({', '.join(settable_fields('ahbm'))})")
         s.add_argument("--json", action="store_true")
         if name == "eval":
-            s.add_argument("--tile", type=int, default=128)
-            s.add_argument("--cubes", type=int, default=1)
-            s.add_argument("--pes", type=int, default=1)
+            s.add_argument("--tile", type=positive_int, default=128)
+            s.add_argument("--cubes", type=positive_int, default=1)
+            s.add_argument("--pes", type=positive_int, default=1)
             s.add_argument("--pipeline", default="opt3", choices=PIPELINES)
             s.add_argument("--simulate", action="store_true", help="also run the SimPy event simulation")
     return p
 
 
-def _hw(items: list[str]):
-    over = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--hw {item!r} must be FIELD=VALUE")
-        try:
-            over["ahbm." + name] = float(value)
-        except ValueError:
-            raise ValueError(f"--hw {item!r}: value {value!r} is not a number") from None
-    return with_overrides(ahbm_sip(), over)
+def _hw(args: argparse.Namespace):
+    if args.hw_deprecated:
+        print("warning: --hw FIELD=VALUE is deprecated; use --set ahbm.FIELD=VALUE", file=sys.stderr)
+    items = [*args.overrides, *args.hw_deprecated]
+    return apply_overrides(ahbm_sip(), parse_overrides(items, default_hw="ahbm"))
 
 
-def run(argv: list[str]) -> dict:
-    args = _parser().parse_args(argv)
-    hw = _hw(args.hw)
+def run(args: argparse.Namespace) -> dict:
+    """The result of ``eval`` / ``tune`` for parsed arguments; raises ValueError on bad input."""
+    hw = _hw(args)
     if args.command == "eval":
         cfg = AhbmConfig(case=args.case, seq_len=args.seq_len, batch=args.batch, tile=args.tile, cubes=args.cubes,
                          pes=args.pes, pipeline=args.pipeline, reduce=args.reduce, model=args.model)
@@ -71,15 +67,11 @@ def run(argv: list[str]) -> dict:
             "exhaustive": {"best": best.__dict__, "latency_us": lat, "evaluations": n}}
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        out = run(argv)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if "--json" in argv:
-        print(json.dumps(out, indent=2))
+def _print(args: argparse.Namespace) -> int:
+    out = run(args)
+    text = dumps_strict(out, indent=2)  # also refuses a non-finite number in the text output
+    if args.json:
+        print(text)
     elif "exhaustive" in out:
         b, e = out["best"], out["exhaustive"]
         print(f"tuner: tile={b['tile']} cubes={b['cubes']} pes={b['pes']} {b['pipeline']}  "
@@ -94,3 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         if "simulated_latency_us" in out:
             print(f"simulated {out['simulated_latency_us']:.3f} us")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point: 0 on success, 2 (``error: ...`` on stderr) on bad input."""
+    return cli_main(_parser(), argv, _print)

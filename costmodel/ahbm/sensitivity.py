@@ -7,8 +7,6 @@ max (two paths equally critical) the gradient is the one JAX's ``max`` picks.
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 
@@ -29,17 +27,3 @@ def elasticities(cfg: AhbmConfig, hw: AHBM | None = None) -> dict[str, float]:
 
     g = jax.grad(log_lat)(hw)
     return {name: float(getattr(g, name)) * float(getattr(hw, name)) for name in float_fields(hw)}
-
-
-def with_overrides(hw: AHBM, overrides: dict[str, float]) -> AHBM:
-    """``hw`` with the 'ahbm.<field>' entries of ``overrides`` replaced (other keys ignored)."""
-    names = {f.name for f in dataclasses.fields(hw)}
-    repl = {}
-    for key, value in overrides.items():
-        if not key.startswith("ahbm."):
-            continue
-        name = key[len("ahbm."):]
-        if name not in names:
-            raise ValueError(f"override {key!r} names no AHBM field; expected one of {sorted(names)}")
-        repl[name] = float(value)
-    return dataclasses.replace(hw, **repl)

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import pathlib
 import shlex
+import sys
 
 from costmodel.blackhole import fit as fitting
 from costmodel.blackhole.graph import (
@@ -36,8 +37,10 @@ from costmodel.blackhole.params import CALIBRATION_PATH, PARAM_NAMES, param_info
 from costmodel.blackhole.profiler_csv import read_rows, write_csv
 from costmodel.blackhole.rows import load_rows
 from costmodel.blackhole.sdpa import AttnConfig
-from costmodel.hardware import Blackhole, blackhole
+from costmodel.hardware import BLACKHOLE_PRESETS, Blackhole, blackhole
+from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
 from jaxref.config import ExpertConfig
+from jaxref.validation import dumps_strict, nonnegative_int, output_file, positive_int
 
 TOTALS_MS = {"step_us": "step_ms", "step_full_us": "step_full_ms", "sample_us": "sample_ms"}
 
@@ -47,18 +50,21 @@ def _parser() -> argparse.ArgumentParser:
                                 description="What-if: predicted per-op times of one expert layer on Blackhole and "
                                             "the step / sample totals with 90%% prediction intervals (calibrated "
                                             "roofline). Subcommand: `calibrate` (see `calibrate --help`).")
-    p.add_argument("--hw", default="p150a", help="p150a | p100a")
+    p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS), help="Blackhole board (default p150a)")
+    p.add_argument("--hw", dest="board_deprecated", default=None, choices=sorted(BLACKHOLE_PRESETS),
+                   help="deprecated spelling of --board")
+    add_set_argument(p, hw="blackhole")
     p.add_argument("--preset", default="alpamayo_tt", help="ExpertConfig preset (geometry)")
-    p.add_argument("--smax", type=int, default=None, help="cache rows Smax (default: preset max_seq_len)")
-    p.add_argument("--seq-len", type=int, default=4700, help="valid VLM rows S (<= Smax - T)")
+    p.add_argument("--smax", type=positive_int, default=None, help="cache rows Smax (default: preset max_seq_len)")
+    p.add_argument("--seq-len", type=positive_int, default=4700, help="valid VLM rows S (<= Smax - T)")
     p.add_argument("--kv-dtype", default="bf16", help=f"one of {list(KV_DTYPES)}")
     p.add_argument("--weight-dtype", default="bfp8", help=f"one of {list(WEIGHT_DTYPES)}")
     p.add_argument("--mask-dtype", default=None, help="default: bfp4 (decode) / bf16 (standard)")
     p.add_argument("--attn-mode", default="decode", help="decode | standard")
-    p.add_argument("--k-chunk", type=int, default=128)
-    p.add_argument("--q-chunk", type=int, default=32, help="standard SDPA only")
+    p.add_argument("--k-chunk", type=positive_int, default=128)
+    p.add_argument("--q-chunk", type=positive_int, default=32, help="standard SDPA only")
     p.add_argument("--fold-heads", action="store_true", help="standard SDPA with the group's q heads on rows")
-    p.add_argument("--cores-per-head", type=int, default=16, help="decode SDPA max_cores_per_head_batch (<= 16)")
+    p.add_argument("--cores-per-head", type=positive_int, default=16, help="decode SDPA max_cores_per_head_batch (<= 16)")
     p.add_argument("--matmuls", default="tuned", help="tuned (the port's configs) | default (ttnn heuristic)")
     p.add_argument("--matmul-config", action="append", default=[], metavar="NAME=IN0_BLOCK_W,PER_CORE_N",
                    help="override one matmul's 1D config, e.g. w2=48,1 (repeatable)")
@@ -70,9 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--vs", nargs="?", const="", default=None, metavar="'BASE FLAGS'",
                    help="print this setting as a delta against a base setting given by the same flags in one "
                         "quoted string (empty: the defaults, i.e. the measured port), with correlated intervals")
-    p.add_argument("--draws", type=int, default=0, metavar="N",
+    p.add_argument("--draws", type=nonnegative_int, default=0, metavar="N",
                    help="propagate parameter uncertainty by Monte Carlo with N draws (default: linearised)")
-    p.add_argument("--emit-csv", default=None, metavar="FILE",
+    p.add_argument("--emit-csv", type=output_file, default=None, metavar="FILE",
                    help="write the predicted per-op times of one layer as a device-profiler op report CSV")
     p.add_argument("--json", action="store_true", help="print JSON")
     return p
@@ -80,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> tuple[Blackhole, ExpertConfig, BlackholeConfig]:
     """Build (hardware, geometry, setting) from parsed CLI flags; raises ValueError on bad input."""
-    hw = blackhole(args.hw)
+    hw = apply_overrides(blackhole(board_of(args)), parse_overrides(args.overrides))
     cfg = ExpertConfig.preset(args.preset)
     mask = args.mask_dtype or ("bfp4" if args.attn_mode == "decode" else "bf16")
     smax_rows = cfg.max_seq_len if args.smax is None else args.smax
@@ -110,13 +116,35 @@ def config_from_args(args: argparse.Namespace) -> tuple[Blackhole, ExpertConfig,
     return hw, cfg, bc
 
 
+def board_of(args: argparse.Namespace) -> str:
+    """The board preset from ``--board`` (or its deprecated spelling ``--hw``)."""
+    if args.board_deprecated is not None:
+        if args.board is not None and args.board != args.board_deprecated:
+            raise ValueError(f"--hw {args.board_deprecated} contradicts --board {args.board}")
+        print("warning: --hw BOARD is deprecated; use --board BOARD", file=sys.stderr)
+    return args.board or args.board_deprecated or "p150a"
+
+
+# Options of the run itself, not of a setting: a base setting (--vs '...') may not carry them.
+RUN_OPTIONS = ("calibration", "draws", "emit_csv", "json", "vs")
+
+
+def base_setting_args(text: str, parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Parse ``--vs``'s quoted flags; raises ValueError for an option that belongs to the run."""
+    base = parser.parse_args(shlex.split(text))
+    given = [name for name in RUN_OPTIONS if getattr(base, name) != parser.get_default(name)]
+    if given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise ValueError(f"vs={text!r}: {flags} configure the run, not the base setting; expected only setting "
+                         "flags inside --vs (give run options outside it: they apply to both)")
+    return base
+
+
 def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     """Evaluate one setting (and its delta against ``--vs``) with intervals; returns the JSON dict."""
     hw, cfg, bc = config_from_args(args)
     cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
     result = evaluate(hw, cal.params, bc, cfg=cfg)
-    if args.draws < 0:
-        raise ValueError(f"draws={args.draws} must be >= 0 (0: linearised propagation)")
     iv = intervals(cal, hw, bc, cfg=cfg, draws=args.draws)
     result["interval_us"] = {k: [lo, hi] for k, (_, lo, hi) in iv["ops"].items()}
     result["interval_us"]["layer_us"] = list(iv["layer_us"][1:])
@@ -125,7 +153,7 @@ def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     result["interval_method"] = f"monte carlo ({args.draws} draws)" if args.draws else "linearised"
     result["setting"] = {"hw": hw.name, "preset": args.preset, **bc.setting()}
     if args.vs is not None:
-        base_args = parser.parse_args(shlex.split(args.vs))
+        base_args = base_setting_args(args.vs, parser)
         try:
             hw_b, cfg_b, base = config_from_args(base_args)
             if cfg_b != cfg:
@@ -213,8 +241,6 @@ def calibrate(argv: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     """CLI entry point; bad input exits with status 2 and the ValueError's message."""
-    import sys
-
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["calibrate"]:
         return calibrate(argv[1:])
@@ -224,8 +250,12 @@ def main(argv: list[str] | None = None) -> dict:
         result = whatif(args, parser)
     except ValueError as e:
         parser.error(str(e))
+    try:
+        text = dumps_strict(result, indent=2)  # a non-finite number is an error, in text output too
+    except ValueError as e:
+        parser.error(str(e))
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(text)
     else:
         _print_whatif(result, ExpertConfig.preset(args.preset).num_steps)
     return result

@@ -264,6 +264,10 @@ def sweep_step_us(hw: Blackhole, fit: FitParams, bc_batch: BlackholeConfig, *, c
 
 def validate(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> None:
     """Raise ValueError (naming the argument, the value, what was expected) for an illegal setting."""
+    for name in ("num_tokens", "hidden", "head_dim", "ffn"):  # the op models count whole 32x32 tiles
+        if getattr(cfg, name) % TILE:
+            raise ValueError(f"{name}={getattr(cfg, name)} of the expert geometry: expected a multiple of the "
+                             f"{TILE}-element tile (the Blackhole op models count whole tiles)")
     for name, value, allowed in (("kv_dtype", bc.kv_dtype, KV_DTYPES), ("weight_dtype", bc.weight_dtype, WEIGHT_DTYPES),
                                  ("mask_dtype", bc.mask_dtype, MASK_DTYPES), ("act_dtype", bc.act_dtype, ACT_DTYPES),
                                  ("fidelity", bc.fidelity, tuple(FIDELITY_PASSES))):
@@ -275,6 +279,18 @@ def validate(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> None:
     validate_attention(bc.attn, hw, mode=bc.attn_mode, fold_heads=bc.fold_heads, smax_rows=bc.smax,
                        seq_len=bc.seq_len, num_tokens=cfg.num_tokens, group=cfg.group, head_dim=cfg.head_dim,
                        kv_dtype=bc.kv_dtype, mask_dtype=bc.mask_dtype)
+    need = dram_bytes(bc, cfg=cfg)
+    if need > float(hw.dram_capacity_bytes):
+        raise ValueError(f"smax={int(bc.smax)}: weights + KV cache of {cfg.num_layers} layers need {need / 1e9:.3g} GB "
+                         f"of DRAM; expected <= dram_capacity_bytes={float(hw.dram_capacity_bytes) / 1e9:.3g} GB")
+
+
+def dram_bytes(bc: BlackholeConfig, *, cfg: ExpertConfig) -> float:
+    """Bytes resident in DRAM for the whole stack: every layer's weights (``weight_dtype`` tiles) and
+    its K and V cache of Smax rows (``kv_dtype`` tiles, [K, Smax, H] each)."""
+    weights = sum(math.ceil(K / TILE) * math.ceil(N / TILE) for _, K, N in matmul_shapes(cfg).values())
+    cache = 2 * cfg.num_kv_heads * math.ceil(float(bc.smax) / TILE) * math.ceil(cfg.head_dim / TILE)
+    return float(cfg.num_layers * (weights * tile_bytes(bc.weight_dtype) + cache * tile_bytes(bc.kv_dtype)))
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "relax"))

@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
+from costmodel.overrides import apply_overrides
 from experiments import bench_expert, bench_flash
 from experiments.report import plots
 from experiments.report.golden_sample import run_sample
-from experiments.report.overrides import apply_overrides
 from experiments.report.progress import note
 from experiments.report.tables import md_table
 from jaxref.config import ExpertConfig
@@ -49,7 +49,7 @@ def costmodel_throughput(*, n: int, reps: int, single: int, overrides: dict[str,
     from costmodel.hardware import blackhole_p150a
     from experiments.bench_costmodel import CFG, random_batch
 
-    hw, fit = apply_overrides(blackhole_p150a(), overrides, "blackhole"), load_fitted()
+    hw, fit = apply_overrides(blackhole_p150a(), overrides), load_fitted()
     batch = random_batch(n, np.random.default_rng(0))
     t0 = time.perf_counter()
     out = np.asarray(sweep_step_us(hw, fit, batch, cfg=CFG).block_until_ready())

@@ -26,7 +26,7 @@ import sys
 import time
 import traceback
 
-from experiments.report.overrides import parse_overrides
+from costmodel.overrides import add_set_argument, parse_overrides
 from experiments.report.progress import Progress
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -234,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path("report"), help="output folder (default report/)")
     ap.add_argument("--sections", nargs="+", choices=[s.key for s in SECTIONS], default=None, metavar="NAME",
                     help="run only these sections, in report order: " + ", ".join(s.key for s in SECTIONS))
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="HW.FIELD=VALUE",
-                    help="override a hardware default, e.g. blackhole.dram_peak_bytes_per_s=256e9 (repeatable)")
+    add_set_argument(ap)
     args = ap.parse_args(argv)
     try:
         overrides = parse_overrides(args.overrides)
