@@ -1,5 +1,12 @@
 """``python -m experiments.report``: see ``experiments.report.runner``."""
 
-from experiments.report.runner import main
+import sys
 
-raise SystemExit(main())
+try:
+    from experiments.report.runner import main
+
+    status = main()
+except KeyboardInterrupt:  # before the first section started (imports, argument checks): nothing written
+    print("\ninterrupted before any section ran: nothing was written", file=sys.stderr)
+    status = 130
+raise SystemExit(status)

@@ -13,8 +13,10 @@ other sections are still run and written, and ``main`` returns 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
+import fcntl
 import gc
 import importlib
 import json
@@ -22,12 +24,18 @@ import math
 import os
 import pathlib
 import platform
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 import traceback
+import types
 
 from costmodel.overrides import add_set_argument, parse_overrides
 from experiments.report.progress import Progress
+from jaxref.validation import output_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FAKE_CPU_DEVICES = 8  # the sharded attention rows run on a ('cube', 'pe') mesh of fake CPU devices
@@ -112,17 +120,104 @@ def run_section(section: Section, out_dir: pathlib.Path, *, quick: bool, overrid
     return check_result(res, out_dir)
 
 
-def remove_previous(out_dir: pathlib.Path) -> None:
-    """Delete what an earlier report wrote here (its files only), so nothing stale survives a rerun."""
-    old = out_dir / "results.json"
+LOCK_NAME = ".report.lock"
+REPORT_FILES = ("REPORT.md", "results.json")  # results.json moved last: its presence marks a finished report
+
+
+class ReportBusy(ValueError):
+    """Another run holds the lock of the output folder."""
+
+
+class Interrupted(Exception):
+    """The run was interrupted (SIGINT); the message says what was kept where."""
+
+
+@contextlib.contextmanager
+def locked(out_dir: pathlib.Path):
+    """Hold an exclusive lock on ``out_dir/.report.lock`` for the run (the kernel drops it if the process dies)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        sections = json.loads(old.read_text())["sections"].values()
-        stale = [out_dir / f for s in sections for f in s.get("figures", []) if inside(out_dir, f)]
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise ReportBusy(f"--out {out_dir}: another report run (pid {holder}) is writing into this folder; "
+                             "expected one run per folder (wait for it to finish or choose another --out)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def previous_figures(out_dir: pathlib.Path) -> list[pathlib.Path]:
+    """The PNGs an earlier report in ``out_dir`` listed (its own figures: ``.png`` names inside the folder,
+    regular files); anything else its results.json names (a user's notes, data, folders) is not ours."""
+    try:
+        sections = json.loads((out_dir / "results.json").read_text())["sections"].values()
+        names = [f for s in sections for f in s.get("figures", [])]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        stale = []
-    for path in [*stale, old, out_dir / "REPORT.md"]:
-        if path.is_file():
+        return []
+    return [out_dir / f for f in names if isinstance(f, str) and f.endswith(".png") and inside(out_dir, f)
+            and (out_dir / f).is_file() and not (out_dir / f).is_symlink()]
+
+
+def write_report_files(folder: pathlib.Path, payload: dict) -> None:
+    """results.json (strict JSON) and REPORT.md of ``payload`` into ``folder``."""
+    (folder / "results.json").write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n")
+    (folder / "REPORT.md").write_text(render_markdown(payload))
+
+
+def figures_of(payload: dict) -> list[str]:
+    return [f for e in payload["sections"].values() for f in e["figures"]]
+
+
+def commit(tmp: pathlib.Path, out_dir: pathlib.Path, payload: dict) -> None:
+    """Move the finished report from ``tmp`` into ``out_dir``, then drop the previous report's own figures
+    that the new one does not have. SIGINT / SIGTERM wait until the files are in place."""
+    blocked = {signal.SIGINT, signal.SIGTERM}
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        stale = previous_figures(out_dir)
+        new = figures_of(payload)
+        for name in [*new, *REPORT_FILES]:
+            (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp / name, out_dir / name)
+        keep = {(out_dir / n).resolve() for n in new}
+        for path in stale:
+            if path.resolve() not in keep:
+                path.unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def keep_partial(tmp: pathlib.Path, out_dir: pathlib.Path, payload: dict, stopped: str) -> str:
+    """After an interrupt (``stopped``: "in section 'x'"): keep the finished sections, never touching a
+    previous report; returns the one line that says where they are."""
+    done = [k for k in payload["sections"]]
+    listed = {(tmp / n).resolve() for n in [*figures_of(payload), *REPORT_FILES]}
+    for path in sorted(tmp.rglob("*"), reverse=True):  # the unfinished section's files
+        if path.is_file() and path.resolve() not in listed:
             path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    if not done:
+        shutil.rmtree(tmp, ignore_errors=True)
+        where = "nothing was written"
+        return f"interrupted {stopped} before any section finished: {where}; " + (
+            f"the previous report in {out_dir} is unchanged" if (out_dir / "results.json").is_file() else
+            f"{out_dir} has no report")
+    if not (out_dir / "results.json").is_file():  # no earlier report to protect: the partial one goes in place
+        commit(tmp, out_dir, payload)
+        return (f"interrupted {stopped}: the {len(done)} finished section(s) "
+                f"({', '.join(done)}) are in {out_dir / 'REPORT.md'}")
+    stamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    kept = out_dir.parent / f"{out_dir.name}.interrupted-{stamp}"
+    tmp.rename(kept)
+    return (f"interrupted {stopped}: the previous report in {out_dir} is unchanged; the "
+            f"{len(done)} finished section(s) of this run ({', '.join(done)}) are in {kept / 'REPORT.md'}")
 
 
 def inside(out_dir: pathlib.Path, name) -> bool:
@@ -133,41 +228,94 @@ def inside(out_dir: pathlib.Path, name) -> bool:
 
 def run_report(out_dir: pathlib.Path, *, sections: tuple[Section, ...] | list[Section], quick: bool,
                overrides: dict[str, float], command: str = "python -m experiments.report") -> dict:
-    """Run ``sections`` in order into ``out_dir``; write results.json and REPORT.md; return the payload."""
+    """Run ``sections`` in order; write results.json and REPORT.md into ``out_dir``; return the payload.
+
+    The sections write into a temporary folder next to ``out_dir``; the finished report is moved into
+    place at the end, so ``out_dir`` always holds a complete report (the previous one until then).
+    A second run into the same folder raises ``ReportBusy``; a KeyboardInterrupt raises
+    ``Interrupted`` after keeping the finished sections (``keep_partial``).
+    """
     out_dir = pathlib.Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    remove_previous(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir} is an existing file; expected a folder (existing or new)")
+    with locked(out_dir), sigint_noted() as sigint:
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+        try:
+            return _run_into(tmp, out_dir, sigint, sections=sections, quick=quick, overrides=overrides,
+                             command=command)
+        finally:
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def sigint_noted():
+    """SIGINT raises KeyboardInterrupt as usual and is also noted (``.hit``): a KeyboardInterrupt raised
+    inside a callback that swallows it (JAX's gc callback does) still stops the run after that section,
+    and the swallowed one is not printed as a traceback."""
+    state = types.SimpleNamespace(hit=False)
+
+    def handler(signum, frame):
+        state.hit = True
+        raise KeyboardInterrupt
+
+    def hook(unraisable):
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            default_hook(unraisable)
+
+    if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
+        yield state
+        return
+    previous, default_hook = signal.signal(signal.SIGINT, handler), sys.unraisablehook
+    sys.unraisablehook = hook
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = default_hook
+
+
+def _run_into(tmp, out_dir, sigint, *, sections, quick, overrides, command) -> dict:
     started = datetime.datetime.now(datetime.timezone.utc)
     progress = Progress([s.title for s in sections])
     done: dict[str, dict] = {}
+
+    def payload(status: str) -> dict:
+        return {"report": {"command": command, "quick": quick, "overrides": overrides,
+                           "sections": [s.key for s in sections], "started_utc": started.isoformat(timespec="seconds"),
+                           "wall_s": round(time.perf_counter() - progress.t0, 1), "status": status,
+                           "machine": machine_info()},
+                "sections": done}
+
     for i, section in enumerate(sections):
-        progress.start(i, section.title)
-        t0 = time.perf_counter()
         try:
-            entry = {"status": "ok", **run_section(section, out_dir, quick=quick, overrides=overrides)}
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure stays in its section
-            tb = traceback.format_exc().rstrip().splitlines()
-            entry = {"status": "error", "error": error_text(exc, section),
-                     "traceback_tail": "\n".join(tb[-TRACEBACK_LINES:]), "markdown": "", "results": {},
-                     "figures": []}
-        entry = {"number": i + 1, "title": section.title, "module": section.module,
-                 "wall_s": round(time.perf_counter() - t0, 2), **entry}
-        done[section.key] = entry
-        progress.done(i, section.title, entry["status"], entry["wall_s"])
-        free_memory()
-    wall_s = progress.close()
-    payload = {
-        "report": {
-            "command": command, "quick": quick, "overrides": overrides, "sections": [s.key for s in sections],
-            "started_utc": started.isoformat(timespec="seconds"), "wall_s": round(wall_s, 1),
-            "status": "ok" if all(e["status"] == "ok" for e in done.values()) else "error",
-            "machine": machine_info(),
-        },
-        "sections": done,
-    }
-    (out_dir / "results.json").write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n")
-    (out_dir / "REPORT.md").write_text(render_markdown(payload))
-    return payload
+            progress.start(i, section.title)
+            t0 = time.perf_counter()
+            try:
+                entry = {"status": "ok", **run_section(section, tmp, quick=quick, overrides=overrides)}
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure stays in its section
+                tb = traceback.format_exc().rstrip().splitlines()
+                entry = {"status": "error", "error": error_text(exc, section),
+                         "traceback_tail": "\n".join(tb[-TRACEBACK_LINES:]), "markdown": "", "results": {},
+                         "figures": []}
+            entry = {"number": i + 1, "title": section.title, "module": section.module,
+                     "wall_s": round(time.perf_counter() - t0, 2), **entry}
+            done[section.key] = entry
+            progress.done(i, section.title, entry["status"], entry["wall_s"])
+            free_memory()
+            if sigint.hit:  # interrupted, but the KeyboardInterrupt was swallowed on its way
+                raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            progress.close()
+            partial = payload("interrupted")
+            write_report_files(tmp, partial)
+            stopped = f"{'after' if section.key in done else 'in'} section {section.key!r}"
+            raise Interrupted(keep_partial(tmp, out_dir, partial, stopped)) from None
+    progress.close()
+    final = payload("ok" if all(e["status"] == "ok" for e in done.values()) else "error")
+    write_report_files(tmp, final)
+    commit(tmp, out_dir, final)
+    return final
 
 
 def free_memory() -> None:
@@ -231,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.report",
                                  description="The main job: write the project's report (Markdown, JSON, PNG plots).")
     ap.add_argument("--quick", action="store_true", help="small shapes everywhere (about 2 minutes)")
-    ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path("report"), help="output folder (default report/)")
+    ap.add_argument("--out", type=output_dir, default=pathlib.Path("report"), help="output folder (default report/)")
     ap.add_argument("--sections", nargs="+", choices=[s.key for s in SECTIONS], default=None, metavar="NAME",
                     help="run only these sections, in report order: " + ", ".join(s.key for s in SECTIONS))
     add_set_argument(ap)
@@ -243,7 +391,13 @@ def main(argv: list[str] | None = None) -> int:
     chosen = SECTIONS if args.sections is None else tuple(s for s in SECTIONS if s.key in args.sections)
     use_fake_cpu_devices()
     command = " ".join(["python -m experiments.report", *(sys.argv[1:] if argv is None else argv)])
-    payload = run_report(args.out, sections=chosen, quick=args.quick, overrides=overrides, command=command)
+    try:
+        payload = run_report(args.out, sections=chosen, quick=args.quick, overrides=overrides, command=command)
+    except Interrupted as exc:
+        print(f"\n{exc}", file=sys.stderr)
+        return 130
+    except ValueError as exc:  # the output folder: a file, or busy with another run
+        ap.error(str(exc))
     secs = payload["sections"]
     figures = sum(len(e["figures"]) for e in secs.values())
     print(f"\nreport: {args.out / 'REPORT.md'} (+ results.json, {figures} figures) in "
