@@ -267,17 +267,33 @@ def to_hf_state_dict(
     return {k: np.array(v, np.float32, order="C", copy=True) for k, v in sd.items()}  # writable, owned
 
 
-def _as_numpy(x) -> np.ndarray:
-    """float32 numpy view of a numpy / jax / torch tensor (bf16 and fp16 are widened exactly)."""
-    if hasattr(x, "detach"):  # torch.Tensor, without importing torch
+def _is_float(x) -> bool:
+    if hasattr(x, "is_floating_point"):  # torch.Tensor, without importing torch
+        return bool(x.is_floating_point())
+    dtype = np.asarray(x).dtype
+    return bool(np.issubdtype(dtype, np.floating) or dtype == jnp.bfloat16)
+
+
+def _as_numpy(x, key: str) -> np.ndarray:
+    """float32 numpy view of a numpy / jax / torch tensor (bf16 and fp16 are widened exactly).
+
+    Raises ValueError naming ``key`` for a non-float tensor (int, bool: not a weight, never converted).
+    """
+    if not _is_float(x):
+        raise ValueError(f"state dict key {key!r} has dtype {x.dtype}; expected a floating-point tensor")
+    if hasattr(x, "detach"):
         x = x.detach().cpu()
-        if str(x.dtype) != "torch.float32":
-            x = x.float()
-        x = x.numpy()
-    x = np.asarray(x)
-    if not np.issubdtype(x.dtype, np.floating) and x.dtype != jnp.bfloat16:
-        raise ValueError(f"expected a floating-point tensor, got dtype {x.dtype}")
-    return x.astype(np.float32, copy=False)
+        x = (x if str(x.dtype) == "torch.float32" else x.float()).numpy()
+    return np.asarray(x).astype(np.float32, copy=False)
+
+
+def _rounded_like(values: np.ndarray, x) -> np.ndarray:
+    """float32 ``values`` rounded to the dtype of tensor ``x`` (fp16, bf16, ...) and widened back."""
+    if hasattr(x, "detach"):
+        import torch
+
+        return torch.from_numpy(values).to(x.dtype).float().numpy()
+    return np.asarray(values).astype(np.asarray(x).dtype).astype(np.float32)
 
 
 def from_hf_state_dict(
@@ -295,7 +311,7 @@ def from_hf_state_dict(
         raise ValueError(f"state dict lacks {len(missing)} expected keys, e.g. {missing[:3]}")
     got: dict[str, np.ndarray] = {}
     for k, want in ref.items():
-        a = _as_numpy(state[k])
+        a = _as_numpy(state[k], k)
         if a.shape != want.shape:
             raise ValueError(f"state dict key {k!r} has shape {a.shape}, expected {want.shape}")
         got[k] = a
@@ -304,13 +320,15 @@ def from_hf_state_dict(
     exact, rounded = fourier_freqs(cfg.action_in, bf16=False), fourier_freqs(cfg.action_in, bf16=True)
     for k in freq_keys:
         if k in state:
-            f = _as_numpy(state[k]).reshape(-1)
-            if not (
-                f.shape == exact.shape and (np.allclose(f, exact, rtol=1e-6) or np.array_equal(f, rounded))
-            ):
+            f = _as_numpy(state[k], k).reshape(-1)
+            # a checkpoint stores the buffer in its own dtype: exact, or rounded to bf16 / fp16 / ...
+            ok = f.shape == exact.shape and (
+                np.allclose(f, exact, rtol=1e-6) or np.array_equal(f, rounded)
+                or np.array_equal(f, _rounded_like(exact, state[k]).reshape(-1)))
+            if not ok:
                 raise ValueError(
                     f"state dict key {k!r} = {f} is not logspace(0, log10({cfg.action_in.max_freq}), "
-                    f"{cfg.action_in.num_freqs}) (exact or bf16-rounded)"
+                    f"{cfg.action_in.num_freqs}) (exact, bf16-rounded or rounded to the tensor's dtype)"
                 )
     if strict:
         known = set(ref) | set(freq_keys) | {expert_prefix + k for k in IGNORED_KEYS}
@@ -369,10 +387,24 @@ def save_safetensors(
 def load_safetensors(
     path: str | os.PathLike, cfg: ExpertConfig, *, expert_prefix: str = "", strict: bool = True
 ) -> ExpertParams:
-    """Read an HF-format safetensors file (see ``from_hf_state_dict``)."""
+    """Read an HF-format safetensors file (see ``from_hf_state_dict``).
+
+    Raises FileNotFoundError for a missing file and ValueError naming the path for anything that is
+    not a readable safetensors file (a folder, an empty, truncated or garbage file).
+    """
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    return from_hf_state_dict(load_file(os.fspath(path)), cfg, expert_prefix=expert_prefix, strict=strict)
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"checkpoint {path!r} does not exist")
+    if not os.path.isfile(path):
+        raise ValueError(f"checkpoint {path!r} is not a file; expected a .safetensors file")
+    try:
+        state = load_file(path)
+    except (SafetensorError, OSError) as e:
+        raise ValueError(f"checkpoint {path!r} is not a readable safetensors file ({e})") from None
+    return from_hf_state_dict(state, cfg, expert_prefix=expert_prefix, strict=strict)
 
 
 def to_torch_state_dict(
