@@ -30,6 +30,7 @@ from costmodel.hardware import ahbm_sip
 from costmodel.overrides import apply_overrides
 from experiments.report import plots
 from experiments.report.tables import md_table
+from jaxref.validation import output_dir
 
 K = 1024
 
@@ -249,7 +250,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="results/ahbm_study")
+    ap.add_argument("--out", type=output_dir, default="results/ahbm_study")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     sec = report_section(pathlib.Path(args.out), quick=args.quick, overrides={})

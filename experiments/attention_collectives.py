@@ -30,6 +30,8 @@ import sys
 
 import numpy as np
 
+from jaxref.validation import positive_int
+
 _DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i32": 4, "i64": 8, "i1": 1}
 REDUCE_KINDS = ("tree", "all_to_all", "all_reduce")
 
@@ -177,10 +179,10 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pes", type=int, default=8)
-    ap.add_argument("--max-cubes", type=int, default=8)
+    ap.add_argument("--pes", type=positive_int, default=8)
+    ap.add_argument("--max-cubes", type=positive_int, default=8)
     ap.add_argument("--cubes", type=str, default=None, help="comma-separated C values (default 1..max-cubes)")
-    ap.add_argument("--seq-len", type=int, default=4096)
+    ap.add_argument("--seq-len", type=positive_int, default=4096)
     ap.add_argument("--json", action="store_true", help="print the rows as JSON (in-process; needs the devices)")
     args = ap.parse_args(argv)
     for name in ("pes", "max_cubes", "seq_len"):

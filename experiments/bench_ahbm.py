@@ -20,6 +20,7 @@ import numpy as np
 from costmodel.ahbm.config import MODELS, PIPELINES
 from costmodel.ahbm.tune import sweep_latency
 from costmodel.hardware import ahbm_sip
+from jaxref.validation import positive_int
 
 
 def random_knobs(case: str, n: int, seed: int = 0) -> dict:
@@ -41,8 +42,8 @@ def random_knobs(case: str, n: int, seed: int = 0) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=1 << 20)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--n", type=positive_int, default=1 << 20)
+    ap.add_argument("--repeats", type=positive_int, default=5)
     args = ap.parse_args(argv)
     hw = ahbm_sip()
     print(f"{args.n} configurations per call, median of {args.repeats} calls ({jax.devices()[0].platform})")

@@ -24,6 +24,7 @@ from costmodel.blackhole import MATMULS, AttnConfig, BlackholeConfig, evaluate, 
 from costmodel.blackhole.tune import valid_matmul_configs
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
+from jaxref.validation import positive_int
 
 CFG = ExpertConfig.alpamayo_tt()
 
@@ -46,8 +47,8 @@ def random_batch(n: int, rng: np.random.Generator, *, kv_dtype: str = "bf16") ->
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[65536, 262144, 1048576])
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--sizes", type=positive_int, nargs="+", default=[65536, 262144, 1048576])
+    ap.add_argument("--reps", type=positive_int, default=5)
     args = ap.parse_args(argv)
     hw, fit = blackhole_p150a(), load_fitted()
     rng = np.random.default_rng(0)

@@ -40,6 +40,7 @@ from jaxref.config import ExpertConfig
 from jaxref.expert import KVCache, expert_rope
 from jaxref.layers import decoder_layer
 from jaxref.options import ExpertOptions
+from jaxref.validation import positive_int
 from jaxref.weights import init_cache_layer, init_layer_params
 
 
@@ -257,13 +258,15 @@ def _one_layer_params(layer, cfg: ExpertConfig):
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seq-len", type=int, default=4700)
-    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds (after one warm-up round)")
-    ap.add_argument("--block", type=int, default=3, help="consecutive calls per variant per round (first not kept)")
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq-len", type=positive_int, default=4700)
+    ap.add_argument("--rounds", type=positive_int, default=7, help="interleaved rounds (after one warm-up round)")
+    ap.add_argument("--block", type=positive_int, default=3, help="consecutive calls per variant per round (first not kept)")
+    ap.add_argument("--batch", type=positive_int, default=8)
     args = ap.parse_args(argv)
-    if args.rounds < 1:
-        ap.error(f"--rounds={args.rounds}: expected >= 1")
+    try:
+        ExpertConfig.alpamayo_tt().check_seq_len(args.seq_len)
+    except ValueError as e:
+        ap.error(f"--seq-len: {e}")
     if args.block < 2:
         ap.error(f"--block={args.block}: expected >= 2 (the first call of each block is not kept)")
     print(run(seq_len=args.seq_len, rounds=args.rounds, block=args.block, batch=args.batch), flush=True)

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxref.attention import AttentionGeometry, attention_reference, flash_attention, flash_schedule
+from jaxref.validation import positive_float, positive_int
 
 
 def _mem_available_bytes() -> int:
@@ -98,13 +99,13 @@ def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_bl
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[4096, 16384, 32768])
-    ap.add_argument("--group", type=int, default=1, help="q heads G of the one kv head")
-    ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--tile", type=int, default=512)
-    ap.add_argument("--q-block", type=int, default=512)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--dense-max-gib", type=float, default=4.0,
+    ap.add_argument("--sizes", type=positive_int, nargs="+", default=[4096, 16384, 32768])
+    ap.add_argument("--group", type=positive_int, default=1, help="q heads G of the one kv head")
+    ap.add_argument("--head-dim", type=positive_int, default=128)
+    ap.add_argument("--tile", type=positive_int, default=512)
+    ap.add_argument("--q-block", type=positive_int, default=512)
+    ap.add_argument("--reps", type=positive_int, default=3)
+    ap.add_argument("--dense-max-gib", type=positive_float, default=4.0,
                     help="run dense only if its compiled buffers fit this (and half of MemAvailable); "
                          "dense at 32k needs ~8.7 GB and ~1-2 min on 2 cores")
     args = ap.parse_args(argv)

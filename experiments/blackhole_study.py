@@ -29,6 +29,7 @@ from costmodel.blackhole.validation import leave_one_group_out
 from costmodel.hardware import Blackhole, blackhole_p150a
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
 from jaxref.config import ExpertConfig
+from jaxref.validation import output_dir
 
 CFG = ExpertConfig.alpamayo_tt()
 MEASURED_SAMPLE_MS = 335.0  # seeds/EXPERT_NOTES.md 'Timing': 10-step sample() ~335 ms (data/step_times.json)
@@ -148,7 +149,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="out/blackhole_study")
+    ap.add_argument("--out", type=output_dir, default="out/blackhole_study")
     add_set_argument(ap, hw="blackhole")
     args = ap.parse_args(argv)
     try:

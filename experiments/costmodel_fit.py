@@ -26,6 +26,7 @@ from costmodel.blackhole.rows import load_rows
 from costmodel.blackhole.validation import leave_one_group_out, row_intervals
 from costmodel.hardware import blackhole_p100a, blackhole_p150a
 from jaxref.config import ExpertConfig
+from jaxref.validation import positive_int
 
 CFG = ExpertConfig.alpamayo_tt()
 
@@ -61,7 +62,7 @@ HEADER = f"  {'row (us)':44s} {'predicted':>9s} {'90% interval':>20s} {'measured
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--steps", type=positive_int, default=60)
     ap.add_argument("--no-logo", action="store_true", help="skip the leave-one-group-out refits")
     args = ap.parse_args(argv)
 

@@ -45,6 +45,7 @@ from jaxref.layers import decoder_layer
 from jaxref.numerics import compare, round_bf16
 from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
+from jaxref.validation import nonnegative_int, positive_int
 from jaxref.weights import init_cache_layer, init_layer_params, init_params
 
 FP32 = Precision.fp32()
@@ -189,14 +190,17 @@ def print_reading(rows, layer_ids, num_layers: int, depth) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--num-layers", type=int, default=None, help="override the preset's 64 layers")
-    ap.add_argument("--seq-len", type=int, default=4592, help="S, valid VLM cache rows (the notes: 4592)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--num-layers", type=positive_int, default=None, help="override the preset's 64 layers")
+    ap.add_argument("--seq-len", type=positive_int, default=4592, help="S, valid VLM cache rows (the notes: 4592)")
+    ap.add_argument("--seed", type=nonnegative_int, default=0)
     args = ap.parse_args(argv)
     cfg = ExpertConfig.alpamayo_tt()
     if args.num_layers is not None:
         cfg = dataclasses.replace(cfg, num_layers=args.num_layers)
-    cfg.check_seq_len(args.seq_len)
+    try:
+        cfg.check_seq_len(args.seq_len)
+    except ValueError as e:
+        ap.error(f"--seq-len: {e}")
     setup = Setup(cfg=cfg, seq_len=args.seq_len, seed=args.seed)
     L = cfg.num_layers
     t_start = time.perf_counter()

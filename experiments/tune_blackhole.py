@@ -17,6 +17,7 @@ import time
 from costmodel.blackhole import MATMULS, BlackholeConfig, evaluate, load_fitted, tune
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
+from jaxref.validation import positive_int
 
 CFG = ExpertConfig.alpamayo_tt()
 
@@ -33,7 +34,7 @@ def scenarios():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--steps", type=positive_int, default=300)
     args = ap.parse_args(argv)
     hw, fit = blackhole_p150a(), load_fitted()
     port_tuned = evaluate(hw, fit, BlackholeConfig.port(CFG), cfg=CFG)["step_ms"]

@@ -143,6 +143,7 @@ def base_setting_args(text: str, parser: argparse.ArgumentParser) -> argparse.Na
 def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     """Evaluate one setting (and its delta against ``--vs``) with intervals; returns the JSON dict."""
     hw, cfg, bc = config_from_args(args)
+    base_args = None if args.vs is None else base_setting_args(args.vs, parser)  # refused before computing
     cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
     result = evaluate(hw, cal.params, bc, cfg=cfg)
     iv = intervals(cal, hw, bc, cfg=cfg, draws=args.draws)
@@ -152,8 +153,7 @@ def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     result["interval_level"] = LEVEL
     result["interval_method"] = f"monte carlo ({args.draws} draws)" if args.draws else "linearised"
     result["setting"] = {"hw": hw.name, "preset": args.preset, **bc.setting()}
-    if args.vs is not None:
-        base_args = base_setting_args(args.vs, parser)
+    if base_args is not None:
         try:
             hw_b, cfg_b, base = config_from_args(base_args)
             if cfg_b != cfg:

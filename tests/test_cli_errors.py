@@ -1,0 +1,81 @@
+"""Every CLI: a bad argument, file or path is exit 2 with ``error: ...`` naming it, before any long computation."""
+
+import json
+import time
+
+import pytest
+
+from costmodel.blackhole import BlackholeConfig, evaluate
+from costmodel.blackhole import cli as bh_cli
+from costmodel.blackhole.fit import load_calibration
+from costmodel.hardware import blackhole_p100a
+from experiments import ahbm_study, bench_expert, bench_flash, blackhole_study, device_accuracy
+from jaxref.config import ExpertConfig
+
+
+def refused(main, argv, capsys) -> str:
+    """Run ``main(argv)``; assert exit status 2 and no traceback; return stderr."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2, err
+    assert "error: " in err and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("main, argv, message", [
+    (bench_flash.main, ["--tile", "0"], "argument --tile: 0: expected an integer >= 1"),
+    (bench_flash.main, ["--sizes", "4096", "-3"], "argument --sizes: -3: expected an integer >= 1"),
+    (bench_flash.main, ["--dense-max-gib", "nan"], "argument --dense-max-gib: 'nan': expected a finite number"),
+    (bench_expert.main, ["--seq-len", "-5"], "argument --seq-len: -5: expected an integer >= 1"),
+    (bench_expert.main, ["--seq-len", "9000"], "--seq-len: seq_len=9000"),
+    (device_accuracy.main, ["--seq-len", "-1"], "argument --seq-len: -1: expected an integer >= 1"),
+    (device_accuracy.main, ["--seq-len", "10000"], "--seq-len: seq_len=10000"),
+    (device_accuracy.main, ["--num-layers", "0"], "argument --num-layers: 0: expected an integer >= 1"),
+    (blackhole_study.main, ["--set", "blackhole.bogus=1"], "'bogus' is not a field of costmodel.hardware.Blackhole"),
+    (blackhole_study.main, ["--set", "blackhole.clock_hz=-1"], "clock_hz=-1.0: expected a finite number in"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_experiment_clis_refuse_bad_numbers(main, argv, message, capsys):
+    assert message in refused(main, argv, capsys)
+
+
+@pytest.mark.parametrize("main", [ahbm_study.main, blackhole_study.main], ids=["ahbm_study", "blackhole_study"])
+def test_study_out_an_existing_file_is_refused(main, tmp_path, capsys):
+    target = tmp_path / "results.txt"
+    target.write_text("keep")
+    assert "is an existing file; expected a folder" in refused(main, ["--out", str(target)], capsys)
+    assert target.read_text() == "keep"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--emit-csv", "{tmp}"], "argument --emit-csv: '{tmp}' is a folder; expected a file name"),
+    (["--emit-csv", "{tmp}/missing/ops.csv"], "folder '{tmp}/missing' does not exist"),
+    (["--preset", "tiny", "--matmuls", "default", "--seq-len", "100"],
+     "head_dim=16 of the expert geometry: expected a multiple of the 32-element tile"),
+    (["--smax", "10000000"], ("smax=10000000: weights + KV cache of 64 layers need 2.62e+03 GB of DRAM; "
+                              "expected <= dram_capacity_bytes=32 GB")),
+    (["--set", "blackhole.dram_capacity_bytes=1e9"], "expected <= dram_capacity_bytes=1 GB"),
+    (["--vs", "--calibration missing.json"], "--calibration configure the run, not the base setting"),
+    (["--vs", "--json --draws 5 --emit-csv x.csv"], "--draws, --emit-csv, --json configure the run"),
+    (["--set", "blackhole.bogus=1"], "'bogus' is not a field of costmodel.hardware.Blackhole"),
+    (["--set", "blackhole.eth_bytes_per_s=1e9"], "is not modelled"),
+    (["--board", "p200"], "argument --board: invalid choice: 'p200'"),
+    (["--draws", "-1"], "argument --draws: -1: expected an integer >= 0"),
+    (["--seq-len", "0"], "argument --seq-len: 0: expected an integer >= 1"),
+])
+def test_blackhole_cli_refuses_before_computing(argv, message, tmp_path, capsys):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    t0 = time.perf_counter()
+    err = refused(bh_cli.main, argv, capsys)
+    assert message.replace("{tmp}", str(tmp_path)) in err
+    assert time.perf_counter() - t0 < 20  # refused at entry, not after the intervals (about 30 s)
+
+
+def test_blackhole_deprecated_hw_is_the_board(capsys):
+    old = bh_cli.main(["--hw", "p100a", "--json"])
+    captured = capsys.readouterr()
+    assert "deprecated" in captured.err
+    assert json.loads(captured.out, parse_constant=pytest.fail) == old  # strict JSON
+    cfg, cal = ExpertConfig.alpamayo_tt(), load_calibration()
+    want = evaluate(blackhole_p100a(), cal.params, BlackholeConfig.port(cfg), cfg=cfg)
+    assert old["setting"]["hw"] == "p100a" and old["step_ms"] == pytest.approx(want["step_ms"], rel=1e-6)
