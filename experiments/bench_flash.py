@@ -9,8 +9,9 @@ One kv head group (K = 1, N = G q heads), d = 128, causal, T = S, float32 on thi
   bytes (deterministic; the buffers XLA allocates for one call). Dense is always compiled (that
   allocates nothing) but run only when those bytes fit ``--dense-max-gib`` (default 4 GiB, kind
   to a shared machine) and half of MemAvailable; otherwise its row says "not run".
-* Time: median of ``reps`` runs after one warm-up, flash with causal tile skip vs the same sweep
-  computing the wholly-future tiles under the mask (``causal_skip=False``), interleaved. Dense
+* Time: median of ``reps`` runs after one warm-up (``jaxref.timing.time_repeats``), flash with causal
+  tile skip vs the same sweep computing the wholly-future tiles under the mask (``causal_skip=False``),
+  interleaved. Dense
   (when run) is timed once, for scale; it is not a target.
 
 Targets (issue 3): flash bytes linear in S and <= 1/8 of dense at 16k; skip speedup >= 1.6x.
@@ -21,14 +22,13 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxref.attention import AttentionGeometry, attention_reference, flash_attention, flash_schedule
+from jaxref.timing import time_call, time_repeats
 
 
 def _mem_available_bytes() -> int:
@@ -42,21 +42,6 @@ def _mem_available_bytes() -> int:
 def _bytes(compiled) -> int:
     ma = compiled.memory_analysis()
     return int(ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes)
-
-
-def _time(fns: dict, args, reps: int) -> dict:
-    """Median (wall s, process CPU s) of each compiled fn after one warm-up; runs are interleaved so
-    load drifts on a shared machine hit all alike. CPU time sums XLA's threads."""
-    for fn in fns.values():
-        jax.block_until_ready(fn(*args))
-    times = {name: [] for name in fns}
-    for _ in range(reps):
-        for name, fn in fns.items():
-            w0, c0 = time.perf_counter(), time.process_time()
-            jax.block_until_ready(fn(*args))
-            times[name].append((time.perf_counter() - w0, time.process_time() - c0))
-    return {name: (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts))
-            for name, ts in times.items()}
 
 
 def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_block: int = 512, reps: int = 3,
@@ -80,15 +65,17 @@ def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_bl
         c_noskip = flash_noskip.lower(q, k, v).compile()
         sch = flash_schedule(S, S, geom, causal=True, tile=tile, q_block=q_block)
         sch_noskip = flash_schedule(S, S, geom, causal=True, tile=tile, q_block=q_block, causal_skip=False)
-        t = _time({"flash": c_flash, "noskip": c_noskip}, (q, k, v), reps)
+        t = {name: (tm.median_s, tm.median_cpu_s) for name, tm in time_repeats(
+            {name: functools.partial(fn, q, k, v) for name, fn in (("flash", c_flash), ("noskip", c_noskip))},
+            reps=reps).items()}
         row = {"S": S, "dense_bytes": _bytes(c_dense), "flash_bytes": _bytes(c_flash),
                "noskip_bytes": _bytes(c_noskip), "dense_s": None, "flash_s": t["flash"], "noskip_s": t["noskip"],
                "tiles": sch.tiles_computed, "tiles_noskip": sch_noskip.tiles_computed, "max_err": float("nan")}
         if row["dense_bytes"] <= min(dense_max_gib * 2**30, _mem_available_bytes() // 2):
             # timed apart (its big buffers would disturb the flash pair), once: it is slow
-            w0, c0 = time.perf_counter(), time.process_time()
-            out_dense = jax.block_until_ready(c_dense(q, k, v)[0])
-            row["dense_s"] = (time.perf_counter() - w0, time.process_time() - c0)
+            out_dense, wall_s, cpu_s = time_call(c_dense, q, k, v)
+            out_dense = out_dense[0]
+            row["dense_s"] = (wall_s, cpu_s)
             row["max_err"] = float(jnp.abs(c_flash(q, k, v)[0] - out_dense).max())  # the same function
             del out_dense
         rows.append(row)
