@@ -1,5 +1,5 @@
-"""``python -m costmodel.blackhole tune`` / ``validate``: the subcommands that replaced the study scripts
-``experiments/tune_blackhole.py`` and ``experiments/costmodel_fit.py``."""
+"""``python -m costmodel.blackhole tune`` / ``validate``: gradient tuning from a what-if setting against a
+brute-force search, and clear errors on bad input."""
 
 import dataclasses
 
