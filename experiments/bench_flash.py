@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxref.attention import AttentionGeometry, attention_reference, flash_attention, flash_schedule
+from jaxref.render import format_table
 from jaxref.timing import time_call, time_repeats
 
 
@@ -103,14 +104,13 @@ def main(argv=None) -> int:
     rows = [(r["S"], r["dense_bytes"], r["flash_bytes"], r["noskip_bytes"], r["dense_s"], r["flash_s"], r["noskip_s"],
              r["tiles"], r["tiles_noskip"], r["max_err"]) for r in measured]
 
-    print(f"\n{'S':>6} {'dense bytes':>14} {'flash bytes':>12} {'noskip bytes':>12} {'dense/flash':>11} "
-          f"{'flash B/S':>9} "
-          f"{'t dense s':>9} {'t flash s':>9} {'t noskip s':>10} {'skip x':>6} {'cpu skip x':>10} "
-          f"{'tiles':>11} {'max|err|':>9}")
-    for S, bd, bf, bn, td, tf, tn, tiles, tiles_ns, err in rows:
-        dense_t = f"{td[0]:9.3f}" if td is not None else "  not run"
-        print(f"{S:>6} {bd:>14,} {bf:>12,} {bn:>12,} {bd / bf:>11.1f} {bf / S:>9.0f} {dense_t} {tf[0]:>9.3f} {tn[0]:>10.3f} "
-              f"{tn[0] / tf[0]:>6.2f} {tn[1] / tf[1]:>10.2f} {tiles:>5}/{tiles_ns:<5} {err:>9.2e}")
+    header = ["S", "dense bytes", "flash bytes", "noskip bytes", "dense/flash", "flash B/S", "t dense s", "t flash s",
+              "t noskip s", "skip x", "cpu skip x", "tiles", "max|err|"]
+    print("\n" + format_table(header, [
+        [S, f"{bd:,}", f"{bf:,}", f"{bn:,}", f"{bd / bf:.1f}", f"{bf / S:.0f}",
+         "not run" if td is None else f"{td[0]:.3f}", f"{tf[0]:.3f}", f"{tn[0]:.3f}", f"{tn[0] / tf[0]:.2f}",
+         f"{tn[1] / tf[1]:.2f}", f"{tiles}/{tiles_ns}", f"{err:.2e}"]
+        for S, bd, bf, bn, td, tf, tn, tiles, tiles_ns, err in rows]))
     if any(r[4] is None for r in rows):
         print("dense 'not run': its compiled buffers exceed --dense-max-gib or half of MemAvailable; its bytes "
               "are from memory_analysis().")
