@@ -10,8 +10,6 @@ of ``repeats`` timed calls after a warm-up call is reported.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +19,7 @@ from costmodel.ahbm.config import MODELS, PIPELINES
 from costmodel.ahbm.tune import sweep_latency
 from costmodel.hardware import ahbm_sip
 from jaxref.validation import positive_int
+from jaxref.timing import time_repeats
 
 
 def random_knobs(case: str, n: int, seed: int = 0) -> dict:
@@ -50,13 +49,8 @@ def main(argv=None) -> None:
     print(f"{'case':12s} {'median s':>10s} {'configs/s':>14s}")
     for case in ("decode", "decode_sp", "prefill", "prefill_sp"):
         knobs = random_knobs(case, args.n)
-        jax.block_until_ready(sweep_latency(hw, knobs, case=case))
-        times = []
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            jax.block_until_ready(sweep_latency(hw, knobs, case=case))
-            times.append(time.perf_counter() - t0)
-        med = statistics.median(times)
+        call = lambda knobs=knobs, case=case: sweep_latency(hw, knobs, case=case)
+        med = time_repeats({case: call}, reps=args.repeats)[case].median_s
         print(f"{case:12s} {med:10.4f} {args.n / med:14.3e}")
 
 

@@ -29,7 +29,6 @@ import argparse
 import functools
 import os
 import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -41,13 +40,8 @@ from jaxref.expert import KVCache, expert_rope
 from jaxref.layers import decoder_layer
 from jaxref.options import ExpertOptions
 from jaxref.validation import positive_int
+from jaxref.timing import time_call, time_repeats
 from jaxref.weights import init_cache_layer, init_layer_params
-
-
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def _cache_copies_per_trajectory(fn, xb, smax: int, cfg: ExpertConfig) -> bool:
@@ -79,7 +73,7 @@ def measure(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int 
     import torch
     from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
 
-    from experiments.hf_oracle import hf_cache, hf_decoder_layer, hf_text_config
+    from jaxref.testing.hf_oracle import hf_cache, hf_decoder_layer, hf_text_config
 
     cfg = ExpertConfig.alpamayo_tt(num_layers=1)
     threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -144,17 +138,17 @@ def measure(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int 
             float(np.abs(vm[i] - np.asarray(g_exact(layer, xb[i], ck, cv))).max()) for i in range(batch)),
     }
 
-    calls = {  # each returns its call's time
-        "jax exact": lambda: _timed(lambda: g_exact(layer, x, ck, cv).block_until_ready()),
-        "jax exact, traced S": lambda: _timed(lambda: g_exact_traced(layer, x, ck, cv, S).block_until_ready()),
+    wall = lambda *call: time_call(*call)[1]
+    calls = {  # each returns its call's wall time
+        "jax exact": lambda: wall(g_exact, layer, x, ck, cv),
+        "jax exact, traced S": lambda: wall(g_exact_traced, layer, x, ck, cv, S),
         # a fresh DynamicCache per call, built before the timer starts
-        "hf eager": lambda: _timed(functools.partial(hf_call, "eager", hf_cache(one_cache))),
-        "hf sdpa": lambda: _timed(functools.partial(hf_call, "sdpa", hf_cache(one_cache))),
-        "jax tail_slot": lambda: _timed(lambda: g_tail(layer, x, ck_t, cv_t, S).block_until_ready()),
-        f"jax vmap x{batch}": lambda: _timed(lambda: g_vmap(layer, xb, ck, cv).block_until_ready()),
-        f"jax {batch} sequential": lambda: _timed(
-            lambda: [g_exact(layer, xb[i], ck, cv).block_until_ready() for i in range(batch)]
-        ),
+        "hf eager": lambda: wall(functools.partial(hf_call, "eager", hf_cache(one_cache))),
+        "hf sdpa": lambda: wall(functools.partial(hf_call, "sdpa", hf_cache(one_cache))),
+        "jax tail_slot": lambda: wall(g_tail, layer, x, ck_t, cv_t, S),
+        f"jax vmap x{batch}": lambda: wall(g_vmap, layer, xb, ck, cv),
+        f"jax {batch} sequential": lambda: wall(  # each call waited for, as a caller of one trajectory would
+            lambda: [jax.block_until_ready(g_exact(layer, xb[i], ck, cv)) for i in range(batch)]),
     }
     by_round = {k: [] for k in calls}  # per variant: one list of kept times per round
     for rnd in range(rounds + 1):  # round 0 is a warm-up
@@ -242,8 +236,7 @@ def _sgemm_peak(n: int = 2048, reps: int = 7) -> float:
     """FLOP/s of a jitted n^3 fp32 matmul (HIGHEST precision), best of ``reps`` (a capability)."""
     a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
     f = jax.jit(lambda a: jnp.dot(a, a, precision=jax.lax.Precision.HIGHEST))
-    f(a).block_until_ready()
-    return 2.0 * n**3 / min(_timed(lambda: f(a).block_until_ready()) for _ in range(reps))
+    return 2.0 * n**3 / time_repeats({"sgemm": lambda: f(a)}, reps=reps)["sgemm"].min_s
 
 
 def _one_layer_params(layer, cfg: ExpertConfig):

@@ -9,8 +9,9 @@ One kv head group (K = 1, N = G q heads), d = 128, causal, T = S, float32 on thi
   bytes (deterministic; the buffers XLA allocates for one call). Dense is always compiled (that
   allocates nothing) but run only when those bytes fit ``--dense-max-gib`` (default 4 GiB, kind
   to a shared machine) and half of MemAvailable; otherwise its row says "not run".
-* Time: median of ``reps`` runs after one warm-up, flash with causal tile skip vs the same sweep
-  computing the wholly-future tiles under the mask (``causal_skip=False``), interleaved. Dense
+* Time: median of ``reps`` runs after one warm-up (``jaxref.timing.time_repeats``), flash with causal
+  tile skip vs the same sweep computing the wholly-future tiles under the mask (``causal_skip=False``),
+  interleaved. Dense
   (when run) is timed once, for scale; it is not a target.
 
 Targets (issue 3): flash bytes linear in S and <= 1/8 of dense at 16k; skip speedup >= 1.6x.
@@ -21,8 +22,6 @@ from __future__ import annotations
 import argparse
 import functools
 import itertools
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +29,8 @@ import numpy as np
 
 from jaxref.attention import AttentionGeometry, attention_reference, flash_attention, flash_schedule
 from jaxref.validation import positive_float, positive_int
+from jaxref.render import format_table
+from jaxref.timing import time_call, time_repeats
 
 
 def _mem_available_bytes() -> int:
@@ -43,21 +44,6 @@ def _mem_available_bytes() -> int:
 def _bytes(compiled) -> int:
     ma = compiled.memory_analysis()
     return int(ma.argument_size_in_bytes + ma.output_size_in_bytes + ma.temp_size_in_bytes)
-
-
-def _time(fns: dict, args, reps: int) -> dict:
-    """Median (wall s, process CPU s) of each compiled fn after one warm-up; runs are interleaved so
-    load drifts on a shared machine hit all alike. CPU time sums XLA's threads."""
-    for fn in fns.values():
-        jax.block_until_ready(fn(*args))
-    times = {name: [] for name in fns}
-    for _ in range(reps):
-        for name, fn in fns.items():
-            w0, c0 = time.perf_counter(), time.process_time()
-            jax.block_until_ready(fn(*args))
-            times[name].append((time.perf_counter() - w0, time.process_time() - c0))
-    return {name: (statistics.median(t[0] for t in ts), statistics.median(t[1] for t in ts))
-            for name, ts in times.items()}
 
 
 def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_block: int = 512, reps: int = 3,
@@ -81,15 +67,17 @@ def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_bl
         c_noskip = flash_noskip.lower(q, k, v).compile()
         sch = flash_schedule(S, S, geom, causal=True, tile=tile, q_block=q_block)
         sch_noskip = flash_schedule(S, S, geom, causal=True, tile=tile, q_block=q_block, causal_skip=False)
-        t = _time({"flash": c_flash, "noskip": c_noskip}, (q, k, v), reps)
+        t = {name: (tm.median_s, tm.median_cpu_s) for name, tm in time_repeats(
+            {name: functools.partial(fn, q, k, v) for name, fn in (("flash", c_flash), ("noskip", c_noskip))},
+            reps=reps).items()}
         row = {"S": S, "dense_bytes": _bytes(c_dense), "flash_bytes": _bytes(c_flash),
                "noskip_bytes": _bytes(c_noskip), "dense_s": None, "flash_s": t["flash"], "noskip_s": t["noskip"],
                "tiles": sch.tiles_computed, "tiles_noskip": sch_noskip.tiles_computed, "max_err": float("nan")}
         if row["dense_bytes"] <= min(dense_max_gib * 2**30, _mem_available_bytes() // 2):
             # timed apart (its big buffers would disturb the flash pair), once: it is slow
-            w0, c0 = time.perf_counter(), time.process_time()
-            out_dense = jax.block_until_ready(c_dense(q, k, v)[0])
-            row["dense_s"] = (time.perf_counter() - w0, time.process_time() - c0)
+            out_dense, wall_s, cpu_s = time_call(c_dense, q, k, v)
+            out_dense = out_dense[0]
+            row["dense_s"] = (wall_s, cpu_s)
             row["max_err"] = float(jnp.abs(c_flash(q, k, v)[0] - out_dense).max())  # the same function
             del out_dense
         rows.append(row)
@@ -117,14 +105,13 @@ def main(argv=None) -> int:
     rows = [(r["S"], r["dense_bytes"], r["flash_bytes"], r["noskip_bytes"], r["dense_s"], r["flash_s"], r["noskip_s"],
              r["tiles"], r["tiles_noskip"], r["max_err"]) for r in measured]
 
-    print(f"\n{'S':>6} {'dense bytes':>14} {'flash bytes':>12} {'noskip bytes':>12} {'dense/flash':>11} "
-          f"{'flash B/S':>9} "
-          f"{'t dense s':>9} {'t flash s':>9} {'t noskip s':>10} {'skip x':>6} {'cpu skip x':>10} "
-          f"{'tiles':>11} {'max|err|':>9}")
-    for S, bd, bf, bn, td, tf, tn, tiles, tiles_ns, err in rows:
-        dense_t = f"{td[0]:9.3f}" if td is not None else "  not run"
-        print(f"{S:>6} {bd:>14,} {bf:>12,} {bn:>12,} {bd / bf:>11.1f} {bf / S:>9.0f} {dense_t} {tf[0]:>9.3f} {tn[0]:>10.3f} "
-              f"{tn[0] / tf[0]:>6.2f} {tn[1] / tf[1]:>10.2f} {tiles:>5}/{tiles_ns:<5} {err:>9.2e}")
+    header = ["S", "dense bytes", "flash bytes", "noskip bytes", "dense/flash", "flash B/S", "t dense s", "t flash s",
+              "t noskip s", "skip x", "cpu skip x", "tiles", "max|err|"]
+    print("\n" + format_table(header, [
+        [S, f"{bd:,}", f"{bf:,}", f"{bn:,}", f"{bd / bf:.1f}", f"{bf / S:.0f}",
+         "not run" if td is None else f"{td[0]:.3f}", f"{tf[0]:.3f}", f"{tn[0]:.3f}", f"{tn[0] / tf[0]:.2f}",
+         f"{tn[1] / tf[1]:.2f}", f"{tiles}/{tiles_ns}", f"{err:.2e}"]
+        for S, bd, bf, bn, td, tf, tn, tiles, tiles_ns, err in rows]))
     if any(r[4] is None for r in rows):
         print("dense 'not run': its compiled buffers exceed --dense-max-gib or half of MemAvailable; its bytes "
               "are from memory_analysis().")

@@ -1,18 +1,17 @@
-"""Shared helpers of the expert tests: small fixtures, PCC, and an independent torch
-``PerWaypointActionInProjV2`` written from the reference formula (shared/REFERENCE.md section 1),
-not from ``jaxref.action``."""
+"""Shared helpers of the expert tests: PCC, and an independent torch ``PerWaypointActionInProjV2``
+written from the reference formula (shared/REFERENCE.md section 1), not from ``jaxref.action``.
+The small-model fixture ``tiny_setup`` lives in ``jaxref.testing`` (shared with the report) and is
+re-exported here."""
 
 from __future__ import annotations
 
-import functools
 import math
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxref.config import ExpertConfig
-from jaxref.weights import init_cache, init_params
+from jaxref.testing import tiny_setup
+
+__all__ = ["max_abs", "pcc", "tiny_setup", "torch_action_in_proj", "walk_jaxpr_shapes"]
 
 
 def pcc(a, b) -> float:
@@ -23,25 +22,6 @@ def pcc(a, b) -> float:
 
 def max_abs(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-
-
-@functools.lru_cache(maxsize=16)  # jax arrays are immutable: sharing them between tests is safe
-def tiny_setup(
-    seed: int = 0,
-    *,
-    seq_len: int = 100,
-    max_seq_len: int = 256,
-    rope_delta: int = 5,
-    fill: float = 7.0,
-    cfg: ExpertConfig | None = None,
-):
-    """(cfg, params, cache, x [T, D]) for the tiny preset; garbage ``fill`` in rows [S, Smax)."""
-    cfg = cfg or ExpertConfig.tiny()
-    kp, kc, kx = jax.random.split(jax.random.key(seed), 3)
-    params = init_params(kp, cfg)
-    cache = init_cache(kc, cfg, seq_len, max_seq_len=max_seq_len, rope_delta=rope_delta, fill=fill)
-    x = jax.random.normal(kx, (cfg.num_tokens, cfg.hidden), jnp.float32)
-    return cfg, params, cache, x
 
 
 def walk_jaxpr_shapes(jaxpr) -> list[tuple[int, ...]]:

@@ -18,7 +18,7 @@ from jaxref.attention import AttentionGeometry, ring_schedule
 SCRIPT = textwrap.dedent("""
     import json
     import jax, jax.numpy as jnp, numpy as np
-    from experiments.attention_collectives import program_collectives, summarize
+    from jaxref.testing.collectives import program_collectives, summarize
     from jaxref.attention import (attention_reference, reduce_plan, ring_attention_sharded,
                                   split_kv_attention_sharded)
     assert jax.device_count() == 8, jax.devices()
@@ -189,23 +189,3 @@ def test_sharded_attention_rejects_bad_meshes_and_lengths(results):
     assert "reduce='ring' unknown" in errs["reduce"]
     assert "cube_mesh=(2, 2) holds 4 CUBEs, expected num_cubes=2" in errs["cube_mesh"]
     assert "mesh.axis_names=('pe', 'cube')" in errs["pes"]
-
-
-def test_collectives_table_reads_the_schedule_back_from_the_lowered_program(tmp_path):
-    """experiments.attention_collectives (P = 8, C = 1, 2, 4, 8; 64 fake devices in its own process):
-    the lowered program's rounds and bytes per device equal the schedule's for tree and fan-out; the
-    all-reduce moves exactly one (m, l, O) payload per pass in two chained collectives."""
-    from experiments.attention_collectives import report_section
-
-    sec = report_section(tmp_path, quick=True, overrides={})
-    rows = sec["results"]["rows"]
-    assert [(r["C"], r["reduce"]) for r in rows] == [(c, k) for c in (1, 2, 4, 8)
-                                                     for k in ("tree", "all_to_all", "all_reduce")]
-    for r in rows:
-        if r["reduce"] == "all_reduce":
-            assert (r["program_all_reduces"], r["program_all_reduce_depth"]) == (2, 2)
-            assert r["program_all_reduce_bytes"] == r["schedule_payload_bytes"] == 8 * 1 * 8 * 130 * 4
-        else:
-            assert r["program_rounds"] == r["schedule_rounds"] > 0
-            assert r["program_bytes_per_device_max"] == r["schedule_bytes_per_device_max"]
-    assert "| 8 | 8 | tree | 6 / 6 |" in sec["markdown"]  # ceil(log2 8) + 2x4 center-mesh depth 1 + 2

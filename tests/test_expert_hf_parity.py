@@ -9,12 +9,18 @@ import pytest
 import torch
 from _expert_util import max_abs, pcc, tiny_setup
 
-from experiments.hf_oracle import hf_cache, hf_decoder_layer, hf_expert_outputs, hf_text_config, hf_text_model
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_rope, expert_stack
 from jaxref.layers import decoder_layer
 from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
+from jaxref.testing.hf_oracle import (
+    hf_cache,
+    hf_decoder_layer,
+    hf_expert_outputs,
+    hf_text_config,
+    hf_text_model,
+)
 from jaxref.weights import init_cache, init_params
 
 PCC_MIN, MAX_ABS = 0.999999, 1e-4

@@ -1,17 +1,15 @@
-"""The report's memory-saving golden sample (bf16 bit patterns unpacked inside the layer scan)
-computes exactly what the library's ``velocity`` computes on the same (bf16-valued) weights and
-cache; the report's tables align."""
+"""The report's memory-saving golden sample (``jaxref.testing.packed_random_model``: bf16 bit patterns
+unpacked inside the layer scan) computes exactly what the library's ``velocity`` computes on the same
+(bf16-valued) weights and cache."""
 
 import dataclasses
 
 import jax
 import numpy as np
-import pytest
 
-from experiments.report.golden_sample import packed_random_model, unpack_bf16
-from experiments.report.tables import format_table, md_table
 from jaxref.config import ExpertConfig
 from jaxref.expert import KVCache, velocity
+from jaxref.testing import packed_random_model, unpack_bf16
 
 
 def test_packed_bf16_model_equals_library_velocity():
@@ -28,17 +26,3 @@ def test_packed_bf16_model_equals_library_velocity():
     # The weights really are bf16 values (the packing is not a no-op float32 copy).
     assert packed[0].wq.dtype == np.uint16
     np.testing.assert_array_equal(layers.wq, layers.wq.astype("bfloat16").astype("float32"))
-
-
-def test_format_table_aligns_columns():
-    text = format_table(["a", "long header"], [[1, "x"], ["wide cell", 2.5]])
-    lines = text.splitlines()
-    assert lines[0] == "a          long header"
-    assert lines[1] == "---------  -----------"
-    assert lines[3] == "wide cell  2.5"
-
-
-def test_md_table_escapes_pipes_and_checks_row_width():
-    assert md_table(["a", "b"], [["x|y", 1]]).splitlines() == ["| a | b |", "|---|---|", "| x\\|y | 1 |"]
-    with pytest.raises(ValueError, match="1 cells, expected 2"):
-        md_table(["a", "b"], [[1]])

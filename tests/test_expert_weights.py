@@ -11,8 +11,8 @@ import pytest
 import torch
 from _expert_util import torch_action_in_proj
 
-from experiments.hf_oracle import hf_text_model
 from jaxref.config import ActionInConfig, ExpertConfig
+from jaxref.testing.hf_oracle import hf_text_model
 from jaxref.weights import (
     from_hf_state_dict,
     from_torch_state_dict,

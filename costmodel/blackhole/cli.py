@@ -6,6 +6,8 @@
     python -m costmodel.blackhole --emit-csv predicted.csv          # model as a profiler op report
     python -m costmodel.blackhole calibrate --ops-csv ops_perf_results.csv --out my_calibration.json
     python -m costmodel.blackhole --calibration my_calibration.json --smax 5120
+    python -m costmodel.blackhole validate                          # every row + leave-one-group-out
+    python -m costmodel.blackhole tune --matmuls default            # gradient tuning vs exhaustive
 
 JSON keys: ``per_op_us`` (op -> us), ``layer_us``, ``layer_trace_us``, ``step_ms``, ``step_full_ms``,
 ``sample_ms``, ... as before, plus ``interval_us`` (op / ``layer_us`` -> [lo, hi]) and
@@ -22,6 +24,7 @@ import pathlib
 import shlex
 import sys
 
+from costmodel.blackhole import cli_checks
 from costmodel.blackhole import fit as fitting
 from costmodel.blackhole.graph import (
     KV_DTYPES,
@@ -244,6 +247,10 @@ def main(argv: list[str] | None = None) -> dict:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["calibrate"]:
         return calibrate(argv[1:])
+    if argv[:1] == ["validate"]:
+        return cli_checks.validate(argv[1:])
+    if argv[:1] == ["tune"]:  # the what-if flags give its starting setting
+        return cli_checks.tune(argv[1:], _parser(), config_from_args)
     parser = _parser()
     args = parser.parse_args(argv)
     try:

@@ -6,6 +6,8 @@
   ``DynamicCache``) holding the same random weights, for ``tiny`` and a 2-layer model at
   ``alpamayo_tt`` widths. Targets: PCC >= 0.999999 and max-abs <= 1e-4 per output.
 * Attention: ``experiments.report.attention_parity`` (flash, split-KV, ring, sharded versions).
+* Collectives: ``experiments.report.collectives`` (the decode-SP reduce's rounds and bytes read from
+  the lowered program, next to the schedule).
 """
 
 from __future__ import annotations
@@ -13,18 +15,18 @@ from __future__ import annotations
 import pathlib
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from experiments.report import plots
 from experiments.report.attention_parity import MAX_ABS_TOL, attention_rows
+from experiments.report.collectives import collectives_part
 from experiments.report.progress import note
 from experiments.report.tables import md_table
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_stack
 from jaxref.numerics import pcc
 from jaxref.options import ExpertOptions
-from jaxref.weights import init_cache, init_params
+from jaxref.testing import tiny_setup
 
 HF_PCC_MIN, HF_MAX_ABS = 0.999999, 1e-4
 MODES = ("exact", "tail_slot")
@@ -32,13 +34,12 @@ MODES = ("exact", "tail_slot")
 
 def hf_parity_rows(cfg: ExpertConfig, *, seq_len: int, label: str, seed: int = 0, rope_delta: int = 7) -> list[dict]:
     """Per-layer and final-norm PCC / max-abs of the golden (both formulations) vs HF, fp32."""
-    from experiments.hf_oracle import hf_expert_outputs, hf_text_model
+    from jaxref.testing.hf_oracle import hf_expert_outputs, hf_text_model
 
-    k_p, k_c, k_x = jax.random.split(jax.random.key(seed), 3)
-    params = init_params(k_p, cfg)
     smax = seq_len + cfg.num_tokens + 32  # room for the tail slot, plus garbage rows it must hide
-    cache = init_cache(k_c, cfg, seq_len, max_seq_len=smax, rope_delta=rope_delta, fill=7.0)
-    x = jax.random.normal(k_x, (cfg.num_tokens, cfg.hidden), jnp.float32)
+    # __wrapped__: not the tests' cache, which would keep the wide model alive for the whole report
+    _, params, cache, x = tiny_setup.__wrapped__(seed, seq_len=seq_len, max_seq_len=smax, rope_delta=rope_delta,
+                                                 fill=7.0, cfg=cfg)
     hf_layers, hf_final = hf_expert_outputs(hf_text_model(params, cfg), x, cache, num_tokens=cfg.num_tokens)
     rows = []
     for mode in MODES:
@@ -85,7 +86,7 @@ def plot(out_dir: pathlib.Path, hf: list[dict], attn: list[dict]) -> str:
     return plots.save(fig, out_dir, "golden_parity.png")
 
 
-def markdown(models, hf: list[dict], probs, attn: list[dict], figure: str) -> str:
+def markdown(models, hf: list[dict], probs, attn: list[dict], figure: str, collectives: str) -> str:
     hf_bad = [r for r in hf if not r["ok"]]
     at_bad = [r for r in attn if not r["ok"]]
     lines = [
@@ -108,6 +109,7 @@ def markdown(models, hf: list[dict], probs, attn: list[dict], figure: str) -> st
                  [[r["algorithm"], r["problem"], r["kind"], f"{r['out_max_abs']:.1e}", f"{1 - r['out_pcc']:.1e}",
                    f"{r['lse_max_abs']:.1e}", "yes" if r["ok"] else "**no**"] for r in attn]), "",
         f"**{len(attn) - len(at_bad)} / {len(attn)} algorithm rows within tolerance.**", "",
+        collectives, "",
         f"![per-output error vs HF and per-algorithm error vs the dense reference]({figure})",
     ]
     return "\n".join(lines)
@@ -122,6 +124,8 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
         hf += hf_parity_rows(cfg, seq_len=s, label=label)
     note("attention algorithms vs the dense reference")
     probs, attn = attention_rows(quick)
+    note("decode-SP collectives: lowered program vs schedule")
+    coll_md, coll = collectives_part(quick)
     figure = plot(out_dir, hf, attn)
     results = {
         "hf": {"targets": {"pcc_min": HF_PCC_MIN, "max_abs": HF_MAX_ABS}, "rows": hf,
@@ -129,5 +133,6 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
                "max_abs": max(r["max_abs"] for r in hf)},
         "attention": {"tolerance_max_abs": MAX_ABS_TOL, "rows": attn, "all_met": all(r["ok"] for r in attn),
                       "problems": {k: vars(p) for k, p in probs.items()}, "devices": jax.device_count()},
+        "collectives": coll,
     }
-    return {"markdown": markdown(models, hf, probs, attn, figure), "results": results, "figures": [figure]}
+    return {"markdown": markdown(models, hf, probs, attn, figure, coll_md), "results": results, "figures": [figure]}

@@ -4,7 +4,7 @@
   with SDPA attention, side by side (``experiments.bench_expert``);
 * a full 10-step Euler sample of the 64-layer golden (``experiments.report.golden_sample``);
 * flash vs dense causal prefill: compiled memory and time (``experiments.bench_flash``);
-* the vmapped Blackhole cost-model sweep: configurations per second (``experiments.bench_costmodel``).
+* the vmapped Blackhole cost-model sweep: configurations per second (``costmodel_throughput`` here).
 
 Wall-clock numbers on a shared CPU are noisy; the layer comparison interleaves its variants in
 rounds and reports medians, with the per-round spread of the ratios.
@@ -12,10 +12,10 @@ rounds and reports medians, with the per-round spread of the ratios.
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
-import statistics
-import time
 
+import jax.numpy as jnp
 import numpy as np
 
 from costmodel.overrides import apply_overrides
@@ -25,6 +25,9 @@ from experiments.report.golden_sample import run_sample
 from experiments.report.progress import note
 from experiments.report.tables import md_table
 from jaxref.config import ExpertConfig
+from jaxref.timing import time_call, time_repeats
+
+CFG = ExpertConfig.alpamayo_tt()
 
 
 def shapes(quick: bool) -> dict:
@@ -40,34 +43,49 @@ def shapes(quick: bool) -> dict:
             "sweep": {"n": 65536, "reps": 3, "single": 50}}
 
 
-def costmodel_throughput(*, n: int, reps: int, single: int, overrides: dict[str, float]) -> dict:
-    """Configurations per second of the vmapped cost model vs the validating per-config evaluator.
+def random_batch(n: int, rng: np.random.Generator, *, kv_dtype: str = "bf16"):
+    """A ``BlackholeConfig`` whose leaves are [n] arrays of random valid settings: (in0_block_w, per_core_N)
+    of the five matmuls drawn from their valid sets, k_chunk in {128, 256, 512}, Smax in {5120, 6144, 8192}."""
+    from costmodel.blackhole import MATMULS, AttnConfig, BlackholeConfig
+    from costmodel.blackhole.tune import valid_matmul_configs
+    from costmodel.hardware import blackhole_p150a
 
-    All calls into the cost model live here (``bench_costmodel.random_batch`` draws the valid knobs).
+    hw = blackhole_p150a()
+    bc = BlackholeConfig.port(CFG, kv_dtype=kv_dtype)
+    changes = {}
+    for name in MATMULS:
+        valid = np.asarray(valid_matmul_configs(name, hw, bc, cfg=CFG), np.float32)
+        pick = valid[rng.integers(0, len(valid), n)]
+        changes[name] = dataclasses.replace(getattr(bc, name), in0_block_w=jnp.asarray(pick[:, 0]),
+                                            per_core_N=jnp.asarray(pick[:, 1]), per_core_M=jnp.full(n, 2.0))
+    k = np.asarray([128.0, 256.0, 512.0], np.float32)[rng.integers(0, 3, n)]
+    smax = np.asarray([5120.0, 6144.0, 8192.0], np.float32)[rng.integers(0, 3, n)]
+    return bc.replace(smax=jnp.asarray(smax), seq_len=jnp.full(n, 4700.0),
+                      attn=AttnConfig(jnp.asarray(k), jnp.full(n, 32.0), jnp.full(n, 16.0)), **changes)
+
+
+def costmodel_throughput(*, n: int, reps: int, single: int, overrides: dict[str, float]) -> dict:
+    """Configurations per second of the vmapped cost model (one 64-layer step per configuration, exact
+    model, ``random_batch`` knobs) vs the validating per-config evaluator (one jitted call per config).
+
+    All calls into the cost model live here.
     """
     from costmodel.blackhole import BlackholeConfig, evaluate, load_fitted, sweep_step_us
     from costmodel.hardware import blackhole_p150a
-    from experiments.bench_costmodel import CFG, random_batch
 
     hw, fit = apply_overrides(blackhole_p150a(), overrides), load_fitted()
     batch = random_batch(n, np.random.default_rng(0))
-    t0 = time.perf_counter()
-    out = np.asarray(sweep_step_us(hw, fit, batch, cfg=CFG).block_until_ready())
-    compile_s = time.perf_counter() - t0
+    sweep = lambda: sweep_step_us(hw, fit, batch, cfg=CFG)
+    out, compile_s, _ = time_call(sweep)
+    out = np.asarray(out)
     if out.shape != (n,) or not np.isfinite(out).all():
         raise ValueError(f"sweep returned shape {out.shape} with {int((~np.isfinite(out)).sum())} non-finite values")
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        sweep_step_us(hw, fit, batch, cfg=CFG).block_until_ready()
-        times.append(time.perf_counter() - t0)
+    med = time_repeats({"sweep": sweep}, reps=reps, warmup=0)["sweep"].median_s
     bc = BlackholeConfig.port(CFG)
     evaluate(hw, fit, bc, cfg=CFG)  # compile
-    t0 = time.perf_counter()
-    for i in range(single):
-        evaluate(hw, fit, bc.replace(smax=float(5120 + 1024 * (i % 3))), cfg=CFG)
-    per_call = (time.perf_counter() - t0) / single
-    med = statistics.median(times)
+    _, loop_s, _ = time_call(lambda: [evaluate(hw, fit, bc.replace(smax=float(5120 + 1024 * (i % 3))), cfg=CFG)
+                                      for i in range(single)])
+    per_call = loop_s / single
     return {"configs": n, "compile_s": compile_s, "median_s": med, "configs_per_s": n / med,
             "single_configs_per_s": 1.0 / per_call, "speedup": per_call * n / med,
             "step_ms_min": float(out.min()) / 1e3, "step_ms_median": float(np.median(out)) / 1e3}

@@ -5,24 +5,29 @@ Builds HF ``Qwen3VLTextModel`` / ``Qwen3VLTextDecoderLayer`` modules holding a g
 names), feeds them the golden's ``KVCache`` through HF's ``DynamicCache`` and runs the expert
 tokens non-causally (4-D additive mask of zeros, eager attention, fp32 by default).
 
-Used by ``experiments.report`` (parity table, timings), ``experiments.bench_expert`` and the tests. torch is
-imported here at module top; ``jaxref`` itself never imports torch.
+Used by the tests and the report (section 1's parity table, section 6's timings). Needs the
+``oracle`` extra (torch + transformers); they are imported when a function here is first called,
+so importing this module (and ``jaxref``) works without them.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from transformers.cache_utils import DynamicCache
-from transformers.models.qwen3_vl.modeling_qwen3_vl import (
-    Qwen3VLTextConfig,
-    Qwen3VLTextDecoderLayer,
-    Qwen3VLTextModel,
-)
 
 from jaxref.config import ExpertConfig
 from jaxref.expert import ExpertParams, KVCache
 from jaxref.weights import to_hf_state_dict
+
+if TYPE_CHECKING:
+    import torch
+    from transformers.cache_utils import DynamicCache
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import (
+        Qwen3VLTextConfig,
+        Qwen3VLTextDecoderLayer,
+        Qwen3VLTextModel,
+    )
 
 
 def hf_text_config(cfg: ExpertConfig, *, num_layers: int | None = None,
@@ -33,6 +38,8 @@ def hf_text_config(cfg: ExpertConfig, *, num_layers: int | None = None,
     ``mrope_section`` must sum to H/2; any split gives plain 1-D RoPE here because the expert's
     three position rows are equal (alpamayo_tt uses Qwen3-VL's [24, 20, 20]).
     """
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextConfig
+
     half = cfg.head_dim // 2
     section = [24, 20, 20] if half == 64 else [half - 2 * (half // 4), half // 4, half // 4]
     hf_cfg = Qwen3VLTextConfig(
@@ -57,6 +64,9 @@ def hf_text_config(cfg: ExpertConfig, *, num_layers: int | None = None,
 def hf_text_model(params: ExpertParams, cfg: ExpertConfig, *, dtype=None) -> Qwen3VLTextModel:
     """A ``Qwen3VLTextModel`` holding ``params`` (copied through ``to_hf_state_dict``: this also
     checks the export names, ``load_state_dict`` is strict up to the unused token embedding)."""
+    import torch
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextModel
+
     model = Qwen3VLTextModel(hf_text_config(cfg)).eval()
     sd = {
         k: torch.from_numpy(v)
@@ -72,6 +82,9 @@ def hf_text_model(params: ExpertParams, cfg: ExpertConfig, *, dtype=None) -> Qwe
 def hf_decoder_layer(params: ExpertParams, cfg: ExpertConfig, *, layer: int,
                      attn_implementation: str = "eager") -> Qwen3VLTextDecoderLayer:
     """A ``Qwen3VLTextDecoderLayer`` holding layer ``layer`` of ``params`` (loaded strictly, fp32)."""
+    import torch
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextDecoderLayer
+
     if not 0 <= layer < cfg.num_layers:
         raise ValueError(f"layer={layer} must satisfy 0 <= layer < num_layers={cfg.num_layers}")
     hf_cfg = hf_text_config(cfg, num_layers=1, attn_implementation=attn_implementation)
@@ -87,6 +100,9 @@ def hf_decoder_layer(params: ExpertParams, cfg: ExpertConfig, *, layer: int,
 def hf_cache(cache: KVCache, *, dtype=None, layers: int | None = None) -> DynamicCache:
     """A ``DynamicCache`` pre-filled with rows [0, S) of every layer (or the first ``layers``):
     HF layout [1, K, S, H], which is the ``KVCache`` layout [L, K, Smax, H] sliced (no transpose)."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+
     s = int(cache.seq_len)
     k, v = np.asarray(cache.k[:, :, :s]), np.asarray(cache.v[:, :, :s])
     n = k.shape[0] if layers is None else layers
@@ -96,6 +112,8 @@ def hf_cache(cache: KVCache, *, dtype=None, layers: int | None = None) -> Dynami
 
 def hf_position_ids(cache: KVCache, num_tokens: int) -> torch.Tensor:
     """Qwen3-VL position ids [4, 1, T] (text row + 3 equal M-RoPE rows): ``i + rope_delta + S``."""
+    import torch
+
     pos = torch.arange(num_tokens) + int(cache.rope_delta) + int(cache.seq_len)
     return pos.view(1, 1, -1).expand(4, 1, -1)
 
@@ -106,6 +124,8 @@ def hf_expert_outputs(model, x, cache: KVCache, *, num_tokens: int, dtype=None):
     Non-causal: a 4-D additive mask of zeros [1, 1, T, S + T] (every cache row and every own token
     visible). Returns (per-layer outputs [L, T, D], final-normed hidden [T, D]) as float32 numpy.
     """
+    import torch
+
     dtype = dtype or torch.float32
     s = int(cache.seq_len)
     outs: list = []

@@ -1,0 +1,44 @@
+"""``python -m costmodel.blackhole tune`` / ``validate``: gradient tuning from a what-if setting against a
+brute-force search, and clear errors on bad input."""
+
+import dataclasses
+
+import pytest
+
+from costmodel.blackhole import MATMULS, BlackholeConfig, evaluate, load_fitted
+from costmodel.blackhole.cli import main
+from costmodel.blackhole.tune import valid_matmul_configs
+from costmodel.hardware import blackhole_p150a
+from jaxref.config import ExpertConfig
+
+
+def test_tune_from_the_flags_setting_reaches_the_brute_force_optimum(capsys):
+    """Start: ttnn's default matmul configs with a bfp8 cache (the what-if flags). Each matmul's exhaustive
+    choice is the best of every valid config evaluated one by one through the discrete evaluator, and the
+    gradient result is no better than it."""
+    res = main(["tune", "--matmuls", "default", "--kv-dtype", "bfp8", "--steps", "60"])
+    out = capsys.readouterr().out
+    cfg, hw, fit = ExpertConfig.alpamayo_tt(), blackhole_p150a(), load_fitted()
+    start = BlackholeConfig.port(cfg, matmuls="default", kv_dtype="bfp8")
+    assert res["step_ms"]["start"] == pytest.approx(evaluate(hw, fit, start, cfg=cfg)["step_ms"])
+    name = MATMULS[1]  # wo: one op brute-forced here (all five would cost seconds)
+    mm = getattr(start, name)
+    best = min(evaluate(hw, fit, start.replace(**{name: dataclasses.replace(mm, in0_block_w=float(a),
+                                                                            per_core_N=float(b))}),
+                        cfg=cfg)["per_op_us"][name] for a, b in valid_matmul_configs(name, hw, start, cfg=cfg))
+    assert res["exhaustive"]["per_op"][name]["us"] == pytest.approx(best, rel=1e-5)
+    assert res["step_ms"]["exhaustive"] <= res["step_ms"]["gradient"] * (1 + 1e-6)
+    assert res["step_ms"]["exhaustive"] < res["step_ms"]["start"]
+    assert "gradient within" in out and name in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["tune", "--steps", "0"], "steps=0: expected >= 1"),
+    (["tune", "--k-chunk", "100"], "k_chunk=100 must be a multiple of 32"),
+    (["validate", "--steps", "-3"], "steps=-3: expected >= 1"),
+])
+def test_bad_input_exits_2_with_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
