@@ -9,7 +9,7 @@ from costmodel.blackhole import BlackholeConfig, evaluate
 from costmodel.blackhole import cli as bh_cli
 from costmodel.blackhole.fit import load_calibration
 from costmodel.hardware import blackhole_p100a
-from experiments import ahbm_study, bench_expert, bench_flash, blackhole_study, device_accuracy
+from experiments import ahbm_study, bench_expert, bench_flash, blackhole_study
 from jaxref.config import ExpertConfig
 
 
@@ -29,9 +29,6 @@ def refused(main, argv, capsys) -> str:
     (bench_flash.main, ["--dense-max-gib", "nan"], "argument --dense-max-gib: 'nan': expected a finite number"),
     (bench_expert.main, ["--seq-len", "-5"], "argument --seq-len: -5: expected an integer >= 1"),
     (bench_expert.main, ["--seq-len", "9000"], "--seq-len: seq_len=9000"),
-    (device_accuracy.main, ["--seq-len", "-1"], "argument --seq-len: -1: expected an integer >= 1"),
-    (device_accuracy.main, ["--seq-len", "10000"], "--seq-len: seq_len=10000"),
-    (device_accuracy.main, ["--num-layers", "0"], "argument --num-layers: 0: expected an integer >= 1"),
     (blackhole_study.main, ["--set", "blackhole.bogus=1"], "'bogus' is not a field of costmodel.hardware.Blackhole"),
     (blackhole_study.main, ["--set", "blackhole.clock_hz=-1"], "clock_hz=-1.0: expected a finite number in"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
