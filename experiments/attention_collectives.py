@@ -190,7 +190,7 @@ def main(argv=None) -> None:
             raise SystemExit(f"--{name.replace('_', '-')}={getattr(args, name)} must be a positive int")
     cubes = [int(c) for c in args.cubes.split(",")] if args.cubes else list(range(1, args.max_cubes + 1))
     if args.json:
-        print(json.dumps(decode_rows(args.pes, cubes, args.seq_len)))
+        print(json.dumps(decode_rows(args.pes, cubes, args.seq_len), allow_nan=False))
         return
     print(markdown(run_subprocess(args.pes, cubes, args.seq_len)))
 
