@@ -24,6 +24,7 @@ import dataclasses
 import jax.numpy as jnp
 
 from costmodel._pytree import pytree_dataclass, static_field
+from jaxref.validation import check_choice
 
 # ---- bytes per 32x32 tile ------------------------------------------------------------------------
 # Bytes, never elements: bfp8 = 1024 one-byte sign+mantissa values + 64 shared exponents (one per
@@ -37,15 +38,13 @@ FIDELITY_PASSES: dict[str, int] = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4
 
 def tile_bytes(fmt: str) -> int:
     """Bytes of one 32x32 tile stored in ``fmt`` ('fp32' | 'bf16' | 'bfp8' | 'bfp4')."""
-    if fmt not in TILE_BYTES:
-        raise ValueError(f"dtype={fmt!r} unknown; expected one of {sorted(TILE_BYTES)}")
+    check_choice("dtype", fmt, TILE_BYTES)
     return TILE_BYTES[fmt]
 
 
 def fidelity_passes(fidelity: str) -> int:
     """Matrix-engine passes per tile for a math fidelity ('LoFi' | 'HiFi2' | 'HiFi3' | 'HiFi4')."""
-    if fidelity not in FIDELITY_PASSES:
-        raise ValueError(f"fidelity={fidelity!r} unknown; expected one of {sorted(FIDELITY_PASSES)}")
+    check_choice("fidelity", fidelity, FIDELITY_PASSES)
     return FIDELITY_PASSES[fidelity]
 
 
@@ -137,8 +136,7 @@ BLACKHOLE_PRESETS = {"p150a": blackhole_p150a, "p100a": blackhole_p100a}
 
 def blackhole(name: str = "p150a") -> Blackhole:
     """Look a Blackhole preset up by name ('p150a' | 'p100a')."""
-    if name not in BLACKHOLE_PRESETS:
-        raise ValueError(f"hw={name!r} unknown; expected one of {sorted(BLACKHOLE_PRESETS)}")
+    check_choice("hw", name, BLACKHOLE_PRESETS)
     return BLACKHOLE_PRESETS[name]()
 
 

@@ -13,6 +13,7 @@ import math
 
 from jaxref.config import ExpertConfig
 from jaxref.param_table import device_shapes
+from jaxref.validation import check_choice
 
 TILE = 32  # rows / columns of a ttnn tile
 GRID = (11, 10)  # Blackhole p150 compute grid with one column left for fast dispatch: 110 cores
@@ -37,7 +38,7 @@ class ComputeConfig:
     packer_l1_acc: bool = True  # accumulate partial K blocks in L1
 
     def __post_init__(self):
-        _require(self.math_fidelity in FIDELITIES, f"math_fidelity={self.math_fidelity!r}; expected one of {FIDELITIES}")
+        check_choice("math_fidelity", self.math_fidelity, FIDELITIES)
 
     def build(self, ns):
         return ns.WormholeComputeKernelConfig(
@@ -157,9 +158,9 @@ class GraphConfig:
     compute: ComputeConfig = dataclasses.field(default_factory=ComputeConfig)
 
     def __post_init__(self):
-        _require(self.weights in WEIGHT_FORMATS, f"weights={self.weights!r}; expected one of {WEIGHT_FORMATS}")
-        _require(self.cache in CACHE_FORMATS, f"cache={self.cache!r}; expected one of {CACHE_FORMATS}")
-        _require(self.attn_mode in ATTN_MODES, f"attn_mode={self.attn_mode!r}; expected one of {ATTN_MODES}")
+        check_choice("weights", self.weights, WEIGHT_FORMATS)
+        check_choice("cache", self.cache, CACHE_FORMATS)
+        check_choice("attn_mode", self.attn_mode, ATTN_MODES)
 
     @property
     def mask_format(self) -> str:

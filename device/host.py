@@ -30,6 +30,7 @@ from jaxref.param_table import (
     device_names,
     device_shapes,
 )
+from jaxref.validation import check_choice
 from jaxref.weights import layer_to_hf
 
 # Device dtype per host format name (attribute names of the op namespace: ttnn or the emulation).
@@ -107,8 +108,7 @@ def host_tensor(ns, array: np.ndarray, fmt: str):
     ``ns.Tensor(array, dtype)`` packs block formats into TILE directly (values equal
     ``jaxref.numerics.quantize_bfp``); bf16 / fp32 come out row-major and are tilized on the host.
     """
-    if fmt not in DTYPE_ATTR:
-        raise ValueError(f"fmt={fmt!r} unknown; expected one of {sorted(DTYPE_ATTR)}")
+    check_choice("fmt", fmt, DTYPE_ATTR)
     t = ns.Tensor(np.array(array, np.float32, order="C"), getattr(ns, DTYPE_ATTR[fmt]))  # owned, writable
     return t if t.layout == ns.TILE_LAYOUT else ns.to_layout(t, ns.TILE_LAYOUT)
 

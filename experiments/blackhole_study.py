@@ -158,7 +158,7 @@ def main(argv=None):
         ap.error(str(e))
     sec = report_section(pathlib.Path(args.out), quick=args.quick, overrides=overrides)
     print(sec["markdown"])
-    print(json.dumps(sec["results"], indent=1)[:2000])
+    print(json.dumps(sec["results"], indent=1, allow_nan=False)[:2000])
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from jaxref.validation import check_choice
+
 
 def _require(cond: bool, msg: str) -> None:
     if not cond:
@@ -131,6 +133,5 @@ class ExpertConfig:
     def preset(cls, name: str, **overrides) -> ExpertConfig:
         """Look a preset up by name ('alpamayo_tt', 'alpamayo_r1', 'tiny')."""
         presets = {"alpamayo_tt": cls.alpamayo_tt, "alpamayo_r1": cls.alpamayo_r1, "tiny": cls.tiny}
-        if name not in presets:
-            raise ValueError(f"preset={name!r} unknown; expected one of {sorted(presets)}")
+        check_choice("preset", name, presets)
         return presets[name](**overrides)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxref.precision import Precision
+from jaxref.validation import check_choice
 
 ATTENTION_MODES = ("exact", "tail_slot")
 FP32 = Precision.fp32()
@@ -31,8 +32,7 @@ class ExpertOptions:
     kv_chunk: int | None = None
 
     def __post_init__(self):
-        if self.attention not in ATTENTION_MODES:
-            raise ValueError(f"attention={self.attention!r} unknown; expected one of {ATTENTION_MODES}")
+        check_choice("attention", self.attention, ATTENTION_MODES)
         for name in ("precision", "proj_precision"):
             if not isinstance(getattr(self, name), Precision):
                 raise TypeError(f"{name}={getattr(self, name)!r} must be a jaxref.precision.Precision")

@@ -22,6 +22,7 @@ import dataclasses
 from collections.abc import Callable
 
 from jaxref.config import ExpertConfig
+from jaxref.validation import check_choice
 
 LINEAR = "linear"  # a matmul weight: HF [out, in]; init N(0, std^2); device [in, out] in the weight format
 NORM = "norm"  # an RMSNorm gamma: [W]; init 1 + jitter N(0, 1); device [1, 1, 1, W] bf16
@@ -86,7 +87,8 @@ def spec(field: str) -> ParamSpec:
     for s in LAYER_PARAMS:
         if s.field == field:
             return s
-    raise ValueError(f"field={field!r} is not a decoder parameter; expected one of {[s.field for s in LAYER_PARAMS]}")
+    check_choice("field", field, [s.field for s in LAYER_PARAMS])
+    raise AssertionError(field)
 
 
 def device_names() -> tuple[str, ...]:

@@ -15,6 +15,8 @@ import dataclasses
 
 import jax.numpy as jnp
 
+from jaxref.validation import check_choice
+
 FORMATS = ("fp32", "bf16", "bfp8", "bfp4")
 _BFP_MANTISSA_BITS = {"bfp8": 7, "bfp4": 3}
 
@@ -36,7 +38,8 @@ def cast(x: jnp.ndarray, fmt: str, *, axis: int = -1) -> jnp.ndarray:
         from jaxref.numerics import quantize_bfp
 
         return jnp.moveaxis(quantize_bfp(jnp.moveaxis(x, axis, -1), _BFP_MANTISSA_BITS[fmt]), -1, axis)
-    raise ValueError(f"fmt={fmt!r} unknown; expected one of {FORMATS}")
+    check_choice("fmt", fmt, FORMATS)
+    raise AssertionError(fmt)  # a format in FORMATS without a branch here
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,8 +67,7 @@ class Precision:
     def __post_init__(self):
         for field in ("weights", "norm_weights", "activations", "cache", "mask"):
             v = getattr(self, field)
-            if v not in FORMATS:
-                raise ValueError(f"{field}={v!r} unknown; expected one of {FORMATS}")
+            check_choice(field, v, FORMATS)
 
     # Rounding helpers (identity under fp32, so the golden path pays nothing).
     def weight(self, x, *, axis: int = -1):
@@ -112,6 +114,5 @@ class Precision:
     @classmethod
     def preset(cls, name: str) -> Precision:
         presets = {"fp32": cls.fp32, "hf-bf16": cls.hf_bf16, "device": cls.device}
-        if name not in presets:
-            raise ValueError(f"precision={name!r} unknown; expected one of {sorted(presets)}")
+        check_choice("precision", name, presets)
         return presets[name]()

@@ -1,5 +1,6 @@
 """Every CLI: a bad argument, file or path is exit 2 with ``error: ...`` naming it, before any long computation."""
 
+import dataclasses
 import json
 import time
 
@@ -8,7 +9,7 @@ import pytest
 from costmodel.blackhole import BlackholeConfig, evaluate
 from costmodel.blackhole import cli as bh_cli
 from costmodel.blackhole.fit import load_calibration
-from costmodel.hardware import blackhole_p100a
+from costmodel.hardware import blackhole_p100a, blackhole_p150a
 from experiments import ahbm_study, bench_expert, bench_flash, blackhole_study
 from jaxref.config import ExpertConfig
 
@@ -76,3 +77,13 @@ def test_blackhole_deprecated_hw_is_the_board(capsys):
     cfg, cal = ExpertConfig.alpamayo_tt(), load_calibration()
     want = evaluate(blackhole_p100a(), cal.params, BlackholeConfig.port(cfg), cfg=cfg)
     assert old["setting"]["hw"] == "p100a" and old["step_ms"] == pytest.approx(want["step_ms"], rel=1e-6)
+
+
+def test_blackhole_set_is_applied_and_shown_in_the_setting(capsys):
+    got = bh_cli.main(["--set", "blackhole.dram_peak_bytes_per_s=448e9", "--json"])
+    capsys.readouterr()
+    cfg, cal = ExpertConfig.alpamayo_tt(), load_calibration()
+    hw = dataclasses.replace(blackhole_p150a(), dram_peak_bytes_per_s=448e9)
+    want = evaluate(hw, cal.params, BlackholeConfig.port(cfg), cfg=cfg)
+    assert got["step_ms"] == pytest.approx(want["step_ms"], rel=1e-6)
+    assert got["setting"]["hw_overrides"] == {"blackhole.dram_peak_bytes_per_s": 448e9}

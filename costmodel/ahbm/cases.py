@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from costmodel.ahbm import counts
-from costmodel.ahbm.config import MODELS, PIPELINES
+from costmodel.ahbm.config import CASES, MODELS, PIPELINES
 from costmodel.ahbm.pipeline import (
     ACC_BYTES,
     DTYPE_BYTES,
@@ -27,6 +27,7 @@ from costmodel.ahbm.pipeline import (
 )
 from costmodel.hardware import AHBM
 from costmodel.smooth import Relax, smax
+from jaxref.validation import check_choice
 
 MERGE_ELEMS_PER_ROW = 3  # x head_dim, + 6: rescale both O's and add; m, l and two exps
 MERGE_ELEMS_ROW_FIXED = 6
@@ -112,7 +113,8 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         te = jnp.minimum(tile, S / G)
         rows = te
     else:
-        raise ValueError(f"case={case!r} unknown; expected one of ('decode', 'decode_sp', 'prefill', 'prefill_sp')")
+        check_choice("case", case, CASES)
+        raise AssertionError(case)  # a case in CASES without a branch here
     issues = jnp.asarray([issues_per_tile(p) for p in PIPELINES], jnp.float32) @ w
     out.update(total=total, gemm_busy=out["tiles"] * (t["g1"] + t["g2"]),
                hbm_busy=out["tiles"] * (t["LK"] + t["LV"]), math_busy=out["tiles"] * (t["m_s"] + t["m_o"]),

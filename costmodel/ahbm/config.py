@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Literal
 
 from jaxref.attention import AttentionGeometry
+from jaxref.validation import check_choice, choices_of
 
-CASES = ("decode", "decode_sp", "prefill", "prefill_sp")
-PIPELINES = ("opt1", "opt2", "opt3")
-REDUCES = ("tree", "all_to_all", "all_reduce")
+Case = Literal["decode", "decode_sp", "prefill", "prefill_sp"]
+Pipeline = Literal["opt1", "opt2", "opt3"]
+Reduce = Literal["tree", "all_to_all", "all_reduce"]
+CASES, PIPELINES, REDUCES = choices_of(Case), choices_of(Pipeline), choices_of(Reduce)
 # model name -> (geometry, decoder layers)
 MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
 TILE_RANGE = (32, 4096)  # keys per tile: one composite N tile .. a one-shot sweep of a short shard
@@ -48,22 +51,22 @@ class AhbmConfig:
     """One discrete configuration, validated on construction (hardware-dependent feasibility,
     TCM, is checked by ``constraints`` in ``costmodel.ahbm.constraints``)."""
 
-    case: str
+    case: Case
     seq_len: int  # S: context (keys); prefill also has T = S queries
     batch: int = 1  # B: independent requests, swept one after another on the same ranks
     tile: int = 128  # TILE
     cubes: int = 1  # C
     pes: int = 1  # P
-    pipeline: str = "opt3"
-    reduce: str = "tree"
+    pipeline: Pipeline = "opt3"
+    reduce: Reduce = "tree"
     model: str = "llama3_70b"
     causal_skip: bool = True  # prefill: skip wholly future tiles (False computes them under the mask)
 
     def __post_init__(self):
-        _need(self.case in CASES, f"case={self.case!r} unknown; expected one of {CASES}")
-        _need(self.pipeline in PIPELINES, f"pipeline={self.pipeline!r} unknown; expected one of {PIPELINES}")
-        _need(self.reduce in REDUCES, f"reduce={self.reduce!r} unknown; expected one of {REDUCES}")
-        _need(self.model in MODELS, f"model={self.model!r} unknown; expected one of {tuple(MODELS)}")
+        check_choice("case", self.case, Case)
+        check_choice("pipeline", self.pipeline, Pipeline)
+        check_choice("reduce", self.reduce, Reduce)
+        check_choice("model", self.model, MODELS)
         for name in ("seq_len", "batch"):
             v = getattr(self, name)
             _need(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")

@@ -18,8 +18,10 @@ model (``simulate``) executes the same rules op by op and checks all of this.
 
 from __future__ import annotations
 
+from costmodel.ahbm.config import PIPELINES
 from costmodel.hardware import AHBM
 from costmodel.smooth import Relax, sceil, smax
+from jaxref.validation import check_choice
 
 N_SM = 7  # softmax issue: max, maximum, sub, exp, sub, exp, sum
 N_MG = 4  # merge issue: l * corr + ..., O * corr + O_j
@@ -76,7 +78,8 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None) -> dict:
         single2 = mx(mx(q2, 2 * c) + m_s, mx(2 * c, c + LK) + LV + dl) + g2
         D = mx(LK + LV, g1 + g2, m_s + m_o, 2 * c, g2 + mx(g1, m_s + m_o))
         return {"single": single2, "first": single2, "last": D, "D": D, "drain": m_o}
-    raise ValueError(f"pipeline={pipeline!r} unknown; expected one of ('opt1', 'opt2', 'opt3')")
+    check_choice("pipeline", pipeline, PIPELINES)
+    raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
 
 
 def visits_time(terms: dict, tiles, visits, single_visits, overhead):

@@ -128,6 +128,12 @@ def board_of(args: argparse.Namespace) -> str:
     return args.board or args.board_deprecated or "p150a"
 
 
+def hw_overrides(args: argparse.Namespace) -> dict:
+    """``{"hw_overrides": {...}}`` when ``--set`` was given (so a what-if on the hardware is visible), else {}."""
+    over = parse_overrides(args.overrides)
+    return {"hw_overrides": over} if over else {}
+
+
 # Options of the run itself, not of a setting: a base setting (--vs '...') may not carry them.
 RUN_OPTIONS = ("calibration", "draws", "emit_csv", "json", "vs")
 
@@ -155,7 +161,7 @@ def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     result["interval_ms"] = {ms: [iv[us][1] / 1e3, iv[us][2] / 1e3] for us, ms in TOTALS_MS.items()}
     result["interval_level"] = LEVEL
     result["interval_method"] = f"monte carlo ({args.draws} draws)" if args.draws else "linearised"
-    result["setting"] = {"hw": hw.name, "preset": args.preset, **bc.setting()}
+    result["setting"] = {"hw": hw.name, **hw_overrides(args), "preset": args.preset, **bc.setting()}
     if base_args is not None:
         try:
             hw_b, cfg_b, base = config_from_args(base_args)
@@ -164,7 +170,8 @@ def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
             d = delta_intervals(cal, hw, bc, base, cfg=cfg, hw_base=hw_b, draws=args.draws)
         except ValueError as e:
             raise ValueError(f"vs={args.vs!r}: {e}") from None
-        result["vs"] = {"setting": {"hw": hw_b.name, "preset": base_args.preset, **base.setting()},
+        result["vs"] = {"setting": {"hw": hw_b.name, **hw_overrides(base_args), "preset": base_args.preset,
+                                    **base.setting()},
                         "delta_us": {k: v[0] for k, v in d["ops"].items()},
                         "delta_interval_us": {k: [v[1], v[2]] for k, v in d["ops"].items()},
                         "delta_ms": {ms: d[us][0] / 1e3 for us, ms in TOTALS_MS.items()},

@@ -45,6 +45,7 @@ from costmodel.blackhole.sdpa import AttnConfig, validate_attention
 from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax
 from jaxref.config import ExpertConfig
+from jaxref.validation import check_choice
 
 LAYER_OPS = ("rms_norm", "wqkv", "nlp_create_qkv_heads", "q_norm", "k_norm", "rope_q", "rope_k",
              "fill_cache_k", "fill_cache_v", "attention", "concat_heads", "wo", "add", "rms_norm2",
@@ -271,8 +272,7 @@ def validate(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> None:
     for name, value, allowed in (("kv_dtype", bc.kv_dtype, KV_DTYPES), ("weight_dtype", bc.weight_dtype, WEIGHT_DTYPES),
                                  ("mask_dtype", bc.mask_dtype, MASK_DTYPES), ("act_dtype", bc.act_dtype, ACT_DTYPES),
                                  ("fidelity", bc.fidelity, tuple(FIDELITY_PASSES))):
-        if value not in allowed:
-            raise ValueError(f"{name}={value!r} unknown; expected one of {list(allowed)}")
+        check_choice(name, value, allowed)
     for name, (M, K, N) in matmul_shapes(cfg).items():
         validate_matmul(name, getattr(bc, name), hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype,
                         act_dtype=bc.act_dtype)

@@ -35,6 +35,7 @@ from costmodel._pytree import pytree_dataclass, static_field
 from costmodel.blackhole.params import FitParams
 from costmodel.hardware import TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax, sceil, smax
+from jaxref.validation import check_choice
 
 # Elementwise passes per tile, counted from the op's compute kernel:
 NORM_PASSES = 4  # x^2, row reduce, x * rstd, * gamma (the per-row rsqrt is one tile, ignored)
@@ -95,8 +96,7 @@ def check_int(name: str, value, *, lo: int | None = None) -> int:
 
 
 def check_dtype(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} unknown; expected one of {list(allowed)}")
+    check_choice(name, value, allowed)
 
 
 # ---- matmul (1D multicast, in0 broadcast) ---------------------------------------------------------

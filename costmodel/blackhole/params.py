@@ -15,6 +15,7 @@ import json
 import pathlib
 
 from costmodel._pytree import pytree_dataclass
+from jaxref.validation import check_choice
 
 DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
 CALIBRATION_PATH = DATA_DIR / "calibration.json"
@@ -77,8 +78,7 @@ PARAM_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FitParam
 def param_info(name: str) -> dict:
     """Unit, meaning, prior, transform and source of one parameter."""
     fields = {f.name: f for f in dataclasses.fields(FitParams)}
-    if name not in fields:
-        raise ValueError(f"parameter={name!r} unknown; expected one of {list(PARAM_NAMES)}")
+    check_choice("parameter", name, PARAM_NAMES)
     return dict(fields[name].metadata)
 
 

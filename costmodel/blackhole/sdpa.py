@@ -22,6 +22,7 @@ from costmodel.blackhole.ops import (
 from costmodel.blackhole.params import FitParams
 from costmodel.hardware import TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax, sceil, smin
+from jaxref.validation import check_choice
 
 
 @pytree_dataclass
@@ -128,8 +129,7 @@ def validate_attention(attn: AttnConfig, hw: Blackhole, *, mode: str, fold_heads
     """Raise ValueError unless the attention settings are legal for the port's cache layout."""
     check_dtype("kv_dtype", kv_dtype, KV_DTYPES)
     check_dtype("mask_dtype", mask_dtype, MASK_DTYPES)
-    if mode not in ("decode", "standard"):
-        raise ValueError(f"attn_mode={mode!r} unknown; expected one of ['decode', 'standard']")
+    check_choice("attn_mode", mode, ("decode", "standard"))
     if fold_heads and mode != "standard":
         raise ValueError(f"fold_heads=True needs attn_mode='standard', got attn_mode={mode!r}")
     smax_i = check_int("smax", smax_rows, lo=1)

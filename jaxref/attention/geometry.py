@@ -10,6 +10,8 @@ import dataclasses
 
 # AHBM topology (REFERENCE.md section 3): a SIP is a 4x4 mesh of CUBEs, a CUBE has 8 PEs. A CUBE
 # Group (the C CUBEs that own one kv head) stays inside one SIP, so its sub-mesh fits in 4x4.
+from jaxref.validation import check_choice
+
 SIP_MESH_SHAPE = (4, 4)
 PES_PER_CUBE_MAX = 8
 
@@ -110,6 +112,3 @@ def check_schedule_args(num_queries, num_keys, *, causal: bool, dtype_bytes) -> 
         raise ValueError(f"causal=True needs num_queries={num_queries} <= num_keys={num_keys}")
 
 
-def check_choice(name: str, value, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name}={value!r} unknown; expected one of {choices}")
