@@ -40,26 +40,14 @@ from jaxref.expert import KVCache, expert_rope
 from jaxref.layers import decoder_layer
 from jaxref.options import ExpertOptions
 from jaxref.validation import positive_int
+from jaxref.testing import walk_jaxpr_shapes
 from jaxref.timing import time_call, time_repeats
 from jaxref.weights import init_cache_layer, init_layer_params
 
 
 def _cache_copies_per_trajectory(fn, xb, smax: int, cfg: ExpertConfig) -> bool:
     """True if the jaxpr of ``fn(xb)`` holds an intermediate shaped like a per-trajectory cache layer."""
-    bad = (xb.shape[0], cfg.num_kv_heads, smax, cfg.head_dim)
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if any(getattr(v.aval, "shape", None) == bad for v in eqn.outvars):
-                return True
-            for p in eqn.params.values():
-                for sub in p if isinstance(p, (tuple, list)) else (p,):
-                    inner = getattr(sub, "jaxpr", sub)
-                    if hasattr(inner, "eqns") and walk(inner):
-                        return True
-        return False
-
-    return walk(jax.make_jaxpr(fn)(xb).jaxpr)
+    return (xb.shape[0], cfg.num_kv_heads, smax, cfg.head_dim) in walk_jaxpr_shapes(jax.make_jaxpr(fn)(xb))
 
 
 def measure(*, seq_len: int = 4700, rounds: int = 7, block: int = 3, batch: int = 8, seed: int = 0) -> dict:

@@ -1,7 +1,7 @@
 """Shared helpers of the expert tests: PCC, and an independent torch ``PerWaypointActionInProjV2``
 written from the reference formula (shared/REFERENCE.md section 1), not from ``jaxref.action``.
-The small-model fixture ``tiny_setup`` lives in ``jaxref.testing`` (shared with the report) and is
-re-exported here."""
+The small-model fixture ``tiny_setup`` and ``walk_jaxpr_shapes`` live in ``jaxref.testing`` (shared
+with the report and the benchmarks) and are re-exported here."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from jaxref.testing import tiny_setup
+from jaxref.testing import tiny_setup, walk_jaxpr_shapes
 
 __all__ = ["max_abs", "pcc", "tiny_setup", "torch_action_in_proj", "walk_jaxpr_shapes"]
 
@@ -22,21 +22,6 @@ def pcc(a, b) -> float:
 
 def max_abs(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-
-
-def walk_jaxpr_shapes(jaxpr) -> list[tuple[int, ...]]:
-    """Shapes of every intermediate of a (closed) jaxpr, recursing into scan / cond / pjit bodies."""
-    from jax.extend import core as jcore
-
-    inner = jaxpr.jaxpr if hasattr(jaxpr, "jaxpr") else jaxpr
-    shapes = []
-    for eqn in inner.eqns:
-        shapes += [tuple(v.aval.shape) for v in eqn.outvars if hasattr(v.aval, "shape")]
-        for p in eqn.params.values():
-            for sub in p if isinstance(p, (tuple, list)) else (p,):
-                if isinstance(sub, (jcore.ClosedJaxpr, jcore.Jaxpr)):
-                    shapes += walk_jaxpr_shapes(sub)
-    return shapes
 
 
 # ---- independent torch action_in_proj (from the formula) -----------------------------------

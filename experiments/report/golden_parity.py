@@ -26,7 +26,7 @@ from jaxref.config import ExpertConfig
 from jaxref.expert import expert_stack
 from jaxref.numerics import pcc
 from jaxref.options import ExpertOptions
-from jaxref.testing import tiny_setup
+from jaxref.testing import random_setup
 
 HF_PCC_MIN, HF_MAX_ABS = 0.999999, 1e-4
 MODES = ("exact", "tail_slot")
@@ -37,9 +37,8 @@ def hf_parity_rows(cfg: ExpertConfig, *, seq_len: int, label: str, seed: int = 0
     from jaxref.testing.hf_oracle import hf_expert_outputs, hf_text_model
 
     smax = seq_len + cfg.num_tokens + 32  # room for the tail slot, plus garbage rows it must hide
-    # __wrapped__: not the tests' cache, which would keep the wide model alive for the whole report
-    _, params, cache, x = tiny_setup.__wrapped__(seed, seq_len=seq_len, max_seq_len=smax, rope_delta=rope_delta,
-                                                 fill=7.0, cfg=cfg)
+    _, params, cache, x = random_setup(seed, seq_len=seq_len, max_seq_len=smax, rope_delta=rope_delta, fill=7.0,
+                                       cfg=cfg)
     hf_layers, hf_final = hf_expert_outputs(hf_text_model(params, cfg), x, cache, num_tokens=cfg.num_tokens)
     rows = []
     for mode in MODES:

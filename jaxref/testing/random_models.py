@@ -1,7 +1,8 @@
 """Random expert models for the tests and the report: small, full-size within a small machine's memory,
 and generated per layer for precision studies.
 
-* ``tiny_setup``: (cfg, params, cache, x) of a small model with garbage in the unused cache rows.
+* ``random_setup`` / ``tiny_setup`` (cached): (cfg, params, cache, x) of a model (default the tiny preset)
+  with garbage in the unused cache rows.
 * ``packed_random_model``: 64 layers of fp32 weights are ~9.7 GB and the fp32 cache another ~2.4 GB;
   here the random weights and cache are rounded to bf16 (the dtype of the real checkpoint and of a
   bf16 VLM's cache) and held as 16-bit patterns (~5.6 GB at ``alpamayo_tt``); layer i is unpacked to
@@ -30,8 +31,7 @@ from jaxref.precision import Precision
 from jaxref.weights import init_cache, init_cache_layer, init_layer_params, init_params
 
 
-@functools.lru_cache(maxsize=16)  # jax arrays are immutable: sharing them between tests is safe
-def tiny_setup(
+def random_setup(
     seed: int = 0,
     *,
     seq_len: int = 100,
@@ -40,13 +40,19 @@ def tiny_setup(
     fill: float = 7.0,
     cfg: ExpertConfig | None = None,
 ):
-    """(cfg, params, cache, x [T, D]) for ``cfg`` (default the tiny preset); garbage ``fill`` in rows [S, Smax)."""
+    """(cfg, params, cache, x [T, D]) for ``cfg`` (default the tiny preset): random params, a cache of
+    ``max_seq_len`` rows with rows [0, S) valid and garbage ``fill`` in rows [S, Smax), a random input."""
     cfg = cfg or ExpertConfig.tiny()
     kp, kc, kx = jax.random.split(jax.random.key(seed), 3)
     params = init_params(kp, cfg)
     cache = init_cache(kc, cfg, seq_len, max_seq_len=max_seq_len, rope_delta=rope_delta, fill=fill)
     x = jax.random.normal(kx, (cfg.num_tokens, cfg.hidden), jnp.float32)
     return cfg, params, cache, x
+
+
+# The tests' shared copy (jax arrays are immutable: sharing them between tests is safe); the report
+# calls ``random_setup`` so that a wide model is not kept alive.
+tiny_setup = functools.lru_cache(maxsize=16)(random_setup)
 
 
 def pack_bf16(a):
