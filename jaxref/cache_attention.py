@@ -32,7 +32,7 @@ from jaxref.attention.core import (
     merge,
     to_heads,
 )
-from jaxref.attention.geometry import check_inputs
+from jaxref.attention.problem import AttentionProblem
 from jaxref.attention.reference import MASK_LSE, MASK_VALUE
 from jaxref.batching import shared_kv_rows
 from jaxref.precision import Precision
@@ -82,7 +82,8 @@ def attention_over_rows(q, k, v, *, keep=None, bias=None, kv_chunk: int | None =
     Returns:
       out [T, N, H] float32 and lse [N, T] (fully excluded rows: out 0, lse ``MASK_LSE``).
     """
-    T, R, _, K, _, _ = check_inputs(q, k, v, kv_layout="KSH")
+    pr = AttentionProblem.from_inputs(q, k, v, kv_layout="KSH")
+    T, R, K = pr.T, pr.S, pr.K
     if kv_chunk is not None and kv_chunk <= 0:
         raise ValueError(f"kv_chunk={kv_chunk} must be > 0 (or None)")
     for name, a in (("keep", keep), ("bias", bias)):
@@ -96,10 +97,11 @@ def attention_over_rows(q, k, v, *, keep=None, bias=None, kv_chunk: int | None =
 
 
 def _check_own_and_cache(q, k_own, v_own, cache_k, cache_v) -> None:
-    T, _, _, K, _, _ = check_inputs(q, k_own, v_own)
+    own = AttentionProblem.from_inputs(q, k_own, v_own)
+    T, K = own.T, own.K
     if k_own.shape[0] != T:
         raise ValueError(f"k_own.shape={tuple(k_own.shape)} must be [T, K, H] with T = q.shape[0] = {T}")
-    check_inputs(q, cache_k, cache_v, kv_layout="KSH")
+    AttentionProblem.from_inputs(q, cache_k, cache_v, kv_layout="KSH")
     if cache_k.shape[0] != K:
         raise ValueError(f"cache_k.shape={tuple(cache_k.shape)} must be [K, Smax, H] (head-major) with "
                          f"K = k_own.shape[1] = {K}")
@@ -137,7 +139,9 @@ def attend_exact(q, k_own, v_own, cache_k, cache_v, seq_len, *, precision: Preci
     out_o, lse_o = _attend_folded(None)(qm, own_k, own_v, None)  # [K, M, H], [K, M]
 
     def partial(out, lse):  # a normalised result as a Partial (m = lse, l = 1); S = 0: l = 0, neutral
-        seen = lse > MASK_LSE
+        # Only the exact MASK_LSE of a row that saw no key is neutral: a NaN lse (a NaN in a valid
+        # cache row) must reach the merge and the output, not be dropped with the empty cache part.
+        seen = lse != MASK_LSE
         return Partial(lse, seen.astype(jnp.float32), out)
 
     out, lse = finalize(merge(partial(out_c, lse_c), partial(out_o, lse_o)))
