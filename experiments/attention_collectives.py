@@ -1,7 +1,7 @@
 """Decode-SP collectives on a ('cube', 'pe') mesh, read from the lowered program, next to the schedule.
 
 ``python -m experiments.attention_collectives [--pes 8] [--max-cubes 8] [--seq-len 4096]`` lowers
-``split_kv_attention_sharded`` (T = 1, Llama3-70B heads: K = 8, G = 8, H = 128) on C x P fake CPU
+``SplitKVSharded`` (T = 1, Llama3-70B heads: K = 8, G = 8, H = 128) on C x P fake CPU
 devices for every reduce (``tree`` = 2-level reduce-to-root, ``all_to_all`` = fan-out,
 ``all_reduce`` = one ``pmax`` + one ``psum``) and reads the StableHLO text:
 
@@ -107,7 +107,7 @@ def decode_rows(pes: int, cubes: list[int], seq_len: int) -> list[dict]:
     import jax
     import jax.numpy as jnp
 
-    from jaxref.attention import AttentionGeometry, split_kv_attention_sharded, split_kv_schedule
+    from jaxref.attention import AttentionGeometry, SplitKV, SplitKVSharded
 
     g = AttentionGeometry.llama3_70b()
     q = jax.ShapeDtypeStruct(g.q_shape(1), jnp.float32)
@@ -117,13 +117,12 @@ def decode_rows(pes: int, cubes: list[int], seq_len: int) -> list[dict]:
         for kind in REDUCE_KINDS:
             row = {"C": C, "P": pes, "reduce": kind}
             try:
-                sched = split_kv_schedule(1, seq_len, g, num_cubes=C, pes_per_cube=pes, reduce=kind, acc_bytes=4)
+                sched = SplitKV(num_cubes=C, pes_per_cube=pes, reduce=kind).schedule(1, seq_len, g, acc_bytes=4)
             except ValueError as e:
                 rows.append({**row, "rejected": str(e)})
                 continue
             mesh = jax.make_mesh((C, pes), ("cube", "pe"), devices=jax.devices()[: C * pes])
-            fn = jax.jit(lambda q, k, v, mesh=mesh, kind=kind: split_kv_attention_sharded(q, k, v, mesh=mesh,
-                                                                                          reduce=kind))
+            fn = jax.jit(SplitKVSharded.on(mesh, reduce=kind))
             prog = summarize(program_collectives(fn.lower(q, kv, kv).as_text()), C * pes)
             row.update({f"program_{k}": v for k, v in prog.items()})
             row.update(schedule_rounds=sched.reduce_rounds, schedule_payload_bytes=sched.payload_bytes,
@@ -170,7 +169,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     cubes = [1, 2, 4, 8] if quick else list(range(1, 9))
     rows = run_subprocess(8, cubes, 1024 if quick else 4096)
     text = ("Decode-SP reduce of the (m, l, O) partials on a ('cube', 'pe') mesh, P = 8, read from the "
-            "lowered StableHLO of `split_kv_attention_sharded` next to `split_kv_schedule`'s plan.\n\n"
+            "lowered StableHLO of `SplitKVSharded` next to `SplitKV.schedule`'s plan.\n\n"
             + markdown(rows))
     return {"markdown": text, "results": {"rows": rows}, "figures": []}
 

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxref.attention import AttentionGeometry, attention_reference, flash_attention, flash_schedule
+from jaxref.attention import AttentionGeometry, Flash, attention_reference
 
 
 def _mem_available_bytes() -> int:
@@ -66,9 +66,8 @@ def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_bl
     G, H = group, head_dim
     geom = AttentionGeometry(G, 1, H)
     dense = jax.jit(functools.partial(attention_reference, causal=True))
-    flash = jax.jit(functools.partial(flash_attention, causal=True, tile=tile, q_block=q_block))
-    flash_noskip = jax.jit(functools.partial(flash_attention, causal=True, tile=tile, q_block=q_block,
-                                             causal_skip=False))
+    flash = jax.jit(functools.partial(Flash(tile, q_block), causal=True))
+    flash_noskip = jax.jit(functools.partial(Flash(tile, q_block, causal_skip=False), causal=True))
     rows = []
     rng = np.random.default_rng(0)
     for S in sizes:
@@ -78,8 +77,8 @@ def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_bl
         c_dense = dense.lower(q, k, v).compile()
         c_flash = flash.lower(q, k, v).compile()
         c_noskip = flash_noskip.lower(q, k, v).compile()
-        sch = flash_schedule(S, S, geom, causal=True, tile=tile, q_block=q_block)
-        sch_noskip = flash_schedule(S, S, geom, causal=True, tile=tile, q_block=q_block, causal_skip=False)
+        sch = Flash(tile, q_block).schedule(S, S, geom, causal=True)
+        sch_noskip = Flash(tile, q_block, causal_skip=False).schedule(S, S, geom, causal=True)
         t = _time({"flash": c_flash, "noskip": c_noskip}, (q, k, v), reps)
         row = {"S": S, "dense_bytes": _bytes(c_dense), "flash_bytes": _bytes(c_flash),
                "noskip_bytes": _bytes(c_noskip), "dense_s": None, "flash_s": t["flash"], "noskip_s": t["noskip"],

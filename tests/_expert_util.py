@@ -1,4 +1,4 @@
-"""Shared helpers of the expert tests: small fixtures, PCC, and an independent torch
+"""Shared helpers of the expert tests: small fixtures, max-abs, and an independent torch
 ``PerWaypointActionInProjV2`` written from the reference formula (shared/REFERENCE.md section 1),
 not from ``jaxref.action``."""
 
@@ -13,12 +13,6 @@ import numpy as np
 
 from jaxref.config import ExpertConfig
 from jaxref.weights import init_cache, init_params
-
-
-def pcc(a, b) -> float:
-    """Pearson correlation of the flattened arrays, float64 (numpy)."""
-    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
-    return float(np.corrcoef(a, b)[0, 1])
 
 
 def max_abs(a, b) -> float:
