@@ -35,11 +35,9 @@ from jaxref.attention.core import (
 from jaxref.attention.problem import AttentionProblem
 from jaxref.attention.reference import MASK_LSE, MASK_VALUE
 from jaxref.batching import shared_kv_rows
-from jaxref.precision import Precision
-
-FP32 = Precision.fp32()
-# The device's additive mask value for hidden cache rows (seeds/EXPERT_NOTES.md: 0 / -1e9).
-TAIL_MASK_VALUE = -1e9
+from jaxref.config import check_tail_slot_seq_len
+from jaxref.numerics.formats import TAIL_MASK_VALUE
+from jaxref.precision import FP32, Precision
 
 
 def concrete_int(x) -> int | None:
@@ -182,11 +180,8 @@ def attend_tail_slot(q, k_own, v_own, cache_k, cache_v, seq_len, *, precision: P
     _check_own_and_cache(q, k_own, v_own, cache_k, cache_v)
     smax, T = cache_k.shape[1], q.shape[0]
     s = concrete_int(seq_len)
-    if s is not None and not 0 <= s <= smax - T:
-        raise ValueError(
-            f"seq_len={s} must satisfy 0 <= seq_len <= Smax - T = {smax} - {T} = {smax - T}: "
-            "the last T cache rows hold the expert's own K/V"
-        )
+    if s is not None:
+        check_tail_slot_seq_len(s, max_seq_len=smax, num_tokens=T)
     # Upcast first: a cache stored in a narrower dtype must not round the own K/V written into it.
     k_all = precision.kv(write_tail_slot(cache_k.astype(jnp.float32), k_own))
     v_all = precision.kv(write_tail_slot(cache_v.astype(jnp.float32), v_own))

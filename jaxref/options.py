@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxref.precision import Precision
+from jaxref.precision import FP32, Precision
 
 ATTENTION_MODES = ("exact", "tail_slot")
-FP32 = Precision.fp32()
 
 
 @dataclasses.dataclass(frozen=True)

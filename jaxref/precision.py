@@ -15,8 +15,7 @@ import dataclasses
 
 import jax.numpy as jnp
 
-FORMATS = ("fp32", "bf16", "bfp8", "bfp4")
-_BFP_MANTISSA_BITS = {"bfp8": 7, "bfp4": 3}
+from jaxref.numerics.formats import FORMATS, MANTISSA_BITS
 
 
 def cast(x: jnp.ndarray, fmt: str, *, axis: int = -1) -> jnp.ndarray:
@@ -32,10 +31,10 @@ def cast(x: jnp.ndarray, fmt: str, *, axis: int = -1) -> jnp.ndarray:
         from jaxref.numerics import round_bf16
 
         return round_bf16(x)
-    if fmt in _BFP_MANTISSA_BITS:
+    if fmt in MANTISSA_BITS:
         from jaxref.numerics import quantize_bfp
 
-        return jnp.moveaxis(quantize_bfp(jnp.moveaxis(x, axis, -1), _BFP_MANTISSA_BITS[fmt]), -1, axis)
+        return jnp.moveaxis(quantize_bfp(jnp.moveaxis(x, axis, -1), MANTISSA_BITS[fmt]), -1, axis)
     raise ValueError(f"fmt={fmt!r} unknown; expected one of {FORMATS}")
 
 
@@ -115,3 +114,7 @@ class Precision:
         if name not in presets:
             raise ValueError(f"precision={name!r} unknown; expected one of {sorted(presets)}")
         return presets[name]()
+
+
+# The all-fp32 golden precision, the default of every function that takes one.
+FP32 = Precision.fp32()

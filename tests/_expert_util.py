@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxref.config import ExpertConfig
+from jaxref.numerics.formats import CACHE_GARBAGE
 from jaxref.weights import init_cache, init_params
 
 
@@ -26,7 +27,7 @@ def tiny_setup(
     seq_len: int = 100,
     max_seq_len: int = 256,
     rope_delta: int = 5,
-    fill: float = 7.0,
+    fill: float = CACHE_GARBAGE,
     cfg: ExpertConfig | None = None,
 ):
     """(cfg, params, cache, x [T, D]) for the tiny preset; garbage ``fill`` in rows [S, Smax)."""

@@ -6,7 +6,13 @@ import functools
 import jax
 import numpy as np
 import pytest
-from _attention_util import assert_matches_reference, dot_operand_shapes, executed_tiles, random_qkv, reference
+from _attention_util import (
+    assert_matches_reference,
+    dot_operand_shapes,
+    executed_tiles,
+    random_qkv,
+    reference,
+)
 
 from jaxref.attention import AttentionGeometry, Flash, TileConfig, causal_mask
 

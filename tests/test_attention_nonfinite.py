@@ -60,7 +60,7 @@ def test_masked_bad_key_stays_excluded_as_in_the_reference():
 def _cache_problem(value):
     cfg, params, cache, _ = tiny_setup()
     rng = np.random.default_rng(41)
-    Kh, smax, Hd = cache.k.shape[1:]
+    Kh, _, Hd = cache.k.shape[1:]
     q = jnp.asarray(rng.standard_normal((cfg.num_tokens, cfg.num_heads, Hd)), jnp.float32)
     own = [jnp.asarray(rng.standard_normal((cfg.num_tokens, Kh, Hd)), jnp.float32) for _ in range(2)]
     ck = cache.k[0].at[1, 3, 0].set(value)  # kv head 1, cache row 3 < S = 100: a valid row
@@ -94,7 +94,7 @@ def test_nan_in_a_valid_cache_row_reaches_velocity_and_sample():
 
 def test_nan_in_a_garbage_cache_row_is_excluded():
     """Rows [S, Smax) are not attended: a NaN there changes nothing (exact form)."""
-    cfg, _, cache, q, (ko, vo), _, cv = _cache_problem(0.0)
+    _, _, cache, q, (ko, vo), _, cv = _cache_problem(0.0)
     s = int(cache.seq_len)
     clean = np.asarray(attend_exact(q, ko, vo, cache.k[0], cv, s))
     dirty_k = cache.k[0].at[1, s + 3, 0].set(np.nan)

@@ -8,7 +8,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _attention_util import assert_matches_reference, executed_tiles, numpy_attention, random_qkv, reference, rel_err
+from _attention_util import (
+    assert_matches_reference,
+    executed_tiles,
+    numpy_attention,
+    random_qkv,
+    reference,
+    rel_err,
+)
 
 from jaxref.attention import MASK_LSE, AttentionGeometry, KVPlacement, SplitKV, reduce_plan
 from jaxref.attention.core import finalize

@@ -111,7 +111,7 @@ def test_compare_counts_nonfinite_and_never_reports_zero_error(frac):
     rng = np.random.default_rng(3)
     g = rng.standard_normal(1000).astype(np.float32)
     c = g.copy()
-    bad = rng.permutation(1000)[: int(round(frac * 1000))]
+    bad = rng.permutation(1000)[: round(frac * 1000)]
     c[bad] = np.nan
     rep = compare(g, c)
     assert (rep.nonfinite, rep.calculated_nonfinite, rep.golden_nonfinite) == (len(bad), len(bad), 0)

@@ -23,10 +23,10 @@ import dataclasses
 import math
 
 from jaxref.attention import AttentionGeometry
+from jaxref.attention.reduce import REDUCES
 
 CASES = ("decode", "decode_sp", "prefill", "prefill_sp")
 PIPELINES = ("opt1", "opt2", "opt3")
-REDUCES = ("tree", "all_to_all", "all_reduce")
 # model name -> (geometry, decoder layers)
 MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
 TILE_RANGE = (32, 4096)  # keys per tile: one composite N tile .. a one-shot sweep of a short shard

@@ -102,15 +102,41 @@ def _unpack(x: jnp.ndarray) -> Partial:
     return Partial(x[..., -2], x[..., -1], x[..., :-2])
 
 
-def check_no_bias_mask(name: str, bias, mask) -> None:
-    """The sharded forms take no user bias / mask (they would need sharding per rank)."""
-    if bias is not None or mask is not None:
-        raise ValueError(f"{name} takes no bias / mask (got bias={'set' if bias is not None else None}, "
-                         f"mask={'set' if mask is not None else None}); use the single-device form")
+class OnMesh:
+    """What the sharded configs share: a ``mesh`` field whose ('cube', 'pe') sizes are the config's
+    (num_cubes, pes_per_cube), set by ``on`` / ``with_mesh``; no user bias / mask (they would need
+    sharding per rank)."""
+
+    def check_mesh(self) -> None:
+        """For ``__post_init__``: a given mesh must have the config's (C, P)."""
+        if self.mesh is not None and mesh_shape(self.mesh) != (self.num_cubes, self.pes_per_cube):
+            raise ValueError(f"mesh shape {mesh_shape(self.mesh)} must equal (num_cubes, pes_per_cube)="
+                             f"{(self.num_cubes, self.pes_per_cube)}")
+
+    @classmethod
+    def on(cls, mesh: jax.sharding.Mesh, **knobs):
+        """The config on ``mesh``: num_cubes, pes_per_cube = the mesh's ('cube', 'pe') sizes."""
+        C, P = mesh_shape(mesh)
+        return cls(num_cubes=C, pes_per_cube=P, mesh=mesh, **knobs)
+
+    def with_mesh(self, mesh: jax.sharding.Mesh):
+        """This config bound to ``mesh`` (a registry template has mesh None)."""
+        C, P = mesh_shape(mesh)
+        return dataclasses.replace(self, num_cubes=C, pes_per_cube=P, mesh=mesh)
+
+    def bound_mesh(self, bias, mask) -> tuple[jax.sharding.Mesh, int, int]:
+        """(mesh, C, P) for a call; ValueError when unbound or given a bias / mask."""
+        name = type(self).__name__
+        if bias is not None or mask is not None:
+            raise ValueError(f"{name} takes no bias / mask (got bias={'set' if bias is not None else None}, "
+                             f"mask={'set' if mask is not None else None}); use the single-device form")
+        if self.mesh is None:
+            raise ValueError(f"{name}.mesh=None: bind a ('cube', 'pe') mesh with .with_mesh(mesh)")
+        return (self.mesh, *mesh_shape(self.mesh))
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitKVSharded(SplitKV):
+class SplitKVSharded(OnMesh, SplitKV):
     """``SplitKV`` with one rank per device of ``mesh`` (axes ('cube', 'pe') = (C, P)).
 
     q is replicated; k, v are laid out by the placement into per-rank shards (host-side gather,
@@ -123,30 +149,14 @@ class SplitKVSharded(SplitKV):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.mesh is not None and mesh_shape(self.mesh) != (self.num_cubes, self.pes_per_cube):
-            raise ValueError(f"mesh shape {mesh_shape(self.mesh)} must equal (num_cubes, pes_per_cube)="
-                             f"{(self.num_cubes, self.pes_per_cube)}")
-
-    @classmethod
-    def on(cls, mesh: jax.sharding.Mesh, **knobs) -> SplitKVSharded:
-        """The config on ``mesh``: num_cubes, pes_per_cube = the mesh's ('cube', 'pe') sizes."""
-        C, P = mesh_shape(mesh)
-        return cls(num_cubes=C, pes_per_cube=P, mesh=mesh, **knobs)
-
-    def with_mesh(self, mesh: jax.sharding.Mesh) -> SplitKVSharded:
-        C, P = mesh_shape(mesh)
-        return dataclasses.replace(self, num_cubes=C, pes_per_cube=P, mesh=mesh)
+        self.check_mesh()
 
     def __call__(self, q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None):
         """q [T, N, H]; k, v [S, K, H]; causal / scale as ``attention_reference`` (no bias / mask).
 
         Returns the root rank's (out [T, N, H], lse [N, T]) float32.
         """
-        check_no_bias_mask("SplitKVSharded", bias, mask)
-        if self.mesh is None:
-            raise ValueError("SplitKVSharded.mesh=None: bind a ('cube', 'pe') mesh with .with_mesh(mesh)")
-        mesh = self.mesh
-        C, P = mesh_shape(mesh)
+        mesh, C, P = self.bound_mesh(bias, mask)
         pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
         T, N, K, G, H = pr.T, pr.N, pr.K, pr.G, pr.H
         rplan = self.reduce_plan

@@ -49,8 +49,8 @@ class Flash:
     causal_skip: bool = True  # False computes wholly-future tiles under the mask (to measure the skip)
 
     def __post_init__(self):
-        self.tiles  # validates tile / q_block
-        if not isinstance(self.causal_skip, bool):
+        TileConfig(self.tile, self.q_block)  # validates tile / q_block
+        if type(self.causal_skip) is not bool:  # (1 / 0 are not accepted for a flag)
             raise ValueError(f"causal_skip={self.causal_skip!r} must be a bool")
 
     @property

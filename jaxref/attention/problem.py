@@ -36,7 +36,7 @@ class AttentionProblem:
                 raise ValueError(f"{name}={v!r} must be a positive int")
         if self.N % self.K:
             raise ValueError(f"q heads N={self.N} must be divisible by the K={self.K} kv heads")
-        if not isinstance(self.causal, (bool, np.bool_)):
+        if type(self.causal) not in (bool, np.bool_):
             raise ValueError(f"causal={self.causal!r} must be a bool")
         if self.causal and self.T > self.S:
             raise ValueError(f"causal=True needs q.shape[0]={self.T} <= S={self.S} keys (bottom-right aligned: "

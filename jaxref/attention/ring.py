@@ -94,7 +94,7 @@ class Ring:
     ordering: str = "contiguous"  # KV block composition: 'contiguous' | 'zigzag' | 'striped'
 
     def __post_init__(self):
-        self.tiles  # validates tile / q_block
+        TileConfig(self.tile, self.q_block)  # validates tile / q_block
         check_positive("num_cubes", self.num_cubes, allow_none=True)
         check_choice("ordering", self.ordering, ORDERINGS)
 

@@ -7,7 +7,7 @@ query rows (T / P each, the ADR's query-axis split inside a CUBE) and hold the s
 Each of the C steps folds the held block into the running (m, l, O) with ``sweep.run_sweep``,
 then ``lax.ppermute`` hands K and V (one stacked message) to the next CUBE (ring+, c -> c + 1).
 
-Causal skip, planned statically (``sharded_ring_plan``) from the same tile plans as
+Causal skip, planned statically (``RingSharded.sharded_plan``) from the same tile plans as
 ``ring.ring_attention``: a device whose held block is wholly future (or empty) for its query rows
 skips the step with ``lax.cond`` on its own entry of the static skip table (a step every device
 runs has no cond, a step no device runs has nothing). Inside a step the devices run the union of
@@ -32,9 +32,8 @@ from jax.sharding import PartitionSpec as PS
 from jaxref.attention.core import finalize
 from jaxref.attention.distributed import (
     MESH_AXES,
+    OnMesh,
     call_on_mesh,
-    check_no_bias_mask,
-    mesh_shape,
     union_plan,
     varying,
 )
@@ -66,7 +65,7 @@ def _sharded_plan(num_queries: int, num_keys: int, num_cubes: int, pes_per_cube:
 
 
 @dataclasses.dataclass(frozen=True)
-class RingSharded(Ring):
+class RingSharded(OnMesh, Ring):
     """``Ring`` with one device per (CUBE, PE) of ``mesh`` (axes ('cube', 'pe') = (C, P)): C must
     divide G = N // K (G / C q heads per CUBE), P must divide T (T / P query rows per PE). Equal
     to ``attention_reference`` and to the one-device ``Ring``; its ``schedule`` is ``Ring``'s.
@@ -78,19 +77,7 @@ class RingSharded(Ring):
     def __post_init__(self):
         super().__post_init__()
         check_positive("pes_per_cube", self.pes_per_cube)
-        if self.mesh is not None and mesh_shape(self.mesh) != (self.num_cubes, self.pes_per_cube):
-            raise ValueError(f"mesh shape {mesh_shape(self.mesh)} must equal (num_cubes, pes_per_cube)="
-                             f"{(self.num_cubes, self.pes_per_cube)}")
-
-    @classmethod
-    def on(cls, mesh: jax.sharding.Mesh, **knobs) -> RingSharded:
-        """The config on ``mesh``: num_cubes, pes_per_cube = the mesh's ('cube', 'pe') sizes."""
-        C, P = mesh_shape(mesh)
-        return cls(num_cubes=C, pes_per_cube=P, mesh=mesh, **knobs)
-
-    def with_mesh(self, mesh: jax.sharding.Mesh) -> RingSharded:
-        C, P = mesh_shape(mesh)
-        return dataclasses.replace(self, num_cubes=C, pes_per_cube=P, mesh=mesh)
+        self.check_mesh()
 
     def sharded_plan(self, num_queries: int, num_keys: int, *, causal: bool):
         """Static plan on the (C, P) mesh: (tokens [C, Lb], valid [C, Lb], step_plans, compute);
@@ -106,11 +93,7 @@ class RingSharded(Ring):
 
         Returns out [T, N, H] float32, lse [N, T] float32.
         """
-        check_no_bias_mask("RingSharded", bias, mask)
-        if self.mesh is None:
-            raise ValueError("RingSharded.mesh=None: bind a ('cube', 'pe') mesh with .with_mesh(mesh)")
-        mesh = self.mesh
-        C, P = mesh_shape(mesh)
+        mesh, C, P = self.bound_mesh(bias, mask)
         pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
         T, S, K, G, H = pr.T, pr.S, pr.K, pr.G, pr.H
         check_ring_cubes(C, G)

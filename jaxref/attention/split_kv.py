@@ -25,7 +25,14 @@ from jaxref.attention.placement import LAYOUTS, KVPlacement
 from jaxref.attention.problem import AttentionProblem
 from jaxref.attention.reduce import reduce_partials, reduce_plan
 from jaxref.attention.schedule import ReducePlan, SplitKVSchedule, problem_counts
-from jaxref.attention.sweep import SweepPlan, TileConfig, init_sweep_state, plan_sweep, run_sweep, user_bias_mask
+from jaxref.attention.sweep import (
+    SweepPlan,
+    TileConfig,
+    init_sweep_state,
+    plan_sweep,
+    run_sweep,
+    user_bias_mask,
+)
 
 
 @functools.lru_cache(maxsize=256)
@@ -55,8 +62,8 @@ class SplitKV:
     reduce: str = "tree"  # 'tree' (2-level to root) | 'all_to_all' (fan-out) | 'all_reduce' (max + sum)
 
     def __post_init__(self):
-        self.tiles  # validates tile / q_block
-        self.reduce_plan  # validates C, P, cube_mesh, reduce
+        TileConfig(self.tile, self.q_block)  # validates tile / q_block
+        reduce_plan(self.num_cubes, self.pes_per_cube, kind=self.reduce, cube_mesh=self.cube_mesh)  # validates
         check_positive("capacity", self.capacity, allow_none=True)
         if self.placement not in LAYOUTS:  # (named 'layout' in KVPlacement)
             raise ValueError(f"placement={self.placement!r} unknown; expected one of {LAYOUTS} (KV layout)")
