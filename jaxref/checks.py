@@ -57,10 +57,9 @@ def check_implementations(q, k, v, *, causal: bool = False,
     """``check_against_reference`` for every registry entry that supports the problem.
 
     Args:
-      implementations: the entries (default ``IMPLEMENTATIONS``); entries needing causal masking
-        when ``causal`` is False are still run, entries whose ``group_multiple`` does not divide
-        G = N // K are skipped, and sharded entries without a mesh of their shape in ``meshes``
-        are skipped.
+      implementations: the entries (default ``IMPLEMENTATIONS``); skipped are entries without
+        causal support on a causal problem, entries whose ``group_multiple`` does not divide
+        G = N // K, and sharded entries without a mesh of their shape in ``meshes``.
       meshes: (C, P) -> a ('cube', 'pe') mesh for the sharded entries.
       configure: optional ``impl -> config`` (e.g. tiles resized to the problem); default
         ``impl.config``. Sharded configs are then bound to their mesh.

@@ -52,7 +52,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = _entries(
     Implementation("flash", Flash(tile=7, q_block=5)),
     Implementation("split_kv", SplitKV(tile=3, q_block=4, num_cubes=2, pes_per_cube=2, placement="contiguous",
                                        start_cube=1, start_pe=1)),
-    Implementation("ring", Ring(tile=3, q_block=4, ordering="zigzag"), group_multiple=4),
+    Implementation("ring", Ring(tile=3, q_block=4, ordering="zigzag")),  # C = G CUBEs: any G
     Implementation("split_kv_sharded", SplitKVSharded(tile=4, num_cubes=2, pes_per_cube=4, placement="contiguous",
                                                       start_cube=1), mask=False, grad=False, vmap=False,
                    mesh=(2, 4)),
