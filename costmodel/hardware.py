@@ -26,11 +26,9 @@ import jax.numpy as jnp
 from costmodel._pytree import pytree_dataclass, static_field
 from jaxref.validation import check_choice
 
-# ---- bytes per 32x32 tile ------------------------------------------------------------------------
-# Bytes, never elements: bfp8 = 1024 one-byte sign+mantissa values + 64 shared exponents (one per
-# 16-value face row: 4 faces x 16 rows); bfp4 = 512 bytes of 4-bit values + 64 exponents. [tile]
-TILE_BYTES: dict[str, int] = {"fp32": 4096, "bf16": 2048, "bfp8": 1088, "bfp4": 576}
-TILE = 32  # tile edge (rows = columns), elements
+# Bytes per 32x32 tile (bfp8 = 1024 one-byte values + 64 shared exponents, ...) and the tile edge:
+# the Tenstorrent format constants, defined once in jaxref.numerics.formats. [tile]
+from jaxref.numerics.formats import TILE, TILE_BYTES
 
 # Math fidelity -> passes of the matrix engine per tile (HiFiN = 1/N of the LoFi rate). [BH-gemm]
 FIDELITY_PASSES: dict[str, int] = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}

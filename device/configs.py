@@ -12,10 +12,10 @@ import dataclasses
 import math
 
 from jaxref.config import ExpertConfig
+from jaxref.numerics.formats import TILE  # rows / columns of a ttnn tile
 from jaxref.param_table import device_shapes
 from jaxref.validation import check_choice
 
-TILE = 32  # rows / columns of a ttnn tile
 GRID = (11, 10)  # Blackhole p150 compute grid with one column left for fast dispatch: 110 cores
 WEIGHT_FORMATS = ("bfp8", "bf16")
 CACHE_FORMATS = ("bf16", "bfp8")

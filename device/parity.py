@@ -41,11 +41,10 @@ from jaxref.config import ExpertConfig
 from jaxref.expert import expert_rope, expert_stack, sample, velocity
 from jaxref.layers import decoder_layer
 from jaxref.numerics import compare, round_bf16
+from jaxref.numerics.formats import CACHE_GARBAGE as GARBAGE  # cache rows [S, Smax) hold this
 from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
 from jaxref.weights import from_hf_state_dict, init_cache, init_params
-
-GARBAGE = 7.0  # cache rows [S, Smax) hold this (the notes' tests do the same)
 
 
 class NoChip(RuntimeError):

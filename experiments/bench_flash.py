@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxref.attention import AttentionGeometry, attention_reference, flash_attention, flash_schedule
-from jaxref.validation import positive_float, positive_int
+from jaxref.attention import AttentionGeometry, Flash, attention_reference
 from jaxref.render import format_table
 from jaxref.timing import time_call, time_repeats
+from jaxref.validation import positive_float, positive_int
 
 
 def _mem_available_bytes() -> int:
@@ -53,9 +53,8 @@ def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_bl
     G, H = group, head_dim
     geom = AttentionGeometry(G, 1, H)
     dense = jax.jit(functools.partial(attention_reference, causal=True))
-    flash = jax.jit(functools.partial(flash_attention, causal=True, tile=tile, q_block=q_block))
-    flash_noskip = jax.jit(functools.partial(flash_attention, causal=True, tile=tile, q_block=q_block,
-                                             causal_skip=False))
+    flash = jax.jit(functools.partial(Flash(tile, q_block), causal=True))
+    flash_noskip = jax.jit(functools.partial(Flash(tile, q_block, causal_skip=False), causal=True))
     rows = []
     rng = np.random.default_rng(0)
     for S in sizes:
@@ -65,8 +64,8 @@ def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_bl
         c_dense = dense.lower(q, k, v).compile()
         c_flash = flash.lower(q, k, v).compile()
         c_noskip = flash_noskip.lower(q, k, v).compile()
-        sch = flash_schedule(S, S, geom, causal=True, tile=tile, q_block=q_block)
-        sch_noskip = flash_schedule(S, S, geom, causal=True, tile=tile, q_block=q_block, causal_skip=False)
+        sch = Flash(tile, q_block).schedule(S, S, geom, causal=True)
+        sch_noskip = Flash(tile, q_block, causal_skip=False).schedule(S, S, geom, causal=True)
         t = {name: (tm.median_s, tm.median_cpu_s) for name, tm in time_repeats(
             {name: functools.partial(fn, q, k, v) for name, fn in (("flash", c_flash), ("noskip", c_noskip))},
             reps=reps).items()}

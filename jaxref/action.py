@@ -24,9 +24,8 @@ import numpy as np
 
 from jaxref.config import ActionInConfig
 from jaxref.layers import rms_norm
-from jaxref.precision import Precision
+from jaxref.precision import FP32, Precision
 
-FP32 = Precision.fp32()
 _HI = jax.lax.Precision.HIGHEST
 
 

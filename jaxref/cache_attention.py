@@ -32,14 +32,12 @@ from jaxref.attention.core import (
     merge,
     to_heads,
 )
-from jaxref.attention.geometry import check_inputs
+from jaxref.attention.problem import AttentionProblem
 from jaxref.attention.reference import MASK_LSE, MASK_VALUE
 from jaxref.batching import shared_kv_rows
-from jaxref.precision import Precision
-
-FP32 = Precision.fp32()
-# The device's additive mask value for hidden cache rows (seeds/EXPERT_NOTES.md: 0 / -1e9).
-TAIL_MASK_VALUE = -1e9
+from jaxref.config import check_tail_slot_seq_len
+from jaxref.numerics.formats import TAIL_MASK_VALUE
+from jaxref.precision import FP32, Precision
 
 
 def concrete_int(x) -> int | None:
@@ -82,7 +80,8 @@ def attention_over_rows(q, k, v, *, keep=None, bias=None, kv_chunk: int | None =
     Returns:
       out [T, N, H] float32 and lse [N, T] (fully excluded rows: out 0, lse ``MASK_LSE``).
     """
-    T, R, _, K, _, _ = check_inputs(q, k, v, kv_layout="KSH")
+    pr = AttentionProblem.from_inputs(q, k, v, kv_layout="KSH")
+    T, R, K = pr.T, pr.S, pr.K
     if kv_chunk is not None and kv_chunk <= 0:
         raise ValueError(f"kv_chunk={kv_chunk} must be > 0 (or None)")
     for name, a in (("keep", keep), ("bias", bias)):
@@ -96,10 +95,11 @@ def attention_over_rows(q, k, v, *, keep=None, bias=None, kv_chunk: int | None =
 
 
 def _check_own_and_cache(q, k_own, v_own, cache_k, cache_v) -> None:
-    T, _, _, K, _, _ = check_inputs(q, k_own, v_own)
+    own = AttentionProblem.from_inputs(q, k_own, v_own)
+    T, K = own.T, own.K
     if k_own.shape[0] != T:
         raise ValueError(f"k_own.shape={tuple(k_own.shape)} must be [T, K, H] with T = q.shape[0] = {T}")
-    check_inputs(q, cache_k, cache_v, kv_layout="KSH")
+    AttentionProblem.from_inputs(q, cache_k, cache_v, kv_layout="KSH")
     if cache_k.shape[0] != K:
         raise ValueError(f"cache_k.shape={tuple(cache_k.shape)} must be [K, Smax, H] (head-major) with "
                          f"K = k_own.shape[1] = {K}")
@@ -137,7 +137,9 @@ def attend_exact(q, k_own, v_own, cache_k, cache_v, seq_len, *, precision: Preci
     out_o, lse_o = _attend_folded(None)(qm, own_k, own_v, None)  # [K, M, H], [K, M]
 
     def partial(out, lse):  # a normalised result as a Partial (m = lse, l = 1); S = 0: l = 0, neutral
-        seen = lse > MASK_LSE
+        # Only the exact MASK_LSE of a row that saw no key is neutral: a NaN lse (a NaN in a valid
+        # cache row) must reach the merge and the output, not be dropped with the empty cache part.
+        seen = lse != MASK_LSE
         return Partial(lse, seen.astype(jnp.float32), out)
 
     out, lse = finalize(merge(partial(out_c, lse_c), partial(out_o, lse_o)))
@@ -178,11 +180,8 @@ def attend_tail_slot(q, k_own, v_own, cache_k, cache_v, seq_len, *, precision: P
     _check_own_and_cache(q, k_own, v_own, cache_k, cache_v)
     smax, T = cache_k.shape[1], q.shape[0]
     s = concrete_int(seq_len)
-    if s is not None and not 0 <= s <= smax - T:
-        raise ValueError(
-            f"seq_len={s} must satisfy 0 <= seq_len <= Smax - T = {smax} - {T} = {smax - T}: "
-            "the last T cache rows hold the expert's own K/V"
-        )
+    if s is not None:
+        check_tail_slot_seq_len(s, max_seq_len=smax, num_tokens=T)
     # Upcast first: a cache stored in a narrower dtype must not round the own K/V written into it.
     k_all = precision.kv(write_tail_slot(cache_k.astype(jnp.float32), k_own))
     v_all = precision.kv(write_tail_slot(cache_v.astype(jnp.float32), v_own))

@@ -20,6 +20,16 @@ def _require(cond: bool, msg: str) -> None:
         raise ValueError(msg)
 
 
+
+def check_tail_slot_seq_len(seq_len: int, *, max_seq_len: int, num_tokens: int) -> None:
+    """The tail-slot bound, checked here only: 0 <= S <= Smax - T (the device writes the T own K/V
+    rows into cache rows [Smax - T, Smax))."""
+    if not 0 <= seq_len <= max_seq_len - num_tokens:
+        raise ValueError(
+            f"seq_len={seq_len} must satisfy 0 <= seq_len <= max_seq_len - num_tokens = "
+            f"{max_seq_len} - {num_tokens} = {max_seq_len - num_tokens}: the last {num_tokens} cache "
+            "rows hold the expert's own K/V")
+
 @dataclasses.dataclass(frozen=True)
 class ActionInConfig:
     """action_in_proj (``PerWaypointActionInProjV2``): Fourier features -> MLP trunk -> LayerNorm."""
@@ -99,12 +109,8 @@ class ExpertConfig:
 
     def check_seq_len(self, seq_len: int, *, max_seq_len: int | None = None) -> None:
         """Raise ValueError unless 0 <= seq_len <= Smax - T (tail rows are the expert's scratch)."""
-        smax = self.max_seq_len if max_seq_len is None else max_seq_len
-        if not 0 <= seq_len <= smax - self.num_tokens:
-            raise ValueError(
-                f"seq_len={seq_len} must satisfy 0 <= seq_len <= max_seq_len - num_tokens = "
-                f"{smax} - {self.num_tokens} = {smax - self.num_tokens}: the last {self.num_tokens} cache "
-                "rows hold the expert's own K/V")
+        check_tail_slot_seq_len(seq_len, max_seq_len=self.max_seq_len if max_seq_len is None else max_seq_len,
+                                num_tokens=self.num_tokens)
 
     # ---- presets ----------------------------------------------------------------------------
     @classmethod

@@ -50,9 +50,7 @@ from jaxref.cache_attention import concrete_int
 from jaxref.config import ExpertConfig
 from jaxref.layers import LayerParams, decoder_layer, rms_norm, rope_positions, rope_tables
 from jaxref.options import DEFAULT_OPTIONS, ExpertOptions
-from jaxref.precision import Precision
-
-FP32 = Precision.fp32()
+from jaxref.precision import FP32, Precision
 
 
 @jax.tree_util.register_dataclass

@@ -41,13 +41,11 @@ import jax
 import jax.numpy as jnp
 
 from jaxref.batching import linear_rows
-from jaxref.cache_attention import attend_exact, attend_tail_slot, concrete_int
+from jaxref.cache_attention import attend_exact, attend_tail_slot
 from jaxref.config import ExpertConfig
 from jaxref.options import DEFAULT_OPTIONS, ExpertOptions
 from jaxref.param_table import LAYER_PARAMS
-from jaxref.precision import Precision
-
-FP32 = Precision.fp32()
+from jaxref.precision import FP32, Precision
 
 
 @jax.tree_util.register_dataclass
@@ -251,10 +249,7 @@ def decoder_layer(params: LayerParams, x: jax.Array, kv: tuple[jax.Array, jax.Ar
         raise ValueError(
             f"cache_k must be [K, Smax, H] = [{cfg.num_kv_heads}, Smax, {cfg.head_dim}], got {cache_k.shape}"
         )
-    if options.attention == "tail_slot":
-        s = concrete_int(seq_len)
-        if s is not None:
-            cfg.check_seq_len(s, max_seq_len=cache_k.shape[1])
+    # (the tail-slot bound S <= Smax - T is checked by ``attend_tail_slot`` when S is concrete)
     precision = options.precision
     cos, sin = rope
     h = rms_norm(x, params.input_norm, eps=cfg.rms_eps, precision=precision)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxref.precision import Precision
+from jaxref.precision import FP32, Precision
 from jaxref.validation import check_choice
 
 ATTENTION_MODES = ("exact", "tail_slot")
-FP32 = Precision.fp32()
 
 
 @dataclasses.dataclass(frozen=True)

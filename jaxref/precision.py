@@ -15,10 +15,8 @@ import dataclasses
 
 import jax.numpy as jnp
 
+from jaxref.numerics.formats import FORMATS, MANTISSA_BITS
 from jaxref.validation import check_choice
-
-FORMATS = ("fp32", "bf16", "bfp8", "bfp4")
-_BFP_MANTISSA_BITS = {"bfp8": 7, "bfp4": 3}
 
 
 def cast(x: jnp.ndarray, fmt: str, *, axis: int = -1) -> jnp.ndarray:
@@ -34,10 +32,10 @@ def cast(x: jnp.ndarray, fmt: str, *, axis: int = -1) -> jnp.ndarray:
         from jaxref.numerics import round_bf16
 
         return round_bf16(x)
-    if fmt in _BFP_MANTISSA_BITS:
+    if fmt in MANTISSA_BITS:
         from jaxref.numerics import quantize_bfp
 
-        return jnp.moveaxis(quantize_bfp(jnp.moveaxis(x, axis, -1), _BFP_MANTISSA_BITS[fmt]), -1, axis)
+        return jnp.moveaxis(quantize_bfp(jnp.moveaxis(x, axis, -1), MANTISSA_BITS[fmt]), -1, axis)
     check_choice("fmt", fmt, FORMATS)
     raise AssertionError(fmt)  # a format in FORMATS without a branch here
 
@@ -116,3 +114,7 @@ class Precision:
         presets = {"fp32": cls.fp32, "hf-bf16": cls.hf_bf16, "device": cls.device}
         check_choice("precision", name, presets)
         return presets[name]()
+
+
+# The all-fp32 golden precision, the default of every function that takes one.
+FP32 = Precision.fp32()

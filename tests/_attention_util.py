@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxref.attention import MASK_VALUE, attention_reference, causal_mask
+from jaxref.attention import MASK_LSE, MASK_VALUE, attention_reference, causal_mask
 
 FP32_TOL = 1e-5  # max-abs error relative to the output scale (the issue's fp32 bar)
 
@@ -46,17 +46,24 @@ def assert_matches_reference(got, want, tol: float = FP32_TOL):
     assert rel_err(lse, lse_ref) <= tol, f"lse rel err {rel_err(lse, lse_ref):.3g} > {tol}"
 
 
-def numpy_attention(q, k, v):
-    """Non-causal dense GQA attention in numpy float64: (out [T, N, H], lse [N, T]). A second,
-    compile-free oracle for many small key subsets."""
+def numpy_attention(q, k, v, keep=None):
+    """Dense GQA attention in numpy float64: (out [T, N, H], lse [N, T]). A second, compile-free
+    oracle; ``keep``: optional bool [N, T, S] (False excludes a key; a fully excluded row gives
+    out 0, lse ``MASK_LSE`` as the contract says)."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     T, N, H = q.shape
-    K = k.shape[1]
-    s = np.einsum("TKGH,SKH->KGTS", q.reshape(T, K, N // K, H), k) * H**-0.5
+    S, K = k.shape[:2]
+    s = np.einsum("TKGH,SKH->KGTS", q.reshape(T, K, N // K, H), k).reshape(N, T, S) * H**-0.5
+    keep = np.ones((N, T, S), bool) if keep is None else np.broadcast_to(keep, (N, T, S))
+    s = np.where(keep, s, -np.inf)
     m = s.max(-1, keepdims=True)
-    p = np.exp(s - m)
-    out = np.einsum("KGTS,SKH->TKGH", p / p.sum(-1, keepdims=True), v).reshape(T, N, H)
-    return out, (m[..., 0] + np.log(p.sum(-1))).reshape(N, T)
+    any_key = keep.any(-1, keepdims=True)
+    p = np.where(keep, np.exp(s - np.where(any_key, m, 0.0)), 0.0)
+    l = p.sum(-1, keepdims=True)
+    w = (p / np.where(any_key, l, 1.0)).reshape(K, N // K, T, S)
+    out = np.einsum("KGTS,SKH->TKGH", w, v).reshape(T, N, H)
+    lse = np.where(any_key, m + np.log(np.where(any_key, l, 1.0)), MASK_LSE)[..., 0]
+    return out, lse
 
 
 @functools.partial(jax.jit, static_argnames="causal")

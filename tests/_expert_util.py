@@ -1,7 +1,7 @@
-"""Shared helpers of the expert tests: PCC, and an independent torch ``PerWaypointActionInProjV2``
+"""Shared helpers of the expert tests: max-abs, and an independent torch ``PerWaypointActionInProjV2``
 written from the reference formula (shared/REFERENCE.md section 1), not from ``jaxref.action``.
 The small-model fixture ``tiny_setup`` and ``walk_jaxpr_shapes`` live in ``jaxref.testing`` (shared
-with the report and the benchmarks) and are re-exported here."""
+with the report and the benchmarks) and are re-exported here; PCC is ``jaxref.numerics.pcc``."""
 
 from __future__ import annotations
 
@@ -11,13 +11,7 @@ import numpy as np
 
 from jaxref.testing import tiny_setup, walk_jaxpr_shapes
 
-__all__ = ["max_abs", "pcc", "tiny_setup", "torch_action_in_proj", "walk_jaxpr_shapes"]
-
-
-def pcc(a, b) -> float:
-    """Pearson correlation of the flattened arrays, float64 (numpy)."""
-    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
-    return float(np.corrcoef(a, b)[0, 1])
+__all__ = ["max_abs", "tiny_setup", "torch_action_in_proj", "walk_jaxpr_shapes"]
 
 
 def max_abs(a, b) -> float:

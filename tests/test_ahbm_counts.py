@@ -7,13 +7,13 @@ import pytest
 
 from costmodel.ahbm import counts
 from costmodel.smooth import Relax
-from jaxref.attention import TileConfig, flash_schedule, reduce_plan, ring_plan, split_kv_schedule
+from jaxref.attention import Flash, Ring, SplitKV, reduce_plan
 
 
 @pytest.mark.parametrize("S,tile,C,P", [(1024, 128, 1, 1), (1000, 64, 2, 4), (4096, 128, 8, 8), (777, 32, 4, 2),
                                         (96, 256, 16, 8), (65536, 512, 16, 8)])
 def test_decode_tiles_match_split_kv_schedule(S, tile, C, P):
-    sched = split_kv_schedule(1, S, num_cubes=C, pes_per_cube=P, tile=tile)
+    sched = SplitKV(tile=tile, num_cubes=C, pes_per_cube=P).schedule(1, S)
     n, te = counts.decode_counts(float(S), float(tile), float(C * P), relax=None)
     assert float(n) == sched.critical_path_tiles
     assert float(te) == min(tile, -(-S // (C * P)))
@@ -22,7 +22,7 @@ def test_decode_tiles_match_split_kv_schedule(S, tile, C, P):
 @pytest.mark.parametrize("S,tile", [(1024, 128), (512, 32), (256, 256), (2048, 64)])
 @pytest.mark.parametrize("skip", [True, False])
 def test_prefill_tiles_match_flash_schedule(S, tile, skip):
-    sched = flash_schedule(S, S, causal=True, tile=tile, q_block=tile, causal_skip=skip)
+    sched = Flash(tile, tile, causal_skip=skip).schedule(S, S, causal=True)
     tiles, visits, single, _ = counts.prefill_counts(float(S), float(tile), causal_skip=skip, relax=None)
     assert float(tiles) == sched.tiles_computed
     assert float(visits) == sched.num_q_blocks
@@ -34,7 +34,7 @@ def test_prefill_tiles_match_flash_schedule(S, tile, skip):
                                         (1024, 128, 8, 2)])
 def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
     """Per step and CUBE, the busiest PE (q block i on PE i mod P) of the plan = the closed form."""
-    _, _, plans = ring_plan(S, S, num_cubes=C, tiles=TileConfig(tile, tile), causal=True)
+    _, _, plans = Ring(tile, tile, num_cubes=C).plan(S, S, causal=True)
     for step, plan in enumerate(plans):
         for cube in range(C):
             per_pe = [[0, 0, 0] for _ in range(P)]  # tiles, visits, single-tile visits

@@ -1,51 +1,68 @@
-"""jaxref.checks: the batched equivalence check finds equal functions equal and broken ones broken."""
+"""jaxref.checks: every registry entry checked against the reference, and a wrong one flagged."""
 
-import functools
+import dataclasses
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _attention_util import numpy_attention, random_qkv
 
-from jaxref.attention import AttentionGeometry, attention_reference, flash_attention
-from jaxref.checks import equivalence_check, pcc_traced
-
-GEOM = AttentionGeometry(8, 2, 16)
-
-
-def test_equivalence_check_passes_equal_functions():
-    fn = functools.partial(flash_attention, causal=True, tile=7, q_block=4)
-    rep = equivalence_check(fn, functools.partial(attention_reference, causal=True), num_problems=5, num_queries=9,
-                            num_keys=30, geometry=GEOM, key=jax.random.PRNGKey(0))
-    assert rep.max_abs_error.shape == (5,) and rep.pcc.shape == (5,)
-    assert rep.max_rel_error.max() <= 1e-5 and rep.pcc.min() > 0.999999
-    assert len(set(np.round(rep.scale, 6))) == 5  # five distinct random problems
+from jaxref.attention import Flash
+from jaxref.attention.registry import single_device
+from jaxref.checks import check_against_reference, check_implementations
 
 
-def test_equivalence_check_flags_a_wrong_function():
-    wrong_scale = functools.partial(flash_attention, scale=0.5, tile=8)
-    rep = equivalence_check(wrong_scale, attention_reference, num_problems=3, num_queries=4, num_keys=16,
-                            geometry=GEOM, key=jax.random.PRNGKey(1))
-    assert rep.max_rel_error.min() > 1e-2 and rep.pcc.max() < 0.999
+def test_check_implementations_runs_every_single_device_entry_and_all_pass():
+    q, k, v = random_qkv(60, 7, 19, 8, 2, 8)
+    checks = check_implementations(q, k, v, causal=True, implementations=single_device())
+    assert [c.name for c in checks] == list(single_device())
+    for c in checks:
+        assert c.ok(2e-5) and c.out.pcc > 1 - 1e-9 and c.out.n == 7 * 8 * 8 and c.lse.n == 8 * 7, c
 
 
-def test_equivalence_check_rounds_fn_a_inputs_to_dtype():
-    """dtype applies to fn_a's inputs only: identity vs identity measures bf16 rounding of q."""
-    rep = equivalence_check(lambda q, k, v: q, lambda q, k, v: q, num_problems=2, num_queries=4, num_keys=4,
-                            geometry=GEOM, key=jax.random.PRNGKey(3), dtype=jnp.bfloat16)
-    assert np.all(rep.max_rel_error > 0) and np.all(rep.max_rel_error < 2.0**-8)
+def test_check_implementations_skips_sharded_entries_without_a_mesh():
+    q, k, v = random_qkv(61, 4, 9, 8, 2, 8)
+    names = [c.name for c in check_implementations(q, k, v)]
+    assert names == list(single_device())
 
 
-def test_pcc_traced_matches_numpy():
-    a = np.random.default_rng(0).normal(size=(7, 5))
-    b = a + 0.3 * np.random.default_rng(1).normal(size=(7, 5))
-    assert float(pcc_traced(jnp.asarray(a), jnp.asarray(b))) == pytest.approx(np.corrcoef(a.ravel(), b.ravel())[0, 1],
-                                                                               abs=1e-5)
-    assert float(pcc_traced(jnp.asarray(a), jnp.asarray(a))) == 1.0
-    assert float(pcc_traced(jnp.zeros(4), jnp.arange(4.0))) == 0.0
+def test_check_flags_a_wrong_scale():
+    q, k, v = random_qkv(62, 4, 16, 8, 2, 16)
+    wrong = check_against_reference(lambda q, k, v, causal: Flash(tile=8)(q, k, v, causal=causal, scale=0.5),
+                                    q, k, v, name="wrong")
+    assert not wrong.ok(1e-2) and wrong.out.pcc < 0.999
+    # the same numbers as an independent numpy comparison
+    out, _ = numpy_attention(q, k, v)
+    assert wrong.out.max_abs > 1e-2 and np.abs(out).max() > 0
 
 
-def test_equivalence_check_validates():
-    with pytest.raises(ValueError, match="num_problems"):
-        equivalence_check(attention_reference, attention_reference, num_problems=0, num_queries=1, num_keys=2,
-                          key=jax.random.PRNGKey(0))
+def test_check_flags_nan_output_even_though_pcc_zeroes_it():
+    q, k, v = random_qkv(63, 4, 16, 8, 2, 8)
+
+    def nan_out(q, k, v, *, causal):
+        out, lse = Flash(tile=8)(q, k, v, causal=causal)
+        return out.at[0, 0, 0].set(jnp.nan), lse
+
+    c = check_against_reference(nan_out, q, k, v)
+    assert c.out.nonfinite == 1 and np.isnan(c.out.max_abs) and not c.ok(1.0)
+    assert c.out.pcc > 0.99  # tt-metal's PCC alone would have passed it
+
+
+def test_check_rejects_wrong_shapes():
+    q, k, v = random_qkv(64, 4, 16, 8, 2, 8)
+    with pytest.raises(ValueError, match="returned out"):
+        check_against_reference(lambda q, k, v, causal: (q[:2], jnp.zeros((8, 4))), q, k, v, name="bad")
+
+
+def test_configure_resizes_the_registry_configs():
+    q, k, v = random_qkv(65, 4, 33, 8, 2, 8)
+    seen = []
+
+    def configure(impl):
+        cfg = impl.config
+        cfg = dataclasses.replace(cfg, tile=11) if hasattr(cfg, "tile") else cfg
+        seen.append(getattr(cfg, "tile", None))
+        return cfg
+
+    checks = check_implementations(q, k, v, implementations=single_device(), configure=configure)
+    assert all(c.ok(2e-5) for c in checks) and seen == [None, 11, 11, 11]

@@ -13,17 +13,21 @@ import textwrap
 
 import pytest
 
-from jaxref.attention import AttentionGeometry, ring_schedule
+from jaxref.attention import AttentionGeometry, Ring
+from jaxref.attention.registry import sharded
 
 SCRIPT = textwrap.dedent("""
     import json
     import jax, jax.numpy as jnp, numpy as np
     from jaxref.testing.collectives import program_collectives, summarize
-    from jaxref.attention import (attention_reference, reduce_plan, ring_attention_sharded,
-                                  split_kv_attention_sharded)
+    import functools, sys
+    sys.path.insert(0, "tests")
+    from _attention_util import dense_bf16, numpy_attention
+    from jaxref.attention import RingSharded, SplitKVSharded, attention_reference, causal_mask
+    from jaxref.attention.registry import sharded
     assert jax.device_count() == 8, jax.devices()
     rng = np.random.default_rng(0)
-    out = {"ring": [], "decode": [], "grad": [], "program": [], "errors": []}
+    out = {"ring": [], "decode": [], "grad": [], "program": [], "errors": [], "contract": {}}
 
     def qkv(T, S, N, K, H):
         return tuple(jnp.asarray(rng.standard_normal(s), jnp.float32) for s in ((T, N, H), (S, K, H), (S, K, H)))
@@ -41,8 +45,7 @@ SCRIPT = textwrap.dedent("""
         for causal in (False, True):
             for ordering in ("contiguous", "zigzag", "striped"):
                 m = mesh(C, 8 // C, explicit=C == 4 and causal)
-                f = jax.jit(lambda q, k, v: ring_attention_sharded(q, k, v, mesh=m, causal=causal,
-                                                                   ordering=ordering, tile=4, q_block=4))
+                f = jax.jit(functools.partial(RingSharded.on(m, ordering=ordering, tile=4, q_block=4), causal=causal))
                 o, l = f(q, k, v)
                 ro, rl = attention_reference(q, k, v, causal=causal)
                 out["ring"].append(dict(C=C, causal=causal, ordering=ordering, out=err(o, ro), lse=err(l, rl)))
@@ -53,7 +56,7 @@ SCRIPT = textwrap.dedent("""
         m = mesh(C, P)
         def loss(fn):
             return lambda q, k, v: jnp.sum(jnp.sin(fn(q, k, v)[0]) * w)
-        ring = loss(lambda q, k, v: ring_attention_sharded(q, k, v, mesh=m, causal=True, ordering=ordering, tile=2))
+        ring = loss(functools.partial(RingSharded.on(m, ordering=ordering, tile=2), causal=True))
         dense = loss(lambda q, k, v: attention_reference(q, k, v, causal=True))
         # q and (k, v) in two programs: each then ends in one collective off the mesh (XLA:CPU may
         # order independent collectives differently per fake device and stall).
@@ -66,9 +69,8 @@ SCRIPT = textwrap.dedent("""
     for C, P in ((1, 8), (2, 4), (4, 2), (8, 1)):
         for reduce in ("tree", "all_to_all", "all_reduce"):
             m = mesh(C, P)
-            f = jax.jit(lambda q, k, v: split_kv_attention_sharded(q, k, v, mesh=m, causal=True, tile=4,
-                                                                   placement="contiguous", start_cube=C - 1,
-                                                                   reduce=reduce))
+            f = jax.jit(functools.partial(SplitKVSharded.on(m, tile=4, placement="contiguous", start_cube=C - 1,
+                                                            reduce=reduce), causal=True))
             o, l = f(q, k, v)
             ro, rl = attention_reference(q, k, v, causal=True)
             out["decode"].append(dict(C=C, P=P, reduce=reduce, out=err(o, ro), lse=err(l, rl)))
@@ -79,26 +81,64 @@ SCRIPT = textwrap.dedent("""
     q, k, v = qkv(16, 16, 16, 2, 8)
     for C, P in ((2, 4), (4, 2), (8, 1)):
         m = mesh(C, P)
-        text = jax.jit(lambda q, k, v: ring_attention_sharded(q, k, v, mesh=m, causal=True, tile=4)).lower(
-            q, k, v).as_text()
+        text = jax.jit(functools.partial(RingSharded.on(m, tile=4), causal=True)).lower(q, k, v).as_text()
         out["program"].append(dict(kind="ring", C=C, P=P, conds=text.count('"stablehlo.case"')
                                    + text.count('"stablehlo.if"'),
                                    **summarize(program_collectives(text), C * P)))
     # Clear errors.
     q, k, v = qkv(6, 16, 16, 2, 8)
     for name, fn in [
-            ("axes", lambda: ring_attention_sharded(q, k, v, mesh=jax.make_mesh((8,), ("x",)))),
-            ("divide_G", lambda: ring_attention_sharded(*qkv(6, 16, 12, 4, 8), mesh=mesh(2, 1))),  # G = 3
-            ("divide_T", lambda: ring_attention_sharded(q, k, v, mesh=mesh(2, 4))),  # T = 6, P = 4
-            ("causal_T", lambda: ring_attention_sharded(q, k[:4], v[:4], mesh=mesh(2, 1), causal=True)),
-            ("reduce", lambda: split_kv_attention_sharded(q, k, v, mesh=mesh(2, 4), reduce="ring")),
-            ("cube_mesh", lambda: split_kv_attention_sharded(q, k, v, mesh=mesh(2, 4), cube_mesh=(2, 2))),
-            ("pes", lambda: split_kv_attention_sharded(q, k, v, mesh=jax.make_mesh((1, 8), ("pe", "cube"))))]:
+            ("axes", lambda: RingSharded.on(jax.make_mesh((8,), ("x",)))(q, k, v)),
+            ("divide_G", lambda: RingSharded.on(mesh(2, 1))(*qkv(6, 16, 12, 4, 8))),  # G = 3
+            ("divide_T", lambda: RingSharded.on(mesh(2, 4))(q, k, v)),  # T = 6, P = 4
+            ("causal_T", lambda: RingSharded.on(mesh(2, 1))(q, k[:4], v[:4], causal=True)),
+            ("reduce", lambda: SplitKVSharded.on(mesh(2, 4), reduce="ring")(q, k, v)),
+            ("cube_mesh", lambda: SplitKVSharded.on(mesh(2, 4), cube_mesh=(2, 2))(q, k, v)),
+            ("pes", lambda: SplitKVSharded.on(jax.make_mesh((1, 8), ("pe", "cube")))(q, k, v)),
+            ("unbound", lambda: SplitKVSharded()(q, k, v)),
+            ("mesh_mismatch", lambda: SplitKVSharded(num_cubes=4, pes_per_cube=2, mesh=mesh(2, 4)))]:
         try:
             fn()
             out["errors"].append(dict(name=name, raised=None))
         except ValueError as e:
             out["errors"].append(dict(name=name, raised=str(e)))
+    # The contract of every sharded registry entry (as test_attention_contract.py's single-device one).
+    def rel(a, b):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+    def nan_pattern_equal(a, b):
+        return bool(np.array_equal(np.isnan(np.asarray(a)), np.isnan(np.asarray(b))))
+
+    T, S, N, K, H = 12, 29, 8, 2, 8
+    for name, impl in sharded().items():
+        attn = impl.bind(mesh(*impl.mesh))
+        row = {}
+        q, k, v = qkv(T, S, N, K, H)
+        for causal in (False, True):
+            o, l = jax.jit(functools.partial(attn, causal=causal))(q, k, v)
+            ro, rl = attention_reference(q, k, v, causal=causal)
+            no, nl = numpy_attention(q, k, v, np.asarray(causal_mask(T, S))[None] if causal else None)
+            row[f"causal={causal}"] = dict(ref=max(rel(o, ro), rel(l, rl)), numpy=max(rel(o, no), rel(l, nl)))
+        kn = k.at[19, 1, 2].set(jnp.nan)
+        o, l = jax.jit(functools.partial(attn, causal=True))(q, kn, v)
+        ro, rl = attention_reference(q, kn, v, causal=True)
+        row["nan"] = dict(same_pattern=nan_pattern_equal(o, ro) and nan_pattern_equal(l, rl),
+                          any_nan=bool(np.isnan(np.asarray(o)).any()))
+        qb, kb, vb = (x.astype(jnp.bfloat16) for x in qkv(24, 61, N, K, 64))
+        ro, _ = attention_reference(*(x.astype(jnp.float32) for x in (qb, kb, vb)), causal=True)
+        o, _ = jax.jit(functools.partial(attn, causal=True))(qb, kb, vb)
+        row["bf16"] = dict(err=rel(o, ro), dense=rel(dense_bf16(qb, kb, vb, causal=True), ro))
+        raised = {}
+        for what, fn in (("int", lambda: attn(q.astype(jnp.int32), k, v)),
+                         ("mask", lambda: attn(q, k, v, mask=np.ones((N, T, S), bool)))):
+            try:
+                fn()
+                raised[what] = None
+            except ValueError as e:
+                raised[what] = str(e)
+        row["raised"] = raised
+        out["contract"][name] = row
     print(json.dumps(out))
 """)
 
@@ -138,7 +178,7 @@ def _decode_program(results, C, P, reduce):
 
 @pytest.mark.parametrize("C,P", [(1, 8), (2, 4), (4, 2), (8, 1)])
 def test_decode_program_collectives_match_the_reduce_schedule(results, C, P):
-    from jaxref.attention import cube_mesh_shape
+    from jaxref.attention.reduce import cube_mesh_shape
 
     rows, cols = cube_mesh_shape(C)
     # Tree: ceil(log2 P) PE rounds + center-root depth cols // 2 + rows // 2 (hand formula, ADR section 4).
@@ -172,7 +212,7 @@ def test_ring_program_has_c_minus_1_handoffs_and_a_cond_per_mixed_step(results, 
     assert (prog["permutes"], prog["permute_pairs"], prog["all_reduces"]) == (C - 1, P * C * (C - 1), 1)
     assert prog["conds"] == mixed
     # The single-device ring's schedule: C - 1 rotations; a CUBE sends its K and V blocks (fp32 here).
-    sched = ring_schedule(16, 16, AttentionGeometry(16, 2, 8), causal=True, tile=4, num_cubes=C, dtype_bytes=4)
+    sched = Ring(tile=4, num_cubes=C).schedule(16, 16, AttentionGeometry(16, 2, 8), causal=True, dtype_bytes=4)
     assert sched.kv_rotations == prog["permutes"] and prog["bytes_per_device_max"] * C == sched.ring_bytes
     if P > 1:  # query rows split over PEs: early rows skip whole future blocks
         assert sum(map(sum, (map(sum, st) for st in skip))) > 0 and mixed > 0
@@ -189,3 +229,19 @@ def test_sharded_attention_rejects_bad_meshes_and_lengths(results):
     assert "reduce='ring' unknown" in errs["reduce"]
     assert "cube_mesh=(2, 2) holds 4 CUBEs, expected num_cubes=2" in errs["cube_mesh"]
     assert "mesh.axis_names=('pe', 'cube')" in errs["pes"]
+    assert "mesh=None: bind" in errs["unbound"]
+    assert "mesh shape (2, 4) must equal (num_cubes, pes_per_cube)=(4, 2)" in errs["mesh_mismatch"]
+
+
+@pytest.mark.parametrize("name", list(sharded()))
+def test_sharded_entry_keeps_the_attention_contract(results, name):
+    """Forward + lse vs the reference and the numpy oracle (causal and not), NaN in one valid key
+    propagates as in the reference, bf16 within 2x of dense bf16, integer inputs and masks refused."""
+    row = results["contract"][name]
+    for causal in ("causal=False", "causal=True"):
+        assert row[causal]["ref"] <= 1e-5 and row[causal]["numpy"] <= 1e-5, row
+    assert row["nan"]["same_pattern"] and row["nan"]["any_nan"], row
+    assert 1e-4 < row["bf16"]["err"] <= 2 * row["bf16"]["dense"], row
+    assert "q.dtype=int32 must be a floating dtype" in row["raised"]["int"]
+    assert "takes no bias / mask" in row["raised"]["mask"]
+

@@ -1,6 +1,7 @@
 """Decode-SP split-KV attention: equality with the dense reference over meshes / placements /
 rotations, and the 2-level reduce-to-root against the ADR's verification plan (section 11.3)."""
 
+import functools
 import math
 
 import jax
@@ -9,27 +10,16 @@ import numpy as np
 import pytest
 from _attention_util import (
     assert_matches_reference,
-    dense_bf16,
     executed_tiles,
-    grad_errors,
     numpy_attention,
     random_qkv,
     reference,
     rel_err,
 )
 
-from jaxref.attention import (
-    MASK_LSE,
-    AttentionGeometry,
-    KVPlacement,
-    finalize,
-    reduce_partials,
-    reduce_plan,
-    split_kv_attention,
-    split_kv_attention_jit,
-    split_kv_partials,
-    split_kv_schedule,
-)
+from jaxref.attention import MASK_LSE, AttentionGeometry, KVPlacement, SplitKV, reduce_plan
+from jaxref.attention.core import finalize
+from jaxref.attention.reduce import reduce_partials
 
 # (T, S, N, K, H, tile, q_block, causal, C, P, placement, start_cube, start_pe, reduce)
 CASES = {
@@ -43,21 +33,21 @@ CASES = {
 }
 
 
-def _kw(case):
+def _config(case) -> tuple[SplitKV, bool]:
     _T, _S, _N, _K, _H, tile, q_block, causal, C, P, placement, sc, sp, red = case
-    return {"causal": causal, "tile": tile, "q_block": q_block, "num_cubes": C, "pes_per_cube": P, "placement": placement,
-                "start_cube": sc, "start_pe": sp, "reduce": red}
+    return SplitKV(tile=tile, q_block=q_block, num_cubes=C, pes_per_cube=P, placement=placement, start_cube=sc,
+                   start_pe=sp, reduce=red), causal
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_split_kv_matches_reference(case):
     T, S, N, K, H = case[:5]
     q, k, v = random_qkv(10, T, S, N, K, H)
-    kw = _kw(case)
-    got = split_kv_attention_jit(q, k, v, **kw)
-    assert_matches_reference(got, reference(q, k, v, causal=kw["causal"]))
-    sch = split_kv_schedule(T, S, AttentionGeometry(N, K, H), **kw)
-    assert executed_tiles(split_kv_attention, q, k, v, **kw) == sch.tiles_computed
+    cfg, causal = _config(case)
+    got = jax.jit(functools.partial(cfg, causal=causal))(q, k, v)
+    assert_matches_reference(got, reference(q, k, v, causal=causal))
+    sch = cfg.schedule(T, S, AttentionGeometry(N, K, H), causal=causal)
+    assert executed_tiles(cfg, q, k, v, causal=causal) == sch.tiles_computed
     assert sum(sch.rank_tokens) == S
 
 
@@ -68,11 +58,11 @@ def test_empty_ranks_and_fully_masked_rows_are_neutral():
     q, k, v = random_qkv(11, T, S, N, K, H)
     mask = np.ones((N, T, S), bool)
     mask[2, 1] = mask[:, 0] = False
-    kw = {"mask": mask, "tile": 4, "num_cubes": 4, "pes_per_cube": 4, "placement": "contiguous", "capacity": 4 * S,
-              "start_cube": 2, "start_pe": 1}
-    sch = split_kv_schedule(T, S, AttentionGeometry(N, K, H), **{x: y for x, y in kw.items() if x != "mask"})
+    cfg = SplitKV(tile=4, num_cubes=4, pes_per_cube=4, placement="contiguous", capacity=4 * S, start_cube=2,
+                  start_pe=1)
+    sch = cfg.schedule(T, S, AttentionGeometry(N, K, H))
     assert sum(n == 0 for n in sch.rank_tokens) == 12  # B = 10 slots per rank: 4 frontier ranks hold all
-    out, lse = jax.jit(lambda q, k, v: split_kv_attention(q, k, v, **kw))(q, k, v)
+    out, lse = jax.jit(lambda q, k, v: cfg(q, k, v, mask=mask))(q, k, v)
     assert_matches_reference((out, lse), reference(q, k, v, mask=mask))
     assert np.all(np.asarray(lse[:, 0]) == np.float32(MASK_LSE)) and lse[2, 1] == np.float32(MASK_LSE)
     assert np.all(np.asarray(out[0]) == 0)
@@ -95,9 +85,9 @@ def test_every_rank_state_matches_its_merged_key_set(reduce):
     of the ranks it has merged; the tree leaves the full answer at one rank (the root) only."""
     T, S, N, K, H, C, P = 1, 40, 4, 2, 8, 4, 2
     q, k, v = random_qkv(12, T, S, N, K, H)
-    kw = {"tile": 4, "num_cubes": C, "pes_per_cube": P, "start_cube": 1, "start_pe": 1}
-    plan = reduce_plan(C, P, kind=reduce)
-    reduced = jax.jit(lambda q, k, v: reduce_partials(split_kv_partials(q, k, v, **kw), plan))(q, k, v)
+    cfg = SplitKV(tile=4, num_cubes=C, pes_per_cube=P, start_cube=1, start_pe=1, reduce=reduce)
+    plan = cfg.reduce_plan
+    reduced = jax.jit(lambda q, k, v: reduce_partials(cfg.partials(q, k, v), plan))(q, k, v)
     out, lse = finalize(reduced)  # [R, K, T, G, H]
     place = KVPlacement(num_cubes=C, pes_per_cube=P, capacity=S, start_cube=1, start_pe=1)
     owner = np.asarray(place.rank_of(np.arange(S)))
@@ -133,7 +123,7 @@ def test_tree_reduce_rounds_match_adr_formula(C, P):
                 assert src % P == dst % P == 0 and abs(r0 - r1) + abs(c0 - c1) == 1
     base = reduce_plan(C, P, kind="all_to_all")
     assert base.num_rounds == C * P - 1 and base.messages() == C * P * (C * P - 1)
-    sch = split_kv_schedule(1, 4 * C * P, num_cubes=C, pes_per_cube=P)
+    sch = SplitKV(num_cubes=C, pes_per_cube=P).schedule(1, 4 * C * P)
     assert (sch.reduce_rounds, sch.reduce_messages) == (plan.num_rounds, C * P - 1)
     assert sch.payload_bytes == 8 * 1 * 8 * (128 + 2) * 4  # Llama3-70B: K * T * G * (H + 2) fp32
     assert sch.reduce_bytes == sch.reduce_messages * sch.payload_bytes
@@ -143,33 +133,14 @@ def test_split_kv_schedule_tiles_and_balance():
     """Round-robin: rank token counts within one; decode tiles = sum over ranks of ceil(n_r / tile);
     K/V tile loads independent of G."""
     S, tile = 1003, 16
-    g8 = split_kv_schedule(1, S, num_cubes=4, pes_per_cube=8, tile=tile, causal=True, start_cube=3, start_pe=5)
+    cfg = SplitKV(tile=tile, num_cubes=4, pes_per_cube=8, start_cube=3, start_pe=5)
+    g8 = cfg.schedule(1, S, causal=True)
     assert max(g8.rank_tokens) - min(g8.rank_tokens) <= 1 and sum(g8.rank_tokens) == S
     assert g8.tiles_computed == sum(-(-n // tile) for n in g8.rank_tokens)
     assert g8.critical_path_tiles == max(-(-n // tile) for n in g8.rank_tokens)
-    g1 = split_kv_schedule(1, S, AttentionGeometry(8, 8, 128), num_cubes=4, pes_per_cube=8, tile=tile,
-                           causal=True, start_cube=3, start_pe=5)
+    g1 = cfg.schedule(1, S, AttentionGeometry(8, 8, 128), causal=True)
     assert g1.kv_tile_loads == g8.kv_tile_loads == 2 * 8 * g8.tiles_computed
     assert g8.gemm_flops == 8 * g1.gemm_flops
-
-
-def test_split_kv_grad_matches_reference():
-    T, S, N, K, H = 6, 29, 4, 2, 8
-    q, k, v = random_qkv(13, T, S, N, K, H)
-    errs = grad_errors(split_kv_attention, q, k, v, causal=True, tile=3, q_block=4, num_cubes=2, pes_per_cube=2,
-                       placement="contiguous", start_cube=1)
-    assert max(errs) <= 1e-5, errs
-
-
-def test_split_kv_bf16_within_2x_of_dense_bf16():
-    T, S, N, K, H = 1, 256, 8, 1, 64
-    q, k, v = random_qkv(14, T, S, N, K, H)
-    ref, _ = reference(q, k, v, causal=True)
-    bf = [jnp.asarray(np.asarray(x).astype(jnp.bfloat16)) for x in (q, k, v)]
-    out, _ = jax.jit(lambda q, k, v: split_kv_attention(q, k, v, causal=True, tile=16, num_cubes=2,
-                                                        pes_per_cube=4))(*bf)
-    err, err_dense = rel_err(out, ref), rel_err(dense_bf16(*bf, causal=True), ref)
-    assert 1e-4 < err <= 2 * err_dense, (err, err_dense)
 
 
 BAD = {
@@ -180,28 +151,23 @@ BAD = {
     "P>8": ({"pes_per_cube": 16}, "pes_per_cube"),
     "start_cube": ({"num_cubes": 2, "start_cube": 2}, "start_cube"),
     "start_pe": ({"pes_per_cube": 2, "start_pe": -1}, "start_pe"),
-    "placement": ({"placement": "random"}, "layout"),
+    "placement": ({"placement": "random"}, "placement"),
     "reduce": ({"reduce": "ring"}, "reduce"),
-    "capacity<S": ({"capacity": 5}, "capacity"),
+    "capacity<=0": ({"capacity": 0}, "capacity"),
 }
 
 
 @pytest.mark.parametrize("bad", BAD.values(), ids=BAD.keys())
-def test_split_kv_bad_input_raises(bad):
+def test_split_kv_config_rejects_bad_knobs(bad):
     kw, name = bad
-    q, k, v = random_qkv(0, 1, 10, 4, 2, 8)
     with pytest.raises(ValueError, match=name):
-        split_kv_attention(q, k, v, **kw)
+        SplitKV(**kw)
 
 
-def test_split_kv_bad_shapes_raise():
-    q, k, v = random_qkv(0, 4, 10, 4, 2, 8)
-    with pytest.raises(ValueError, match=r"v\.shape"):
-        split_kv_attention(q, k, v[:9])
-    with pytest.raises(ValueError, match=r"q\.shape"):
-        split_kv_attention(q[:, :3], k, v)
-    with pytest.raises(ValueError, match=r"q\.shape\[0\]"):
-        split_kv_attention(jnp.zeros((11, 4, 8)), k, v, causal=True)
+def test_capacity_below_the_keys_is_refused_at_the_call():
+    q, k, v = random_qkv(0, 1, 10, 4, 2, 8)
+    with pytest.raises(ValueError, match="capacity=5 must be an int >= the number of keys S=10"):
+        SplitKV(capacity=5)(q, k, v)
 
 
 @pytest.mark.parametrize("C,P", [(1, 1), (1, 8), (2, 4), (3, 8), (3, 1)])
@@ -222,12 +188,12 @@ def test_all_reduce_plan_is_recursive_doubling_and_every_rank_gets_the_answer(C,
     assert all(h == set(range(R)) for h in held)
     T, S, N, K, H = 1, 23, 4, 2, 8
     q, k, v = random_qkv(31, T, S, N, K, H)
-    kw = {"tile": 4, "num_cubes": C, "pes_per_cube": P}
-    out, lse = finalize(reduce_partials(split_kv_partials(q, k, v, **kw), plan))
+    cfg = SplitKV(tile=4, num_cubes=C, pes_per_cube=P, reduce="all_reduce")
+    out, lse = finalize(reduce_partials(cfg.partials(q, k, v), plan))
     want_out, want_lse = numpy_attention(q, k, v)
     for r in range(R):
         assert rel_err(jnp.transpose(out[r], (1, 0, 2, 3)).reshape(T, N, H), want_out) < 1e-5
         assert rel_err(jnp.transpose(lse[r], (0, 2, 1)).reshape(N, T), want_lse) < 1e-5
-    assert_matches_reference(split_kv_attention(q, k, v, reduce="all_reduce", **kw), reference(q, k, v))
-    sch = split_kv_schedule(1, 4 * R, num_cubes=C, pes_per_cube=P, reduce="all_reduce")
+    assert_matches_reference(cfg(q, k, v), reference(q, k, v))
+    sch = cfg.schedule(1, 4 * R)
     assert sch.reduce_rounds == plan.num_rounds and sch.reduce_bytes == plan.messages() * sch.payload_bytes

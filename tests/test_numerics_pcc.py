@@ -103,3 +103,27 @@ def test_bad_input():
         pcc(np.zeros(3, np.float32), np.zeros(4, np.float32))
     with pytest.raises(ValueError, match="golden.dtype"):
         pcc(np.zeros(3, np.int32), np.zeros(3, np.float32))
+
+
+@pytest.mark.parametrize("frac", [0.1, 0.999])
+def test_compare_counts_nonfinite_and_never_reports_zero_error(frac):
+    """Issue 20: NaN in 10% (or 99.9%) of the candidate used to give max-abs 0, rel-Frobenius 0."""
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal(1000).astype(np.float32)
+    c = g.copy()
+    bad = rng.permutation(1000)[: round(frac * 1000)]
+    c[bad] = np.nan
+    rep = compare(g, c)
+    assert (rep.nonfinite, rep.calculated_nonfinite, rep.golden_nonfinite) == (len(bad), len(bad), 0)
+    assert not rep.finite
+    assert np.isnan(rep.max_abs) and np.isnan(rep.mean_abs) and np.isnan(rep.rel_fro)
+    assert f"NON-FINITE: {len(bad)} in calculated" in str(rep)
+
+
+def test_compare_identical_nonfinite_values_agree():
+    g = np.array([1.0, NAN, INF, -INF], np.float32)
+    rep = compare(g, g.copy())
+    assert (rep.nonfinite, rep.golden_nonfinite, rep.calculated_nonfinite) == (0, 3, 3)
+    assert rep.finite and rep.max_abs == 0.0
+    assert "NON-FINITE" in str(rep)  # still said, though they agree
+    assert not compare(g, np.array([1.0, NAN, -INF, -INF], np.float32)).finite  # +Inf vs -Inf

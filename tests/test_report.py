@@ -78,7 +78,7 @@ def test_quick_report_writes_every_section(quick_run):
 
     golden = secs["golden"]["results"]
     assert golden["hf"]["all_met"] and golden["attention"]["all_met"]
-    assert {r["algorithm"].split(" ")[0] for r in golden["attention"]["rows"]} >= {"flash", "split-KV", "ring"}
+    assert {r["algorithm"].split(":")[0] for r in golden["attention"]["rows"]} >= {"flash", "split_kv", "ring"}
     assert any("sharded" in r["algorithm"] for r in golden["attention"]["rows"])
     prec = secs["precision"]["results"]
     for pol in prec["policies"].values():  # device precision loses something, but not much, per layer

@@ -24,12 +24,13 @@ import math
 from typing import Literal
 
 from jaxref.attention import AttentionGeometry
+from jaxref.attention.reduce import REDUCES
 from jaxref.validation import check_choice, choices_of
 
 Case = Literal["decode", "decode_sp", "prefill", "prefill_sp"]
 Pipeline = Literal["opt1", "opt2", "opt3"]
-Reduce = Literal["tree", "all_to_all", "all_reduce"]
-CASES, PIPELINES, REDUCES = choices_of(Case), choices_of(Pipeline), choices_of(Reduce)
+Reduce = Literal[REDUCES]  # the reduce kinds of jaxref.attention.reduce_plan, defined there once
+CASES, PIPELINES = choices_of(Case), choices_of(Pipeline)
 # model name -> (geometry, decoder layers)
 MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
 TILE_RANGE = (32, 4096)  # keys per tile: one composite N tile .. a one-shot sweep of a short shard

@@ -3,8 +3,8 @@
 The model needs the counts as functions of (S, TILE, C, P) that ``jit`` / ``vmap`` / ``grad``
 can trace, and at S up to 1M where enumerating a prefill schedule tile by tile is impossible. So
 each count below is a closed form in the schedule's own parameters; ``tests/test_ahbm_counts.py``
-checks it equal to ``jaxref.attention``'s ``split_kv_schedule`` / ``flash_schedule`` /
-``ring_plan`` / ``reduce_plan`` at integer points. With ``relax`` the ceilings are ``sceil``
+checks it equal to ``jaxref.attention``'s ``SplitKV.schedule`` / ``Flash.schedule`` /
+``Ring.plan`` / ``reduce_plan`` at integer points. With ``relax`` the ceilings are ``sceil``
 (continuous, equal at integers). Reduce paths are read off ``reduce_plan``'s rounds directly.
 
 A *visit* is one q block's sweep of consecutive tiles on one PE (its own Q load / store and
@@ -34,7 +34,7 @@ def lane_tile(S, lanes, tile, *, relax: Relax | None):
 
 def decode_counts(S, tile, ranks, *, relax: Relax | None):
     """Decode (no-SP: ranks = 1): tiles per visit of the critical rank
-    (= split_kv_schedule.critical_path_tiles) and the effective tile."""
+    (= SplitKV.schedule(...).critical_path_tiles) and the effective tile."""
     keys, te = lane_tile(S, ranks, tile, relax=relax)
     return sceil(keys / te, relax=relax), te
 

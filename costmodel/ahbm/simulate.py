@@ -1,7 +1,7 @@
 """SimPy event simulation of the ADR-0060 kernels: the independent check of ``cases``.
 
-It executes ``jaxref.attention``'s schedules themselves (``split_kv_plan`` / ``flash_plan`` /
-``ring_plan`` tile lists, ``reduce_plan`` messages) op by op on resources: per PE an HBM
+It executes ``jaxref.attention``'s plans themselves (``SplitKV`` / ``Flash`` /
+``Ring`` ``.plan`` tile lists, ``reduce_plan`` messages) op by op on resources: per PE an HBM
 controller, a GEMM and a MATH engine (SimPy ``Resource``s, FIFO) and the kernel's CPU (the PE's
 process, paying ``cpu_issue_s`` per issued op); per CUBE a ring link (serialised sends); IPCQ
 messages between PEs and CUBE-NOC / UCIe messages between CUBEs with hop latency. The rules of
@@ -31,7 +31,7 @@ from costmodel.ahbm.pipeline import (
     US,
 )
 from costmodel.hardware import AHBM
-from jaxref.attention import TileConfig, flash_plan, kv_placement, ring_plan, split_kv_plan
+from jaxref.attention import Flash, Ring, SplitKV
 
 
 class PE:
@@ -150,8 +150,7 @@ def simulate(cfg: AhbmConfig, hw: AHBM) -> dict:
 
 def _decode(env, cfg, hw, G, d):
     C, P = (cfg.cubes, cfg.pes) if cfg.case == "decode_sp" else (1, 1)
-    placement = kv_placement(cfg.seq_len, num_cubes=C, pes_per_cube=P)
-    plan, _, _ = split_kv_plan(1, cfg.seq_len, tiles=TileConfig(cfg.tile, None), placement=placement, causal=False)
+    plan, _, _ = SplitKV(tile=cfg.tile, num_cubes=C, pes_per_cube=P).plan(1, cfg.seq_len, causal=False)
     R = C * P
     pes = [PE(env, hw) for _ in range(R)]
     tiles = {r: [] for r in range(R)}
@@ -220,8 +219,7 @@ def _visits(plan, lane, pes_per_cube):
 
 
 def _prefill(env, cfg, hw, G, d):
-    plan = flash_plan(cfg.seq_len, cfg.seq_len, tiles=TileConfig(cfg.tile, cfg.tile), causal=True,
-                      causal_skip=cfg.causal_skip)
+    plan = Flash(cfg.tile, cfg.tile, causal_skip=cfg.causal_skip).plan(cfg.seq_len, cfg.seq_len, causal=True)
     pe = PE(env, hw)
     te = plan.tile
     rows = G * te
@@ -241,8 +239,7 @@ def _prefill(env, cfg, hw, G, d):
 
 def _ring(env, cfg, hw, d):
     C, P = cfg.cubes, cfg.pes
-    _, valid, plans = ring_plan(cfg.seq_len, cfg.seq_len, num_cubes=C, tiles=TileConfig(cfg.tile, cfg.tile),
-                                causal=True)
+    _, valid, plans = Ring(cfg.tile, cfg.tile, num_cubes=C).plan(cfg.seq_len, cfg.seq_len, causal=True)
     te = plans[0].tile
     rows = te
     pes = [[PE(env, hw) for _ in range(P)] for _ in range(C)]

@@ -1,29 +1,20 @@
-"""Every ADR-0060 attention algorithm against the dense reference, on single-device emulations and
-on a ('cube', 'pe') mesh of fake CPU devices (``jax.shard_map``).
+"""Every registered attention algorithm (``jaxref.attention.IMPLEMENTATIONS``) against the dense
+reference, on single-device emulations and on a ('cube', 'pe') mesh of fake CPU devices.
 
-Each row runs one algorithm on one problem and compares its (out [T, N, H], lse [N, T]) with
-``attention_reference`` on the same float32 inputs: max-abs of out and of lse, and the PCC of out.
+Each row runs one registry entry (tiles sized to the problem) on one problem through
+``jaxref.checks``: max-abs of out and of lse, the PCC of out, and the count of non-finite values.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxref.attention import (
-    attention_reference,
-    flash_attention,
-    ring_attention,
-    ring_attention_sharded,
-    split_kv_attention,
-    split_kv_attention_sharded,
-)
-from jaxref.numerics import pcc
+from jaxref.attention import IMPLEMENTATIONS, MESH_AXES, Flash, Implementation
+from jaxref.checks import AttentionCheck, check_implementations
 
 # fp32 online softmax vs the dense softmax: a few ulp of |out| <= max|v| ~ 4 and of lse ~ log S.
 MAX_ABS_TOL = 2e-5
@@ -63,61 +54,33 @@ def problems(quick: bool) -> dict[str, Problem]:
             "decode": Problem("decode", 1, 8000, 16, 2, 128, False, tile=512, q_block=None)}
 
 
-# (label, problem, fn(q, k, v, p: Problem) -> (out, lse), also in quick). Quick runs one variant of
-# each algorithm: every row costs an XLA compile of an unrolled sweep, seconds each on CPU.
-ALGORITHMS: tuple[tuple[str, str, Callable, bool], ...] = (
-    ("flash", "prefill",
-     lambda q, k, v, p: flash_attention(q, k, v, causal=p.causal, tile=p.tile, q_block=p.q_block), True),
-    ("flash", "decode",
-     lambda q, k, v, p: flash_attention(q, k, v, causal=p.causal, tile=p.tile, q_block=p.q_block), True),
-    ("split-KV 4x8 ranks, round-robin, tree reduce", "decode",
-     lambda q, k, v, p: split_kv_attention(q, k, v, causal=p.causal, tile=p.tile // 4, num_cubes=4,
-                                           pes_per_cube=8), True),
-    ("split-KV 4x8 ranks, contiguous, all-to-all", "decode",
-     lambda q, k, v, p: split_kv_attention(q, k, v, causal=p.causal, tile=p.tile // 4, num_cubes=4,
-                                           pes_per_cube=8, placement="contiguous", reduce="all_to_all"), False),
-    ("split-KV 2x4 ranks, tree reduce", "prefill",
-     lambda q, k, v, p: split_kv_attention(q, k, v, causal=p.causal, tile=p.tile // 4, q_block=p.q_block,
-                                           num_cubes=2, pes_per_cube=4), False),
-    *((f"ring C=8, {o}", "prefill",
-       functools.partial(lambda q, k, v, p, o: ring_attention(q, k, v, causal=p.causal, tile=p.tile // 4,
-                                                              q_block=p.q_block, ordering=o), o=o), o == "zigzag")
-      for o in ("contiguous", "zigzag", "striped")),
-)
+def runs_on(name: str, quick: bool) -> tuple[str, ...]:
+    """Problems a registry entry runs on. Every row costs an XLA compile (seconds on CPU), so
+    ``quick`` runs split-KV on decode and the rest on prefill; the ring (prefill-SP, its PEs split
+    the query rows) never runs decode."""
+    if name.startswith("ring"):
+        return ("prefill",)
+    if quick:
+        return ("decode",) if name.startswith("split_kv") else ("prefill",)
+    return ("prefill", "decode")
 
 
-@dataclasses.dataclass(frozen=True)
-class ShardedCase:
-    """A multi-device row: ``fn(q, k, v, *, mesh, p: Problem)`` on a mesh of ``shape`` over ``axes``."""
-
-    label: str
-    problem: str
-    shape: tuple[int, ...]
-    axes: tuple[str, ...]
-    fn: Callable
-    in_quick: bool = True
+def describe(cfg) -> str:
+    """``Name(knob=value, ...)`` with the knobs that differ from their defaults (no mesh)."""
+    knobs = [f"{f.name}={getattr(cfg, f.name)!r}" for f in dataclasses.fields(cfg)
+             if f.name != "mesh" and getattr(cfg, f.name) != f.default]
+    return f"{type(cfg).__name__}({', '.join(knobs)})"
 
 
-SHARDED: tuple[ShardedCase, ...] = (
-    ShardedCase("split-KV sharded, 4x2 mesh, tree reduce", "decode", (4, 2), ("cube", "pe"),
-                lambda q, k, v, *, mesh, p: split_kv_attention_sharded(q, k, v, mesh=mesh, causal=p.causal,
-                                                                       tile=p.tile // 4)),
-    ShardedCase("split-KV sharded, 2x4 mesh, contiguous, all-to-all", "prefill", (2, 4), ("cube", "pe"),
-                lambda q, k, v, *, mesh, p: split_kv_attention_sharded(
-                    q, k, v, mesh=mesh, causal=p.causal, tile=p.tile // 4, q_block=p.q_block,
-                    placement="contiguous", reduce="all_to_all"), in_quick=False),
-    ShardedCase("split-KV sharded, 8x1 mesh, one-shot all-reduce", "decode", (8, 1), ("cube", "pe"),
-                lambda q, k, v, *, mesh, p: split_kv_attention_sharded(q, k, v, mesh=mesh, causal=p.causal,
-                                                                       tile=p.tile // 4, reduce="all_reduce"),
-                in_quick=False),
-    ShardedCase("ring sharded, 4x2 mesh (C=4 < G, 2 q heads per CUBE), zigzag", "prefill", (4, 2), ("cube", "pe"),
-                lambda q, k, v, *, mesh, p: ring_attention_sharded(q, k, v, mesh=mesh, causal=p.causal,
-                                                                   ordering="zigzag", tile=p.tile // 4)),
-    ShardedCase("ring sharded, 8x1 mesh (C=G), striped", "prefill", (8, 1), ("cube", "pe"),
-                lambda q, k, v, *, mesh, p: ring_attention_sharded(q, k, v, mesh=mesh, causal=p.causal,
-                                                                   ordering="striped", tile=p.tile // 4),
-                in_quick=False),
-)
+def sized(impl: Implementation, p: Problem):
+    """The registry config with tiles sized to the problem (flash sweeps p.tile keys per tile, the
+    distributed forms a quarter of it per rank / block; q blocks as the problem says)."""
+    cfg = impl.config
+    if not hasattr(cfg, "tile"):
+        return cfg
+    tile = p.tile if isinstance(cfg, Flash) else p.tile // 4
+    q_block = getattr(cfg, "q_block", None) and p.q_block
+    return dataclasses.replace(cfg, tile=tile, q_block=q_block)
 
 
 def inputs(p: Problem, seed: int = 0):
@@ -126,45 +89,42 @@ def inputs(p: Problem, seed: int = 0):
                  for shape in ((p.T, p.N, p.H), (p.S, p.K, p.H), (p.S, p.K, p.H)))
 
 
-def compare_row(label: str, p: Problem, got, ref, kind: str) -> dict:
-    (out, lse), (r_out, r_lse) = (tuple(np.asarray(a) for a in x) for x in (got, ref))
-    row = {"algorithm": label, "problem": p.name, "kind": kind, "out_max_abs": float(np.abs(out - r_out).max()),
-           "out_pcc": pcc(r_out, out), "lse_max_abs": float(np.abs(lse - r_lse).max())}
-    row["ok"] = row["out_max_abs"] <= MAX_ABS_TOL and row["lse_max_abs"] <= MAX_ABS_TOL
-    return row
-
-
-def sharded_rows(probs: dict[str, Problem], refs: dict, data: dict, quick: bool) -> list[dict]:
-    """The ``SHARDED`` rows; each needs prod(shape) JAX devices (the report starts JAX with 8 CPU ones)."""
-    rows = []
-    for case in SHARDED:
-        if quick and not case.in_quick:
+def meshes_for(impls) -> dict[tuple[int, int], jax.sharding.Mesh]:
+    """One ('cube', 'pe') mesh per shape the sharded entries need: the default backend's devices if
+    there are enough (a real mesh), else the fake CPU ones (the report starts JAX with 8)."""
+    out = {}
+    for impl in impls.values():
+        if impl.mesh is None or impl.mesh in out:
             continue
-        need = int(np.prod(case.shape))
-        # The default backend's devices if there are enough (a real mesh), else the fake CPU ones.
+        need = int(np.prod(impl.mesh))
         devices = jax.devices() if jax.device_count() >= need else jax.devices("cpu")
         if len(devices) < need:
-            raise ValueError(f"{case.label}: needs {need} devices, JAX has {len(devices)} (set "
+            raise ValueError(f"{impl.name}: needs {need} devices, JAX has {len(devices)} (set "
                              f"jax.config.update('jax_num_cpu_devices', {need}) before JAX starts)")
-        mesh = jax.make_mesh(case.shape, case.axes, devices=devices[:need])
-        p = probs[case.problem]
-        replicated = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-        got = jax.jit(functools.partial(case.fn, mesh=mesh, p=p))(*jax.device_put(data[p.name], replicated))
-        rows.append(compare_row(case.label, p, got, refs[p.name], f"{need} {devices[0].platform} devices"))
-    return rows
+        out[impl.mesh] = jax.make_mesh(impl.mesh, MESH_AXES, devices=devices[:need])
+    return out
+
+
+def row(check: AttentionCheck, impl: Implementation, p: Problem) -> dict:
+    kind = "1 device (emulated ranks)" if impl.mesh is None else f"{int(np.prod(impl.mesh))} devices"
+    mesh = "" if impl.mesh is None else f" on a {impl.mesh[0]}x{impl.mesh[1]} mesh"
+    return {"algorithm": f"{impl.name}: {describe(sized(impl, p))}{mesh}",
+            "problem": p.name, "kind": kind, "out_max_abs": check.out.max_abs, "out_pcc": check.out.pcc,
+            "lse_max_abs": check.lse.max_abs, "nonfinite": check.out.nonfinite + check.lse.nonfinite,
+            "ok": check.ok(MAX_ABS_TOL)}
 
 
 def attention_rows(quick: bool) -> tuple[dict[str, Problem], list[dict]]:
-    """(problems, one row per algorithm and sharded case; one variant of each algorithm in ``quick``)."""
+    """(problems, one row per registry entry (but the reference itself) and problem; in ``quick``
+    each entry on one problem)."""
     probs = problems(quick)
-    data = {name: inputs(p) for name, p in probs.items()}
-    refs = {name: jax.jit(functools.partial(attention_reference, causal=p.causal))(*data[name])
-            for name, p in probs.items()}
+    impls = {n: i for n, i in IMPLEMENTATIONS.items() if n != "reference"}
+    meshes = meshes_for(impls)
     rows = []
-    for label, name, fn, in_quick in ALGORITHMS:
-        if quick and not in_quick:
-            continue
-        p = probs[name]
-        got = jax.jit(functools.partial(fn, p=p))(*data[name])
-        rows.append(compare_row(label, p, got, refs[name], "1 device (emulated ranks)"))
-    return probs, rows + sharded_rows(probs, refs, data, quick)
+    for name, p in probs.items():
+        q, k, v = inputs(p)
+        chosen = {n: i for n, i in impls.items() if name in runs_on(n, quick)}
+        by_name = {c.name: c for c in check_implementations(q, k, v, causal=p.causal, implementations=chosen,
+                                                            meshes=meshes, configure=lambda i, p=p: sized(i, p))}
+        rows += [row(by_name[n], chosen[n], p) for n in chosen if n in by_name]
+    return probs, rows

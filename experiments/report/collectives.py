@@ -1,6 +1,6 @@
 """Section 1's decode-SP collectives table: the lowered program's rounds and bytes next to the schedule.
 
-``jaxref.testing.collectives.decode_rows`` lowers ``split_kv_attention_sharded`` on C x P fake CPU
+``jaxref.testing.collectives.decode_rows`` lowers ``SplitKVSharded`` on C x P fake CPU
 devices (P = 8) for every reduce and reads the collectives back from the StableHLO text. It runs in
 a fresh process (``python -m experiments.report.collectives C,C,... P S``, printing the rows as
 JSON): the device count is fixed when JAX starts. C = 5 and 7 have no rectangular CUBE-Group
@@ -68,9 +68,9 @@ def collectives_part(quick: bool) -> tuple[str, dict]:
                                  == (r["schedule_rounds"], r["schedule_bytes_per_device_max"])) for r in rows)
     text = "\n".join([
         "### Decode-SP collectives: lowered program vs schedule", "",
-        (f"Reduce of the (m, l, O) partials of `split_kv_attention_sharded` (T = 1, Llama3-70B heads, "
+        (f"Reduce of the (m, l, O) partials of `SplitKVSharded` (T = 1, Llama3-70B heads, "
          f"S = {p['seq_len']}) on a ('cube', 'pe') mesh of fake CPU devices, P = {p['pes']}, read from the lowered "
-         "StableHLO, next to `split_kv_schedule`'s plan. For all-reduce the plan models recursive doubling; the "
+         "StableHLO, next to `SplitKV.schedule`'s plan. For all-reduce the plan models recursive doubling; the "
          "program fixes only the operand bytes."), "",
         table(rows), "",
         f"**Program matches schedule: {'yes' if ok else 'no'}.**"])

@@ -1,98 +1,63 @@
 """ADR-0060 attention algorithms as executable, differentiable references.
 
-Layout everywhere: q [T, N, H], k / v [S, K, H] (no batch axis; ``jax.vmap`` adds one). Every
-algorithm returns ``(out [T, N, H], lse [N, T])`` like ``attention_reference`` (a fully masked row
-gives out 0, lse MASK_LSE) and has a ``*_schedule`` planning function returning, as plain data,
-the plan the numeric code executes.
+Layout everywhere: q [T, N, H], k / v [S, K, H] (no batch axis; ``jax.vmap`` adds one). Each
+algorithm is a frozen, hashable config object holding its knobs, called like the dense oracle:
 
-* ``flash_attention`` / ``flash_schedule``: tiled online softmax, GQA M-fold, causal tile skip.
-* ``split_kv_attention`` / ``split_kv_schedule``: decode-SP over C x P ranks, 2-level reduce.
-* ``ring_attention`` / ``ring_schedule``: prefill-SP, head-parallel ring KV, causal step skip.
-* ``KVPlacement``: token -> (CUBE, PE, slot) maps (round-robin and contiguous layouts).
-* ``split_kv_attention_sharded``: the same decode-SP with ``jax.shard_map`` on a ('cube', 'pe') mesh
-  (reduce 'tree' / 'all_to_all' by ``lax.ppermute`` rounds, 'all_reduce' by ``pmax`` + ``psum``).
-* ``ring_attention_sharded`` / ``sharded_ring_plan``: the ring on a ('cube', 'pe') mesh, KV blocks
-  passed with ``lax.ppermute``, causal skip with ``lax.cond``.
+    out, lse = Flash(tile=128)(q, k, v, causal=True)       # == attention_reference(q, k, v, causal=True)
+    sched = SplitKV(num_cubes=4, pes_per_cube=8).schedule(1, 8192)   # plain data for the cost model
 
-All of them fold through one online-softmax core (``core``: ``Partial``, ``fold``, ``merge``,
-``finalize``, the GQA fold), as does the expert's cache attention (``jaxref.cache_attention``).
+(a fully masked row gives out 0, lse MASK_LSE; a NaN / Inf in a valid key or value propagates as
+through the reference). Vocabulary: a config's ``plan(T, S, causal=...)`` is the static tables its
+numeric code executes (``SweepPlan`` tile lists, ``KVPlacement`` shard tables, a ``ReducePlan``'s
+rounds); its ``schedule(...)`` is the plain-data counts derived from that plan (cost model input).
+
+* ``Reference``: the dense oracle (``attention_reference``) as a config.
+* ``Flash``: tiled online softmax, GQA M-fold, causal tile skip.
+* ``SplitKV``: decode-SP over C x P ranks, placement + 2-level reduce; ``SplitKVSharded`` the same
+  with ``jax.shard_map`` on a ('cube', 'pe') mesh.
+* ``Ring``: prefill-SP, head-parallel ring KV, causal step skip; ``RingSharded`` on a mesh.
+* ``IMPLEMENTATIONS``: every config with its capability flags (what tests and the report iterate).
+
+All of them fold through one online-softmax core (``jaxref.attention.core``), as does the expert's
+cache attention (``jaxref.cache_attention``).
 """
 
-from jaxref.attention.core import KV_LAYOUTS, Partial, finalize, fold, group_queries, merge, merge_all
-from jaxref.attention.distributed import MESH_AXES, split_kv_attention_sharded
-from jaxref.attention.flash import (
-    flash_attention,
-    flash_attention_jit,
-    flash_plan,
-    flash_schedule,
-)
+from jaxref.attention.distributed import MESH_AXES, SplitKVSharded
+from jaxref.attention.flash import Flash
 from jaxref.attention.geometry import AttentionGeometry
-from jaxref.attention.placement import LAYOUTS, KVPlacement
-from jaxref.attention.reduce import REDUCES, cube_mesh_shape, reduce_partials, reduce_plan
-from jaxref.attention.reference import MASK_LSE, MASK_VALUE, attention_reference, causal_mask
-from jaxref.attention.ring import (
-    ORDERINGS,
-    ring_attention,
-    ring_attention_jit,
-    ring_blocks,
-    ring_plan,
-    ring_schedule,
-)
-from jaxref.attention.ring_sharded import ring_attention_sharded, sharded_ring_plan
-from jaxref.attention.schedule import FlashSchedule, ReducePlan, RingSchedule, SplitKVSchedule, SweepCounts
-from jaxref.attention.split_kv import (
-    kv_placement,
-    split_kv_attention,
-    split_kv_attention_jit,
-    split_kv_partials,
-    split_kv_plan,
-    split_kv_schedule,
-)
-from jaxref.attention.sweep import TileConfig
+from jaxref.attention.placement import KVPlacement
+from jaxref.attention.problem import AttentionProblem
+from jaxref.attention.reduce import reduce_plan
+from jaxref.attention.reference import MASK_LSE, MASK_VALUE, Reference, attention_reference, causal_mask
+from jaxref.attention.registry import IMPLEMENTATIONS, Implementation
+from jaxref.attention.ring import Ring
+from jaxref.attention.ring_sharded import RingSharded
+from jaxref.attention.schedule import FlashSchedule, ReducePlan, RingSchedule, SplitKVSchedule
+from jaxref.attention.split_kv import SplitKV
+from jaxref.attention.sweep import SweepPlan, TileConfig
 
 __all__ = [
-    "KV_LAYOUTS",
-    "LAYOUTS",
+    "IMPLEMENTATIONS",
     "MASK_LSE",
     "MASK_VALUE",
     "MESH_AXES",
-    "ORDERINGS",
-    "REDUCES",
     "AttentionGeometry",
+    "AttentionProblem",
+    "Flash",
     "FlashSchedule",
+    "Implementation",
     "KVPlacement",
-    "Partial",
     "ReducePlan",
+    "Reference",
+    "Ring",
     "RingSchedule",
+    "RingSharded",
+    "SplitKV",
     "SplitKVSchedule",
-    "SweepCounts",
+    "SplitKVSharded",
+    "SweepPlan",
     "TileConfig",
     "attention_reference",
     "causal_mask",
-    "cube_mesh_shape",
-    "finalize",
-    "flash_attention",
-    "flash_attention_jit",
-    "flash_plan",
-    "flash_schedule",
-    "fold",
-    "group_queries",
-    "kv_placement",
-    "merge",
-    "merge_all",
-    "reduce_partials",
     "reduce_plan",
-    "ring_attention",
-    "ring_attention_jit",
-    "ring_attention_sharded",
-    "ring_blocks",
-    "ring_plan",
-    "ring_schedule",
-    "sharded_ring_plan",
-    "split_kv_attention",
-    "split_kv_attention_jit",
-    "split_kv_attention_sharded",
-    "split_kv_partials",
-    "split_kv_plan",
-    "split_kv_schedule",
 ]

@@ -98,8 +98,12 @@ def merge_all(p: Partial, *, max_fn, sum_fn) -> Partial:
 
 
 def finalize(p: Partial) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """Normalise once: out = o / l, lse = m + log l; rows without a valid key give (0, MASK_LSE)."""
-    valid = p.l > 0
+    """Normalise once: out = o / l, lse = m + log l; rows without a valid key give (0, MASK_LSE).
+
+    "Without a valid key" is l == 0 exactly: a NaN l (a NaN / +Inf score or value was folded in)
+    propagates to out and lse as through the dense reference, never mistaken for a masked row.
+    """
+    valid = p.l != 0
     l_safe = jnp.where(valid, p.l, 1.0)
     out = jnp.where(valid[..., None], p.o / l_safe[..., None], 0.0)
     lse = jnp.where(valid, p.m + jnp.log(l_safe), MASK_LSE)
@@ -133,7 +137,8 @@ def attend_chunks(q_m: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, add: jnp.nda
 
     Args:
       q_m: [K, M, H] pre-scaled folded queries; k, v: [K, S, H] (upcast to float32).
-      add: optional float32 [S] added to the scores (``MASK_VALUE`` excludes a key exactly).
+      add: optional float32 [S] added to the scores (``MASK_VALUE`` excludes a key exactly, even
+        a NaN one; its value row still enters P.V with weight 0, so it must be finite).
       kv_chunk: keys per ``lax.scan`` chunk (static); None = one chunk.
     Returns:
       out [K, M, H] float32 and lse [K, M] (rows seeing nothing: out 0, lse ``MASK_LSE``).
@@ -154,7 +159,10 @@ def attend_chunks(q_m: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, add: jnp.nda
             kc, vc = (lax.dynamic_slice_in_dim(a, j * C, C)[None] for a in (kh, vh))  # [1, C, H]
             s = scores(qh[None], kc, kv_layout="KSH")  # [1, M, C]
             if add is not None:
-                s = s + lax.dynamic_slice_in_dim(add, j * C, C)
+                a = lax.dynamic_slice_in_dim(add, j * C, C)
+                # An excluded key is excluded whatever its score (a NaN in a row >= S must not leak,
+                # as in the reference's where); a finite additive bias (the device's -1e9) adds.
+                s = jnp.where(a == MASK_VALUE, MASK_VALUE, s + a)
             return fold(state, s, vc, kv_layout="KSH"), None
 
         init = init_partial((1, qh.shape[0]), H)

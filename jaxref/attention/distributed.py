@@ -23,10 +23,10 @@ from jax import lax
 from jax.sharding import PartitionSpec as PS
 
 from jaxref.attention.core import Partial, finalize, group_queries, lse_to_heads, merge, merge_all, to_heads
-from jaxref.attention.geometry import check_inputs
-from jaxref.attention.reduce import permute_batches, reduce_plan
-from jaxref.attention.split_kv import kv_placement, split_kv_plan
-from jaxref.attention.sweep import SweepPlan, TileConfig, init_sweep_state, run_sweep
+from jaxref.attention.problem import AttentionProblem
+from jaxref.attention.reduce import permute_batches
+from jaxref.attention.split_kv import SplitKV
+from jaxref.attention.sweep import SweepPlan, init_sweep_state, run_sweep
 
 MESH_AXES = ("cube", "pe")
 
@@ -102,52 +102,92 @@ def _unpack(x: jnp.ndarray) -> Partial:
     return Partial(x[..., -2], x[..., -1], x[..., :-2])
 
 
-def split_kv_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = False,
-                               scale: float | None = None, tile: int = 128, q_block: int | None = None,
-                               cube_mesh: tuple[int, int] | None = None, placement: str = "round_robin",
-                               start_cube: int = 0, start_pe: int = 0, capacity: int | None = None,
-                               reduce: str = "tree"):
-    """``split_kv_attention`` with one rank per device of ``mesh`` (axes ('cube', 'pe') = (C, P)).
+class OnMesh:
+    """What the sharded configs share: a ``mesh`` field whose ('cube', 'pe') sizes are the config's
+    (num_cubes, pes_per_cube), set by ``on`` / ``with_mesh``; no user bias / mask (they would need
+    sharding per rank)."""
 
-    q [T, N, H] is replicated; k, v [S, K, H] are laid out by the placement into per-rank shards
-    (host-side gather, standing in for the KV cache already resident per PE). ``reduce``: 'tree'
-    (2-level reduce-to-root, ``lax.ppermute`` rounds), 'all_to_all' (fan-out) or 'all_reduce'
-    (one ``pmax`` + one ``psum``; every rank holds the result). Returns the root rank's
-    (out [T, N, H], lse [N, T]) float32.
+    def check_mesh(self) -> None:
+        """For ``__post_init__``: a given mesh must have the config's (C, P)."""
+        if self.mesh is not None and mesh_shape(self.mesh) != (self.num_cubes, self.pes_per_cube):
+            raise ValueError(f"mesh shape {mesh_shape(self.mesh)} must equal (num_cubes, pes_per_cube)="
+                             f"{(self.num_cubes, self.pes_per_cube)}")
+
+    @classmethod
+    def on(cls, mesh: jax.sharding.Mesh, **knobs):
+        """The config on ``mesh``: num_cubes, pes_per_cube = the mesh's ('cube', 'pe') sizes."""
+        C, P = mesh_shape(mesh)
+        return cls(num_cubes=C, pes_per_cube=P, mesh=mesh, **knobs)
+
+    def with_mesh(self, mesh: jax.sharding.Mesh):
+        """This config bound to ``mesh`` (a registry template has mesh None)."""
+        C, P = mesh_shape(mesh)
+        return dataclasses.replace(self, num_cubes=C, pes_per_cube=P, mesh=mesh)
+
+    def bound_mesh(self, bias, mask) -> tuple[jax.sharding.Mesh, int, int]:
+        """(mesh, C, P) for a call; ValueError when unbound or given a bias / mask."""
+        name = type(self).__name__
+        if bias is not None or mask is not None:
+            raise ValueError(f"{name} takes no bias / mask (got bias={'set' if bias is not None else None}, "
+                             f"mask={'set' if mask is not None else None}); use the single-device form")
+        if self.mesh is None:
+            raise ValueError(f"{name}.mesh=None: bind a ('cube', 'pe') mesh with .with_mesh(mesh)")
+        return (self.mesh, *mesh_shape(self.mesh))
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitKVSharded(OnMesh, SplitKV):
+    """``SplitKV`` with one rank per device of ``mesh`` (axes ('cube', 'pe') = (C, P)).
+
+    q is replicated; k, v are laid out by the placement into per-rank shards (host-side gather,
+    standing in for the KV cache already resident per PE). ``reduce``: 'tree' (``lax.ppermute``
+    rounds), 'all_to_all' (fan-out) or 'all_reduce' (one ``pmax`` + one ``psum``; every rank holds
+    the result). Build it with ``SplitKVSharded.on(mesh, tile=..., ...)`` (C, P from the mesh).
     """
-    C, P = mesh_shape(mesh)
-    T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
-    scale = H**-0.5 if scale is None else scale
-    rplan = reduce_plan(C, P, kind=reduce, cube_mesh=cube_mesh)
-    pl = kv_placement(S, num_cubes=C, pes_per_cube=P, placement=placement, start_cube=start_cube,
-                      start_pe=start_pe, capacity=capacity)
-    plan, tokens, valid = split_kv_plan(T, S, tiles=TileConfig(tile, q_block), placement=pl, causal=causal)
-    uplan = union_plan((plan,))
-    slots = tokens.shape[1]
-    qpos = np.arange(T) + (S - T)
 
-    def per_rank(qg, k_r, v_r, kpos_r, valid_r):
-        state = run_sweep(varying(init_sweep_state(uplan, K, G, H)), uplan, qg[None],
-                          k_r.reshape(1, slots, K, H), v_r.reshape(1, slots, K, H), qpos,
-                          kpos_r.reshape(1, slots), valid_r.reshape(1, slots), scale=scale, causal=causal)
-        state = local = Partial(*(x[:, :, :T] for x in state))  # real rows only: what the reduce moves
-        if rplan.sends == "exchange":
-            state = merge_all(state, max_fn=lambda x: lax.pmax(x, MESH_AXES),
-                              sum_fn=lambda x: lax.psum(x, MESH_AXES))
-        else:
-            src, recv, round_of = permute_batches(rplan)
-            me = lax.axis_index(MESH_AXES)  # cube * P + pe
-            for r in np.unique(round_of):
-                sent = _pack(local if rplan.sends == "local" else state)  # a round's batches run together
-                for b in np.flatnonzero(round_of == r):
-                    perm = [(int(src[b, d]), d) for d in range(C * P) if recv[b, d]]
-                    merged = merge(state, _unpack(lax.ppermute(sent, MESH_AXES, perm)))
-                    take = jnp.asarray(recv[b])[me]
-                    state = Partial(*(jnp.where(take, y, x) for x, y in zip(state, merged)))
-        return finalize(state)
+    mesh: jax.sharding.Mesh | None = None  # None: a registry template, bound with ``on`` / ``with_mesh``
 
-    shard = PS(*MESH_AXES)
-    args = (group_queries(q, K), k[tokens].reshape(C, P, slots, K, H), v[tokens].reshape(C, P, slots, K, H),
-            jnp.asarray(tokens, jnp.int32).reshape(C, P, slots), jnp.asarray(valid).reshape(C, P, slots))
-    out, lse = call_on_mesh(per_rank, mesh, args, (PS(), shard, shard, shard, shard), root=divmod(rplan.root, P))
-    return to_heads(out[0], N), lse_to_heads(lse[0])
+    def __post_init__(self):
+        super().__post_init__()
+        self.check_mesh()
+
+    def __call__(self, q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None):
+        """q [T, N, H]; k, v [S, K, H]; causal / scale as ``attention_reference`` (no bias / mask).
+
+        Returns the root rank's (out [T, N, H], lse [N, T]) float32.
+        """
+        mesh, C, P = self.bound_mesh(bias, mask)
+        pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
+        T, N, K, G, H = pr.T, pr.N, pr.K, pr.G, pr.H
+        rplan = self.reduce_plan
+        plan, tokens, valid = self.plan(T, pr.S, causal=causal)
+        uplan = union_plan((plan,))
+        slots = tokens.shape[1]
+        qpos = pr.query_positions
+
+        def per_rank(qg, k_r, v_r, kpos_r, valid_r):
+            state = run_sweep(varying(init_sweep_state(uplan, K, G, H)), uplan, qg[None],
+                              k_r.reshape(1, slots, K, H), v_r.reshape(1, slots, K, H), qpos,
+                              kpos_r.reshape(1, slots), valid_r.reshape(1, slots), scale=pr.scale, causal=causal)
+            state = local = Partial(*(x[:, :, :T] for x in state))  # real rows only: what the reduce moves
+            if rplan.sends == "exchange":
+                state = merge_all(state, max_fn=lambda x: lax.pmax(x, MESH_AXES),
+                                  sum_fn=lambda x: lax.psum(x, MESH_AXES))
+            else:
+                src, recv, round_of = permute_batches(rplan)
+                me = lax.axis_index(MESH_AXES)  # cube * P + pe
+                for r in np.unique(round_of):
+                    sent = _pack(local if rplan.sends == "local" else state)  # a round's batches run together
+                    for b in np.flatnonzero(round_of == r):
+                        perm = [(int(src[b, d]), d) for d in range(C * P) if recv[b, d]]
+                        merged = merge(state, _unpack(lax.ppermute(sent, MESH_AXES, perm)))
+                        take = jnp.asarray(recv[b])[me]
+                        state = Partial(*(jnp.where(take, y, x) for x, y in zip(state, merged)))
+            return finalize(state)
+
+        shard = PS(*MESH_AXES)
+        args = (group_queries(q, K), k[tokens].reshape(C, P, slots, K, H), v[tokens].reshape(C, P, slots, K, H),
+                jnp.asarray(tokens, jnp.int32).reshape(C, P, slots), jnp.asarray(valid).reshape(C, P, slots))
+        out, lse = call_on_mesh(per_rank, mesh, args, (PS(), shard, shard, shard, shard),
+                                root=divmod(rplan.root, P))
+        return to_heads(out[0], N), lse_to_heads(lse[0])

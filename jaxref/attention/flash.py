@@ -1,18 +1,20 @@
 """Single-device FlashAttention with GQA M-fold and causal tile classification (ADR sections 3, 5.2, 5.4).
 
-``flash_attention`` has the signature and residuals of ``attention_reference``; ``flash_schedule``
-returns the plan it executes as plain data.
+``Flash(tile=128)`` is the algorithm: called like ``attention_reference`` (same residuals), its
+``plan`` is the static tile plan the numeric code executes and its ``schedule`` the plain-data
+counts of that plan (what the cost model consumes).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
-import jax
 import numpy as np
 
 from jaxref.attention.core import finalize, group_queries, lse_to_heads, to_heads
-from jaxref.attention.geometry import AttentionGeometry, check_inputs, check_schedule_args
+from jaxref.attention.geometry import AttentionGeometry, schedule_problem
+from jaxref.attention.problem import AttentionProblem
 from jaxref.attention.schedule import FlashSchedule, problem_counts
 from jaxref.attention.sweep import (
     FUTURE,
@@ -28,64 +30,62 @@ from jaxref.attention.sweep import (
 
 
 @functools.lru_cache(maxsize=256)
-def flash_plan(num_queries: int, num_keys: int, *, tiles: TileConfig, causal: bool,
-               causal_skip: bool = True) -> SweepPlan:
-    """The static tile plan of ``flash_attention`` (one lane)."""
+def _plan(num_queries: int, num_keys: int, tiles: TileConfig, causal: bool, causal_skip: bool) -> SweepPlan:
     qpos = np.arange(num_queries) + (num_keys - num_queries)  # bottom-right aligned
     kpos = np.arange(num_keys)[None]
     return plan_sweep(qpos, kpos, np.ones_like(kpos, bool), tiles=tiles, causal=causal, causal_skip=causal_skip)
 
 
-def flash_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None,
-                    tile: int = 128, q_block: int | None = None, causal_skip: bool = True):
-    """Tiled online-softmax attention, equal to ``attention_reference``.
+@dataclasses.dataclass(frozen=True)
+class Flash:
+    """Tiled online-softmax attention (one device), equal to ``attention_reference``.
 
-    Args:
-      q: [T, N, H]; k, v: [S, K, H] (any float dtype: GEMM operands stay in the input dtype with
-        fp32 accumulation, P is rounded to v's dtype before P.V, softmax state is fp32).
-      bias: optional additive float bias broadcastable to [N, T, S].
-      mask: optional boolean keep-mask broadcastable to [N, T, S].
-      causal: bottom-right aligned causal mask; needs T <= S.
-      scale: score scale, default H ** -0.5.
-      tile: keys per KV tile (any S: the last tile is ragged). q_block: query rows per block
-        (None = one block). causal_skip: False computes wholly-future tiles under the mask
-        (only to measure what the skip saves).
-    Returns:
-      out [T, N, H] float32, lse [N, T] float32; a fully masked row gives out 0, lse MASK_LSE.
+    GEMM operands stay in the input dtype with fp32 accumulation, P is rounded to v's dtype before
+    P.V, the softmax state is fp32.
     """
-    T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
-    scale = H**-0.5 if scale is None else scale
-    plan = flash_plan(T, S, tiles=TileConfig(tile, q_block), causal=causal, causal_skip=causal_skip)
-    b, m = user_bias_mask(bias, mask, N, K, T, S)  # [K, T, G, S]
-    qpos = np.arange(T) + (S - T)
-    state = init_sweep_state(plan, K, G, H)
-    state = run_sweep(state, plan, group_queries(q, K)[None], k[None], v[None], qpos, np.arange(S)[None],
-                      np.ones((1, S), bool), bias=None if b is None else b[None],
-                      mask=None if m is None else m[None], scale=scale, causal=causal)
-    out, lse = finalize(state)
-    return to_heads(out[0, :, :T], N), lse_to_heads(lse[0, :, :T])
 
+    tile: int = 128  # keys per KV tile (any S: the last tile is ragged)
+    q_block: int | None = None  # query rows per block (None = all T in one block)
+    causal_skip: bool = True  # False computes wholly-future tiles under the mask (to measure the skip)
 
-flash_attention_jit = jax.jit(flash_attention, static_argnames=("causal", "scale", "tile", "q_block",
-                                                                 "causal_skip"))
+    def __post_init__(self):
+        TileConfig(self.tile, self.q_block)  # validates tile / q_block
+        if type(self.causal_skip) is not bool:  # (1 / 0 are not accepted for a flag)
+            raise ValueError(f"causal_skip={self.causal_skip!r} must be a bool")
 
+    @property
+    def tiles(self) -> TileConfig:
+        return TileConfig(self.tile, self.q_block)
 
-def flash_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry | None = None, *,
-                   causal: bool = False, tile: int = 128, q_block: int | None = None,
-                   causal_skip: bool = True, dtype_bytes: int = 2) -> FlashSchedule:
-    """Plain-data schedule of ``flash_attention`` for T = num_queries, S = num_keys.
+    def plan(self, num_queries: int, num_keys: int, *, causal: bool) -> SweepPlan:
+        """The static one-lane tile plan ``__call__`` executes."""
+        return _plan(num_queries, num_keys, self.tiles, causal, self.causal_skip)
 
-    geometry defaults to Llama3-70B (64 q heads, 8 kv heads, d 128).
-    """
-    g = AttentionGeometry.llama3_70b() if geometry is None else geometry
-    check_schedule_args(num_queries, num_keys, causal=causal, dtype_bytes=dtype_bytes)
-    plan = flash_plan(num_queries, num_keys, tiles=TileConfig(tile, q_block), causal=causal,
-                      causal_skip=causal_skip)
-    kinds = [(qi, kj, PAST) for _, qi, kj in plan.past] + [(qi, kj, PARTIAL) for _, qi, kj in plan.partial]
-    kinds += [(qi, kj, FUTURE) for _, qi, kj in plan.future]
-    io_bytes = num_queries * g.num_heads * g.head_dim * dtype_bytes
-    return FlashSchedule(
-        **problem_counts((plan,), g, num_queries=num_queries, num_keys=num_keys, causal=causal,
-                         heads_per_lane=g.group, dtype_bytes=dtype_bytes),
-        causal_skip=causal_skip, num_q_blocks=plan.num_q_blocks, num_kv_tiles=plan.num_tiles,
-        q_bytes=io_bytes, out_bytes=io_bytes, tiles=tuple(sorted(kinds)))
+    def __call__(self, q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None):
+        """q [T, N, H]; k, v [S, K, H]; bias / mask broadcastable to [N, T, S]; causal bottom-right.
+
+        Returns out [T, N, H] float32, lse [N, T] float32; a fully masked row gives out 0, lse MASK_LSE.
+        """
+        pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
+        plan = self.plan(pr.T, pr.S, causal=causal)
+        b, m = user_bias_mask(bias, mask, pr.N, pr.K, pr.T, pr.S)  # [K, T, G, S]
+        state = init_sweep_state(plan, pr.K, pr.G, pr.H)
+        state = run_sweep(state, plan, group_queries(q, pr.K)[None], k[None], v[None], pr.query_positions,
+                          np.arange(pr.S)[None], np.ones((1, pr.S), bool), bias=None if b is None else b[None],
+                          mask=None if m is None else m[None], scale=pr.scale, causal=causal)
+        out, lse = finalize(state)
+        return to_heads(out[0, :, :pr.T], pr.N), lse_to_heads(lse[0, :, :pr.T])
+
+    def schedule(self, num_queries: int, num_keys: int, geometry: AttentionGeometry | None = None, *,
+                 causal: bool = False, dtype_bytes: int = 2) -> FlashSchedule:
+        """Plain-data schedule for T = num_queries, S = num_keys (geometry default Llama3-70B)."""
+        g = schedule_problem(num_queries, num_keys, geometry, causal=causal, dtype_bytes=dtype_bytes)
+        plan = self.plan(num_queries, num_keys, causal=causal)
+        kinds = [(qi, kj, PAST) for _, qi, kj in plan.past] + [(qi, kj, PARTIAL) for _, qi, kj in plan.partial]
+        kinds += [(qi, kj, FUTURE) for _, qi, kj in plan.future]
+        io_bytes = num_queries * g.num_heads * g.head_dim * dtype_bytes
+        return FlashSchedule(
+            **problem_counts((plan,), g, num_queries=num_queries, num_keys=num_keys, causal=causal,
+                             heads_per_lane=g.group, dtype_bytes=dtype_bytes),
+            causal_skip=self.causal_skip, num_q_blocks=plan.num_q_blocks, num_kv_tiles=plan.num_tiles,
+            q_bytes=io_bytes, out_bytes=io_bytes, tiles=tuple(sorted(kinds)))

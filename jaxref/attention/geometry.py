@@ -1,4 +1,4 @@
-"""Attention geometry (head counts) and the input checks every ADR-0060 algorithm shares.
+"""Attention geometry (head counts) and the small knob checks the ADR-0060 algorithms share.
 
 Dimension vocabulary: T queries, S keys, N q heads, K kv heads, G = N // K group, H head_dim.
 Layout: q [T, N, H], k / v [S, K, H]; query head n uses kv head n // G (HF ``repeat_kv`` order).
@@ -65,36 +65,6 @@ class AttentionGeometry:
         return cls(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)
 
 
-def check_inputs(q, k, v, *, causal: bool = False, kv_layout: str = "SKH") -> tuple[int, int, int, int, int, int]:
-    """The one argument check of every attention function: q [T, N, H] and k / v [S, K, H]
-    (``kv_layout='SKH'``) or head-major [K, S, H] (``'KSH'``); return (T, S, N, K, G, H).
-
-    Raises ValueError naming the offending argument, the value and what was expected.
-    """
-    check_choice("kv_layout", kv_layout, ("SKH", "KSH"))
-    want = "[S, K, H]" if kv_layout == "SKH" else "[K, S, H]"
-    if q.ndim != 3:
-        raise ValueError(f"q.shape={tuple(q.shape)} must be [T, N, H] (3 dims)")
-    if k.ndim != 3:
-        raise ValueError(f"k.shape={tuple(k.shape)} must be {want} (3 dims)")
-    if v.ndim != 3:
-        raise ValueError(f"v.shape={tuple(v.shape)} must be {want} (3 dims)")
-    T, N, H = q.shape
-    S, K, Hk = k.shape if kv_layout == "SKH" else (k.shape[1], k.shape[0], k.shape[2])
-    if v.shape != k.shape:
-        raise ValueError(f"v.shape={tuple(v.shape)} must equal k.shape={tuple(k.shape)}: K and V differ")
-    if Hk != H:
-        raise ValueError(f"k.shape[2]={Hk} (head_dim) must equal q.shape[2]={H}")
-    if T < 1 or S < 1:
-        raise ValueError(f"need at least one query and one key, got T={T}, S={S}")
-    if N % K:
-        raise ValueError(f"q.shape[1]={N} (q heads) must be divisible by the K={K} kv heads of k")
-    if causal and T > S:
-        raise ValueError(f"causal=True needs q.shape[0]={T} <= S={S} keys (bottom-right aligned: "
-                         "query t sees keys s <= t + S - T)")
-    return T, S, N, K, N // K, H
-
-
 def check_positive(name: str, value, *, allow_none: bool = False) -> None:
     """Raise ValueError unless ``value`` is a positive int (or None when allowed)."""
     if value is None and allow_none:
@@ -103,12 +73,15 @@ def check_positive(name: str, value, *, allow_none: bool = False) -> None:
         raise ValueError(f"{name}={value!r} must be a positive int")
 
 
-def check_schedule_args(num_queries, num_keys, *, causal: bool, dtype_bytes) -> None:
-    """Shared argument checks of the ``*_schedule`` planners (static ints, T <= S when causal)."""
+def schedule_problem(num_queries, num_keys, geometry: AttentionGeometry | None, *, causal: bool,
+                     dtype_bytes) -> AttentionGeometry:
+    """Shared argument checks of the ``schedule`` methods (static ints, T <= S when causal); returns
+    the geometry (default Llama3-70B: 64 q heads, 8 kv heads, d 128)."""
     check_positive("num_queries", num_queries)
     check_positive("num_keys", num_keys)
     check_positive("dtype_bytes", dtype_bytes)
     if causal and num_queries > num_keys:
         raise ValueError(f"causal=True needs num_queries={num_queries} <= num_keys={num_keys}")
+    return AttentionGeometry.llama3_70b() if geometry is None else geometry
 
 

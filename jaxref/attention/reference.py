@@ -11,10 +11,12 @@ An *additive* ``bias`` never fully masks a row: -1e9 is a large number, not an e
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 
-from jaxref.attention.geometry import check_inputs
+from jaxref.attention.problem import AttentionProblem
 
 # Finite stand-in for -inf (jax.nn uses -0.7 * finfo.max): exp(MASK_VALUE - m) underflows to 0
 # without producing inf - inf = NaN in an online softmax.
@@ -50,10 +52,10 @@ def attention_reference(q, k, v, *, bias=None, mask=None, causal: bool = False, 
     Returns:
       out [T, N, H] float32 and lse [N, T] float32 (natural-log sum of exp of scaled, biased scores).
     """
-    T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
-    scale = H**-0.5 if scale is None else scale
+    pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
+    T, S, N, K, G, H = pr.T, pr.S, pr.N, pr.K, pr.G, pr.H
     qg = q.astype(jnp.float32).reshape(T, K, G, H)
-    s = jnp.einsum("TKGH,SKH->KGTS", qg, k.astype(jnp.float32), precision=_HI) * scale
+    s = jnp.einsum("TKGH,SKH->KGTS", qg, k.astype(jnp.float32), precision=_HI) * pr.scale
     s = s.reshape(N, T, S)
     if bias is not None:
         s = s + jnp.asarray(bias, jnp.float32)
@@ -66,11 +68,19 @@ def attention_reference(q, k, v, *, bias=None, mask=None, causal: bool = False, 
     m = jnp.max(s, axis=-1, keepdims=True)
     p = jnp.where(keep, jnp.exp(s - m), 0.0)
     l = jnp.sum(p, axis=-1, keepdims=True)
-    any_valid = l > 0
+    # l == 0 exactly only when every key is excluded; a NaN l (a NaN / Inf score) is not "no key".
+    any_valid = l != 0
     out = jnp.einsum("KGTS,SKH->TKGH", (p / jnp.where(any_valid, l, 1.0)).reshape(K, G, T, S),
                      v.astype(jnp.float32), precision=_HI).reshape(T, N, H)
     lse = jnp.where(any_valid, m + jnp.log(jnp.where(any_valid, l, 1.0)), MASK_LSE)[..., 0]
     return out, lse
 
 
-attention_reference_jit = jax.jit(attention_reference, static_argnames=("causal", "scale"))
+
+@dataclasses.dataclass(frozen=True)
+class Reference:
+    """The dense oracle as an algorithm config (no knobs): ``Reference()(q, k, v, causal=True)``."""
+
+    def __call__(self, q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None):
+        """``attention_reference``: out [T, N, H], lse [N, T] float32."""
+        return attention_reference(q, k, v, bias=bias, mask=mask, causal=causal, scale=scale)

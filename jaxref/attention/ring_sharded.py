@@ -7,7 +7,7 @@ query rows (T / P each, the ADR's query-axis split inside a CUBE) and hold the s
 Each of the C steps folds the held block into the running (m, l, O) with ``sweep.run_sweep``,
 then ``lax.ppermute`` hands K and V (one stacked message) to the next CUBE (ring+, c -> c + 1).
 
-Causal skip, planned statically (``sharded_ring_plan``) from the same tile plans as
+Causal skip, planned statically (``RingSharded.sharded_plan``) from the same tile plans as
 ``ring.ring_attention``: a device whose held block is wholly future (or empty) for its query rows
 skips the step with ``lax.cond`` on its own entry of the static skip table (a step every device
 runs has no cond, a step no device runs has nothing). Inside a step the devices run the union of
@@ -20,6 +20,7 @@ transpose is the inverse permute; cond and scan have their usual rules).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -29,21 +30,22 @@ from jax import lax
 from jax.sharding import PartitionSpec as PS
 
 from jaxref.attention.core import finalize
-from jaxref.attention.distributed import MESH_AXES, call_on_mesh, mesh_shape, union_plan, varying
-from jaxref.attention.geometry import check_inputs
-from jaxref.attention.ring import check_ring_cubes, lanes_to_heads, ring_blocks
+from jaxref.attention.distributed import (
+    MESH_AXES,
+    OnMesh,
+    call_on_mesh,
+    union_plan,
+    varying,
+)
+from jaxref.attention.geometry import check_positive
+from jaxref.attention.problem import AttentionProblem
+from jaxref.attention.ring import Ring, check_ring_cubes, lanes_to_heads, ring_blocks
 from jaxref.attention.sweep import SweepPlan, TileConfig, init_sweep_state, plan_sweep, run_sweep
 
 
 @functools.lru_cache(maxsize=256)
-def sharded_ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, pes_per_cube: int, tiles: TileConfig,
-                      causal: bool, ordering: str = "contiguous"):
-    """Static plan of ``ring_attention_sharded`` on a (C, P) mesh.
-
-    Returns (tokens [C, Lb], valid [C, Lb], step_plans, compute):
-      step_plans[s]: one-lane union ``SweepPlan`` of step s (None when no device computes);
-      compute: bool [C steps, C cubes, P pes], device (c, p) folds its held block at step s.
-    """
+def _sharded_plan(num_queries: int, num_keys: int, num_cubes: int, pes_per_cube: int, tiles: TileConfig,
+                  causal: bool, ordering: str):
     C, P, T = num_cubes, pes_per_cube, num_queries
     tokens, valid = ring_blocks(num_keys, C, ordering)
     tokens.setflags(write=False)
@@ -62,65 +64,79 @@ def sharded_ring_plan(num_queries: int, num_keys: int, *, num_cubes: int, pes_pe
     return tokens, valid, tuple(step_plans), compute
 
 
-def ring_attention_sharded(q, k, v, *, mesh: jax.sharding.Mesh, causal: bool = False,
-                           ordering: str = "contiguous", scale: float | None = None, tile: int = 128,
-                           q_block: int | None = None):
-    """Head-parallel ring attention with one device per (CUBE, PE) of ``mesh``, equal to
-    ``attention_reference`` (and to the one-device ``ring_attention``).
+@dataclasses.dataclass(frozen=True)
+class RingSharded(OnMesh, Ring):
+    """``Ring`` with one device per (CUBE, PE) of ``mesh`` (axes ('cube', 'pe') = (C, P)): C must
+    divide G = N // K (G / C q heads per CUBE), P must divide T (T / P query rows per PE). Equal
+    to ``attention_reference`` and to the one-device ``Ring``; its ``schedule`` is ``Ring``'s.
+    Build it with ``RingSharded.on(mesh, tile=..., ordering=...)``."""
 
-    Args:
-      q: [T, N, H]; k, v: [S, K, H]; causal / scale as ``attention_reference``.
-      mesh: axes ('cube', 'pe') = (C, P): C must divide G = N // K (G / C q heads per CUBE), P must
-        divide T (T / P query rows per PE).
-      ordering: 'contiguous' | 'zigzag' | 'striped' KV block composition (``ring.ring_blocks``).
-      tile, q_block: the per-step flash sweep (q_block rows of a PE's T / P; None = all).
-    Returns:
-      out [T, N, H] float32, lse [N, T] float32.
-    """
-    C, P = mesh_shape(mesh)
-    T, S, _N, K, G, H = check_inputs(q, k, v, causal=causal)
-    check_ring_cubes(C, G)
-    if T % P:
-        raise ValueError(f"q.shape[0]={T} query rows must divide evenly over the mesh's pe axis of size {P}")
-    Gc, rows = G // C, T // P
-    scale = H**-0.5 if scale is None else scale
-    tokens, valid, step_plans, compute = sharded_ring_plan(
-        T, S, num_cubes=C, pes_per_cube=P, tiles=TileConfig(tile, q_block), causal=causal, ordering=ordering)
-    some: SweepPlan = next(p for p in step_plans if p is not None)
+    pes_per_cube: int = 1  # P: PEs per CUBE, splitting the query rows
+    mesh: jax.sharding.Mesh | None = None  # None: a registry template, bound with ``on`` / ``with_mesh``
 
-    def per_device(q_d, kv_d):  # [1, 1, K, rows, Gc, H], [1, 1, 2, Lb, K, H]
-        c, p = lax.axis_index("cube"), lax.axis_index("pe")
-        qpos = p * rows + jnp.arange(rows) + (S - T)
-        kv = kv_d[0, 0]
-        state = varying(init_sweep_state(some, K, Gc, H))
-        for s, plan in enumerate(step_plans):
-            if s:  # ring+ hand-off of the stacked K and V block
-                kv = lax.ppermute(kv, "cube", [(i, (i + 1) % C) for i in range(C)])
-            if plan is None:
-                continue
-            held = (c - s) % C
-            kpos = jnp.asarray(tokens, jnp.int32)[held][None]
-            kvalid = jnp.asarray(valid)[held][None]
+    def __post_init__(self):
+        super().__post_init__()
+        check_positive("pes_per_cube", self.pes_per_cube)
+        self.check_mesh()
 
-            def run(st, plan=plan, kv=kv, kpos=kpos, kvalid=kvalid):
-                return run_sweep(st, plan, q_d[0], kv[0][None], kv[1][None], qpos, kpos, kvalid,
-                                 scale=scale, causal=causal)
+    def sharded_plan(self, num_queries: int, num_keys: int, *, causal: bool):
+        """Static plan on the (C, P) mesh: (tokens [C, Lb], valid [C, Lb], step_plans, compute);
+        step_plans[s]: one-lane union ``SweepPlan`` of step s (None when no device computes);
+        compute: bool [C steps, C cubes, P pes], device (c, p) folds its held block at step s."""
+        if self.num_cubes is None:
+            raise ValueError("RingSharded.num_cubes=None: bind a mesh with .with_mesh(mesh)")
+        return _sharded_plan(num_queries, num_keys, self.num_cubes, self.pes_per_cube, self.tiles, causal,
+                             self.ordering)
 
-            if compute[s].all():
-                state = run(state)
-            else:  # this device skips a wholly-future / empty block
-                state = lax.cond(jnp.asarray(compute[s])[c, p], run, lambda st: st, state)
-        out, lse = finalize(state)  # [1, K, rows_padded, Gc, H], [1, K, rows_padded, Gc]
-        return out[:, :, :rows], lse[:, :, :rows]
+    def __call__(self, q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None):
+        """q [T, N, H]; k, v [S, K, H]; causal / scale as ``attention_reference`` (no bias / mask).
 
-    # q [T, N, H] -> [C, P, K, rows, Gc, H]: device (c, p) holds its heads' query rows.
-    q_dev = jnp.transpose(q.reshape(P, rows, K, C, Gc, H), (3, 0, 2, 1, 4, 5))
-    # [C, P, 2, Lb, K, H]: block c starts on CUBE c, each of its PEs holding it. A per-device copy
-    # rather than a block replicated over 'pe': the backward pass then has no psum over 'pe' of the
-    # block cotangents, which beside the per-device conds stalled XLA:CPU's fake devices.
-    kv_blocks = jnp.broadcast_to(jnp.stack([k[tokens], v[tokens]], 1)[:, None], (C, P, 2, tokens.shape[1], K, H))
-    shard = PS(*MESH_AXES)
-    out, lse = call_on_mesh(per_device, mesh, (q_dev, kv_blocks), (shard, shard))
-    out = jnp.transpose(out[:, :, 0], (0, 2, 1, 3, 4, 5)).reshape(C, K, T, Gc, H)  # [C, P, K, rows, Gc, H]
-    lse = jnp.transpose(lse[:, :, 0], (0, 2, 1, 3, 4)).reshape(C, K, T, Gc)
-    return lanes_to_heads(out, lse)
+        Returns out [T, N, H] float32, lse [N, T] float32.
+        """
+        mesh, C, P = self.bound_mesh(bias, mask)
+        pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
+        T, S, K, G, H = pr.T, pr.S, pr.K, pr.G, pr.H
+        check_ring_cubes(C, G)
+        if T % P:
+            raise ValueError(f"q.shape[0]={T} query rows must divide evenly over the mesh's pe axis of size {P}")
+        Gc, rows = G // C, T // P
+        scale = pr.scale
+        tokens, valid, step_plans, compute = self.sharded_plan(T, S, causal=causal)
+        some: SweepPlan = next(p for p in step_plans if p is not None)
+
+        def per_device(q_d, kv_d):  # [1, 1, K, rows, Gc, H], [1, 1, 2, Lb, K, H]
+            c, p = lax.axis_index("cube"), lax.axis_index("pe")
+            qpos = p * rows + jnp.arange(rows) + (S - T)
+            kv = kv_d[0, 0]
+            state = varying(init_sweep_state(some, K, Gc, H))
+            for s, plan in enumerate(step_plans):
+                if s:  # ring+ hand-off of the stacked K and V block
+                    kv = lax.ppermute(kv, "cube", [(i, (i + 1) % C) for i in range(C)])
+                if plan is None:
+                    continue
+                held = (c - s) % C
+                kpos = jnp.asarray(tokens, jnp.int32)[held][None]
+                kvalid = jnp.asarray(valid)[held][None]
+
+                def run(st, plan=plan, kv=kv, kpos=kpos, kvalid=kvalid):
+                    return run_sweep(st, plan, q_d[0], kv[0][None], kv[1][None], qpos, kpos, kvalid,
+                                     scale=scale, causal=causal)
+
+                if compute[s].all():
+                    state = run(state)
+                else:  # this device skips a wholly-future / empty block
+                    state = lax.cond(jnp.asarray(compute[s])[c, p], run, lambda st: st, state)
+            out, lse = finalize(state)  # [1, K, rows_padded, Gc, H], [1, K, rows_padded, Gc]
+            return out[:, :, :rows], lse[:, :, :rows]
+
+        # q [T, N, H] -> [C, P, K, rows, Gc, H]: device (c, p) holds its heads' query rows.
+        q_dev = jnp.transpose(q.reshape(P, rows, K, C, Gc, H), (3, 0, 2, 1, 4, 5))
+        # [C, P, 2, Lb, K, H]: block c starts on CUBE c, each of its PEs holding it. A per-device copy
+        # rather than a block replicated over 'pe': the backward pass then has no psum over 'pe' of the
+        # block cotangents, which beside the per-device conds stalled XLA:CPU's fake devices.
+        kv_blocks = jnp.broadcast_to(jnp.stack([k[tokens], v[tokens]], 1)[:, None], (C, P, 2, tokens.shape[1], K, H))
+        shard = PS(*MESH_AXES)
+        out, lse = call_on_mesh(per_device, mesh, (q_dev, kv_blocks), (shard, shard))
+        out = jnp.transpose(out[:, :, 0], (0, 2, 1, 3, 4, 5)).reshape(C, K, T, Gc, H)  # [C, P, K, rows, Gc, H]
+        lse = jnp.transpose(lse[:, :, 0], (0, 2, 1, 3, 4)).reshape(C, K, T, Gc)
+        return lanes_to_heads(out, lse)

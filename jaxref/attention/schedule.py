@@ -1,8 +1,9 @@
 """Schedules of the ADR-0060 algorithms as plain data: the single source the cost model consumes.
 
-Each ``*_schedule`` planning function (in ``flash``, ``split_kv``, ``ring``) takes only static
-shapes and knobs and returns one of the frozen dataclasses below (ints, strings and tuples). The
-numeric algorithm executes the very plan the schedule is computed from; tests check both against
+Each algorithm config's ``schedule`` method (``Flash``, ``SplitKV``, ``Ring``; the sharded forms
+inherit theirs) takes only static shapes and returns one of the frozen dataclasses below (ints,
+strings and tuples), computed from the config's ``plan`` (the static tables the numeric code
+executes: ``SweepPlan`` tile lists, shard tables, a ``ReducePlan``'s rounds); tests check both against
 hand-derived formulas from the ADR's verification plan (section 11) and count executed GEMMs.
 
 Conventions: *tiles* are (q block, kv tile) work items of one lane (rank / CUBE), summed over

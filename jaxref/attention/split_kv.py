@@ -4,8 +4,8 @@ Q is replicated on every rank (all G q heads M-folded); one kv head's sequence i
 sharded over R = C * P ranks by a ``KVPlacement``; every rank sweeps only its shard with the flash
 tile loop, producing an unnormalised (m, l, O); the partials merge by log-sum-exp along a static
 ``ReducePlan`` and the root normalises once. On one device the ranks are a stacked axis; the
-per-rank pieces (``sweep.run_sweep`` on one lane, ``sweep.merge``) are what a ``jax.shard_map``
-over a ('cube', 'pe') mesh would run per device, with ``lax.ppermute`` per reduce round.
+per-rank pieces (``sweep.run_sweep`` on one lane, ``reduce.reduce_partials``) are what the
+``jax.shard_map`` form (``distributed.SplitKVSharded``) runs per device.
 
 The same kernel serves chunked prefill (T > 1) with causal masking per rank: a rank's slots map
 to known global positions, so its tiles are classified past / partial / future like flash's.
@@ -13,22 +13,18 @@ to known global positions, so its tiles are classified past / partial / future l
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxref.attention.core import Partial, finalize, group_queries, lse_to_heads, to_heads
-from jaxref.attention.geometry import (
-    AttentionGeometry,
-    check_inputs,
-    check_positive,
-    check_schedule_args,
-)
-from jaxref.attention.placement import KVPlacement
-from jaxref.attention.reduce import check_mesh, reduce_partials, reduce_plan
-from jaxref.attention.schedule import SplitKVSchedule, problem_counts
+from jaxref.attention.geometry import AttentionGeometry, check_positive, schedule_problem
+from jaxref.attention.placement import LAYOUTS, KVPlacement
+from jaxref.attention.problem import AttentionProblem
+from jaxref.attention.reduce import reduce_partials, reduce_plan
+from jaxref.attention.schedule import ReducePlan, SplitKVSchedule, problem_counts
 from jaxref.attention.sweep import (
     SweepPlan,
     TileConfig,
@@ -39,20 +35,9 @@ from jaxref.attention.sweep import (
 )
 
 
-def kv_placement(num_keys: int, *, num_cubes: int, pes_per_cube: int, placement: str = "round_robin",
-                 start_cube: int = 0, start_pe: int = 0, capacity: int | None = None) -> KVPlacement:
-    """The validated ``KVPlacement`` of S = num_keys keys (capacity default S, must be >= S)."""
-    capacity = num_keys if capacity is None else capacity
-    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < num_keys:
-        raise ValueError(f"capacity={capacity!r} must be an int >= the number of keys S={num_keys}")
-    return KVPlacement(num_cubes=num_cubes, pes_per_cube=pes_per_cube, capacity=capacity, layout=placement,
-                       start_cube=start_cube, start_pe=start_pe)
-
-
 @functools.lru_cache(maxsize=256)
-def split_kv_plan(num_queries: int, num_keys: int, *, tiles: TileConfig, placement: KVPlacement,
-                  causal: bool) -> tuple[SweepPlan, np.ndarray, np.ndarray]:
-    """Per-rank sweep plan (one lane per rank) and the shard table (token ids, valid) [R, slots]."""
+def _plan(num_queries: int, num_keys: int, tiles: TileConfig, placement: KVPlacement,
+          causal: bool) -> tuple[SweepPlan, np.ndarray, np.ndarray]:
     tokens, valid = placement.shard_table(num_keys)
     tokens.setflags(write=False)
     valid.setflags(write=False)
@@ -60,100 +45,96 @@ def split_kv_plan(num_queries: int, num_keys: int, *, tiles: TileConfig, placeme
     return plan_sweep(qpos, tokens, valid, tiles=tiles, causal=causal), tokens, valid
 
 
-def split_kv_partials(q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None,
-                      tile: int = 128, q_block: int | None = None, num_cubes: int = 1, pes_per_cube: int = 1,
-                      cube_mesh: tuple[int, int] | None = None, placement: str = "round_robin",
-                      start_cube: int = 0, start_pe: int = 0, capacity: int | None = None) -> Partial:
-    """Every rank's unnormalised partial after its local sweep.
+@dataclasses.dataclass(frozen=True)
+class SplitKV:
+    """Split-KV (FlashDecoding) attention emulating C x P ranks on one device, equal to
+    ``attention_reference``; its ``KVPlacement`` and ``ReducePlan`` are built here only."""
 
-    Returns Partial with m, l [R, K, T, G] and o [R, K, T, G, H] (rank = cube * P + pe). A rank
-    with no valid key holds the neutral (FLOOR, 0, 0).
-    """
-    check_mesh(num_cubes, pes_per_cube, cube_mesh)
-    pl = kv_placement(k.shape[0], num_cubes=num_cubes, pes_per_cube=pes_per_cube, placement=placement,
-                      start_cube=start_cube, start_pe=start_pe, capacity=capacity)
-    return rank_partials(q, k, v, tiles=TileConfig(tile, q_block), placement=pl, bias=bias, mask=mask,
-                         causal=causal, scale=scale)
+    tile: int = 128  # keys per KV tile of every rank's flash sweep
+    q_block: int | None = None  # query rows per block (None = all T)
+    num_cubes: int = 1  # C: CUBEs of the CUBE Group (Level-1 SP)
+    pes_per_cube: int = 1  # P <= 8: PEs per CUBE (Level-2 SP); ranks R = C * P
+    cube_mesh: tuple[int, int] | None = None  # (rows, cols) of the C CUBEs in the 4x4 SIP (None: most square)
+    placement: str = "round_robin"  # KV layout: 'round_robin' | 'contiguous' (see KVPlacement)
+    start_cube: int = 0  # Level-1 rotation, in [0, C)
+    start_pe: int = 0  # Level-2 rotation, in [0, P)
+    capacity: int | None = None  # KV slots the layout is sized for (None = S; larger leaves rear ranks empty)
+    reduce: str = "tree"  # 'tree' (2-level to root) | 'all_to_all' (fan-out) | 'all_reduce' (max + sum)
 
+    def __post_init__(self):
+        TileConfig(self.tile, self.q_block)  # validates tile / q_block
+        reduce_plan(self.num_cubes, self.pes_per_cube, kind=self.reduce, cube_mesh=self.cube_mesh)  # validates
+        check_positive("capacity", self.capacity, allow_none=True)
+        if self.placement not in LAYOUTS:  # (named 'layout' in KVPlacement)
+            raise ValueError(f"placement={self.placement!r} unknown; expected one of {LAYOUTS} (KV layout)")
+        self.kv_placement(1 if self.capacity is None else self.capacity)  # validates the rotations
 
-def rank_partials(q, k, v, *, tiles: TileConfig, placement: KVPlacement, bias=None, mask=None,
-                  causal: bool = False, scale: float | None = None) -> Partial:
-    """``split_kv_partials`` on validated knob objects (what the public entry points call)."""
-    T, S, N, K, G, H = check_inputs(q, k, v, causal=causal)
-    scale = H**-0.5 if scale is None else scale
-    plan, tokens, valid = split_kv_plan(T, S, tiles=tiles, placement=placement, causal=causal)
-    b, m = user_bias_mask(bias, mask, N, K, T, S)  # [K, T, G, S]
+    @property
+    def tiles(self) -> TileConfig:
+        return TileConfig(self.tile, self.q_block)
 
-    def shard_cols(x):  # [K, T, G, S] -> [R, K, T, G, slots]: the columns each rank holds
-        return None if x is None else jnp.moveaxis(x[..., tokens], 3, 0)
+    @functools.cached_property
+    def reduce_plan(self) -> ReducePlan:
+        """The static reduce over the C x P ranks (rank = cube * P + pe)."""
+        return reduce_plan(self.num_cubes, self.pes_per_cube, kind=self.reduce, cube_mesh=self.cube_mesh)
 
-    state = init_sweep_state(plan, K, G, H)
-    state = run_sweep(state, plan, group_queries(q, K)[None], k[tokens], v[tokens],
-                      np.arange(T) + (S - T), tokens, valid, bias=shard_cols(b), mask=shard_cols(m),
-                      scale=scale, causal=causal)
-    return Partial(state.m[:, :, :T], state.l[:, :, :T], state.o[:, :, :T])
+    def kv_placement(self, num_keys: int) -> KVPlacement:
+        """The ``KVPlacement`` of S = num_keys keys (capacity default S, must be >= S)."""
+        capacity = num_keys if self.capacity is None else self.capacity
+        if capacity < num_keys:
+            raise ValueError(f"capacity={capacity!r} must be an int >= the number of keys S={num_keys}")
+        return KVPlacement(num_cubes=self.num_cubes, pes_per_cube=self.pes_per_cube, capacity=capacity,
+                           layout=self.placement, start_cube=self.start_cube, start_pe=self.start_pe)
 
+    def plan(self, num_queries: int, num_keys: int, *,
+             causal: bool) -> tuple[SweepPlan, np.ndarray, np.ndarray]:
+        """Per-rank sweep plan (one lane per rank) and the shard table (token ids, valid) [R, slots]."""
+        return _plan(num_queries, num_keys, self.tiles, self.kv_placement(num_keys), causal)
 
-def split_kv_attention(q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None,
-                       tile: int = 128, q_block: int | None = None, num_cubes: int = 1, pes_per_cube: int = 1,
-                       cube_mesh: tuple[int, int] | None = None, placement: str = "round_robin",
-                       start_cube: int = 0, start_pe: int = 0, capacity: int | None = None,
-                       reduce: str = "tree"):
-    """Split-KV (FlashDecoding) attention emulating C x P ranks, equal to ``attention_reference``.
+    def partials(self, q, k, v, *, bias=None, mask=None, causal: bool = False,
+                 scale: float | None = None) -> Partial:
+        """Every rank's unnormalised partial after its local sweep: m, l [R, K, T, G], o [R, K, T, G, H]
+        (rank = cube * P + pe). A rank with no valid key holds the neutral (FLOOR, 0, 0)."""
+        pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
+        plan, tokens, valid = self.plan(pr.T, pr.S, causal=causal)
+        b, m = user_bias_mask(bias, mask, pr.N, pr.K, pr.T, pr.S)  # [K, T, G, S]
 
-    Args:
-      q: [T, N, H]; k, v: [S, K, H]; bias / mask / causal / scale as ``attention_reference``.
-      tile, q_block: the per-rank flash sweep (see ``flash_attention``).
-      num_cubes (C), pes_per_cube (P <= 8): ranks R = C * P; cube_mesh: (rows, cols) of the CUBE
-        Group's sub-mesh inside the 4x4 SIP (default: most square).
-      placement: 'round_robin' | 'contiguous'; start_cube, start_pe: rotations (see KVPlacement).
-      capacity: KV slots the layout is sized for (default S; larger leaves rear ranks empty under
-        'contiguous').
-      reduce: 'tree' (2-level reduce-to-root) | 'all_to_all' (baseline fan-out) | 'all_reduce'
-        (one-shot max + sum over ranks, Tree Attention).
-    Returns:
-      out [T, N, H] float32 and lse [N, T] float32 at the root rank.
-    """
-    rplan = reduce_plan(num_cubes, pes_per_cube, kind=reduce, cube_mesh=cube_mesh)
-    pl = kv_placement(k.shape[0], num_cubes=num_cubes, pes_per_cube=pes_per_cube, placement=placement,
-                      start_cube=start_cube, start_pe=start_pe, capacity=capacity)
-    parts = rank_partials(q, k, v, tiles=TileConfig(tile, q_block), placement=pl, bias=bias, mask=mask,
-                          causal=causal, scale=scale)
-    reduced = reduce_partials(parts, rplan)
-    out, lse = finalize(Partial(*(x[rplan.root] for x in reduced)))
-    return to_heads(out, q.shape[1]), lse_to_heads(lse)
+        def shard_cols(x):  # [K, T, G, S] -> [R, K, T, G, slots]: the columns each rank holds
+            return None if x is None else jnp.moveaxis(x[..., tokens], 3, 0)
 
+        state = init_sweep_state(plan, pr.K, pr.G, pr.H)
+        state = run_sweep(state, plan, group_queries(q, pr.K)[None], k[tokens], v[tokens], pr.query_positions,
+                          tokens, valid, bias=shard_cols(b), mask=shard_cols(m), scale=pr.scale, causal=causal)
+        return Partial(state.m[:, :, :pr.T], state.l[:, :, :pr.T], state.o[:, :, :pr.T])
 
-split_kv_attention_jit = jax.jit(split_kv_attention, static_argnames=(
-    "causal", "scale", "tile", "q_block", "num_cubes", "pes_per_cube", "cube_mesh", "placement", "start_cube",
-    "start_pe", "capacity", "reduce"))
+    def __call__(self, q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None):
+        """q [T, N, H]; k, v [S, K, H]; bias / mask / causal / scale as ``attention_reference``.
 
+        Returns out [T, N, H] float32 and lse [N, T] float32 at the root rank.
+        """
+        rplan = self.reduce_plan
+        reduced = reduce_partials(self.partials(q, k, v, bias=bias, mask=mask, causal=causal, scale=scale), rplan)
+        out, lse = finalize(Partial(*(x[rplan.root] for x in reduced)))
+        return to_heads(out, q.shape[1]), lse_to_heads(lse)
 
-def split_kv_schedule(num_queries: int, num_keys: int, geometry: AttentionGeometry | None = None, *,
-                      causal: bool = False, tile: int = 128, q_block: int | None = None, num_cubes: int = 1,
-                      pes_per_cube: int = 1, cube_mesh: tuple[int, int] | None = None,
-                      placement: str = "round_robin", start_cube: int = 0, start_pe: int = 0,
-                      capacity: int | None = None, reduce: str = "tree", dtype_bytes: int = 2,
-                      acc_bytes: int = 4) -> SplitKVSchedule:
-    """Plain-data schedule of ``split_kv_attention`` (geometry defaults to Llama3-70B)."""
-    g = AttentionGeometry.llama3_70b() if geometry is None else geometry
-    check_schedule_args(num_queries, num_keys, causal=causal, dtype_bytes=dtype_bytes)
-    check_positive("acc_bytes", acc_bytes)
-    rplan = reduce_plan(num_cubes, pes_per_cube, kind=reduce, cube_mesh=cube_mesh)
-    pl = kv_placement(num_keys, num_cubes=num_cubes, pes_per_cube=pes_per_cube, placement=placement,
-                      start_cube=start_cube, start_pe=start_pe, capacity=capacity)
-    plan, _, valid = split_kv_plan(num_queries, num_keys, tiles=TileConfig(tile, q_block), placement=pl,
-                                   causal=causal)
-    rank_tiles = plan.lane_tiles_computed()
-    payload = g.num_kv_heads * num_queries * g.group * (g.head_dim + 2) * acc_bytes
-    msgs = rplan.messages()
-    return SplitKVSchedule(
-        **problem_counts((plan,), g, num_queries=num_queries, num_keys=num_keys, causal=causal,
-                         heads_per_lane=g.group, dtype_bytes=dtype_bytes),
-        acc_bytes=acc_bytes, num_cubes=num_cubes, pes_per_cube=pes_per_cube, placement=placement,
-        start_cube=start_cube, start_pe=start_pe, capacity=pl.capacity,
-        rank_tokens=tuple(int(x) for x in valid.sum(1)), rank_tiles=rank_tiles,
-        critical_path_tiles=max(rank_tiles), reduce=rplan, reduce_rounds=rplan.num_rounds,
-        level2_rounds=rplan.level2_rounds, level1_rounds=rplan.level1_rounds, reduce_messages=msgs,
-        level2_messages=rplan.messages(2), level1_messages=rplan.messages(1), payload_bytes=payload,
-        reduce_bytes=msgs * payload)
+    def schedule(self, num_queries: int, num_keys: int, geometry: AttentionGeometry | None = None, *,
+                 causal: bool = False, dtype_bytes: int = 2, acc_bytes: int = 4) -> SplitKVSchedule:
+        """Plain-data schedule (geometry default Llama3-70B); ``acc_bytes``: (m, l, O) element bytes."""
+        g = schedule_problem(num_queries, num_keys, geometry, causal=causal, dtype_bytes=dtype_bytes)
+        check_positive("acc_bytes", acc_bytes)
+        rplan = self.reduce_plan
+        plan, _, valid = self.plan(num_queries, num_keys, causal=causal)
+        rank_tiles = plan.lane_tiles_computed()
+        payload = g.num_kv_heads * num_queries * g.group * (g.head_dim + 2) * acc_bytes
+        msgs = rplan.messages()
+        return SplitKVSchedule(
+            **problem_counts((plan,), g, num_queries=num_queries, num_keys=num_keys, causal=causal,
+                             heads_per_lane=g.group, dtype_bytes=dtype_bytes),
+            acc_bytes=acc_bytes, num_cubes=self.num_cubes, pes_per_cube=self.pes_per_cube,
+            placement=self.placement, start_cube=self.start_cube, start_pe=self.start_pe,
+            capacity=self.kv_placement(num_keys).capacity,
+            rank_tokens=tuple(int(x) for x in valid.sum(1)), rank_tiles=rank_tiles,
+            critical_path_tiles=max(rank_tiles), reduce=rplan, reduce_rounds=rplan.num_rounds,
+            level2_rounds=rplan.level2_rounds, level1_rounds=rplan.level1_rounds, reduce_messages=msgs,
+            level2_messages=rplan.messages(2), level1_messages=rplan.messages(1), payload_bytes=payload,
+            reduce_bytes=msgs * payload)

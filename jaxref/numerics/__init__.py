@@ -3,17 +3,21 @@
 * ``round_bf16`` - fp32 -> bf16 round-to-nearest-even, returned as fp32 (values exactly representable).
 * ``quantize_bfp`` - bfloat8_b / bfloat4_b block floating point (shared exponent per 16-element face row);
   ``quantize_bfp_ste`` is the same forward with a straight-through (identity) gradient.
-* ``pcc`` / ``compare`` - tt-metal ``comp_pcc`` semantics and a small error report (host, float64).
+* ``pcc`` / ``compare`` - tt-metal ``comp_pcc`` semantics and the one comparison result (host, float64).
+* ``formats`` - the tile / format constants (TILE, FACE_ROW, MANTISSA_BITS, TILE_BYTES, ...).
 """
 
 from jaxref.numerics.bf16 import round_bf16
-from jaxref.numerics.bfp import FACE_ROW, MANTISSA_BITS, TILE_WIDTH, quantize_bfp, quantize_bfp_ste
+from jaxref.numerics.bfp import quantize_bfp, quantize_bfp_ste
+from jaxref.numerics.formats import FACE_ROW, FORMATS, MANTISSA_BITS, TILE, TILE_BYTES
 from jaxref.numerics.pcc import Comparison, compare, pcc
 
 __all__ = [
     "FACE_ROW",
+    "FORMATS",
     "MANTISSA_BITS",
-    "TILE_WIDTH",
+    "TILE",
+    "TILE_BYTES",
     "Comparison",
     "compare",
     "pcc",

@@ -28,11 +28,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-# Elements that share one exponent: one face row of a 32x32 tile.
-FACE_ROW = 16
-# ttnn pads the last axis of a TILE-layout tensor to this multiple.
-TILE_WIDTH = 32
-MANTISSA_BITS = {"bfp8": 7, "bfp4": 3}
+from jaxref.numerics.formats import FACE_ROW, MANTISSA_BITS
 
 _EXP_MASK = 0x7F800000
 _FRAC_MASK = 0x007FFFFF
@@ -40,7 +36,7 @@ _HIDDEN = 0x00800000
 
 
 def _check_mantissa_bits(mantissa_bits) -> int:
-    if mantissa_bits not in (3, 7) or isinstance(mantissa_bits, bool):
+    if mantissa_bits not in MANTISSA_BITS.values() or isinstance(mantissa_bits, bool):
         raise ValueError(
             f"mantissa_bits={mantissa_bits!r} unsupported; expected 7 (bfloat8_b) or 3 (bfloat4_b)")
     return int(mantissa_bits)

@@ -75,14 +75,19 @@ def pcc(golden, calculated) -> float:
 
 @dataclasses.dataclass(frozen=True)
 class Comparison:
-    """How far ``calculated`` is from ``golden`` (all statistics in float64 over finite values).
+    """How far ``calculated`` is from ``golden``: the one comparison result of the project.
 
     Attributes:
-      pcc: tt-metal ``comp_pcc`` value.
-      max_abs: max |golden - calculated|.
+      pcc: tt-metal ``comp_pcc`` value (which sets NaN / Inf to 0 before correlating: see
+        ``nonfinite`` before trusting it).
+      max_abs: max |golden - calculated| (float64).
       mean_abs: mean |golden - calculated|.
       rel_fro: ||golden - calculated||_F / ||golden||_F (inf when golden is all zero and they differ).
       n: number of elements compared.
+      nonfinite: elements where golden and calculated disagree in finiteness or in their
+        non-finite value (NaN vs finite, +Inf vs NaN, ...); an identical NaN / Inf in both agrees.
+        When it is > 0, max_abs, mean_abs and rel_fro are NaN: a bad number is never averaged away.
+      golden_nonfinite, calculated_nonfinite: NaN / Inf elements in each.
     """
 
     pcc: float
@@ -90,10 +95,22 @@ class Comparison:
     mean_abs: float
     rel_fro: float
     n: int
+    nonfinite: int = 0
+    golden_nonfinite: int = 0
+    calculated_nonfinite: int = 0
+
+    @property
+    def finite(self) -> bool:
+        """True when every element pair is comparable (no NaN / Inf that the other lacks)."""
+        return self.nonfinite == 0
 
     def __str__(self) -> str:
-        return (f"PCC {self.pcc:.7f}  max|d| {self.max_abs:.3e}  mean|d| {self.mean_abs:.3e}  "
+        text = (f"PCC {self.pcc:.7f}  max|d| {self.max_abs:.3e}  mean|d| {self.mean_abs:.3e}  "
                 f"rel-Frobenius {self.rel_fro:.3e}  (n={self.n})")
+        if self.golden_nonfinite or self.calculated_nonfinite:
+            text += (f"  NON-FINITE: {self.calculated_nonfinite} in calculated, {self.golden_nonfinite} in "
+                     f"golden, {self.nonfinite} mismatched (PCC computed with them set to 0)")
+        return text
 
 
 def compare(golden, calculated) -> Comparison:
@@ -101,17 +118,25 @@ def compare(golden, calculated) -> Comparison:
 
     Args:
       golden, calculated: same-shape floating arrays (calculated is cast to golden's dtype, as in
-        ``pcc``). Errors are taken over the elements finite in both.
+        ``pcc``). Pairs holding the same non-finite value (both NaN, or the same Inf) agree
+        (distance 0); any other pair with a NaN / Inf makes the error statistics NaN.
     Returns:
       a ``Comparison``.
     """
     g, c = _prepare(golden, calculated)
     g64 = g.astype(np.float32).astype(np.float64).ravel()
     c64 = c.astype(np.float32).astype(np.float64).ravel()
-    ok = np.isfinite(g64) & np.isfinite(c64)
+    g_fin, c_fin = np.isfinite(g64), np.isfinite(c64)
+    same_nonfinite = ~g_fin & ~c_fin & ((np.isnan(g64) & np.isnan(c64)) | (g64 == c64))
+    mismatched = int(np.sum((~g_fin | ~c_fin) & ~same_nonfinite))
+    ok = g_fin & c_fin
     d = np.abs(g64[ok] - c64[ok])
     num = float(np.sqrt(np.sum(d * d)))
     den = float(np.sqrt(np.sum(g64[ok] ** 2)))
     rel = num / den if den > 0 else (0.0 if num == 0 else float("inf"))
-    return Comparison(pcc=pcc(g, c), max_abs=float(d.max()) if d.size else 0.0,
-                      mean_abs=float(d.mean()) if d.size else 0.0, rel_fro=rel, n=int(g64.size))
+    max_abs, mean_abs = (float(d.max()), float(d.mean())) if d.size else (0.0, 0.0)
+    if mismatched:
+        max_abs = mean_abs = rel = float("nan")
+    return Comparison(pcc=pcc(g, c), max_abs=max_abs, mean_abs=mean_abs, rel_fro=rel, n=int(g64.size),
+                      nonfinite=mismatched, golden_nonfinite=int(np.sum(~g_fin)),
+                      calculated_nonfinite=int(np.sum(~c_fin)))

@@ -8,10 +8,10 @@ what the program really sends.
   device sends one message per round, and a message that needs an earlier one waits for it;
 * ``all_reduce`` ops: how many (their dependency chain) and their operand bytes per device.
 
-``decode_rows`` lowers ``split_kv_attention_sharded`` (T = 1, Llama3-70B heads: K = 8, G = 8,
+``decode_rows`` lowers ``SplitKVSharded`` (T = 1, Llama3-70B heads: K = 8, G = 8,
 H = 128) on C x P devices for every reduce (``tree`` = 2-level reduce-to-root, ``all_to_all`` =
 fan-out, ``all_reduce`` = one ``pmax`` + one ``psum``) and puts the program's counts next to
-``split_kv_schedule``'s plan (``ReducePlan``): rounds and, per device, the messages it sends x
+``SplitKV.schedule``'s plan (``ReducePlan``): rounds and, per device, the messages it sends x
 ``payload_bytes``. For ``all_reduce`` the plan models the collective as recursive doubling; the
 program fixes only the operand bytes (the runtime picks the algorithm).
 """
@@ -105,7 +105,7 @@ def decode_rows(pes: int, cubes: list[int], seq_len: int) -> list[dict]:
     import jax
     import jax.numpy as jnp
 
-    from jaxref.attention import AttentionGeometry, split_kv_attention_sharded, split_kv_schedule
+    from jaxref.attention import AttentionGeometry, SplitKV, SplitKVSharded
 
     g = AttentionGeometry.llama3_70b()
     q = jax.ShapeDtypeStruct(g.q_shape(1), jnp.float32)
@@ -115,13 +115,12 @@ def decode_rows(pes: int, cubes: list[int], seq_len: int) -> list[dict]:
         for kind in REDUCES:
             row = {"C": C, "P": pes, "reduce": kind}
             try:
-                sched = split_kv_schedule(1, seq_len, g, num_cubes=C, pes_per_cube=pes, reduce=kind, acc_bytes=4)
+                sched = SplitKV(num_cubes=C, pes_per_cube=pes, reduce=kind).schedule(1, seq_len, g, acc_bytes=4)
             except ValueError as e:
                 rows.append({**row, "rejected": str(e)})
                 continue
             mesh = jax.make_mesh((C, pes), ("cube", "pe"), devices=jax.devices()[: C * pes])
-            fn = jax.jit(lambda q, k, v, mesh=mesh, kind=kind: split_kv_attention_sharded(q, k, v, mesh=mesh,
-                                                                                          reduce=kind))
+            fn = jax.jit(SplitKVSharded.on(mesh, reduce=kind))
             prog = summarize(program_collectives(fn.lower(q, kv, kv).as_text()), C * pes)
             row.update({f"program_{k}": v for k, v in prog.items()})
             row.update(schedule_rounds=sched.reduce_rounds, schedule_payload_bytes=sched.payload_bytes,

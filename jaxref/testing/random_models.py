@@ -26,6 +26,7 @@ from jaxref.config import ExpertConfig
 from jaxref.expert import CacheContext, expert_rope, expert_stack, run_layers
 from jaxref.layers import decoder_layer, rms_norm
 from jaxref.numerics import round_bf16
+from jaxref.numerics.formats import CACHE_GARBAGE
 from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
 from jaxref.weights import init_cache, init_cache_layer, init_layer_params, init_params
@@ -37,7 +38,7 @@ def random_setup(
     seq_len: int = 100,
     max_seq_len: int = 256,
     rope_delta: int = 5,
-    fill: float = 7.0,
+    fill: float = CACHE_GARBAGE,
     cfg: ExpertConfig | None = None,
 ):
     """(cfg, params, cache, x [T, D]) for ``cfg`` (default the tiny preset): random params, a cache of
@@ -120,7 +121,7 @@ class LayerwiseBf16Model:
     cfg: ExpertConfig
     seq_len: int
     seed: int = 0
-    fill: float = 7.0  # garbage in cache rows [S, Smax - T), as in the port's tests
+    fill: float = CACHE_GARBAGE  # garbage in cache rows [S, Smax - T), as in the port's tests
 
     def __post_init__(self):
         self.cfg.check_seq_len(self.seq_len)
