@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from jaxref.attention import cube_mesh_shape
+from jaxref.attention.reduce import cube_mesh_shape
 
 CODE = ("import json; from jaxref.testing.collectives import decode_rows; "
         "print(json.dumps(decode_rows(8, [1, 2, 4, 8], 1024)))")
