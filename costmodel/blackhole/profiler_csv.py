@@ -352,6 +352,16 @@ class _Line:
             raise self.fail("ATTRIBUTES", f"program config {key}={text!r}; expected a positive integer")
         return int(text)
 
+    def config_flag(self, config: str, key: str, *, default: int) -> int:
+        """A 0 / 1 field ``key=N`` of a program-config text (``default`` when absent)."""
+        m = re.search(rf"\b{key}=([^;)]*)", config)
+        if m is None:
+            return default
+        text = m.group(1).strip().lower()
+        if text not in ("0", "1", "true", "false"):
+            raise self.fail("ATTRIBUTES", f"program config {key}={text!r}; expected 0 or 1")
+        return int(text in ("1", "true"))
+
     def config_grid(self, config: str, hw: Blackhole) -> tuple[int, int] | None:
         m = re.search(r"compute_with_storage_grid_size=(?:\(x=(\d+);y=(\d+)\)|(\d+)-(\d+))", config)
         if m is None:
@@ -391,7 +401,7 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
         raise _Skip("no program config (ttnn chose one at run time; the report does not say which)")
     kind = MATMUL_KINDS.get(name, f"unknown ({name})")
     if kind == "1D":
-        kind = KIND_1D_IN0 if ln.config_int(pc, "mcast_in0", default=1) == 1 else KIND_1D_IN1
+        kind = KIND_1D_IN0 if ln.config_flag(pc, "mcast_in0", default=1) == 1 else KIND_1D_IN1
     if kind != KIND_1D_IN0:
         raise _Skip(f"program-config kind not modelled: {kind}")
     _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
