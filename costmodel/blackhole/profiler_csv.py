@@ -18,7 +18,6 @@ import csv
 import pathlib
 import re
 
-from costmodel.blackhole.ops import MatmulConfig
 from costmodel.blackhole.opspecs import (
     EltwiseSpec,
     FillCacheSpec,
@@ -29,6 +28,7 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.rows import Row
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import Blackhole, blackhole_p150a
@@ -126,10 +126,10 @@ def _spec_of(ln: _Line, hw: Blackhole):
         grid = ln.grid() or (hw.grid_x, hw.grid_y)
         attrs = ln.record.get("ATTRIBUTES") or ""
         if "in0_block_w=" in attrs:
-            cfg = MatmulConfig(float(ln.attr("in0_block_w")), float(ln.attr("per_core_N")),
+            cfg = MatmulProgramConfig(float(ln.attr("in0_block_w")), float(ln.attr("per_core_N")),
                                float(ln.attr("per_core_M")), grid_x=grid[0], grid_y=grid[1])
-        else:  # no program config: ttnn's heuristic (modelled by MatmulConfig.default_heuristic)
-            cfg = MatmulConfig.default_heuristic(M=M, K=K, N=N, grid_x=grid[0], grid_y=grid[1])
+        else:  # no program config: ttnn's heuristic (modelled by MatmulProgramConfig.default_heuristic)
+            cfg = MatmulProgramConfig.default_heuristic(M=M, K=K, N=N, grid_x=grid[0], grid_y=grid[1])
         fused = re.search(r"fused_activation=(?!std::nullopt|None)\w+", attrs) is not None
         return MatmulSpec(M, K, N, cfg, ln.dtype(1), act, fid, fused)
     if cls == "norm":
