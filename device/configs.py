@@ -2,6 +2,8 @@
 
 Each config builds the real ttnn object (or the emulation's stand-in with the same field names)
 with ``build(ns)``, where ``ns`` is the op namespace (``ttnn`` or a ``device.emulation`` namespace).
+Matmuls use the one program-config type and legality rule of the project,
+``costmodel.blackhole.program_config.MatmulProgramConfig``.
 Values are those of the port (``seeds/EXPERT_NOTES.md``: tuned 1D-multicast matmuls on the 11x10
 grid, flash-decode SDPA with k_chunk 128, 16 cores per user).
 """
@@ -11,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from costmodel.blackhole.program_config import MatmulProgramConfig
+from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
 from jaxref.param_table import device_shapes
 
@@ -46,57 +50,6 @@ class ComputeConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class MatmulConfig:
-    """``ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig``: in0 (the 64 activation rows) multicast,
-    the N output tiles split over the grid, ``per_core_N`` tiles per core.
-
-    Attributes:
-      k, n: the weight's [K, N] (elements); m: activation rows.
-      in0_block_w: K tiles per inner block (must divide K / 32).
-      per_core_M, per_core_N: output tiles per core (M must fit one core's rows: fuse_batch).
-      out_subblock_h, out_subblock_w: destination-register subblock (h * w <= 4 with fp32 accumulation).
-      fused_activation: None or 'silu' (w1's SiLU fused into the matmul).
-    """
-
-    k: int
-    n: int
-    m: int
-    in0_block_w: int
-    per_core_N: int
-    per_core_M: int = 2
-    out_subblock_h: int = 1
-    out_subblock_w: int = 1
-    fused_activation: str | None = None
-    grid: tuple[int, int] = GRID
-
-    def __post_init__(self):
-        kt, nt, mt = self.k // TILE, self.n // TILE, math.ceil(self.m / TILE)
-        _require(self.k % TILE == 0 and self.n % TILE == 0, f"k={self.k}, n={self.n} must be multiples of {TILE}")
-        _require(self.in0_block_w > 0 and kt % self.in0_block_w == 0,
-                 f"in0_block_w={self.in0_block_w} must divide K tiles = {kt}")
-        _require(self.per_core_M == mt, f"per_core_M={self.per_core_M} must equal the M tiles {mt} (1D mcast in0)")
-        cores = math.ceil(nt / self.per_core_N) if self.per_core_N > 0 else 0
-        _require(0 < cores <= self.grid[0] * self.grid[1],
-                 f"per_core_N={self.per_core_N} needs {cores} cores for N tiles = {nt}; grid has {self.grid[0] * self.grid[1]}")
-        _require(self.per_core_N % self.out_subblock_w == 0 and self.per_core_M % self.out_subblock_h == 0,
-                 f"out_subblock ({self.out_subblock_h}, {self.out_subblock_w}) must divide per_core (M {self.per_core_M}, N {self.per_core_N})")
-        _require(self.out_subblock_h * self.out_subblock_w <= 4,
-                 f"out_subblock_h * out_subblock_w = {self.out_subblock_h * self.out_subblock_w} > 4 (fp32 dest)")
-        _require(self.fused_activation in (None, "silu"), f"fused_activation={self.fused_activation!r}; expected None or 'silu'")
-
-    @property
-    def num_cores(self) -> int:
-        return math.ceil(self.n // TILE / self.per_core_N)
-
-    def build(self, ns):
-        act = None if self.fused_activation is None else ns.UnaryWithParam(ns.UnaryOpType.SILU)
-        return ns.MatmulMultiCoreReuseMultiCast1DProgramConfig(
-            compute_with_storage_grid_size=ns.CoreCoord(*self.grid), in0_block_w=self.in0_block_w,
-            out_subblock_h=self.out_subblock_h, out_subblock_w=self.out_subblock_w, per_core_M=self.per_core_M,
-            per_core_N=self.per_core_N, fuse_batch=True, fused_activation=act, mcast_in0=True)
-
-
-@dataclasses.dataclass(frozen=True)
 class SDPAConfig:
     """``ttnn.SDPAProgramConfig`` (decode: only k_chunk_size matters; q_chunk_size is unused there)."""
 
@@ -123,17 +76,18 @@ class SDPAConfig:
 TUNED_MATMULS = {(1536, 4096): (8, 2), (2048, 1536): (8, 1), (1536, 6144): (8, 2), (6144, 1536): (48, 1)}
 
 
-def matmul_config(k: int, n: int, m: int, *, fused_activation: str | None = None) -> MatmulConfig:
-    """The notes' tuned config for a tuned shape; otherwise in0_block_w = the largest divisor of the
-    K tiles up to 8 and the fewest output tiles per core that fit the 110-core grid."""
+def matmul_config(k: int, n: int, m: int, *, fused_activation: str | None = None) -> MatmulProgramConfig:
+    """The notes' tuned 1D in0-multicast config for a tuned shape; otherwise in0_block_w = the largest
+    divisor of the K tiles up to 8 and the fewest output tiles per core (a divisor of the N tiles) that
+    fit the 110-core grid (``GraphConfig.check`` validates it)."""
+    kt, nt = k // TILE, n // TILE
     if (k, n) in TUNED_MATMULS:
         bw, pn = TUNED_MATMULS[(k, n)]
     else:
-        kt = k // TILE
         bw = max(d for d in range(1, min(8, kt) + 1) if kt % d == 0)
-        pn = math.ceil(n // TILE / (GRID[0] * GRID[1]))
-    return MatmulConfig(k=k, n=n, m=m, in0_block_w=bw, per_core_N=pn, per_core_M=math.ceil(m / TILE),
-                        fused_activation=fused_activation)
+        pn = min(d for d in range(1, nt + 1) if nt % d == 0 and nt // d <= GRID[0] * GRID[1])
+    return MatmulProgramConfig(in0_block_w=float(bw), per_core_N=float(pn), per_core_M=float(math.ceil(m / TILE)),
+                               grid_x=GRID[0], grid_y=GRID[1], fused_activation=fused_activation)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,11 +134,15 @@ class GraphConfig:
         _require(T % self.q_chunk == 0 or self.attn_mode == "decode",
                  f"num_tokens={T} must be a multiple of q_chunk={self.q_chunk}")
         _require(cfg.hidden % TILE == 0 and cfg.ffn % TILE == 0, f"hidden={cfg.hidden} / ffn={cfg.ffn} must be tile multiples")
+        shapes, hw = device_shapes(cfg), blackhole_p150a()
+        for name, pc in self.matmuls(cfg).items():
+            k, n = shapes[name]
+            pc.validate(name, hw, M=T, K=k, N=n, weight_dtype=self.weights, fp32_dest_acc=self.compute.fp32_dest_acc_en)
 
     def sdpa(self) -> SDPAConfig:
         return SDPAConfig(q_chunk_size=self.q_chunk, k_chunk_size=self.k_chunk)
 
-    def matmuls(self, cfg: ExpertConfig) -> dict[str, MatmulConfig]:
+    def matmuls(self, cfg: ExpertConfig) -> dict[str, MatmulProgramConfig]:
         """Program config of every weight matmul of a layer, keyed by device tensor name."""
         shapes = device_shapes(cfg)
         return {name: matmul_config(*shapes[name], cfg.num_tokens, fused_activation="silu" if name == "w1" else None)

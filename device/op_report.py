@@ -18,7 +18,10 @@ import dataclasses
 import enum
 import pathlib
 
+from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.opreport import DURATION, OpRecord, TensorDesc, format_config, shape4, write_report
+from costmodel.blackhole.profiler_csv import MODELLED, matmul_program_config, model_cores, read_report
+from costmodel.blackhole.program_config import MatmulProgramConfig
 
 OP_CODE = {"rms_norm": "LayerNormDeviceOperation", "linear": "MatmulDeviceOperation",
            "add": "BinaryNgDeviceOperation", "mul": "BinaryNgDeviceOperation",
@@ -65,6 +68,8 @@ def _tensor(d) -> TensorDesc:
 def _attributes(call) -> dict:
     o, name = call.options, call.name
     attrs = {k: config_text(o[k]) for k in ("program_config", "compute_kernel_config") if k in o}
+    if name == "linear" and o.get("program_config") is not None:  # the one matmul config type prints it
+        attrs["program_config"] = matmul_program_config(MatmulProgramConfig.from_ttnn(o["program_config"]))
     if name == "rms_norm":
         attrs |= {"norm_type": "LayerNormType::RMSNORM", "eps": config_text(o.get("epsilon")),
                   "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED"}
@@ -108,9 +113,6 @@ def records_of_calls(calls, *, arch: str = "blackhole", core_count: int = 110, d
 def model_durations(path: str | pathlib.Path, records: list[OpRecord]) -> list[OpRecord]:
     """``records`` (as written at ``path``) with the cost model's predicted kernel time of each
     row the model covers (stored calibration, hardware from the report); other rows stay empty."""
-    from costmodel.blackhole.fit import load_calibration
-    from costmodel.blackhole.profiler_csv import MODELLED, model_cores, read_report
-
     report = read_report(path, require_durations=False)
     params = load_calibration().params
     modelled = [r for r in report.rows if r.status == MODELLED]

@@ -251,7 +251,7 @@ MALFORMED = [
     ("fidelity", _set(3, "MATH FIDELITY", "HiFi9"), r"line 3, column 'MATH FIDELITY': 'HiFi9'"),
     ("in0_block_w_zero", _replace_attr(3, "in0_block_w=8", "in0_block_w=0"),
      r"line 3, column 'ATTRIBUTES': program config in0_block_w='0'; expected a positive integer"),
-    ("grid_50x50", _replace_attr(3, "(x=11;y=10)", "(x=50;y=50)"),
+    ("grid_50x50", _replace_attr(3, "grid_size=11-10", "grid_size=50-50"),
      r"line 3, column 'ATTRIBUTES': compute_with_storage_grid_size 50x50 must fit the p150a compute grid 11x10"),
     ("k_mismatch", _set(3, "INPUT_1_Y_PAD[LOGICAL]", "1024[1024]"),
      r"line 3, column 'INPUT_1_Y_PAD\[LOGICAL\]': K=1024 of the weights != K=1536"),

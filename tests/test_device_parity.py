@@ -4,6 +4,7 @@ and the chip run itself (``blackhole`` marker: skipped here, with the reason).""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import re
 import subprocess
@@ -63,7 +64,7 @@ def test_emulation_run_writes_json_markdown_and_op_csv(tmp_path):
 def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
     """The parity CSV read back by calibrate's reader gives the cost model's own layer op specs for
     the same port (graph config, geometry), and tt-perf-report reads it: DRAM / FLOP % per matmul."""
-    from costmodel.blackhole import BlackholeConfig, MatmulConfig, layer_op_specs
+    from costmodel.blackhole import BlackholeConfig, layer_op_specs
     from costmodel.blackhole.opspecs import MatmulSpec, NormSpec
     from costmodel.blackhole.profiler_csv import MODELLED, read_report
     from costmodel.hardware import blackhole
@@ -74,8 +75,7 @@ def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
     assert parity.main(["--backend", "emulation", "--preset", "tiny", "--no-sample", "--layers", "0",
                         "--out", str(out)]) == 0
     cfg, graph = ExpertConfig.tiny(head_dim=32), GraphConfig()
-    mm = {n: MatmulConfig(float(c.in0_block_w), float(c.per_core_N), float(c.per_core_M))
-          for n, c in graph.matmuls(cfg).items()}
+    mm = {n: dataclasses.replace(c, fused_activation=None) for n, c in graph.matmuls(cfg).items()}
     model = list(layer_op_specs(BlackholeConfig.port(cfg, smax=float(cfg.max_seq_len), **mm), cfg=cfg).values())
     report = read_report(out / "ops.csv")
     assert all(r.status == MODELLED for r in report.rows), report.summary()

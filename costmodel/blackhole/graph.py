@@ -26,8 +26,6 @@ from costmodel.blackhole.ops import (
     KV_DTYPES,
     MASK_DTYPES,
     WEIGHT_DTYPES,
-    MatmulConfig,
-    validate_matmul,
 )
 from costmodel.blackhole.opspecs import (
     EltwiseSpec,
@@ -41,6 +39,7 @@ from costmodel.blackhole.opspecs import (
     SdpaStandardSpec,
 )
 from costmodel.blackhole.params import FitParams
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig, validate_attention
 from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax
@@ -92,11 +91,11 @@ class BlackholeConfig:
 
     smax: float
     seq_len: float
-    wqkv: MatmulConfig
-    wo: MatmulConfig
-    w1: MatmulConfig
-    w3: MatmulConfig
-    w2: MatmulConfig
+    wqkv: MatmulProgramConfig
+    wo: MatmulProgramConfig
+    w1: MatmulProgramConfig
+    w3: MatmulProgramConfig
+    w2: MatmulProgramConfig
     attn: AttnConfig
     attn_mode: str = static_field(default="decode")
     fold_heads: bool = static_field(default=False)
@@ -135,7 +134,7 @@ class BlackholeConfig:
 
 
 def matmul_configs(cfg: ExpertConfig, kind: str = "tuned", *, grid_x: int = 11, grid_y: int = 10
-                   ) -> dict[str, MatmulConfig]:
+                   ) -> dict[str, MatmulProgramConfig]:
     """The port's tuned configs (alpamayo_tt geometry) or ttnn's default heuristic, per weight."""
     if kind not in ("tuned", "default"):
         raise ValueError(f"matmuls={kind!r} unknown; expected 'tuned' or 'default'")
@@ -143,9 +142,9 @@ def matmul_configs(cfg: ExpertConfig, kind: str = "tuned", *, grid_x: int = 11, 
     for name, (M, K, N) in matmul_shapes(cfg).items():
         if kind == "tuned":
             ibw, pcn = PORT_TUNED[name]
-            out[name] = MatmulConfig(float(ibw), float(pcn), float(M // TILE), grid_x=grid_x, grid_y=grid_y)
+            out[name] = MatmulProgramConfig(float(ibw), float(pcn), float(M // TILE), grid_x=grid_x, grid_y=grid_y)
         else:
-            out[name] = MatmulConfig.default_heuristic(M=M, K=K, N=N, grid_x=grid_x, grid_y=grid_y)
+            out[name] = MatmulProgramConfig.default_heuristic(M=M, K=K, N=N, grid_x=grid_x, grid_y=grid_y)
     return out
 
 
@@ -270,8 +269,7 @@ def validate(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> None:
         if value not in allowed:
             raise ValueError(f"{name}={value!r} unknown; expected one of {list(allowed)}")
     for name, (M, K, N) in matmul_shapes(cfg).items():
-        validate_matmul(name, getattr(bc, name), hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype,
-                        act_dtype=bc.act_dtype)
+        getattr(bc, name).validate(name, hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype)
     validate_attention(bc.attn, hw, mode=bc.attn_mode, fold_heads=bc.fold_heads, smax_rows=bc.smax,
                        seq_len=bc.seq_len, num_tokens=cfg.num_tokens, group=cfg.group, head_dim=cfg.head_dim,
                        kv_dtype=bc.kv_dtype, mask_dtype=bc.mask_dtype)

@@ -31,14 +31,7 @@ from costmodel.blackhole.opreport import (
     format_config,
     write_report,
 )
-from costmodel.blackhole.ops import (
-    ACT_DTYPES,
-    KV_DTYPES,
-    MASK_DTYPES,
-    WEIGHT_DTYPES,
-    MatmulConfig,
-    validate_matmul,
-)
+from costmodel.blackhole.ops import ACT_DTYPES, KV_DTYPES, MASK_DTYPES, WEIGHT_DTYPES
 from costmodel.blackhole.opspecs import (
     EltwiseSpec,
     FillCacheSpec,
@@ -49,6 +42,7 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
+from costmodel.blackhole.program_config import MCAST_1D_IN0, MatmulProgramConfig
 from costmodel.blackhole.rows import Row
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, blackhole
@@ -67,15 +61,8 @@ OP_CODES = {
     "sdpa": ("SDPAOperation", "ScaledDotProductAttention", "SdpaDeviceOperation"),
 }
 CLASS_OF_CODE = {code: cls for cls, codes in OP_CODES.items() for code in codes}
-# Matmul program-config kinds by the class name ttnn prints (1D: by mcast_in0)
-MATMUL_KINDS = {
-    "MatmulMultiCoreReuseMultiCast1DProgramConfig": "1D",
-    "MatmulMultiCoreReuseMultiCastProgramConfig": "2D multicast",
-    "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig": "DRAM-sharded",
-    "MatmulMultiCoreReuseProgramConfig": "reuse (no multicast)",
-    "MatmulMultiCoreProgramConfig": "multi-core (no reuse)",
-}
-KIND_1D_IN0, KIND_1D_IN1 = "1D in0-multicast", "1D in1-multicast"
+KIND_NAMES = {"mcast_1d_in0": "1D in0-multicast", "mcast_1d_in1": "1D in1-multicast",
+              "mcast_2d": "2D multicast", "dram_sharded": "DRAM-sharded"}
 ARCH_HW = {"blackhole": "p150a", "p150": "p150a", "p150a": "p150a", "p150b": "p150a", "p150c": "p150a",
            "blackhole_p150": "p150a", "p100": "p100a", "p100a": "p100a", "blackhole_p100": "p100a",
            "blackhole_p100a": "p100a"}
@@ -96,26 +83,9 @@ def _compute_kernel(fidelity: str) -> str:
                                                  ("dst_full_sync_en", 0)])
 
 
-def subblock(per_core_M: int, per_core_N: int, *, dest_tiles: int = 4) -> tuple[int, int]:
-    """(out_subblock_h, out_subblock_w) as ttnn's matmul helpers pick them: the widest w dividing
-    per_core_N, then the tallest h dividing per_core_M, with h * w <= ``dest_tiles``."""
-    w = max(d for d in range(1, min(per_core_N, dest_tiles) + 1) if per_core_N % d == 0)
-    h = max(d for d in range(1, min(per_core_M, dest_tiles // w) + 1) if per_core_M % d == 0)
-    return h, w
-
-
-def matmul_program_config(c: MatmulConfig, *, fused_activation: bool, out_subblock: tuple[int, int] | None = None,
-                          fuse_batch: bool = True) -> str:
-    """``MatmulMultiCoreReuseMultiCast1DProgramConfig(...)`` (mcast_in0) as ttnn prints it."""
-    pcm, pcn = int(c.per_core_M), int(c.per_core_N)
-    h, w = subblock(pcm, pcn) if out_subblock is None else out_subblock
-    act = "UnaryWithParam(op_type=UnaryOpType::SILU)" if fused_activation else "std::nullopt"
-    return format_config("MatmulMultiCoreReuseMultiCast1DProgramConfig", [
-        ("compute_with_storage_grid_size", f"(x={c.grid_x};y={c.grid_y})"), ("in0_block_w", int(c.in0_block_w)),
-        ("out_subblock_h", h), ("out_subblock_w", w), ("out_block_h", pcm), ("out_block_w", pcn),
-        ("per_core_M", pcm), ("per_core_N", pcn), ("fuse_batch", int(fuse_batch)), ("fused_activation", act),
-        ("mcast_in0", 1), ("gather_in0", 0), ("hop_cores", "{}"), ("num_global_cb_receivers", 1),
-        ("untilize_out", 0)])
+def matmul_program_config(c: MatmulProgramConfig) -> str:
+    """A matmul program config as the profiler writes it: ttnn's repr with ',' written ';'."""
+    return c.ttnn_repr().replace(",", ";")
 
 
 def sdpa_program_config(a: AttnConfig, grid: tuple[int, int]) -> str:
@@ -158,7 +128,9 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
 
     if isinstance(spec, MatmulSpec):
         c = spec.cfg
-        attrs = {"program_config": matmul_program_config(c, fused_activation=spec.fused_activation),
+        # the spec's flag is the fusion (the cost model's configs leave fused_activation None)
+        c = dataclasses.replace(c, fused_activation="silu" if spec.fused_activation else None)
+        attrs = {"program_config": matmul_program_config(c),
                  "compute_kernel_config": _compute_kernel(fid), "output_dtype": "DataType::BFLOAT16",
                  "bcast_batch": "true", "transpose_a": "false", "transpose_b": "false", "user_run_batched": "false",
                  "untilize_out": "false"}
@@ -399,27 +371,33 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
     name = pc.split("(")[0].strip()
     if name == "std::nullopt":
         raise _Skip("no program config (ttnn chose one at run time; the report does not say which)")
-    kind = MATMUL_KINDS.get(name, f"unknown ({name})")
-    if kind == "1D":
-        kind = KIND_1D_IN0 if ln.config_flag(pc, "mcast_in0", default=1) == 1 else KIND_1D_IN1
-    if kind != KIND_1D_IN0:
-        raise _Skip(f"program-config kind not modelled: {kind}")
+    if not name.startswith("MatmulMultiCoreReuse"):
+        raise _Skip(f"program-config kind not modelled: {name}")
+    ln.config_grid(pc, hw)  # a grid larger than the chip is an error, whatever the kind
+    for key in ("in0_block_w", "per_core_M", "per_core_N"):
+        ln.config_int(pc, key)
+    try:
+        cfg = MatmulProgramConfig.parse(pc)
+    except ValueError as e:
+        if "is not a matmul config this project models" in str(e):
+            raise _Skip(f"program-config kind not modelled: {name}") from None
+        raise ln.fail("ATTRIBUTES", str(e)) from None
+    if cfg.kind != MCAST_1D_IN0:  # the op model prices the in0-multicast 1D config only
+        raise _Skip(f"program-config kind not modelled: {KIND_NAMES[cfg.kind]}")
     _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
     act, wdt = ln.dtype("INPUT_0", ACT_DTYPES), ln.dtype("INPUT_1", WEIGHT_DTYPES)
     M, K, N = x[2], x[3], w[3]
     if w[2] != K:
         raise ln.fail(ln.dim_col("INPUT_1", "Y"), f"K={w[2]} of the weights != K={K} of the activations")
-    grid = ln.config_grid(pc, hw) or (hw.grid_x, hw.grid_y)
-    cfg = MatmulConfig(float(ln.config_int(pc, "in0_block_w")), float(ln.config_int(pc, "per_core_N")),
-                       float(ln.config_int(pc, "per_core_M")), grid_x=grid[0], grid_y=grid[1])
+    if cfg.fused_activation not in (None, "silu"):
+        raise _Skip(f"fused activation not modelled ({cfg.fused_activation})")
     try:
-        validate_matmul("matmul", cfg, hw, M=M, K=K, N=N, weight_dtype=wdt, act_dtype=act)
+        cfg.validate("matmul", hw, M=M, K=K, N=N, weight_dtype=wdt, act_dtype=act)
     except ValueError as e:
         raise _Skip(f"program config outside the model's 1D in0-multicast form ({e})") from None
-    fused = re.search(r"fused_activation=(?!std::nullopt)[^;)]*UnaryOpType::(\w+)", pc)
-    if fused is not None and fused.group(1) != "SILU":
-        raise _Skip(f"fused activation not modelled ({fused.group(1)})")
-    return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), fused is not None)
+    # the fusion is the spec's flag, the config as the cost model holds it (fused_activation None)
+    return MatmulSpec(M, K, N, dataclasses.replace(cfg, fused_activation=None), wdt, act, ln.fidelity(),
+                      cfg.fused_activation == "silu")
 
 
 def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
