@@ -3,7 +3,9 @@
 ``Recorder(ns)`` forwards every attribute; every call made through it (ops, transfers, trace calls,
 config constructors, host tensors) is logged by dotted name, positional count and keyword names,
 so a test can check each against the installed ttnn, and device ops additionally log their tensor
-shapes / dtypes / layouts - the rows of a ttnn-profiler-style per-op CSV. With ``sync`` (a chip
+shapes / dtypes / layouts and non-tensor keyword values (program configs) - the rows of a
+ttnn-profiler-style per-op CSV, and what ``tests/test_device_costmodel_graph.py`` compares with the
+cost model's layer op list. With ``sync`` (a chip
 run's eager profiling pass) each device op is bracketed by ``synchronize_device`` and its host
 wall time recorded; the device-kernel duration column stays empty unless a chip's device profiler
 fills it (this module never invents one).
@@ -24,7 +26,9 @@ SUBMODULES = ("experimental", "transformer")
 
 @dataclasses.dataclass
 class Call:
-    """One call through the proxy. ``tensors_in`` / ``tensors_out``: (shape, dtype, layout) strings."""
+    """One call through the proxy. ``tensors_in`` / ``tensors_out``: (shape, dtype, layout) strings;
+    ``attributes``: a device op's non-tensor keyword values as passed (program / compute-kernel
+    config objects, ``num_heads``, ``epsilon``, ...), the op report's ATTRIBUTES."""
 
     name: str
     num_args: int
@@ -33,6 +37,7 @@ class Call:
     tensors_out: list[tuple[tuple[int, ...], str, str]] = dataclasses.field(default_factory=list)
     host_ns: int | None = None
     tag: str = ""
+    attributes: dict[str, object] = dataclasses.field(default_factory=dict)
 
 
 def _describe(x) -> tuple[tuple[int, ...], str, str] | None:
@@ -56,6 +61,7 @@ class _Recorded:
         is_op = self._name in DEVICE_OPS
         if is_op:
             call.tensors_in = [d for d in map(_describe, list(args) + list(kwargs.values())) if d is not None]
+            call.attributes = {k: v for k, v in sorted(kwargs.items()) if _describe(v) is None}
         if is_op and rec.state.sync is not None:
             rec.state.sync()
             t0 = time.perf_counter_ns()
