@@ -66,7 +66,7 @@ def _tensor(d) -> TensorDesc:
 
 
 def _attributes(call) -> dict:
-    o, name = call.options, call.name
+    o, name = {**{f"arg{i}": a for i, a in call.positional.items()}, **call.attributes}, call.name
     attrs = {k: config_text(o[k]) for k in ("program_config", "compute_kernel_config") if k in o}
     if name == "linear" and o.get("program_config") is not None:  # the one matmul config type prints it
         attrs["program_config"] = matmul_program_config(MatmulProgramConfig.from_ttnn(o["program_config"]))
@@ -105,7 +105,7 @@ def records_of_calls(calls, *, arch: str = "blackhole", core_count: int = 110, d
         if c.name not in OP_CODE:
             continue
         out.append(OpRecord(OP_CODE[c.name], _attributes(c), tuple(map(_tensor, c.tensors_in)),
-                            tuple(map(_tensor, c.tensors_out[:1])), _fidelity(c.options), core_count, None,
+                            tuple(map(_tensor, c.tensors_out[:1])), _fidelity(c.attributes), core_count, None,
                             device_id=device_id, arch=arch, available_cores=core_count))
     return out
 

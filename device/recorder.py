@@ -3,10 +3,10 @@
 ``Recorder(ns)`` forwards every attribute; every call made through it (ops, transfers, trace calls,
 config constructors, host tensors) is logged by dotted name, positional count and keyword names,
 so a test can check each against the installed ttnn, and device ops additionally log their tensor
-shapes / dtypes / layouts and their non-tensor arguments (program configs, head counts) - what
-``device.op_report`` writes as the rows of a profiler op report. With ``sync`` (a chip run's eager
-profiling pass) each device op is bracketed by ``synchronize_device`` and its host wall time
-recorded.
+shapes / dtypes / layouts and non-tensor keyword values (program configs) - the rows of a
+profiler op report ``device.op_report`` writes, and what ``tests/test_device_costmodel_graph.py``
+compares with the cost model's layer op list. With ``sync`` (a chip run's eager profiling pass)
+each device op is bracketed by ``synchronize_device`` and its host wall time recorded.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ SUBMODULES = ("experimental", "transformer")
 
 @dataclasses.dataclass
 class Call:
-    """One call through the proxy. ``tensors_in`` / ``tensors_out``: (shape, dtype, layout) strings."""
+    """One call through the proxy. ``tensors_in`` / ``tensors_out``: (shape, dtype, layout) strings;
+    ``attributes``: a device op's non-tensor keyword values as passed (program / compute-kernel
+    config objects, ``num_heads``, ``epsilon``, ...), the op report's ATTRIBUTES; ``positional``: its
+    non-tensor positional arguments by index (``fill_cache``'s batch index)."""
 
     name: str
     num_args: int
@@ -32,7 +35,8 @@ class Call:
     tensors_out: list[tuple[tuple[int, ...], str, str]] = dataclasses.field(default_factory=list)
     host_ns: int | None = None
     tag: str = ""
-    options: dict = dataclasses.field(default_factory=dict)  # a device op's non-tensor arguments (configs, ints)
+    attributes: dict[str, object] = dataclasses.field(default_factory=dict)
+    positional: dict[int, object] = dataclasses.field(default_factory=dict)
 
 
 def _describe(x) -> tuple[tuple[int, ...], str, str] | None:
@@ -56,9 +60,8 @@ class _Recorded:
         is_op = self._name in DEVICE_OPS
         if is_op:
             call.tensors_in = [d for d in map(_describe, list(args) + list(kwargs.values())) if d is not None]
-            # configs and scalars only (never tensors: the log must not keep device buffers alive)
-            call.options = {**{f"arg{i}": a for i, a in enumerate(args) if _describe(a) is None},
-                            **{k: v for k, v in kwargs.items() if _describe(v) is None}}
+            call.attributes = {k: v for k, v in sorted(kwargs.items()) if _describe(v) is None}
+            call.positional = {i: a for i, a in enumerate(args) if _describe(a) is None}
         if is_op and rec.state.sync is not None:
             rec.state.sync()
             t0 = time.perf_counter_ns()

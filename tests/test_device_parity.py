@@ -4,7 +4,6 @@ and the chip run itself (``blackhole`` marker: skipped here, with the reason).""
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import re
 import subprocess
@@ -75,8 +74,8 @@ def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
     assert parity.main(["--backend", "emulation", "--preset", "tiny", "--no-sample", "--layers", "0",
                         "--out", str(out)]) == 0
     cfg, graph = ExpertConfig.tiny(head_dim=32), GraphConfig()
-    mm = {n: dataclasses.replace(c, fused_activation=None) for n, c in graph.matmuls(cfg).items()}
-    model = list(layer_op_specs(BlackholeConfig.port(cfg, smax=float(cfg.max_seq_len), **mm), cfg=cfg).values())
+    bc = BlackholeConfig.from_port(graph.port(cfg), smax=float(cfg.max_seq_len), seq_len=100.0)
+    model = list(layer_op_specs(bc, cfg=cfg).values())
     report = read_report(out / "ops.csv")
     assert all(r.status == MODELLED for r in report.rows), report.summary()
     specs = [r.spec for r in report.rows]

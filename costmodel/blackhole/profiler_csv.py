@@ -128,8 +128,9 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
 
     if isinstance(spec, MatmulSpec):
         c = spec.cfg
-        # the spec's flag is the fusion (the cost model's configs leave fused_activation None)
-        c = dataclasses.replace(c, fused_activation="silu" if spec.fused_activation else None)
+        if spec.fused_activation != (c.fused_activation == "silu"):
+            raise ValueError(f"fused_activation={spec.fused_activation} but the program config's is "
+                             f"{c.fused_activation!r}; a report carries one (the config's)")
         attrs = {"program_config": matmul_program_config(c),
                  "compute_kernel_config": _compute_kernel(fid), "output_dtype": "DataType::BFLOAT16",
                  "bcast_batch": "true", "transpose_a": "false", "transpose_b": "false", "user_run_batched": "false",
@@ -395,9 +396,7 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
         cfg.validate("matmul", hw, M=M, K=K, N=N, weight_dtype=wdt, act_dtype=act)
     except ValueError as e:
         raise _Skip(f"program config outside the model's 1D in0-multicast form ({e})") from None
-    # the fusion is the spec's flag, the config as the cost model holds it (fused_activation None)
-    return MatmulSpec(M, K, N, dataclasses.replace(cfg, fused_activation=None), wdt, act, ln.fidelity(),
-                      cfg.fused_activation == "silu")
+    return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu")
 
 
 def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
