@@ -105,3 +105,20 @@ def test_chip_parity(tmp_path):
     res = json.loads((tmp_path / "parity.json").read_text())
     assert all(x["vs_fp32"]["pcc"] >= 0.9999 for x in res["layers"]), res["layers"]
     assert res["traced_vs_eager_max_abs"] == 0.0
+
+
+@pytest.mark.blackhole
+@pytest.mark.skipif(NO_CHIP is not None, reason=f"needs a Blackhole chip: {NO_CHIP}")
+def test_chip_op_report_carries_measured_durations_into_calibrate(tmp_path, monkeypatch):
+    """On a chip with the device profiler on, ops.csv carries ttnn's measured kernel durations and
+    goes straight into calibrate --ops-csv."""
+    from costmodel.blackhole.cli import main as costmodel_main
+    from costmodel.blackhole.profiler_csv import MODELLED, read_report
+
+    monkeypatch.setenv("TT_METAL_DEVICE_PROFILER", "1")
+    assert parity.main(["--preset", "alpamayo_tt", "--num-layers", "2", "--no-sample", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "parity.json").read_text())
+    assert res["csv_durations"] == "device profiler"
+    report = read_report(tmp_path / "ops.csv")
+    assert all(r.duration_us > 0 for r in report.rows if r.status == MODELLED)
+    costmodel_main(["calibrate", "--ops-csv", str(tmp_path / "ops.csv"), "--out", str(tmp_path / "cal.json")])
