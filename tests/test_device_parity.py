@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from _report_util import check_matmul_rows, tt_perf_report
 
 from device import parity
 from jaxref.config import ExpertConfig
@@ -68,7 +69,6 @@ def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
     from costmodel.blackhole.profiler_csv import MODELLED, read_report
     from costmodel.hardware import blackhole
     from device.configs import GraphConfig
-    from tests.test_costmodel_profiler_csv import check_matmul_rows, tt_perf_report
 
     out = tmp_path / "o"
     assert parity.main(["--backend", "emulation", "--preset", "tiny", "--no-sample", "--layers", "0",

@@ -10,7 +10,8 @@ Modules:
   fit         least-squares fit + Laplace covariance (``Calibration``)
   intervals   90% prediction intervals: per op, step, sample, and deltas between settings
   validation  leave-one-group-out refits and interval coverage
-  profiler_csv  ttnn device-profiler op reports (ops_perf_results CSV) in and out
+  opreport      tt-metal's ops_perf_results op-report schema and its one writer
+  profiler_csv  op specs as report rows; real reports read, every row classified (modelled / skip reason)
   roofline    DRAM floor and gap per op class; tune: gradient tuning vs exhaustive search
   cli         ``python -m costmodel.blackhole`` (what-if, ``--vs``, ``calibrate --ops-csv``)
 """
