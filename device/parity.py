@@ -35,7 +35,8 @@ from device.configs import GraphConfig
 from device.emulation import Emulation
 from device.graph import TTExpert
 from device.host import final_norm_from_hf, layer_from_hf, model_from_params
-from device.recorder import Recorder, write_op_csv
+from device.op_report import write_op_report
+from device.recorder import Recorder
 from jaxref.action import action_in_proj
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_rope, expert_stack, sample, velocity
@@ -139,7 +140,7 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     caches = [ex.upload_cache(np.asarray(cache.k[i]), np.asarray(cache.v[i])) for i in range(cfg.num_layers)]
     ex.set_context(S)
 
-    dev_prec = Precision.device(weights=graph.weights, cache=graph.cache, mask=graph.mask_format)
+    dev_prec = graph.port(cfg).precision()  # the golden's rounding points, from the same port description
     emb = velocity_input(params, x0, cfg)
     _, hidden = expert_stack(params.layers, params.final_norm, emb, cache, cfg=cfg, return_hidden=True)
     res: dict = {"backend": backend, "num_layers": cfg.num_layers, "hidden": cfg.hidden, "seq_len": S,
@@ -158,7 +159,9 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     n_before = len(rec.state.log)
     eager = ex.forward(np.asarray(emb), caches, traced=False)
     if out_dir is not None:
-        res["csv_rows"] = write_op_csv(out_dir / "ops.csv", rec.state.log[n_before:], backend=backend)
+        written = write_op_report(out_dir / "ops.csv", rec.state.log[n_before:], backend=backend, ttnn=ns,
+                                  device=device)
+        res["csv_rows"], res["csv_durations"] = written["rows"], written["durations"]
     rec.state.sync = None
     traced = ex.forward(np.asarray(emb), caches)
     res["traced_vs_eager_max_abs"] = float(np.max(np.abs(traced - eager)))

@@ -1,5 +1,7 @@
-"""Calibration against the measured rows (the oracle is the measurement itself) and data provenance."""
+"""Calibration against the measured rows (the oracle is the measurement itself) and data provenance;
+refits on few or absurd rows stay inside the parameters' physical ranges."""
 
+import csv
 import dataclasses
 import json
 import re
@@ -92,3 +94,80 @@ def test_unconstrained_round_trip_and_bounds(stored):
         [float(getattr(stored.params, k)) for k in PARAM_NAMES], rel=1e-5)
     with pytest.raises(ValueError, match="dram_eff=0.99 must lie in"):
         fit.to_unconstrained(dataclasses.replace(stored.params, dram_eff=0.99))
+
+
+# ---- fits that cannot go insane ----------------------------------------------------------------------
+def test_every_parameter_has_a_physical_range_and_the_stored_fit_is_inside():
+    assert set(fit.PARAM_BOUNDS) == set(PARAM_NAMES)
+    stored = fit.load_calibration()
+    for k in PARAM_NAMES:
+        lo, hi, why = fit.PARAM_BOUNDS[k]
+        assert 0 < lo < hi and len(why) > 10
+        assert lo <= getattr(stored.params, k) <= hi, k
+    assert fit.PARAM_BOUNDS["dram_eff"][1] == DRAM_EFF_MAX
+    with pytest.raises(ValueError, match=r"params.launch_matmul_us=500.0: expected a value in \[0.05, 100\]"):
+        fit.check_params(dataclasses.replace(stored.params, launch_matmul_us=500.0))
+
+
+def _scaled(data, factor):
+    return [dataclasses.replace(r, lo=r.lo * factor, hi=r.hi * factor) for r in data]
+
+
+@pytest.fixture(scope="module")
+def few_rows():
+    """Three of the per-op rows (norm, rope, eltwise): they say nothing about matmuls, SDPA or the host."""
+    return [r for r in rows.load_rows() if r.table == "op_times" and r.name in ("rms_norm", "rope_q", "add")]
+
+
+def test_refit_on_few_rows_holds_what_they_do_not_pin_at_the_prior(few_rows):
+    stored = fit.load_calibration()
+    cal = fit.fit(few_rows, prior=stored, steps=30)
+    info = cal.info
+    assert info["n_rows"] == 3 and info["prior"] == "calibration"
+    assert set(info["pinned"]) | set(info["held_at_prior"]) == set(PARAM_NAMES)
+    assert not set(info["pinned"]) & set(info["held_at_prior"])
+    for k in ("launch_matmul_us", "launch_sdpa_us", "host_proj_us", "softmax_cycles_per_tile"):
+        assert k in info["held_at_prior"]
+    for k in info["held_at_prior"]:
+        assert getattr(cal.params, k) == pytest.approx(getattr(stored.params, k), rel=1e-5), k
+    fit.check_params(cal.params)
+
+
+def test_absurd_durations_cannot_drive_parameters_out_of_bounds(few_rows):
+    """Durations 1e6 x too long (a trace window read as op times): the fit stays physical, says it is
+    poor, and every parameter is inside its range; the stored fit's step is never an hour."""
+    stored = fit.load_calibration()
+    cal = fit.fit(_scaled(few_rows, 1e6), prior=stored, steps=40)
+    fit.check_params(cal.params)
+    assert all(np.isfinite(cal.theta)) and np.isfinite(cal.sigma)
+    assert any(w.startswith("poor fit") for w in cal.info["warnings"])
+    cal_small = fit.fit(_scaled(few_rows, 1e-6), prior=stored, steps=40)
+    fit.check_params(cal_small.params)
+
+
+def test_rows_with_non_finite_times_are_refused(few_rows):
+    bad = [dataclasses.replace(few_rows[0], lo=float("inf"), hi=float("inf")), *few_rows[1:]]
+    with pytest.raises(ValueError, match=r"measured times must be finite and > 0"):
+        fit.fit(bad, steps=2)
+
+
+def test_strict_refuses_a_poor_fit(tmp_path, capsys):
+    from costmodel.blackhole.cli import main
+
+    path = tmp_path / "slow.csv"
+    main(["--emit-csv", str(path), "--json"])
+    recs = list(csv.DictReader(path.read_text().splitlines()))
+    for i, r in enumerate(recs):  # times off by factors 10^-2 .. 10^2 around the model: no fit can follow
+        r["DEVICE KERNEL DURATION [ns]"] = str(float(r["DEVICE KERNEL DURATION [ns]"]) * 10.0 ** (4 * (i % 2) - 2))
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(recs[0]))
+        w.writeheader()
+        w.writerows(recs)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["calibrate", "--ops-csv", str(path), "--strict", "--steps", "20"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "poor fit: rms log error" in err and "(--strict)" in err
+    main(["calibrate", "--ops-csv", str(path), "--steps", "20"])
+    text = capsys.readouterr()
+    assert "warning: poor fit" in text.err and "pinned by the rows:" in text.out and "held at prior" in text.out

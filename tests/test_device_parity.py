@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from _report_util import check_matmul_rows, tt_perf_report
 
 from device import parity
 from jaxref.config import ExpertConfig
@@ -48,11 +49,42 @@ def test_emulation_run_writes_json_markdown_and_op_csv(tmp_path):
     assert "trace_replay_ms" not in res  # no device timing without a device
     assert "| layer 0 |" in (out / "parity.md").read_text()
     rows = list(csv.DictReader((out / "ops.csv").open()))
-    # the eager stack: 2 layers x (19 ops + 4 zero-copy views around the decode attention) + the final norm
-    assert len(rows) == res["csv_rows"] == 2 * 23 + 1
-    assert [r["OP CODE"] for r in rows[:3]] == ["rms_norm", "linear", "nlp_create_qkv_heads"]
-    assert rows[1]["INPUT_1_DATATYPE"] == "BFLOAT8_B" and rows[0]["TAG"] == "layer 0"
-    assert all(r["DEVICE KERNEL DURATION [ns]"] == "" and r["HOST DURATION [ns]"] == "" for r in rows)
+    # the eager stack as a profiler report: 2 layers x 19 device ops + the final norm (views have no row)
+    assert len(rows) == res["csv_rows"] == 2 * 19 + 1
+    assert [r["OP CODE"] for r in rows[:3]] == ["LayerNormDeviceOperation", "MatmulDeviceOperation",
+                                                 "NlpCreateHeadsDeviceOperation"]
+    qkv = (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim
+    assert rows[1]["INPUT_1_DATATYPE"] == "BFLOAT8_B" and rows[1]["OUTPUT_0_X_PAD[LOGICAL]"] == f"{qkv}[{qkv}]"
+    assert {r["DEVICE ID"] for r in rows} == {"0"} and {r["DEVICE ARCH"] for r in rows} == {"blackhole"}
+    # emulation: durations are the cost model's (said so in parity.json), never a measurement
+    assert res["csv_durations"] == "cost model (not measured)"
+    assert all(float(r["DEVICE KERNEL DURATION [ns]"]) > 0 for r in rows)
+
+
+def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
+    """The parity CSV read back by calibrate's reader gives the cost model's own layer op specs for
+    the same port (graph config, geometry), and tt-perf-report reads it: DRAM / FLOP % per matmul."""
+    from costmodel.blackhole import BlackholeConfig, layer_op_specs
+    from costmodel.blackhole.opspecs import MatmulSpec, NormSpec
+    from costmodel.blackhole.profiler_csv import MODELLED, read_report
+    from costmodel.hardware import blackhole
+    from device.configs import GraphConfig
+
+    out = tmp_path / "o"
+    assert parity.main(["--backend", "emulation", "--preset", "tiny", "--no-sample", "--layers", "0",
+                        "--out", str(out)]) == 0
+    cfg, graph = ExpertConfig.tiny(head_dim=32), GraphConfig()
+    bc = BlackholeConfig.from_port(graph.port(cfg), smax=float(cfg.max_seq_len), seq_len=100.0)
+    model = list(layer_op_specs(bc, cfg=cfg).values())
+    report = read_report(out / "ops.csv")
+    assert all(r.status == MODELLED for r in report.rows), report.summary()
+    specs = [r.spec for r in report.rows]
+    assert specs == model * cfg.num_layers + [NormSpec(cfg.num_tokens, cfg.hidden)]
+    # durations supplied by the model: each row's is its spec's modelled time
+    back = tt_perf_report(out / "ops.csv", tmp_path)
+    assert len(back) == len(specs)
+    check_matmul_rows(back, blackhole("p150a"), [(r.spec, r.duration_us) for r in report.rows
+                                                 if isinstance(r.spec, MatmulSpec)])
 
 
 def test_report_section_contract(tmp_path):
@@ -73,3 +105,20 @@ def test_chip_parity(tmp_path):
     res = json.loads((tmp_path / "parity.json").read_text())
     assert all(x["vs_fp32"]["pcc"] >= 0.9999 for x in res["layers"]), res["layers"]
     assert res["traced_vs_eager_max_abs"] == 0.0
+
+
+@pytest.mark.blackhole
+@pytest.mark.skipif(NO_CHIP is not None, reason=f"needs a Blackhole chip: {NO_CHIP}")
+def test_chip_op_report_carries_measured_durations_into_calibrate(tmp_path, monkeypatch):
+    """On a chip with the device profiler on, ops.csv carries ttnn's measured kernel durations and
+    goes straight into calibrate --ops-csv."""
+    from costmodel.blackhole.cli import main as costmodel_main
+    from costmodel.blackhole.profiler_csv import MODELLED, read_report
+
+    monkeypatch.setenv("TT_METAL_DEVICE_PROFILER", "1")
+    assert parity.main(["--preset", "alpamayo_tt", "--num-layers", "2", "--no-sample", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "parity.json").read_text())
+    assert res["csv_durations"] == "device profiler"
+    report = read_report(tmp_path / "ops.csv")
+    assert all(r.duration_us > 0 for r in report.rows if r.status == MODELLED)
+    costmodel_main(["calibrate", "--ops-csv", str(tmp_path / "ops.csv"), "--out", str(tmp_path / "cal.json")])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import pathlib
 import shlex
 import sys
@@ -37,7 +38,7 @@ from costmodel.blackhole.graph import (
 )
 from costmodel.blackhole.intervals import LEVEL, delta_intervals, intervals
 from costmodel.blackhole.params import CALIBRATION_PATH, PARAM_NAMES, param_info
-from costmodel.blackhole.profiler_csv import read_rows, write_csv
+from costmodel.blackhole.profiler_csv import read_report, write_csv
 from costmodel.blackhole.rows import load_rows
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import BLACKHOLE_PRESETS, Blackhole, blackhole
@@ -178,7 +179,8 @@ def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
                         "delta_interval_ms": {ms: [d[us][1] / 1e3, d[us][2] / 1e3] for us, ms in TOTALS_MS.items()}}
     if args.emit_csv is not None:
         specs = layer_op_specs(bc, cfg=cfg)
-        write_csv(args.emit_csv, [(specs[k], result["per_op_us"][k]) for k in result["per_op_us"]])
+        write_csv(args.emit_csv, [(specs[k], result["per_op_us"][k]) for k in result["per_op_us"]], hw=hw,
+                  heads=(cfg.num_heads, cfg.num_kv_heads))
     return result
 
 
@@ -205,45 +207,102 @@ def _print_whatif(result: dict, num_steps: int) -> None:
             print(f"  {key:22s} {dv:+9.3f} ms [{lo:+.3f}, {hi:+.3f}]")
 
 
+def _check_out(p: argparse.ArgumentParser, out: pathlib.Path | None) -> None:
+    if out is None:
+        return
+    if out.is_dir():
+        p.error(f"--out={str(out)!r} is a directory; expected a file path for the calibration JSON")
+    if not out.parent.is_dir():
+        p.error(f"--out={str(out)!r}: folder {str(out.parent)!r} does not exist")
+
+
+def _print_summary(report) -> None:
+    print(f"{report.path}: DEVICE ARCH {report.arch!r}, fitted as {report.hw.name}; {len(report.rows)} lines")
+    for status, codes in report.summary().items():
+        per_code = ", ".join(f"{c} {k}" for c, k in codes.items())
+        print(f"  {sum(codes.values()):5d}  {status}: {per_code}")
+
+
 def calibrate(argv: list[str]) -> dict:
     """``calibrate`` subcommand: refit on the stored rows or a profiler CSV, print, optionally write."""
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole calibrate",
                                 description="Refit the model's unknown parameters (with covariance) on the stored "
-                                            "measured rows or on a ttnn device-profiler op report.")
+                                            "measured rows or on a ttnn device-profiler op report. A report is "
+                                            "fitted with the stored calibration as the prior: parameters its rows "
+                                            "do not pin keep their stored values.")
     p.add_argument("--ops-csv", default=None, metavar="FILE", help="ops_perf_results CSV to fit (instead of the "
                                                                     "stored rows)")
+    p.add_argument("--device-id", default="first", help="with --ops-csv: DEVICE ID to fit, 'first' (the lowest; "
+                                                        "default) or 'all'")
+    p.add_argument("--hw", default=None, help="p150a | p100a (default: from the report's DEVICE ARCH)")
+    p.add_argument("--force-arch", action="store_true", help="fit a report of another architecture (Wormhole) "
+                                                             "with the Blackhole model anyway")
     p.add_argument("--with-stored", action="store_true", help="with --ops-csv: fit the stored rows as well")
+    p.add_argument("--strict", action="store_true", help="refuse (exit 2) a poor fit or a report with no "
+                                                         "modelled row instead of warning")
     p.add_argument("--out", default=None, metavar="FILE", help="write the calibration JSON here")
     p.add_argument("--write", action="store_true", help=f"write the calibration JSON to {CALIBRATION_PATH}")
     p.add_argument("--steps", type=int, default=60, help="Levenberg-Marquardt iterations")
     p.add_argument("--json", action="store_true", help="print the calibration as JSON")
     args = p.parse_args(argv)
+    out = pathlib.Path(args.out) if args.out else (CALIBRATION_PATH if args.write else None)
+    _check_out(p, out)  # before the fit: a bad path should not cost a fit
+    if args.steps < 1:
+        p.error(f"--steps={args.steps} must be >= 1")
+    if args.device_id not in ("first", "all") and not args.device_id.isdigit():
+        p.error(f"--device-id={args.device_id!r}: expected 'first', 'all' or a non-negative integer")
+    if args.with_stored and args.ops_csv is None:
+        p.error("--with-stored needs --ops-csv")
+    prior, hw = None, None
     try:
+        hw = None if args.hw is None else blackhole(args.hw)
         if args.ops_csv is not None:
-            rows = read_rows(args.ops_csv) + (load_rows() if args.with_stored else [])
-        elif args.with_stored:
-            raise ValueError("--with-stored needs --ops-csv")
+            report = read_report(args.ops_csv, hw=hw, force_arch=args.force_arch,
+                                 device_id=args.device_id if not args.device_id.isdigit() else int(args.device_id))
+            if not args.json:
+                _print_summary(report)
+            for w in report.warnings:
+                print(f"warning: {w}", file=sys.stderr)
+            hw = report.hw
+            rows = report.measured_rows() + (load_rows() if args.with_stored else [])
+            prior = fitting.load_calibration()
+            if not rows:
+                if args.strict:
+                    p.error(f"{args.ops_csv}: no row of the report is modelled (--strict)")
+                print("\nno modelled row: nothing to fit; the calibration stays the stored one"
+                      + ("" if out is None else f" ({out} not written)"))
+                return {"n_rows": 0, "summary": report.summary()}
         else:
             rows = load_rows()
-        if args.steps < 1:
-            raise ValueError(f"steps={args.steps} must be >= 1")
-        cal = fitting.fit(rows, steps=args.steps)
+        cal = fitting.fit(rows, steps=args.steps, hw=hw, prior=prior)
     except ValueError as e:
         p.error(str(e))
-    table = fitting.report(cal.params, rows)
-    out = pathlib.Path(args.out) if args.out else (CALIBRATION_PATH if args.write else None)
+    if cal.info["warnings"] and args.strict:
+        p.error("; ".join(cal.info["warnings"]) + " (--strict)")
+    for w in cal.info["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    table = fitting.report(cal.params, rows, hw=hw)
     if out is not None:
         fitting.write_calibration(cal, table, out)
     if args.json:
         print(json.dumps(cal.to_json(), indent=1))
         return cal.to_json()
     print(fitting.format_report(table))
-    print(f"\nfitted {cal.info['n_rows']} rows: rms log error {cal.info['rms_log_error']:.3f}, "
-          f"sigma {cal.sigma:.3f}, effective parameters {cal.info['effective_params']:.1f} of {cal.info['n_params']}")
+    info = cal.info
+    print(f"\nfitted {info['n_rows']} rows: rms log error {info['rms_log_error']:.3f}, sigma {cal.sigma:.3f}, "
+          f"effective parameters {info['effective_params']:.1f} of {info['n_params']}; "
+          f"pinned by the rows: {len(info['pinned'])}"
+          + (f"; held at the stored calibration: {len(info['held_at_prior'])}" if prior is not None else ""))
     for i, k in enumerate(PARAM_NAMES):
-        info = param_info(k)
-        print(f"  {k:24s} {getattr(cal.params, k):12.5g} {info['unit']:8s} x/ {2.718281828 ** cal.cov[i, i] ** 0.5:6.2f}"
-              f"  {info['meaning']}")
+        pi = param_info(k)
+        tag = "  (held at prior)" if k in info["held_at_prior"] else ""
+        print(f"  {k:24s} {getattr(cal.params, k):12.5g} {pi['unit']:8s} x/ {math.exp(cal.cov[i, i] ** 0.5):6.2f}"
+              f"  {pi['meaning']}{tag}")
+    if prior is not None:
+        cfg = ExpertConfig.alpamayo_tt()
+        port = BlackholeConfig.port(cfg)
+        new, old = (evaluate(hw, c.params, port, cfg=cfg)["step_ms"] for c in (cal, prior))
+        print(f"\nport step ({hw.name}): {new:.2f} ms with this calibration, {old:.2f} ms with the stored one")
     if out is not None:
         print(f"\nwrote {out}")
     return cal.to_json()

@@ -11,6 +11,14 @@ Uncertainty (Gauss-Newton / Laplace at the optimum): sigma^2 = sum r^2 / (n - p_
 per-row model error in log space, and Cov(theta) = (J^T J / sigma^2 + I / PRIOR_SD^2)^-1 with J
 the residual Jacobian; p_eff = tr(J^T J (J^T J + sigma^2/PRIOR_SD^2 I)^-1) counts the parameters
 the data pin. ``intervals`` propagates it.
+
+Refitting on new rows (a profiler report) uses a stored calibration as the prior instead
+(``fit(rows, prior=cal)``: centre its theta, precision its inverse covariance), so rows that say
+little about a parameter cannot move it far. Every parameter stays inside ``PARAM_BOUNDS``
+(closed physical ranges; a Levenberg-Marquardt step that leaves them is rejected); a parameter
+whose posterior precision comes mostly from the prior (data share < ``PIN_SHARE``) is not pinned
+by the rows and is held at its prior value in a second pass. ``info`` lists rows used,
+parameters pinned, residual error and warnings when the fit is poor.
 """
 
 from __future__ import annotations
@@ -44,6 +52,51 @@ SIGMA_REF = 0.05  # log-space row error assumed while fitting (weighs the prior)
 # The residual Jacobian is one large unrolled graph run a few dozen times: XLA's expensive backend
 # passes cost more compile time than they save.
 FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+# Closed physical range of each parameter: (lo, hi, why). The fit never leaves them; a loaded
+# calibration outside them is refused.
+PARAM_BOUNDS = {
+    "dram_eff": (1e-3, DRAM_EFF_MAX, "a fraction of peak, at most the best measured read (500/512 GB/s)"),
+    "core_read_tiles_per_s": (1e5, 2e8, "one core's page requests: its 86.4 GB/s NoC link over a bfp4 tile"),
+    "dram_latency_us": (0.05, 10.0, "a DRAM round trip: ~100 to ~10000 cycles at 1.35 GHz"),
+    "overlap_exponent": (1.0 + 1e-6, 50.0, "q-norm between serial (1) and perfect overlap (large)"),
+    "mm_block_sync_us": (1e-3, 50.0, "a multicast handshake: cycles to tens of us"),
+    "eltwise_cycles_per_tile": (1.0, 1e4, "an elementwise pass over 1024 elements"),
+    "softmax_cycles_per_tile": (1.0, 1e5, "online-softmax work on a 32x32 score tile"),
+    "launch_matmul_us": (0.05, 100.0, "a launch cost: dispatch to kernel start, under 100 us"),
+    "launch_norm_us": (0.05, 100.0, "a launch cost: dispatch to kernel start, under 100 us"),
+    "launch_rope_us": (0.05, 100.0, "a launch cost: dispatch to kernel start, under 100 us"),
+    "launch_heads_us": (0.05, 100.0, "a launch cost: dispatch to kernel start, under 100 us"),
+    "launch_fill_cache_us": (0.05, 100.0, "a launch cost: dispatch to kernel start, under 100 us"),
+    "launch_eltwise_us": (0.05, 100.0, "a launch cost: dispatch to kernel start, under 100 us"),
+    "launch_sdpa_us": (0.05, 100.0, "a launch cost: dispatch to kernel start, under 100 us"),
+    "trace_overlap_us": (1e-4, 100.0, "time hidden per replayed op: below a launch cost"),
+    "host_bytes_per_s": (1e6, 64e9, "host transfers: at most PCIe 5.0 x16 (64 GB/s)"),
+    "host_proj_us": (1.0, 1e6, "two small host matmuls per step: 1 us to 1 s"),
+}
+PIN_SHARE = 0.5  # a parameter is pinned when the rows give at least half of its posterior precision
+POOR_RMS_LOG_ERROR = 0.25  # rms |log(pred / measured)| above this (~28%): the fit is poor
+MIN_ROWS = 3
+
+
+def check_params(p: FitParams | dict, *, where: str = "params") -> None:
+    """Raise ValueError unless every parameter is a finite number inside ``PARAM_BOUNDS``."""
+    d = p if isinstance(p, dict) else params_to_dict(p)
+    for k in PARAM_NAMES:
+        v = d[k]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ValueError(f"{where}.{k}={v!r}: expected a finite number")
+        lo, hi, why = PARAM_BOUNDS[k]
+        if not lo <= v <= hi:
+            raise ValueError(f"{where}.{k}={v!r}: expected a value in [{lo:g}, {hi:g}] ({why})")
+
+
+def _in_bounds(theta) -> bool:
+    if not np.all(np.isfinite(theta)):
+        return False
+    p = params_to_dict(from_unconstrained(jnp.asarray(theta, jnp.float32)))
+    return all(PARAM_BOUNDS[k][0] <= v <= PARAM_BOUNDS[k][1] for k, v in p.items())
 
 
 # ---- unconstrained parameterisation ----------------------------------------------------------------
@@ -88,26 +141,33 @@ def residuals_and_jacobian(theta, hw: Blackhole, targets, *, specs: tuple, cfg: 
     return f(theta), jax.jacfwd(f)(theta)
 
 
-def _levenberg_marquardt(theta, theta0, weights, hw, targets, *, specs, cfg, steps: int):
-    """Minimise sum (w r)^2 + (SIGMA_REF / PRIOR_SD)^2 |theta - theta0|^2; returns theta, r, J (all rows)."""
-    lam = (SIGMA_REF / PRIOR_SD) ** 2
+def _levenberg_marquardt(theta, theta0, weights, hw, targets, *, specs, cfg, steps: int, precision=None,
+                         free=None):
+    """Minimise sum (w r)^2 + SIGMA_REF^2 (theta - theta0)^T precision (theta - theta0) over the ``free``
+    coordinates (default: all), rejecting steps that leave ``PARAM_BOUNDS``; returns theta, r, J (all rows)."""
+    P = len(theta0)
+    prec = np.eye(P) / PRIOR_SD**2 if precision is None else np.asarray(precision, np.float64)
+    lam = SIGMA_REF**2 * prec
+    free = np.ones(P, bool) if free is None else np.asarray(free, bool)
 
     def evaluate(th):
         r, J = (np.asarray(a, np.float64) for a in residuals_and_jacobian(jnp.asarray(th, jnp.float32), hw, targets,
                                                                              specs=specs, cfg=cfg))
         d = np.asarray(th) - theta0
-        return r, J, float(np.sum((weights * r) ** 2) + lam * d @ d)
+        return r, J, float(np.sum((weights * r) ** 2) + d @ lam @ d)
 
     theta = np.asarray(theta, np.float64)
     r, J, loss = evaluate(theta)
     mu = 1e-3
     for _ in range(steps):
-        Jw = J * weights[:, None]
-        A = Jw.T @ Jw + lam * np.eye(len(theta))
-        g = Jw.T @ (weights * r) + lam * (theta - theta0)
-        cand = theta - np.linalg.solve(A + mu * np.diag(np.diag(A)), g)
-        r2, J2, loss2 = evaluate(cand)
-        if np.all(np.isfinite(r2)) and loss2 < loss:
+        Jw = (J * weights[:, None])[:, free]
+        A = Jw.T @ Jw + lam[np.ix_(free, free)]
+        g = Jw.T @ (weights * r) + (lam @ (theta - theta0))[free]
+        cand = theta.copy()
+        cand[free] = theta[free] - np.linalg.solve(A + mu * np.diag(np.diag(A)), g)
+        ok = _in_bounds(cand)
+        r2, J2, loss2 = evaluate(cand) if ok else (None, None, math.inf)
+        if ok and np.all(np.isfinite(r2)) and loss2 < loss:
             improved = loss - loss2
             theta, r, J, loss, mu = cand, r2, J2, loss2, mu / 3.0
             if improved < 1e-10 * max(loss, 1e-12):
@@ -145,57 +205,143 @@ class Calibration:
                 "info": self.info}
 
     @classmethod
-    def from_json(cls, doc: dict) -> Calibration:
+    def from_json(cls, doc) -> Calibration:
+        """Validated calibration from its JSON document; ValueError names the key, value and expectation."""
+        if not isinstance(doc, dict):
+            raise ValueError(f"the document is a JSON {type(doc).__name__}; expected an object with keys "  # noqa: TRY004
+                             "params, theta, cov, sigma, dof")
         for key in ("params", "theta", "cov", "sigma", "dof"):
             if key not in doc:
-                raise ValueError(f"calibration JSON lacks key {key!r}; write it with "
-                                 "`python -m costmodel.blackhole calibrate --write`")
-        return cls(params_from_dict(doc["params"]), np.asarray(doc["theta"]), np.asarray(doc["cov"]),
-                   float(doc["sigma"]), float(doc["dof"]), doc.get("info", {}))
+                raise ValueError(f"lacks key {key!r}; write it with `python -m costmodel.blackhole calibrate --write`")
+        params, P = doc["params"], len(PARAM_NAMES)
+        if not isinstance(params, dict):
+            raise ValueError(f"params={params!r}: expected an object of {P} parameters")  # noqa: TRY004
+        if set(params) != set(PARAM_NAMES):
+            raise ValueError(f"params: keys {sorted(set(params) ^ set(PARAM_NAMES))} missing or unknown; expected "
+                             f"{sorted(PARAM_NAMES)}")
+        check_params(params)
+        theta = _matrix("theta", doc["theta"], (P,))
+        cov = _matrix("cov", doc["cov"], (P, P))
+        if not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12) or np.any(np.linalg.eigvalsh(0.5 * (cov + cov.T)) <= 0):
+            raise ValueError("cov: expected a symmetric positive-definite matrix")
+        for key in ("sigma", "dof"):
+            v = doc[key]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{key}={v!r}: expected a finite number > 0")
+        p = params_from_dict(params)
+        back = np.asarray(to_unconstrained(p), np.float64)
+        if not np.allclose(back, theta, rtol=1e-4, atol=1e-3):
+            k = PARAM_NAMES[int(np.argmax(np.abs(back - theta)))]
+            raise ValueError(f"theta: entry of {k} does not match params.{k}={params[k]!r}; expected theta = the "
+                             "unconstrained params (fit.to_unconstrained)")
+        return cls(p, theta, cov, float(doc["sigma"]), float(doc["dof"]), doc.get("info", {}))
+
+
+def _matrix(key: str, value, shape: tuple[int, ...]) -> np.ndarray:
+    try:
+        a = np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key}={str(value)[:60]!r}: expected numbers of shape {list(shape)}") from None
+    if a.shape != shape:
+        raise ValueError(f"{key}: shape {list(a.shape)}; expected {list(shape)}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{key}: non-finite entries; expected finite numbers")
+    return a
 
 
 def load_calibration(path: str | pathlib.Path = CALIBRATION_PATH) -> Calibration:
-    """A stored calibration (default: ``costmodel/data/calibration.json``)."""
+    """A stored calibration (default: ``costmodel/data/calibration.json``); ValueError names the file."""
     path = pathlib.Path(path)
     if not path.exists():
-        raise ValueError(f"calibration file {path} missing; run `python -m costmodel.blackhole calibrate --write`")
-    return Calibration.from_json(json.loads(path.read_text()))
+        raise ValueError(f"calibration={str(path)!r}: no such file; run `python -m costmodel.blackhole calibrate "
+                         "--write` or pass a calibration JSON")
+    if not path.is_file():
+        raise ValueError(f"calibration={str(path)!r} is a directory; expected a calibration JSON file")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"calibration={str(path)!r}: not text ({e.reason} at byte {e.start}); expected JSON") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"calibration={str(path)!r}: invalid JSON at line {e.lineno}, column {e.colno} "
+                         f"({e.msg})") from None
+    try:
+        return Calibration.from_json(doc)
+    except ValueError as e:
+        raise ValueError(f"calibration={str(path)!r}: {e}") from None
 
 
 def fit(rows: list[Row] | None = None, *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
-        init: FitParams | None = None, hold_out: frozenset[str] = frozenset(), steps: int = 60) -> Calibration:
+        init: FitParams | None = None, hold_out: frozenset[str] = frozenset(), steps: int = 60,
+        prior: Calibration | None = None) -> Calibration:
     """Fit the 'calibration' rows of ``rows`` (default: every stored row) outside the groups in
     ``hold_out``, from ``init`` (default: the prior), with ``steps`` Levenberg-Marquardt iterations.
 
-    Every row (held out, validation or not) is evaluated, weighted 0 unless fitted, so all folds of
-    one row set share one compiled Jacobian. Returns a ``Calibration`` whose ``info["fitted_to"]``
-    lists the rows that were fitted.
+    ``prior``: a calibration to refit from (its theta the prior centre, its inverse covariance the
+    prior precision; default: the weak prior around ``params.initial_params``); parameters the
+    rows do not pin are then held at the prior's values. Every row (held out, validation or not)
+    is evaluated, weighted 0 unless fitted, so all folds of one row set share one compiled
+    Jacobian. Returns a ``Calibration`` whose ``info`` lists the rows fitted (``fitted_to``),
+    ``pinned`` / ``held_at_prior`` parameters and ``warnings``; raises ValueError if the result is
+    not finite.
     """
     rows = load_rows() if rows is None else rows
     weights = np.asarray([1.0 if (r.role == "calibration" and r.group not in hold_out) else 0.0 for r in rows])
     n = int(weights.sum())
     if n == 0:
         raise ValueError(f"rows: no 'calibration' row left to fit (hold_out={sorted(hold_out)})")
+    bad = [f"{r.table}/{r.name}={r.target!r}" for r in rows if not (math.isfinite(r.target) and r.target > 0)]
+    if bad:
+        raise ValueError(f"rows: measured times must be finite and > 0 (us); got {bad[:3]}")
     hw = blackhole_p150a() if hw is None else hw
     cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
-    theta0 = np.asarray(to_unconstrained(initial_params()), np.float64)
+    P = len(PARAM_NAMES)
+    if prior is None:
+        theta0, prec0 = np.asarray(to_unconstrained(initial_params()), np.float64), np.eye(P) / PRIOR_SD**2
+    else:
+        theta0, prec0 = np.asarray(prior.theta, np.float64), np.linalg.inv(prior.cov)
     start = theta0 if init is None else np.asarray(to_unconstrained(init), np.float64)
     specs = tuple(r.spec for r in rows)
     targets = jnp.asarray([r.target for r in rows], jnp.float32)
-    theta, r, J = _levenberg_marquardt(start, theta0, weights, hw, targets, specs=specs, cfg=cfg, steps=steps)
+    lm = functools.partial(_levenberg_marquardt, weights=weights, hw=hw, targets=targets, specs=specs, cfg=cfg,
+                           steps=steps, precision=prec0)
+    theta, r, J = lm(start, theta0)
     keep = weights > 0
-    r, J = r[keep], J[keep]
-    P = len(PARAM_NAMES)
-    JtJ = J.T @ J
-    # sigma depends on the effective parameter count and vice versa: a few fixed-point rounds
-    sigma2, p_eff = float(r @ r) / max(n - P, 1), float(P)
-    for _ in range(20):
-        p_eff = float(np.trace(JtJ @ np.linalg.inv(JtJ + sigma2 / PRIOR_SD**2 * np.eye(P))))
-        sigma2 = float(r @ r) / max(n - p_eff, 1.0)
-    cov = np.linalg.inv(JtJ / sigma2 + np.eye(P) / PRIOR_SD**2)
+
+    def posterior(r, J):
+        r, J = r[keep], J[keep]
+        JtJ = J.T @ J
+        # sigma depends on the effective parameter count and vice versa: a few fixed-point rounds
+        sigma2, p_eff = float(r @ r) / max(n - P, 1), float(P)
+        for _ in range(20):
+            p_eff = float(np.trace(JtJ @ np.linalg.inv(JtJ + sigma2 * prec0)))
+            sigma2 = max(float(r @ r) / max(n - p_eff, 1.0), 1e-12)
+        cov = np.linalg.inv(JtJ / sigma2 + prec0)
+        share = np.diag(cov @ (JtJ / sigma2))  # fraction of each parameter's posterior precision from the rows
+        return r, sigma2, p_eff, cov, share
+
+    r_fit, sigma2, p_eff, cov, share = posterior(r, J)
+    pinned = share >= PIN_SHARE
+    if prior is not None and not pinned.all():  # hold what the rows do not pin at the prior
+        start2 = np.where(pinned, theta, theta0)
+        theta, r, J = lm(start2, theta0, free=pinned) if pinned.any() else (start2, *lm(start2, theta0, steps=0)[1:])
+        r_fit, sigma2, p_eff, cov, _ = posterior(r, J)
+    if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(cov)) and math.isfinite(sigma2)):
+        raise ValueError("rows: the fit produced non-finite parameters; check the measured times")
     params = params_from_dict({k: float(v) for k, v in params_to_dict(from_unconstrained(jnp.asarray(theta))).items()})
-    info = {"n_rows": n, "n_params": P, "effective_params": p_eff, "rms_log_error": float(np.sqrt(np.mean(r**2))),
-            "max_abs_log_error": float(np.max(np.abs(r))), "lm_steps": steps, "hold_out": sorted(hold_out),
+    check_params(params, where="fitted params")
+    rms = float(np.sqrt(np.mean(r_fit**2)))
+    warnings = []
+    if rms > POOR_RMS_LOG_ERROR:
+        warnings.append(f"poor fit: rms log error {rms:.3f} (x{math.exp(rms):.2f}) > {POOR_RMS_LOG_ERROR} "
+                        f"(x{math.exp(POOR_RMS_LOG_ERROR):.2f})")
+    if n < MIN_ROWS:
+        warnings.append(f"only {n} rows fitted (< {MIN_ROWS}): the residual error is not an estimate")
+    info = {"n_rows": n, "n_params": P, "effective_params": p_eff, "rms_log_error": rms,
+            "max_abs_log_error": float(np.max(np.abs(r_fit))), "lm_steps": steps, "hold_out": sorted(hold_out),
+            "prior": "weak (params.initial_params)" if prior is None else "calibration",
+            "pinned": [k for k, pin in zip(PARAM_NAMES, pinned) if pin],
+            "held_at_prior": [] if prior is None else [k for k, pin in zip(PARAM_NAMES, pinned) if not pin],
+            "warnings": warnings,
             "fitted_to": [f"{x.table}/{x.name}" for x, w in zip(rows, weights) if w > 0]}
     return Calibration(params, theta, cov, math.sqrt(sigma2), max(n - p_eff, 1.0), info)
 

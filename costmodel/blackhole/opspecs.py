@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 from costmodel.blackhole.ops import (
-    MatmulConfig,
     eltwise_us,
     fill_cache_us,
     heads_us,
@@ -21,6 +20,7 @@ from costmodel.blackhole.ops import (
     rope_us,
 )
 from costmodel.blackhole.params import FitParams
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_decode_us, sdpa_standard_us
 from costmodel.hardware import Blackhole
 from costmodel.smooth import Relax
@@ -30,12 +30,12 @@ _frozen = dataclasses.dataclass(frozen=True)
 
 @_frozen
 class MatmulSpec:
-    """``ttnn.linear([M,K] act, [K,N] weights)`` with a 1D in0-multicast program config."""
+    """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config (``cfg.kind``)."""
 
     M: int
     K: int
     N: int
-    cfg: MatmulConfig
+    cfg: MatmulProgramConfig
     weight_dtype: str
     act_dtype: str = "bf16"
     fidelity: str = "HiFi2"

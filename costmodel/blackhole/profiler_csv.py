@@ -1,24 +1,37 @@
-"""ttnn device-profiler op reports (``ops_perf_results_*.csv``) in and out.
+"""Device-profiler op reports (``ops_perf_results_*.csv``) in and out of the cost model.
 
-Columns are those of tt-metal's op report as read by tenstorrent/tt-perf-report (``OP CODE``,
-``DEVICE KERNEL DURATION [ns]``, ``CORE COUNT``, ``MATH FIDELITY``, ``ATTRIBUTES`` with the
-program config, ``INPUT_i_{W,Z,Y,X}_PAD[LOGICAL]`` / ``INPUT_i_DATATYPE``); a subset is written
-and read, other columns are ignored. ``read_rows`` turns each row into a measured ``Row`` whose
-op spec comes from the op code, shapes, dtypes and attributes; ``write_csv`` writes op specs with
-the model's (or a measured) duration in the same format, so the two round-trip exactly.
+Out: ``spec_record`` turns an op spec (and its modelled or measured time) into an ``OpRecord`` of
+the profiler's schema (``opreport``): real op codes, ttnn's attribute text with the full program
+config, input and output shapes / layouts / formats / memory, CORE COUNT as the model splits the
+op. ``write_csv`` writes a list of them.
 
-Op codes: ttnn renames device operations between versions, so each op class accepts the names
-in ``OP_CODES`` (the first is written). A row the model does not cover raises a ValueError
-naming the line and column.
+In: ``read_report`` reads a real report as tt-perf-report does (V1 or V2 column names, signposts
+and host ops skipped, one device or all, rows with invalid device durations dropped with a
+warning) and classifies every row: 'modelled' (with its op spec) or skipped with the reason
+(op not modelled, program-config kind not modelled, batched operands, paged cache, ...). A
+malformed cell of a row the model would fit is a ValueError naming the file, line and column.
 """
 
 from __future__ import annotations
 
+import collections
 import csv
+import dataclasses
+import math
 import pathlib
 import re
 
-from costmodel.blackhole.ops import MatmulConfig
+from costmodel.blackhole.opreport import (
+    DIMS,
+    DTYPE_OF_TTNN,
+    DURATION,
+    TTNN_OF_DTYPE,
+    OpRecord,
+    TensorDesc,
+    format_config,
+    write_report,
+)
+from costmodel.blackhole.ops import ACT_DTYPES, KV_DTYPES, MASK_DTYPES, WEIGHT_DTYPES
 from costmodel.blackhole.opspecs import (
     EltwiseSpec,
     FillCacheSpec,
@@ -29,239 +42,616 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
+from costmodel.blackhole.program_config import MCAST_1D_IN0, MatmulProgramConfig
 from costmodel.blackhole.rows import Row
 from costmodel.blackhole.sdpa import AttnConfig
-from costmodel.hardware import Blackhole, blackhole_p150a
+from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, blackhole
 
-DURATION = "DEVICE KERNEL DURATION [ns]"
-DIMS = ("W", "Z", "Y", "X")
-N_INPUTS = 4
-COLUMNS = (["OP CODE", "OP TYPE", "GLOBAL CALL COUNT", "DEVICE ID", "DEVICE ARCH", "ATTRIBUTES", "MATH FIDELITY",
-            "CORE COUNT", DURATION]
-           + [f"INPUT_{i}_{c}" for i in range(N_INPUTS) for c in (*(f"{d}_PAD[LOGICAL]" for d in DIMS), "DATATYPE")]
-           + [f"OUTPUT_0_{d}_PAD[LOGICAL]" for d in DIMS] + ["OUTPUT_0_DATATYPE"])
-REQUIRED = ("OP CODE", DURATION, "ATTRIBUTES", *(f"INPUT_0_{d}_PAD[LOGICAL]" for d in DIMS), "INPUT_0_DATATYPE")
+MODELLED = "modelled"
+# Op codes per op class; the first is written. ttnn renames device operations between versions.
 OP_CODES = {
     "matmul": ("MatmulDeviceOperation", "Matmul"),
     "norm": ("LayerNormDeviceOperation", "LayerNorm"),
     "create_heads": ("NlpCreateHeadsDeviceOperation", "NLPCreateHeadsDeviceOperation", "NlpCreateHeads"),
     "concat_heads": ("NLPConcatHeadsDeviceOperation", "NlpConcatHeadsDeviceOperation", "NLPConcatHeads"),
     "rope": ("RotaryEmbeddingHfDeviceOperation", "RotaryEmbeddingHf"),
-    "fill_cache": ("UpdateCacheDeviceOperation", "FillCacheDeviceOperation", "UpdateCache"),
+    "fill_cache": ("UpdateKVCacheOperation", "UpdateCacheDeviceOperation", "UpdateCache"),
     "eltwise": ("BinaryNgDeviceOperation", "BinaryDeviceOperation"),
-    "sdpa_decode": ("ScaledDotProductAttentionDecode", "SdpaDecodeDeviceOperation"),
-    "sdpa": ("ScaledDotProductAttention", "SDPAOperation", "SdpaDeviceOperation"),
+    "sdpa_decode": ("SdpaDecodeDeviceOperation", "ScaledDotProductAttentionDecode"),
+    "sdpa": ("SDPAOperation", "ScaledDotProductAttention", "SdpaDeviceOperation"),
 }
-_CLASS_OF_CODE = {code: cls for cls, codes in OP_CODES.items() for code in codes}
-DTYPES = {"BFLOAT16": "bf16", "BFLOAT8_B": "bfp8", "BFLOAT4_B": "bfp4", "FLOAT32": "fp32"}
-_DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+CLASS_OF_CODE = {code: cls for cls, codes in OP_CODES.items() for code in codes}
+KIND_NAMES = {"mcast_1d_in0": "1D in0-multicast", "mcast_1d_in1": "1D in1-multicast",
+              "mcast_2d": "2D multicast", "dram_sharded": "DRAM-sharded"}
+ARCH_HW = {"blackhole": "p150a", "p150": "p150a", "p150a": "p150a", "p150b": "p150a", "p150c": "p150a",
+           "blackhole_p150": "p150a", "p100": "p100a", "p100a": "p100a", "blackhole_p100": "p100a",
+           "blackhole_p100a": "p100a"}
+DEVICE_OP_TYPES = ("tt_dnn_device", "")
+# tt-perf-report's rule (perf_report.is_invalid_device_duration): a trace window's rows carry an
+# op-to-op latency of minus the window, far larger than the op itself
+INVALID_GAP_MIN_NS = 1_000_000
+
+
+# ---- out: op spec -> report row --------------------------------------------------------------------
+def _t(shape, dtype: str, layout: str = "TILE", memory: str = "DEV_0_DRAM_INTERLEAVED") -> TensorDesc:
+    return TensorDesc(tuple(int(d) for d in shape), TTNN_OF_DTYPE[dtype], layout, memory)
+
+
+def _compute_kernel(fidelity: str) -> str:
+    return format_config("ComputeKernelConfig", [("math_fidelity", fidelity), ("math_approx_mode", 0),
+                                                 ("fp32_dest_acc_en", 0), ("packer_l1_acc", 1),
+                                                 ("dst_full_sync_en", 0)])
+
+
+def matmul_program_config(c: MatmulProgramConfig) -> str:
+    """A matmul program config as the profiler writes it: ttnn's repr with ',' written ';'."""
+    return c.ttnn_repr().replace(",", ";")
+
+
+def sdpa_program_config(a: AttnConfig, grid: tuple[int, int]) -> str:
+    return format_config("SDPAProgramConfig", [
+        ("compute_with_storage_grid_size", f"(x={grid[0]};y={grid[1]})"), ("sub_core_grids", "std::nullopt"),
+        ("q_chunk_size", int(a.q_chunk)), ("k_chunk_size", int(a.k_chunk)), ("exp_approx_mode", 0),
+        ("max_cores_per_head_batch", int(a.cores_per_head))])
+
+
+def model_cores(spec, hw: Blackhole) -> int:
+    """Cores the model splits ``spec`` over (the op models' split in ``costmodel.blackhole.ops``:
+    a matmul's N/32 / per_core_N, row-reducing ops their tile rows, elementwise ops their tiles,
+    each capped by the grid; SDPA the grid)."""
+    g = hw.grid_cores
+    if isinstance(spec, MatmulSpec):
+        return int(spec.N // TILE // int(spec.cfg.per_core_N))
+    if isinstance(spec, NormSpec | HeadsSpec):
+        return min(math.ceil(spec.rows / TILE), g)
+    if isinstance(spec, FillCacheSpec):
+        return min(spec.kv_heads * math.ceil(spec.rows / TILE), g)
+    if isinstance(spec, RopeSpec):
+        return min(spec.heads * math.ceil(spec.rows / TILE) * (spec.head_dim // TILE), g)
+    if isinstance(spec, EltwiseSpec):
+        return min(math.ceil(spec.rows / TILE) * (spec.width // TILE), g)
+    if isinstance(spec, SdpaDecodeSpec) and spec.grid_cores is not None:
+        return int(spec.grid_cores)
+    return g
+
+
+def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[int, int] | None = None) -> OpRecord:
+    """The op report row of ``spec`` (``heads``: (q heads, kv heads) of a create-heads op; without
+    it every head counts as a q head, num_kv_heads=0, as ttnn's q-only form). Raises ValueError
+    for a spec without a report form."""
+    fid = getattr(spec, "fidelity", "")
+    ns = None if duration_us is None else float(duration_us) * 1e3
+
+    def mk(code, attrs, ins, outs, fidelity=""):
+        return OpRecord(code, attrs, tuple(ins), tuple(outs), fidelity, model_cores(spec, hw), ns, arch="blackhole",
+                        available_cores=hw.grid_cores)
+
+    if isinstance(spec, MatmulSpec):
+        c = spec.cfg
+        if spec.fused_activation != (c.fused_activation == "silu"):
+            raise ValueError(f"fused_activation={spec.fused_activation} but the program config's is "
+                             f"{c.fused_activation!r}; a report carries one (the config's)")
+        attrs = {"program_config": matmul_program_config(c),
+                 "compute_kernel_config": _compute_kernel(fid), "output_dtype": "DataType::BFLOAT16",
+                 "bcast_batch": "true", "transpose_a": "false", "transpose_b": "false", "user_run_batched": "false",
+                 "untilize_out": "false"}
+        return mk(OP_CODES["matmul"][0], attrs,
+                  [_t((1, 1, spec.M, spec.K), spec.act_dtype), _t((1, 1, spec.K, spec.N), spec.weight_dtype)],
+                  [_t((1, 1, spec.M, spec.N), spec.act_dtype)], fid)
+    if isinstance(spec, NormSpec):
+        x = _t((1, 1, spec.rows, spec.width), spec.act_dtype)
+        gamma = _t((1, 1, spec.width // TILE, TILE), spec.act_dtype, "ROW_MAJOR")
+        attrs = {"norm_type": "LayerNormType::RMSNORM", "eps": "1e-05",
+                 "program_config": "LayerNormDefaultProgramConfig(legacy_reduction=0;legacy_rsqrt=0;use_welford=0)",
+                 "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED"}
+        return mk(OP_CODES["norm"][0], attrs, [x, x, gamma] if spec.fused_residual else [x, gamma], [x], "HiFi4")
+    if isinstance(spec, HeadsSpec) and spec.kind == "create":
+        total = spec.tiles_per_row * TILE // spec.head_dim
+        nq, nkv = (total, 0) if heads is None else heads
+        if nq + 2 * nkv != total:
+            raise ValueError(f"heads={heads}: q + 2 kv heads must be the {total} heads of the input")
+        outs = [_t((1, nq, spec.rows, spec.head_dim), spec.act_dtype)]
+        if nkv:
+            outs += [_t((1, nkv, spec.rows, spec.head_dim), spec.act_dtype)] * 2
+        attrs = {"head_dim": str(spec.head_dim), "num_q_heads": str(nq), "num_kv_heads": str(nkv),
+                 "transpose_k_heads": "false"}
+        return mk(OP_CODES["create_heads"][0], attrs, [_t((1, 1, spec.rows, spec.tiles_per_row * TILE),
+                                                           spec.act_dtype)], outs)
+    if isinstance(spec, HeadsSpec):
+        n = spec.tiles_per_row * TILE // spec.head_dim
+        return mk(OP_CODES["concat_heads"][0], {}, [_t((1, n, spec.rows, spec.head_dim), spec.act_dtype)],
+                  [_t((1, 1, spec.rows, spec.tiles_per_row * TILE), spec.act_dtype)])
+    if isinstance(spec, RopeSpec):
+        x = _t((1, spec.heads, spec.rows, spec.head_dim), spec.act_dtype)
+        cs = _t((1, 1, spec.rows, spec.head_dim), spec.act_dtype)
+        return mk(OP_CODES["rope"][0], {}, [x, cs, cs], [x])
+    if isinstance(spec, FillCacheSpec):
+        cache = _t((1, spec.kv_heads, spec.rows, spec.head_dim), spec.kv_dtype)
+        return mk(OP_CODES["fill_cache"][0], {"op_type": "UpdateCacheOpType::FILL", "batch_idx": "0",
+                                              "update_idx": "0", "batch_offset": "0"},
+                  [cache, _t((1, spec.kv_heads, spec.rows, spec.head_dim), spec.act_dtype)], [cache])
+    if isinstance(spec, EltwiseSpec):
+        x = _t((1, 1, spec.rows, spec.width), spec.act_dtype)
+        return mk(OP_CODES["eltwise"][0], {"binary_op_type": f"BinaryOpType::{spec.kind.upper()}",
+                                           "post_activations": "SmallVector([])", "scalar": "std::nullopt"},
+                  [x, x], [x])
+    if isinstance(spec, SdpaDecodeSpec | SdpaStandardSpec):
+        rows = int(float(spec.smax_rows))
+        if isinstance(spec, SdpaDecodeSpec):
+            if spec.mask_dtype is None:
+                raise ValueError("causal SDPA decode (no mask) has no op-report form: the decode position is "
+                                 "not a column of the report")
+            if spec.grid_cores is not None:
+                raise ValueError(f"SDPA decode on a {spec.grid_cores}-core grid: only the chip's grid has an "
+                                 "op-report form")
+            q = _t((1, spec.users, spec.q_rows, spec.head_dim), spec.act_dtype)
+            kv = _t((spec.users, 1, rows, spec.head_dim), spec.kv_dtype)
+            code = OP_CODES["sdpa_decode"][0]
+        else:
+            q = _t((1, spec.q_heads, spec.q_rows, spec.head_dim), spec.act_dtype)
+            kv = _t((1, spec.q_heads, rows, spec.head_dim), spec.kv_dtype)
+            code = OP_CODES["sdpa"][0]
+        attrs = {"program_config": sdpa_program_config(spec.attn, (hw.grid_x, hw.grid_y)), "is_causal": "false",
+                 "paged_attention": "false", "compute_kernel_config": _compute_kernel(fid)}
+        return mk(code, attrs, [q, kv, kv, _t((1, 1, spec.q_rows, rows), spec.mask_dtype)], [q], fid)
+    raise ValueError(f"{type(spec).__name__} has no op-report form")
+
+
+def write_csv(path: str | pathlib.Path, entries: list[tuple[object, float | None]], *, hw: Blackhole | None = None,
+              heads: tuple[int, int] | None = None) -> None:
+    """Write (op spec, duration us or None) entries as an op report; ValueError names the entry it cannot encode."""
+    hw = blackhole() if hw is None else hw
+    records = []
+    for i, (spec, us) in enumerate(entries):
+        try:
+            records.append(spec_record(spec, hw, us, heads=heads))
+        except ValueError as e:
+            raise ValueError(f"entries[{i}] ({type(spec).__name__}): {e}") from None
+    write_report(path, records)
+
+
+# ---- in: report row -> classified row ----------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class ReportRow:
+    """One data line of a report: ``status`` is 'modelled' (then ``spec`` is set) or the skip reason."""
+
+    line: int
+    op_code: str
+    device_id: int | None
+    status: str
+    spec: object | None = None
+    duration_us: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """A read report: every data line classified, the hardware it is fitted on, and warnings."""
+
+    path: str
+    hw: Blackhole
+    arch: str
+    rows: tuple[ReportRow, ...]
+    warnings: tuple[str, ...]
+
+    def measured_rows(self) -> list[Row]:
+        """The modelled lines as fit rows (group ``profiler_csv/<op class>``)."""
+        name = pathlib.Path(self.path).name
+        return [Row("profiler_csv", f"{r.line:05d}_{r.op_code}", f"profiler_csv/{r.spec.op_class}", "calibration",
+                    r.duration_us, r.duration_us, f"{name} line {r.line}", r.spec)
+                for r in self.rows if r.status == MODELLED]
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        """{status: {op code: lines}}, 'modelled' first, then reasons by count."""
+        out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        for r in self.rows:
+            out[r.status][r.op_code] += 1
+        order = sorted(out, key=lambda k: (k != MODELLED, -sum(out[k].values()), k))
+        return {k: dict(out[k].most_common()) for k in order}
+
+
+class _Skip(Exception):
+    """A row the model does not cover (the message is the reason)."""
+
+
+def _finite(text: str) -> float | None:
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 class _Line:
-    """One CSV data row with errors that name its line and column."""
+    """One data row; V1 / V2 column names; errors name the file, line and column."""
 
-    def __init__(self, record: dict, line: int, path: str):
-        self.record, self.line, self.path = record, line, path
+    def __init__(self, record: dict, line: int, path: str, v2: bool):
+        self.record, self.line, self.path, self.v2 = record, line, path, v2
+        self.attrs = record.get("ATTRIBUTES") or ""
 
     def fail(self, column: str, message: str) -> ValueError:
         return ValueError(f"{self.path}: line {self.line}, column {column!r}: {message}")
 
-    def text(self, column: str) -> str:
-        value = (self.record.get(column) or "").strip()
-        if not value:
-            raise self.fail(column, "empty; expected a value")
-        return value
+    def get(self, column: str) -> str:
+        v = self.record.get(column)
+        return v.strip() if isinstance(v, str) else ""
 
-    def number(self, column: str) -> float:
-        value = self.text(column)
-        try:
-            return float(value)
-        except ValueError:
-            raise self.fail(column, f"{value!r} is not a number") from None
+    def dim_col(self, pre: str, d: str) -> str:
+        return f"{pre}_{d}_PAD[LOGICAL]" if self.v2 else f"{pre}_{d}"
 
-    def shape(self, i: int) -> tuple[int, ...]:
+    def has(self, pre: str) -> bool:
+        return bool(self.get(self.dim_col(pre, "X")))
+
+    def shape(self, pre: str) -> tuple[int, int, int, int]:
+        """Padded [W, Z, Y, X] of tensor ``pre`` ('INPUT_0', 'OUTPUT_0')."""
         dims = []
         for d in DIMS:
-            col = f"INPUT_{i}_{d}_PAD[LOGICAL]"
-            value = self.text(col)
-            m = re.fullmatch(r"(\d+)(\[\d+\])?", value)
+            col = self.dim_col(pre, d)
+            text = self.get(col)
+            m = re.fullmatch(r"(\d+)(?:\.0)?(?:\[(\d+)\])?", text)
             if m is None:
-                raise self.fail(col, f"{value!r} is not a padded size like '64[64]'")
+                raise self.fail(col, f"{text!r} is not a tensor dimension like '64[64]'")
+            if int(m.group(1)) < 1 or (m.group(2) is not None and int(m.group(2)) < 1):
+                raise self.fail(col, f"{text!r}: a dimension must be >= 1")
             dims.append(int(m.group(1)))
         return tuple(dims)
 
-    def dtype(self, i: int) -> str:
-        col = f"INPUT_{i}_DATATYPE"
-        value = self.text(col)
-        if value not in DTYPES:
-            raise self.fail(col, f"data type {value!r} unknown; expected one of {sorted(DTYPES)}")
-        return DTYPES[value]
+    def dtype(self, pre: str, allowed: tuple[str, ...]) -> str:
+        col = f"{pre}_DATATYPE"
+        text = self.get(col)
+        if not text:
+            raise self.fail(col, "empty; expected a ttnn data type such as 'BFLOAT16'")
+        fmt = DTYPE_OF_TTNN.get(text)
+        if fmt not in allowed:
+            raise _Skip(f"data type not modelled ({pre} {text or 'empty'})")
+        return fmt
 
-    def has_input(self, i: int) -> bool:
-        return bool((self.record.get(f"INPUT_{i}_X_PAD[LOGICAL]") or "").strip())
+    def memory(self, pre: str) -> str:
+        return self.get(f"{pre}_MEMORY")
 
-    def attr(self, key: str, default: int | None = None) -> int:
-        m = re.search(rf"\b{key}=(\d+)", self.record.get("ATTRIBUTES") or "")
+    def attr(self, key: str) -> str | None:
+        """An attribute's value text ('key': 'value'), or None."""
+        m = re.search(rf"'{re.escape(key)}': '([^']*)'", self.attrs)
+        return None if m is None else m.group(1)
+
+    def config_int(self, config: str, key: str, *, default: int | None = None) -> int:
+        """A positive integer field ``key=N`` of a program-config text."""
+        m = re.search(rf"\b{key}=([^;)]*)", config)
         if m is None:
             if default is None:
-                raise self.fail("ATTRIBUTES", f"no '{key}=' in the program config / attributes")
+                raise self.fail("ATTRIBUTES", f"program config lacks '{key}='")
             return default
-        return int(m.group(1))
+        text = m.group(1).strip()
+        if not re.fullmatch(r"\d+", text) or int(text) < 1:
+            raise self.fail("ATTRIBUTES", f"program config {key}={text!r}; expected a positive integer")
+        return int(text)
 
-    def grid(self) -> tuple[int, int] | None:
-        m = re.search(r"compute_with_storage_grid_size=\(x=(\d+);y=(\d+)\)", self.record.get("ATTRIBUTES") or "")
-        return None if m is None else (int(m.group(1)), int(m.group(2)))
+    def config_flag(self, config: str, key: str, *, default: int) -> int:
+        """A 0 / 1 field ``key=N`` of a program-config text (``default`` when absent)."""
+        m = re.search(rf"\b{key}=([^;)]*)", config)
+        if m is None:
+            return default
+        text = m.group(1).strip().lower()
+        if text not in ("0", "1", "true", "false"):
+            raise self.fail("ATTRIBUTES", f"program config {key}={text!r}; expected 0 or 1")
+        return int(text in ("1", "true"))
+
+    def config_grid(self, config: str, hw: Blackhole) -> tuple[int, int] | None:
+        m = re.search(r"compute_with_storage_grid_size=(?:\(x=(\d+);y=(\d+)\)|(\d+)-(\d+))", config)
+        if m is None:
+            return None
+        gx, gy = (int(v) for v in (m.groups()[:2] if m.group(1) else m.groups()[2:]))
+        if not (1 <= gx <= hw.grid_x and 1 <= gy <= hw.grid_y):
+            raise self.fail("ATTRIBUTES", f"compute_with_storage_grid_size {gx}x{gy} must fit the {hw.name} "
+                                          f"compute grid {hw.grid_x}x{hw.grid_y}")
+        return gx, gy
+
+    def fidelity(self) -> str:
+        text = self.get("MATH FIDELITY")
+        if text not in FIDELITY_PASSES:
+            raise self.fail("MATH FIDELITY", f"{text!r}; expected one of {sorted(FIDELITY_PASSES)}")
+        return text
 
 
-def _spec_of(ln: _Line, hw: Blackhole):
-    code = ln.text("OP CODE")
-    if code not in _CLASS_OF_CODE:
-        raise ln.fail("OP CODE", f"unknown op code {code!r}; the model covers {sorted(_CLASS_OF_CODE)}")
-    cls, x = _CLASS_OF_CODE[code], ln.shape(0)
-    act = ln.dtype(0)
-    if cls == "matmul":
-        w = ln.shape(1)
-        M, K, N = x[0] * x[1] * x[2], x[3], w[3]
-        fid = (ln.record.get("MATH FIDELITY") or "").strip() or "HiFi2"
-        grid = ln.grid() or (hw.grid_x, hw.grid_y)
-        attrs = ln.record.get("ATTRIBUTES") or ""
-        if "in0_block_w=" in attrs:
-            cfg = MatmulConfig(float(ln.attr("in0_block_w")), float(ln.attr("per_core_N")),
-                               float(ln.attr("per_core_M")), grid_x=grid[0], grid_y=grid[1])
-        else:  # no program config: ttnn's heuristic (modelled by MatmulConfig.default_heuristic)
-            cfg = MatmulConfig.default_heuristic(M=M, K=K, N=N, grid_x=grid[0], grid_y=grid[1])
-        fused = re.search(r"fused_activation=(?!std::nullopt|None)\w+", attrs) is not None
-        return MatmulSpec(M, K, N, cfg, ln.dtype(1), act, fid, fused)
-    if cls == "norm":
-        fused = ln.has_input(1) and ln.shape(1) == x  # a residual input of the same shape (gamma is one row)
-        return NormSpec(x[0] * x[1] * x[2], x[3], act, fused)
+def _no_sharding(ln: _Line, *pres: str) -> None:
+    for pre in pres:
+        if "SHARDED" in ln.memory(pre):
+            raise _Skip(f"sharded operand ({pre} {ln.memory(pre).removeprefix('DEV_0_')}); the model "
+                        "streams interleaved tensors")
+
+
+def _unbatched(ln: _Line, pre: str) -> tuple[int, int, int, int]:
+    s = ln.shape(pre)
+    if s[0] * s[1] > 1:
+        raise _Skip("batched operands")
+    return s
+
+
+def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
+    pc = ln.attr("program_config") or "std::nullopt"
+    x, w = _unbatched(ln, "INPUT_0"), _unbatched(ln, "INPUT_1")
+    name = pc.split("(")[0].strip()
+    if name == "std::nullopt":
+        raise _Skip("no program config (ttnn chose one at run time; the report does not say which)")
+    if not name.startswith("MatmulMultiCoreReuse"):
+        raise _Skip(f"program-config kind not modelled: {name}")
+    ln.config_grid(pc, hw)  # a grid larger than the chip is an error, whatever the kind
+    for key in ("in0_block_w", "per_core_M", "per_core_N"):
+        ln.config_int(pc, key)
+    try:
+        cfg = MatmulProgramConfig.parse(pc)
+    except ValueError as e:
+        if "is not a matmul config this project models" in str(e):
+            raise _Skip(f"program-config kind not modelled: {name}") from None
+        raise ln.fail("ATTRIBUTES", str(e)) from None
+    if cfg.kind != MCAST_1D_IN0:  # the op model prices the in0-multicast 1D config only
+        raise _Skip(f"program-config kind not modelled: {KIND_NAMES[cfg.kind]}")
+    _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
+    act, wdt = ln.dtype("INPUT_0", ACT_DTYPES), ln.dtype("INPUT_1", WEIGHT_DTYPES)
+    M, K, N = x[2], x[3], w[3]
+    if w[2] != K:
+        raise ln.fail(ln.dim_col("INPUT_1", "Y"), f"K={w[2]} of the weights != K={K} of the activations")
+    if cfg.fused_activation not in (None, "silu"):
+        raise _Skip(f"fused activation not modelled ({cfg.fused_activation})")
+    try:
+        cfg.validate("matmul", hw, M=M, K=K, N=N, weight_dtype=wdt, act_dtype=act)
+    except ValueError as e:
+        raise _Skip(f"program config outside the model's 1D in0-multicast form ({e})") from None
+    return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu")
+
+
+def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
+    kind = ln.attr("norm_type")
+    if kind != "LayerNormType::RMSNORM":
+        raise _Skip(f"norm type not modelled ({kind or 'no norm_type'}; the model covers RMSNorm)")
+    pc = ln.attr("program_config") or ""
+    if pc and not pc.startswith("LayerNormDefaultProgramConfig"):
+        raise _Skip(f"program-config kind not modelled: {pc.split('(')[0]}")
+    x = ln.shape("INPUT_0")  # a row-wise op: batch dims are more rows
+    _no_sharding(ln, "INPUT_0", "OUTPUT_0")
+    act = ln.dtype("INPUT_0", ACT_DTYPES)
+    fused = ln.has("INPUT_1") and ln.shape("INPUT_1") == x  # a residual of the same shape (gamma is one row)
+    return NormSpec(x[0] * x[1] * x[2], x[3], act, fused)
+
+
+def _eltwise(ln: _Line, hw: Blackhole) -> EltwiseSpec:
+    op = ln.attr("binary_op_type") or "no binary_op_type"
+    kind = {"BinaryOpType::ADD": "add", "BinaryOpType::MUL": "mul"}.get(op)
+    if kind is None:
+        raise _Skip(f"binary op type not modelled ({op})")
+    if not ln.has("INPUT_1") or (ln.attr("scalar") or "std::nullopt") != "std::nullopt":
+        raise _Skip("scalar operand")
+    if "UnaryOpType" in "".join(ln.attr(k) or "" for k in ("lhs_activations", "rhs_activations", "post_activations")):
+        raise _Skip("fused activations")
+    x = ln.shape("INPUT_0")  # elementwise: batch dims are more rows
+    if ln.shape("INPUT_1") != x:
+        raise _Skip("broadcast operand")
+    _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
+    act = ln.dtype("INPUT_0", ACT_DTYPES)
+    ln.dtype("INPUT_1", ACT_DTYPES)
+    return EltwiseSpec(kind, x[0] * x[1] * x[2], x[3], act)
+
+
+def _heads(ln: _Line, hw: Blackhole, cls: str) -> HeadsSpec:
+    _no_sharding(ln, "INPUT_0", "OUTPUT_0")
+    act = ln.dtype("INPUT_0", ACT_DTYPES)
     if cls == "create_heads":
-        return HeadsSpec("create", x[0] * x[1] * x[2], x[3] // 32, act, ln.attr("head_dim", 32))
-    if cls == "concat_heads":
-        return HeadsSpec("concat", x[2], x[1] * x[3] // 32, act, x[3])
-    if cls == "rope":
-        return RopeSpec(x[1], x[2], x[3], act)
-    if cls == "fill_cache":  # input 0: the cache, input 1: the rows written
-        new = ln.shape(1)
-        return FillCacheSpec(new[1], new[2], new[3], act, ln.dtype(1))
-    if cls == "eltwise":
-        kind = "mul" if re.search(r"BinaryOpType::MUL\b", ln.record.get("ATTRIBUTES") or "") else "add"
-        return EltwiseSpec(kind, x[0] * x[1] * x[2], x[3], act)
-    k = ln.shape(1)
-    if not ln.has_input(3):
-        raise ln.fail("INPUT_3_DATATYPE", "SDPA row without a mask: causal rows need the decode position, "
-                                          "which the op report does not carry")
-    mask = ln.dtype(3)
+        x = _unbatched(ln, "INPUT_0")
+        hd = ln.attr("head_dim")
+        if hd is None or not hd.isdigit() or int(hd) < 1:
+            raise ln.fail("ATTRIBUTES", f"head_dim={hd!r}; expected a positive integer")
+        return HeadsSpec("create", x[2], x[3] // TILE, act, int(hd))
+    x = ln.shape("INPUT_0")
+    if x[0] > 1:
+        raise _Skip("batched operands")
+    return HeadsSpec("concat", x[2], x[1] * x[3] // TILE, act, x[3])
+
+
+def _rope(ln: _Line, hw: Blackhole) -> RopeSpec:
+    x = ln.shape("INPUT_0")
+    if x[0] > 1:
+        raise _Skip("batched operands")
+    _no_sharding(ln, "INPUT_0", "OUTPUT_0")
+    return RopeSpec(x[1], x[2], x[3], ln.dtype("INPUT_0", ACT_DTYPES))
+
+
+def _fill_cache(ln: _Line, hw: Blackhole) -> FillCacheSpec:
+    op = ln.attr("op_type") or "UpdateCacheOpType::FILL"
+    if op != "UpdateCacheOpType::FILL":
+        raise _Skip(f"cache op type not modelled ({op}; the model covers fill_cache)")
+    if "page_table" in ln.attrs or (ln.attr("paged") or "false") == "true":
+        raise _Skip("paged cache")
+    new = ln.shape("INPUT_1")
+    if new[0] > 1:
+        raise _Skip("batched operands")
+    _no_sharding(ln, "INPUT_0", "INPUT_1")
+    return FillCacheSpec(new[1], new[2], new[3], ln.dtype("INPUT_0", KV_DTYPES), ln.dtype("INPUT_1", ACT_DTYPES))
+
+
+def _sdpa(ln: _Line, hw: Blackhole, cls: str):
+    if (ln.attr("paged_attention") or "false") == "true":
+        raise _Skip("paged cache")
+    if (ln.attr("is_causal") or "false") == "true":
+        raise _Skip("causal SDPA (the decode position / causal extent is not in the report)")
+    if not ln.has("INPUT_3"):
+        raise _Skip("SDPA without a mask input")
+    _no_sharding(ln, "INPUT_0", "INPUT_1", "INPUT_2", "INPUT_3", "OUTPUT_0")
+    pc = ln.attr("program_config") or ""
+    x, k = ln.shape("INPUT_0"), ln.shape("INPUT_1")
+    act, kv, mask = (ln.dtype("INPUT_0", ACT_DTYPES), ln.dtype("INPUT_1", KV_DTYPES),
+                     ln.dtype("INPUT_3", MASK_DTYPES))
+    fid = ln.fidelity()
+    grid = ln.config_grid(pc, hw)
+    k_chunk = float(ln.config_int(pc, "k_chunk_size"))
     if cls == "sdpa_decode":
-        grid = ln.grid()
-        attn = AttnConfig(float(ln.attr("k_chunk_size")), 32.0, float(ln.attr("max_cores_per_head_batch", 16)))
-        return SdpaDecodeSpec(attn, float(k[2]), x[1], x[2], x[3], ln.dtype(1), mask, act,
-                              grid_cores=None if grid is None else grid[0] * grid[1])
-    attn = AttnConfig(float(ln.attr("k_chunk_size")), float(ln.attr("q_chunk_size")), 16.0)
-    return SdpaStandardSpec(attn, float(k[2]), x[1], x[2], x[3], ln.dtype(1), mask, act)
+        if k[1] != 1:
+            raise _Skip("decode with several kv heads per user (the model's decode view has one)")
+        attn = AttnConfig(k_chunk, 32.0, float(ln.config_int(pc, "max_cores_per_head_batch", default=16)))
+        cores = None if grid is None or grid == (hw.grid_x, hw.grid_y) else grid[0] * grid[1]
+        return SdpaDecodeSpec(attn, float(k[2]), x[1], x[2], x[3], kv, mask, act, fid, grid_cores=cores)
+    attn = AttnConfig(k_chunk, float(ln.config_int(pc, "q_chunk_size")), 16.0)
+    return SdpaStandardSpec(attn, float(k[2]), x[1], x[2], x[3], kv, mask, act, fid)
 
 
-def read_rows(path: str | pathlib.Path, *, hw: Blackhole | None = None) -> list[Row]:
-    """Measured rows of a profiler CSV (one per data line; group ``profiler_csv/<op class>``)."""
-    hw = blackhole_p150a() if hw is None else hw
-    path = pathlib.Path(path)
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"{path}: line 1 (header): missing column(s) {missing}; an ops_perf_results CSV "
-                             f"needs {list(REQUIRED)}")
-        rows = []
-        for i, record in enumerate(reader):
-            ln = _Line(record, i + 2, str(path))
-            spec = _spec_of(ln, hw)
-            us = ln.number(DURATION) / 1e3
-            if not us > 0:
-                raise ln.fail(DURATION, f"{us * 1e3} ns must be > 0")
-            name = f"{i + 1:04d}_{record['OP CODE'].strip()}"
-            rows.append(Row("profiler_csv", name, f"profiler_csv/{spec.op_class}", "calibration", us, us,
-                            f"{path.name} line {i + 2}", spec))
+def _classify(ln: _Line, hw: Blackhole, code: str):
+    cls = CLASS_OF_CODE.get(code)
+    if cls is None:
+        raise _Skip("op not modelled")
+    if cls == "matmul":
+        return _matmul(ln, hw)
+    if cls == "norm":
+        return _norm(ln, hw)
+    if cls == "eltwise":
+        return _eltwise(ln, hw)
+    if cls in ("create_heads", "concat_heads"):
+        return _heads(ln, hw, cls)
+    if cls == "rope":
+        return _rope(ln, hw)
+    if cls == "fill_cache":
+        return _fill_cache(ln, hw)
+    return _sdpa(ln, hw, cls)
+
+
+def invalid_duration(record: dict) -> bool:
+    """tt-perf-report's test of an unusable device duration: missing, non-finite or negative, or
+    a row inside a trace window (op-to-op latency of minus far more than the op)."""
+    d = _finite((record.get(DURATION) or "").strip())
+    if d is None or d < 0:
+        return True
+    gap = _finite((record.get("OP TO OP LATENCY [ns]") or "").strip())
+    return gap is not None and gap < -INVALID_GAP_MIN_NS and abs(gap) > max(d * 0.5, INVALID_GAP_MIN_NS)
+
+
+def _open_rows(path: pathlib.Path):
+    if not path.exists():
+        raise ValueError(f"ops-csv={str(path)!r}: no such file; expected an ops_perf_results CSV")
+    if not path.is_file():
+        raise ValueError(f"ops-csv={str(path)!r} is a directory; expected an ops_perf_results CSV file")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a text CSV ({e.reason} at byte {e.start}); expected an ops_perf_results "
+                         "CSV") from None
+    if "\x00" in text:
+        raise ValueError(f"{path}: binary data (NUL bytes); expected an ops_perf_results CSV")
+    try:
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as e:
+        raise ValueError(f"{path}: not a CSV ({e})") from None
     if not rows:
+        raise ValueError(f"{path}: empty; expected a header line and op rows")
+    header = [h.strip() for h in rows[0]]
+    required = ("OP CODE", "OP TYPE", DURATION)
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise ValueError(f"{path}: line 1 (header): missing column(s) {missing}; an ops_perf_results CSV has "
+                         f"{list(required)}")
+    return header, rows[1:]
+
+
+def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device_id: int | str = "first",
+                force_arch: bool = False, require_durations: bool = True) -> Report:
+    """Read and classify a profiler op report.
+
+    Args:
+      hw: the hardware fitted (default: from DEVICE ARCH, 'blackhole' -> p150a, 'p100*' -> p100a).
+      device_id: 'first' (the lowest DEVICE ID in the file), 'all', or a DEVICE ID.
+      force_arch: fit a report of another architecture (Wormhole) with the Blackhole model anyway.
+      require_durations: False classifies rows without a usable duration too (``duration_us`` None).
+    Raises ValueError naming the file (and line / column) for unusable input.
+    """
+    path = pathlib.Path(path)
+    header, lines = _open_rows(path)
+    v2 = any(h.endswith("_PAD[LOGICAL]") for h in header)
+    warnings: list[str] = []
+    records = []
+    for i, cells in enumerate(lines):
+        if not any(c.strip() for c in cells):
+            continue
+        if len(cells) > len(header):
+            raise ValueError(f"{path}: line {i + 2}: {len(cells)} cells for {len(header)} header columns")
+        records.append((i + 2, dict(zip(header, cells))))
+    device_lines = [(n, r) for n, r in records
+                    if (r.get("OP TYPE") or "").strip() in DEVICE_OP_TYPES and "(torch)" not in (r.get("OP CODE") or "")]
+    archs = sorted({(r.get("DEVICE ARCH") or "").strip().lower() for _, r in device_lines} - {""})
+    if len(archs) > 1:
+        raise ValueError(f"{path}: column 'DEVICE ARCH': several architectures {archs}; expected one per report")
+    arch = archs[0] if archs else ""
+    if not arch:
+        warnings.append("no DEVICE ARCH in the report: assumed a Blackhole report")
+        arch = "blackhole"
+    if arch not in ARCH_HW and not force_arch:
+        raise ValueError(f"{path}: column 'DEVICE ARCH' is {arch!r}; expected a Blackhole report ('blackhole', "
+                         "'p150*', 'p100*'): the model is of Blackhole, so another architecture's timings are "
+                         "refused (pass --force-arch to fit them anyway)")
+    if arch not in ARCH_HW:
+        warnings.append(f"DEVICE ARCH {arch!r} fitted with the Blackhole model (--force-arch)")
+    if hw is None:
+        hw = blackhole(ARCH_HW.get(arch, "p150a"))
+    elif arch in ARCH_HW and ARCH_HW[arch] == "p100a" and hw.name != "p100a":
+        raise ValueError(f"{path}: column 'DEVICE ARCH' is {arch!r} (a p100) but the hardware fitted is {hw.name}")
+    for n, r in device_lines:
+        cores = _finite((r.get("AVAILABLE WORKER CORE COUNT") or "").strip())
+        if cores is not None and cores > hw.grid_cores and not force_arch:
+            raise ValueError(f"{path}: line {n}, column 'AVAILABLE WORKER CORE COUNT': {cores:g} cores exceed "
+                             f"{hw.name}'s {hw.grid_cores}-core grid; wrong --hw?")
+    ids = []
+    for n, r in device_lines:
+        d = _finite((r.get("DEVICE ID") or "").strip())
+        if d is not None and d.is_integer() and int(d) not in ids:
+            ids.append(int(d))
+    if device_id == "first":  # the lowest DEVICE ID (tt-perf-report merges devices; the model is one chip)
+        keep = min(ids) if ids else None
+    elif device_id == "all":
+        keep = None
+    else:
+        keep = int(device_id)
+        if keep not in ids:
+            raise ValueError(f"device-id={device_id}: not in the report (DEVICE IDs {ids})")
+    out = []
+    invalid_lines = []
+    for n, r in records:
+        code = (r.get("OP CODE") or "").strip() or "(empty)"
+        op_type = (r.get("OP TYPE") or "").strip()
+        d = _finite((r.get("DEVICE ID") or "").strip())
+        dev = int(d) if d is not None and d.is_integer() else None
+        if "signpost" in op_type:
+            out.append(ReportRow(n, code, dev, "signpost"))
+            continue
+        if op_type not in DEVICE_OP_TYPES or "(torch)" in code:
+            out.append(ReportRow(n, code, dev, "host op"))
+            continue
+        if keep is not None and dev != keep:
+            out.append(ReportRow(n, code, dev, f"other device (DEVICE ID != {keep}; --device-id all keeps them)"))
+            continue
+        if invalid_duration(r) and require_durations:
+            invalid_lines.append(n)
+            out.append(ReportRow(n, code, dev, "invalid device duration"))
+            continue
+        us = None if invalid_duration(r) else float(r[DURATION]) / 1e3
+        if us is not None and us <= 0:
+            out.append(ReportRow(n, code, dev, "zero device duration"))
+            continue
+        ln = _Line(r, n, str(path), v2)
+        try:
+            spec = _classify(ln, hw, code)
+        except _Skip as s:
+            out.append(ReportRow(n, code, dev, str(s)))
+            continue
+        cores = _finite(ln.get("CORE COUNT"))
+        if cores is not None and cores < model_cores(spec, hw):
+            out.append(ReportRow(n, code, dev, "core split differs from the model's (CORE COUNT below the cores "
+                                               "the model splits over)"))
+            continue
+        out.append(ReportRow(n, code, dev, MODELLED, spec, us))
+    if invalid_lines:
+        shown = ", ".join(map(str, invalid_lines[:8])) + (", ..." if len(invalid_lines) > 8 else "")
+        warnings.append(f"{len(invalid_lines)} rows had invalid device durations (column {DURATION!r} missing, "
+                        f"non-finite or negative, or the row inside a trace window) and were dropped: lines {shown}")
+    if not out:
         raise ValueError(f"{path}: no data rows")
-    return rows
+    return Report(str(path), hw, arch, tuple(out), tuple(warnings))
 
 
-def _inputs(spec) -> list[tuple[tuple[int, ...], str]]:
-    """(shape [W,Z,Y,X], dtype) of the inputs the reader needs, in op-report order."""
-    if isinstance(spec, MatmulSpec):
-        return [((1, 1, spec.M, spec.K), spec.act_dtype), ((1, 1, spec.K, spec.N), spec.weight_dtype)]
-    if isinstance(spec, NormSpec):
-        gamma = ((1, 1, spec.width // 32, 32), spec.act_dtype)
-        return [((1, 1, spec.rows, spec.width), spec.act_dtype)] + (
-            [((1, 1, spec.rows, spec.width), spec.act_dtype), gamma] if spec.fused_residual else [gamma])
-    if isinstance(spec, HeadsSpec) and spec.kind == "create":
-        return [((1, 1, spec.rows, spec.tiles_per_row * 32), spec.act_dtype)]
-    if isinstance(spec, HeadsSpec):
-        return [((1, spec.tiles_per_row * 32 // spec.head_dim, spec.rows, spec.head_dim), spec.act_dtype)]
-    if isinstance(spec, RopeSpec):
-        return [((1, spec.heads, spec.rows, spec.head_dim), spec.act_dtype)]
-    if isinstance(spec, FillCacheSpec):
-        return [((1, spec.kv_heads, spec.rows, spec.head_dim), spec.kv_dtype),
-                ((1, spec.kv_heads, spec.rows, spec.head_dim), spec.act_dtype)]
-    if isinstance(spec, EltwiseSpec):
-        return [((1, 1, spec.rows, spec.width), spec.act_dtype)] * 2
-    rows = int(float(spec.smax_rows))
-    if isinstance(spec, SdpaDecodeSpec):
-        kv = ((spec.users, 1, rows, spec.head_dim), spec.kv_dtype)
-        return [((1, spec.users, spec.q_rows, spec.head_dim), spec.act_dtype), kv, kv,
-                ((1, 1, spec.q_rows, rows), spec.mask_dtype)]
-    kv = ((1, spec.q_heads, rows, spec.head_dim), spec.kv_dtype)
-    return [((1, spec.q_heads, spec.q_rows, spec.head_dim), spec.act_dtype), kv, kv,
-            ((1, 1, spec.q_rows, rows), spec.mask_dtype)]
-
-
-def _attributes(spec) -> str:
-    if isinstance(spec, MatmulSpec):
-        c = spec.cfg
-        act = "UnaryOpType::SILU" if spec.fused_activation else "std::nullopt"
-        return ("{'program_config': 'MatmulMultiCoreReuseMultiCast1DProgramConfig(compute_with_storage_grid_size="
-                f"(x={c.grid_x};y={c.grid_y});in0_block_w={int(c.in0_block_w)};per_core_M={int(c.per_core_M)};"
-                f"per_core_N={int(c.per_core_N)};fused_activation={act};mcast_in0=1)'}}")
-    if isinstance(spec, EltwiseSpec):
-        return f"{{'binary_op_type': 'BinaryOpType::{spec.kind.upper()}'}}"
-    if isinstance(spec, HeadsSpec) and spec.kind == "create":
-        return f"{{'head_dim': 'head_dim={spec.head_dim}'}}"
-    if isinstance(spec, SdpaDecodeSpec):
-        a = spec.attn
-        if spec.grid_cores is not None:
-            raise ValueError(f"SDPA decode on a {spec.grid_cores}-core grid: only the chip's grid has an op-report form")
-        return (f"{{'program_config': 'SDPAProgramConfig(k_chunk_size={int(a.k_chunk)};"
-                f"max_cores_per_head_batch={int(a.cores_per_head)})'; 'is_causal': 'false'}}")
-    if isinstance(spec, SdpaStandardSpec):
-        a = spec.attn
-        return (f"{{'program_config': 'SDPAProgramConfig(q_chunk_size={int(a.q_chunk)};"
-                f"k_chunk_size={int(a.k_chunk)})'; 'is_causal': 'false'}}")
-    return "{}"
-
-
-_WRITE_CODE = {MatmulSpec: "matmul", NormSpec: "norm", RopeSpec: "rope", FillCacheSpec: "fill_cache",
-               EltwiseSpec: "eltwise", SdpaDecodeSpec: "sdpa_decode", SdpaStandardSpec: "sdpa"}
-
-
-def write_csv(path: str | pathlib.Path, entries: list[tuple[object, float]], *, arch: str = "blackhole") -> None:
-    """Write (op spec, duration us) entries as an op report; raises ValueError for a spec it cannot encode."""
-    with pathlib.Path(path).open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        for i, (spec, us) in enumerate(entries):
-            if isinstance(spec, HeadsSpec):
-                cls = "create_heads" if spec.kind == "create" else "concat_heads"
-            elif type(spec) in _WRITE_CODE:
-                cls = _WRITE_CODE[type(spec)]
-            else:
-                raise ValueError(f"entries[{i}]: {type(spec).__name__} has no op-report form")
-            if isinstance(spec, SdpaDecodeSpec) and spec.mask_dtype is None:
-                raise ValueError(f"entries[{i}]: causal SDPA decode (no mask) has no op-report form")
-            rec = {"OP CODE": OP_CODES[cls][0], "OP TYPE": "tt_dnn_device", "GLOBAL CALL COUNT": str(1024 * (i + 1)),
-                   "DEVICE ID": "0", "DEVICE ARCH": arch, "ATTRIBUTES": _attributes(spec),
-                   "MATH FIDELITY": getattr(spec, "fidelity", ""), DURATION: f"{us * 1e3:.3f}".rstrip("0").rstrip(".")}
-            for j, (shape, dtype) in enumerate(_inputs(spec)):
-                for d, v in zip(DIMS, shape):
-                    rec[f"INPUT_{j}_{d}_PAD[LOGICAL]"] = f"{v}[{v}]"
-                rec[f"INPUT_{j}_DATATYPE"] = _DTYPE_NAMES[dtype]
-            w.writerow(rec)
+def read_rows(path: str | pathlib.Path, *, hw: Blackhole | None = None, **kwargs) -> list[Row]:
+    """The modelled rows of a report as fit rows (see ``read_report``)."""
+    return read_report(path, hw=hw, **kwargs).measured_rows()

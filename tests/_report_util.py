@@ -1,0 +1,41 @@
+"""tt-perf-report (the PyPI tool of tt-metal users, dev extra) run on an op report, and the checks
+every matmul row of its output must pass."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from costmodel.hardware import FIDELITY_PASSES
+
+
+def tt_perf_report(path, tmp_path) -> list[dict]:
+    """Run tt-perf-report (the PyPI tool, dev extra) on ``path``; its per-op CSV rows."""
+    pytest.importorskip("tt_perf_report", reason="tt-perf-report is in the dev extra")
+    out = tmp_path / f"{path.stem}_tt_perf_report.csv"
+    r = subprocess.run([sys.executable, "-m", "tt_perf_report.perf_report", str(path), "--csv", str(out),
+                        "--no-summary", "--no-color", "--no-advice"], capture_output=True, text=True, timeout=300,
+                       check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    return list(csv.DictReader(out.open()))
+
+
+def check_matmul_rows(rows_out, hw, specs_us) -> None:
+    """Every matmul row has DRAM % and FLOPs %; the peak DRAM bandwidth and per-core FLOP rate the
+    tool divides by are the model's hardware numbers; its FLOP rate is 2MKN / the row's time."""
+    mm = [r for r in rows_out if r["OP Code"].startswith("MatmulDeviceOperation")]
+    assert len(mm) == len(specs_us) > 0
+    for r, (spec, us) in zip(mm, specs_us):
+        assert "unknown shape" not in r["OP Code"] and r["DRAM %"] and r["FLOPs %"], r
+        assert f"{spec.M} x {spec.K} x {spec.N}" in r["OP Code"]
+        dram_peak = float(r["DRAM"]) / (float(r["DRAM %"]) / 100) * 1e9
+        assert dram_peak == pytest.approx(hw.dram_peak_bytes_per_s, rel=1e-9)
+        per_core = float(r["FLOPs"]) * 1e12 / (float(r["FLOPs %"]) / 100) / int(r["Cores"])
+        model = hw.matmul_flops_per_cycle_per_core * hw.clock_hz / FIDELITY_PASSES[spec.fidelity]
+        assert per_core == pytest.approx(model, rel=1e-9)
+        assert int(r["Cores"]) == spec.N // 32 // int(spec.cfg.per_core_N)
+        assert float(r["FLOPs"]) * 1e12 == pytest.approx(2 * spec.M * spec.K * spec.N / (us * 1e-6), rel=1e-6)

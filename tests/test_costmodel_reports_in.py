@@ -1,0 +1,291 @@
+"""Real device-profiler reports (shared/data/profiler_reports, measured on real Blackhole and
+Wormhole devices by others) through ``calibrate --ops-csv``: every line classified with its reason,
+the Wormhole report refused unless forced, invalid durations dropped as tt-perf-report drops them,
+calibrations that stay physical; and every malformed report a clear error naming line and column."""
+
+import csv
+import json
+import pathlib
+import re
+
+import pytest
+
+from costmodel.blackhole import BlackholeConfig, evaluate, fit
+from costmodel.blackhole.cli import main
+from costmodel.blackhole.fit import PARAM_BOUNDS
+from costmodel.blackhole.opspecs import EltwiseSpec, FillCacheSpec, NormSpec
+from costmodel.blackhole.profiler_csv import MODELLED, invalid_duration, read_report
+from costmodel.hardware import blackhole
+from jaxref.config import ExpertConfig
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "profiler_reports"
+if not DATA.is_dir():
+    DATA = pathlib.Path("/work/shared/data/profiler_reports")
+DEEPSEEK = DATA / "bh_8xp150_deepseek_v3_d_p.csv"
+CLIP = DATA / "bh_64_clip_encoder_1.csv"
+WORMHOLE = DATA / "wh_clip_encoder_2.csv"
+EXCERPT = DATA / "bh_invalid_trace_decode_window_excerpt.csv"
+BLACKHOLE_REPORTS = (DEEPSEEK, CLIP, EXCERPT)
+pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real reports not found at {DATA}")
+
+
+def records(path):
+    return list(csv.DictReader(path.open()))
+
+
+def _edit(src, dst, edit):
+    recs = records(src)
+    fields = list(recs[0])
+    edit(recs)
+    with dst.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(recs)
+    return dst
+
+
+def port_step_ms(params, hw):
+    cfg = ExpertConfig.alpamayo_tt()
+    return evaluate(hw, params, BlackholeConfig.port(cfg), cfg=cfg)["step_ms"]
+
+
+@pytest.mark.parametrize("path", BLACKHOLE_REPORTS, ids=lambda p: p.stem)
+def test_each_blackhole_report_calibrates_and_stays_physical(path, tmp_path, capsys):
+    out = tmp_path / "cal.json"
+    main(["calibrate", "--ops-csv", str(path), "--out", str(out), "--steps", "30"])
+    text = capsys.readouterr()
+    assert "Traceback" not in text.err
+    # the per-reason summary accounts for every data line of the file (counted here by csv)
+    counts = [int(m.group(1)) for m in re.finditer(r"^\s+(\d+)  \S", text.out, re.MULTILINE)]
+    assert sum(counts) == len(records(path))
+    signposts = sum(r["OP TYPE"] == "signpost" for r in records(path))
+    assert (f"{signposts}  signpost:" in text.out) == (signposts > 0)
+    stored = fit.load_calibration()
+    if "modelled:" not in text.out:
+        assert "nothing to fit" in text.out and not out.exists()
+        return
+    cal = fit.load_calibration(out)  # validated on load: finite, inside PARAM_BOUNDS, theta consistent
+    for k, v in json.loads(out.read_text())["params"].items():
+        lo, hi, _ = PARAM_BOUNDS[k]
+        assert lo <= v <= hi, (k, v)
+    hw = blackhole("p150a")
+    ratio = port_step_ms(cal.params, hw) / port_step_ms(stored.params, hw)
+    assert 0.5 <= ratio <= 2.0, ratio
+    assert cal.info["held_at_prior"]  # these reports do not pin every parameter ...
+    for k in cal.info["held_at_prior"]:  # ... and those keep the stored values exactly
+        assert getattr(cal.params, k) == pytest.approx(getattr(stored.params, k), rel=1e-5)
+
+
+def test_wormhole_report_is_refused_unless_forced(capsys, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main(["calibrate", "--ops-csv", str(WORMHOLE)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "error:" in err and "'wormhole_b0'" in err and "--force-arch" in err
+    assert "Traceback" not in err
+    rep = read_report(WORMHOLE, force_arch=True)
+    assert rep.arch == "wormhole_b0" and any("--force-arch" in w for w in rep.warnings)
+    assert sum(r.status == MODELLED for r in rep.rows) > 0
+
+
+def test_invalid_durations_are_dropped_as_tt_perf_report_drops_them(capsys):
+    """The rule agrees with tt-perf-report's own on every line of every real report."""
+    perf = pytest.importorskip("tt_perf_report.perf_report", reason="tt-perf-report is in the dev extra")
+    pd = pytest.importorskip("pandas")
+    for path in (*BLACKHOLE_REPORTS, WORMHOLE):
+        df = pd.read_csv(path)
+        theirs = [bool(perf.is_invalid_device_duration(row)) for _, row in df.iterrows()]
+        ours = [invalid_duration(r) for r in records(path)]
+        assert ours == theirs, path.name
+    rep = read_report(EXCERPT)
+    dropped = [r.line for r in rep.rows if r.status == "invalid device duration"]
+    signposts = [r.line for r in rep.rows if r.status == "signpost"]
+    assert len(dropped) == 3 and len(signposts) == 2
+    (warning,) = rep.warnings
+    assert warning.startswith("3 rows had invalid device durations") and "'DEVICE KERNEL DURATION [ns]'" in warning
+    assert warning.endswith(f"dropped: lines {', '.join(map(str, dropped))}")
+    main(["calibrate", "--ops-csv", str(EXCERPT)])
+    assert "warning: 3 rows had invalid device durations" in capsys.readouterr().err
+
+
+def test_one_device_by_default_or_all():
+    """An 8-device report: each op once (the lowest DEVICE ID) unless --device-id all."""
+    recs = records(DEEPSEEK)
+    ids = sorted({int(r["DEVICE ID"]) for r in recs})
+    first = read_report(DEEPSEEK)
+    kept = [r for r in first.rows if not r.status.startswith("other device")]
+    assert len(kept) == sum(int(r["DEVICE ID"]) == ids[0] for r in recs)
+    every = read_report(DEEPSEEK, device_id="all")
+    n_first = sum(r.status == MODELLED for r in first.rows)
+    assert sum(r.status == MODELLED for r in every.rows) == len(ids) * n_first > 0
+    assert sum(r.status == MODELLED for r in read_report(DEEPSEEK, device_id=3).rows) == n_first
+    with pytest.raises(ValueError, match=r"device-id=9: not in the report"):
+        read_report(DEEPSEEK, device_id=9)
+
+
+def _attr(rec, key):
+    m = re.search(rf"'{key}': '([^']*)'", rec["ATTRIBUTES"])
+    return None if m is None else m.group(1)
+
+
+def test_program_config_kinds_are_told_apart(tmp_path):
+    """2D multicast, 1D in1-multicast and DRAM-sharded configs (real rows) are skipped with their kind,
+    never fitted as the 1D in0-multicast config."""
+    rep = read_report(DEEPSEEK, device_id="all")
+    recs = records(DEEPSEEK)
+    for r in rep.rows:
+        rec = recs[r.line - 2]
+        if rec["OP CODE"] != "MatmulDeviceOperation":
+            continue
+        pc = _attr(rec, "program_config")
+        batched = any(int(rec[f"INPUT_{i}_{d}_PAD[LOGICAL]"].split("[")[0]) > 1 for i in (0, 1) for d in "WZ")
+        if batched:
+            assert r.status == "batched operands"
+        elif pc.startswith("MatmulMultiCoreReuseMultiCastProgramConfig("):
+            assert r.status == "program-config kind not modelled: 2D multicast"
+        assert r.status != MODELLED
+    # the excerpt's rows with their trace-window durations replaced by a valid one
+
+    def valid(recs):
+        for r in recs:
+            if r["OP TYPE"] != "signpost":
+                r["DEVICE KERNEL DURATION [ns]"], r["OP TO OP LATENCY [ns]"] = "25000", "100"
+    rep = read_report(_edit(EXCERPT, tmp_path / "valid.csv", valid))
+    status = {r.op_code: r.status for r in rep.rows}
+    assert status["MatmulDeviceOperation"] == "program-config kind not modelled: DRAM-sharded"
+    assert status["LayerNormDeviceOperation"] == ("program-config kind not modelled: "
+                                                  "LayerNormShardedMultiCoreProgramConfig")
+    assert status["SdpaDecodeDeviceOperation"] == "paged cache"
+    assert status["BinaryNgDeviceOperation"].startswith("sharded operand")
+    # a 1D config with mcast_in0=0 (ttnn's in1-multicast) on an unbatched row of the deepseek report
+
+    def in1(recs):
+        r = recs[0]
+        assert "MatmulMultiCoreReuseMultiCastProgramConfig(" in r["ATTRIBUTES"]
+        r["ATTRIBUTES"] = r["ATTRIBUTES"].replace("MatmulMultiCoreReuseMultiCastProgramConfig(",
+                                                  "MatmulMultiCoreReuseMultiCast1DProgramConfig(mcast_in0=0;")
+    rep = read_report(_edit(DEEPSEEK, tmp_path / "in1.csv", in1), device_id="all")
+    assert rep.rows[0].status == "program-config kind not modelled: 1D in1-multicast"
+
+
+def test_norm_binary_and_fill_cache_types_are_read(tmp_path):
+    clip, deep = read_report(CLIP), read_report(DEEPSEEK)
+    for rep, path in ((clip, CLIP), (deep, DEEPSEEK)):
+        recs = records(path)
+        for r in rep.rows:
+            rec = recs[r.line - 2]
+            if rec["OP CODE"] == "LayerNormDeviceOperation" and r.device_id == 0:
+                if _attr(rec, "norm_type") == "LayerNormType::LAYERNORM":
+                    assert r.status.startswith("norm type not modelled (LayerNormType::LAYERNORM")
+                else:
+                    y, x = (int(rec[f"INPUT_0_{d}_PAD[LOGICAL]"].split("[")[0]) for d in "YX")
+                    assert r.status == MODELLED and r.spec == NormSpec(y, x)
+            if rec["OP CODE"] == "BinaryNgDeviceOperation" and r.status == MODELLED:
+                kind = _attr(rec, "binary_op_type").split("::")[1].lower()
+                assert isinstance(r.spec, EltwiseSpec) and r.spec.kind == kind
+    # an op type the model does not cover is named, never read as add
+
+    def sub(recs):
+        for r in recs:
+            r["ATTRIBUTES"] = r["ATTRIBUTES"].replace("BinaryOpType::ADD", "BinaryOpType::SUB")
+    rep = read_report(_edit(CLIP, tmp_path / "sub.csv", sub))
+    assert "binary op type not modelled (BinaryOpType::SUB)" in rep.summary()
+    assert all(not (isinstance(r.spec, EltwiseSpec) and r.spec.kind == "add") for r in rep.rows)
+    # the fill-cache op code of real reports: its own reason (sharded cache), and modelled when interleaved
+    fill = [r for r in deep.rows if r.op_code == "UpdateKVCacheOperation" and r.device_id == 0]
+    assert fill and all(r.status.startswith("sharded operand (INPUT_0 DRAM_ND_SHARDED)") for r in fill)
+
+    def interleaved(recs):
+        for r in recs:
+            if r["OP CODE"] == "UpdateKVCacheOperation":
+                r["INPUT_0_MEMORY"] = r["OUTPUT_0_MEMORY"] = "DEV_0_DRAM_INTERLEAVED"
+                r["INPUT_1_DATATYPE"] = "BFLOAT16"
+    rep = read_report(_edit(DEEPSEEK, tmp_path / "fill.csv", interleaved))
+    spec = next(r.spec for r in rep.rows if r.op_code == "UpdateKVCacheOperation" and r.device_id == 0)
+    assert spec == FillCacheSpec(1, 3200, 576, "bfp8", "bf16")
+
+
+def test_core_count_is_used(tmp_path):
+    """A row that ran on fewer cores than the model splits it over is skipped, not mis-fitted."""
+    rep = read_report(CLIP)
+    recs = records(CLIP)
+    few = [r for r in rep.rows if r.status.startswith("core split differs")]
+    assert few
+    for r in few:
+        rec = recs[r.line - 2]
+        tiles = int(rec["INPUT_0_Y_PAD[LOGICAL]"].split("[")[0]) * int(rec["INPUT_0_X_PAD[LOGICAL]"].split("[")[0])
+        assert int(rec["CORE COUNT"]) < tiles // 1024  # the model spreads the tiles over more cores
+
+    def grid(recs):
+        for r in recs:
+            r["CORE COUNT"] = "110"
+    rep2 = read_report(_edit(CLIP, tmp_path / "cores.csv", grid))
+    assert {r.line for r in rep2.rows if r.status == MODELLED} >= {r.line for r in few}
+
+
+# ---- malformed reports: a clear error naming line and column, never a traceback -------------------
+def _set(line, column, value):
+    def edit(recs):
+        recs[line - 2][column] = value
+    return edit
+
+
+def _replace_attr(line, old, new):
+    def edit(recs):
+        assert old in recs[line - 2]["ATTRIBUTES"]
+        recs[line - 2]["ATTRIBUTES"] = recs[line - 2]["ATTRIBUTES"].replace(old, new)
+    return edit
+
+
+@pytest.fixture(scope="module")
+def port_report(tmp_path_factory):
+    """The model's own layer (all rows modelled) as a report: a clean base to break one cell of."""
+    path = tmp_path_factory.mktemp("port") / "port.csv"
+    main(["--emit-csv", str(path), "--json"])
+    return path
+
+
+MALFORMED = [
+    ("dim_text", _set(3, "INPUT_0_X_PAD[LOGICAL]", "wide"), r"line 3, column 'INPUT_0_X_PAD\[LOGICAL\]': 'wide' is not"),
+    ("dim_zero", _set(3, "INPUT_1_X_PAD[LOGICAL]", "0[0]"), r"line 3, column 'INPUT_1_X_PAD\[LOGICAL\]': '0\[0\]'"),
+    ("dtype_empty", _set(2, "INPUT_0_DATATYPE", ""), r"line 2, column 'INPUT_0_DATATYPE': empty"),
+    ("fidelity", _set(3, "MATH FIDELITY", "HiFi9"), r"line 3, column 'MATH FIDELITY': 'HiFi9'"),
+    ("in0_block_w_zero", _replace_attr(3, "in0_block_w=8", "in0_block_w=0"),
+     r"line 3, column 'ATTRIBUTES': program config in0_block_w='0'; expected a positive integer"),
+    ("grid_50x50", _replace_attr(3, "grid_size=11-10", "grid_size=50-50"),
+     r"line 3, column 'ATTRIBUTES': compute_with_storage_grid_size 50x50 must fit the p150a compute grid 11x10"),
+    ("k_mismatch", _set(3, "INPUT_1_Y_PAD[LOGICAL]", "1024[1024]"),
+     r"line 3, column 'INPUT_1_Y_PAD\[LOGICAL\]': K=1024 of the weights != K=1536"),
+    ("head_dim", _replace_attr(4, "'head_dim': '128'", "'head_dim': 'x'"),
+     r"line 4, column 'ATTRIBUTES': head_dim='x'"),
+    ("two_archs", _set(5, "DEVICE ARCH", "wormhole_b0"), r"column 'DEVICE ARCH': several architectures"),
+    ("p100_core_count", _set(6, "AVAILABLE WORKER CORE COUNT", "130"),
+     r"line 6, column 'AVAILABLE WORKER CORE COUNT': 130 cores exceed p150a's 110-core grid"),
+]
+
+
+@pytest.mark.parametrize("name,edit,message", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_cell_names_line_and_column(port_report, tmp_path, capsys, name, edit, message):
+    bad = _edit(port_report, tmp_path / "bad.csv", edit)
+    with pytest.raises(ValueError, match=message):
+        read_report(bad)
+    with pytest.raises(SystemExit) as e:
+        main(["calibrate", "--ops-csv", str(bad)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "error:" in err and re.search(message, err) and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("empty", b"", r"empty; expected a header line"),
+    ("binary", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", r"not a text CSV|binary data"),
+    ("nul", b"OP CODE,OP TYPE\x00", r"binary data \(NUL bytes\)"),
+    ("no_duration_column", b"OP CODE,OP TYPE\nMatmulDeviceOperation,tt_dnn_device\n",
+     r"line 1 \(header\): missing column\(s\) \['DEVICE KERNEL DURATION \[ns\]'\]"),
+    ("extra_cells", b"OP CODE,OP TYPE,DEVICE KERNEL DURATION [ns]\nA,tt_dnn_device,5,6\n", r"line 2: 4 cells for 3"),
+])
+def test_malformed_file_is_a_clear_error(tmp_path, capsys, name, content, message):
+    bad = tmp_path / f"{name}.csv"
+    bad.write_bytes(content)
+    with pytest.raises(SystemExit) as e:
+        main(["calibrate", "--ops-csv", str(bad)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and re.search(message, err) and str(bad) in err and "Traceback" not in err
