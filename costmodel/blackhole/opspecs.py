@@ -15,6 +15,7 @@ from costmodel.blackhole.ops import (
     eltwise_us,
     fill_cache_us,
     heads_us,
+    matmul_2d_us,
     matmul_us,
     read_us,
     rms_norm_us,
@@ -22,7 +23,7 @@ from costmodel.blackhole.ops import (
 )
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_decode_us, sdpa_standard_us
-from costmodel.hardware import Blackhole
+from costmodel.hardware import Blackhole, blackhole
 from costmodel.smooth import Relax
 
 _frozen = dataclasses.dataclass(frozen=True)
@@ -186,5 +187,42 @@ class DramReadSpec:
         return read_us(hw, fit, per_reader / self.page_bytes, per_reader, self.readers, relax=relax)
 
 
+@_frozen
+class Matmul2DSpec:
+    """``ttnn.linear([M,K], [K,N])`` with a 2D-multicast program config (``ops.matmul_2d_us``)."""
+
+    M: int
+    K: int
+    N: int
+    in0_block_w: int
+    per_core_M: int
+    per_core_N: int
+    weight_dtype: str
+    act_dtype: str = "bf16"
+    fidelity: str = "HiFi2"
+    op_class = "matmul"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return matmul_2d_us(hw, fit, M=self.M, K=self.K, N=self.N, in0_block_w=self.in0_block_w,
+                            per_core_M=self.per_core_M, per_core_N=self.per_core_N, weight_dtype=self.weight_dtype,
+                            act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
+
+
+@_frozen
+class ChipSpec:
+    """``inner`` measured on another Blackhole board (``chip``: a ``hardware.blackhole`` preset name):
+    priced on that board's spec with the same fitted parameters (the ``hw`` argument is ignored)."""
+
+    inner: object
+    chip: str
+
+    @property
+    def op_class(self) -> str:
+        return self.inner.op_class
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return self.inner.us(blackhole(self.chip), fit, relax=relax)
+
+
 OpSpec = (MatmulSpec | NormSpec | RopeSpec | HeadsSpec | FillCacheSpec | EltwiseSpec | SdpaDecodeSpec
-          | SdpaStandardSpec | DramReadSpec)
+          | SdpaStandardSpec | DramReadSpec | Matmul2DSpec | ChipSpec)
