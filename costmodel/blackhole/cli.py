@@ -6,6 +6,8 @@
     python -m costmodel.blackhole --emit-csv predicted.csv          # model as a profiler op report
     python -m costmodel.blackhole calibrate --ops-csv ops_perf_results.csv --out my_calibration.json
     python -m costmodel.blackhole --calibration my_calibration.json --smax 5120
+    python -m costmodel.blackhole validate [--write]                 # every row held out, coverage, MAPE
+    python -m costmodel.blackhole plan --target-ms 30                # option combinations reaching 30 ms
 
 JSON keys: ``per_op_us`` (op -> us), ``layer_us``, ``layer_trace_us``, ``step_ms``, ``step_full_ms``,
 ``sample_ms``, ... as before, plus ``interval_us`` (op / ``layer_us`` -> [lo, hi]) and
@@ -218,6 +220,14 @@ def main(argv: list[str] | None = None) -> dict:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["calibrate"]:
         return calibrate(argv[1:])
+    if argv[:1] == ["validate"]:
+        from costmodel.blackhole.validation import validate_main
+
+        return validate_main(argv[1:])
+    if argv[:1] == ["plan"]:
+        from costmodel.blackhole.plans import plan_main
+
+        return plan_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     try:
