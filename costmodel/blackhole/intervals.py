@@ -96,6 +96,15 @@ def model_values(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: E
     return out
 
 
+def value_samples(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig,
+                  thetas: np.ndarray) -> dict:
+    """Values (us) at parameter draws ``thetas`` [D, P]: {"ops": {op: [D]}, "layer_us" | "step_us" |
+    "step_full_us" | "sample_us": [D]} (no validation: the caller validates ``bc``)."""
+    out = jax.device_get(_value_samples(jnp.asarray(thetas, jnp.float32), hw, bc, cfg=cfg))
+    return {"ops": {k: np.asarray(v, np.float64) for k, v in out["ops"].items()},
+            **{k: np.asarray(out[k], np.float64) for k in TOTALS}}
+
+
 def _param_var(cal: Calibration, g: np.ndarray, samples: np.ndarray | None) -> float:
     """Variance from parameter uncertainty: g^T Cov g (linearised) or the sample variance."""
     return float(g @ cal.cov @ g) if samples is None else float(np.var(samples))
