@@ -2,20 +2,23 @@
 
 Each config builds the real ttnn object (or the emulation's stand-in with the same field names)
 with ``build(ns)``, where ``ns`` is the op namespace (``ttnn`` or a ``device.emulation`` namespace).
-Values are those of the port (``seeds/EXPERT_NOTES.md``: tuned 1D-multicast matmuls on the 11x10
-grid, flash-decode SDPA with k_chunk 128, 16 cores per user).
+Matmuls use the one program-config type and legality rule of the project,
+``costmodel.blackhole.program_config.MatmulProgramConfig``.
+Values come from the one port description ``costmodel.blackhole.port.Port`` (``GraphConfig.port``,
+``GraphConfig.from_port``): tuned 1D-multicast matmuls on the 11x10 grid, flash-decode SDPA with
+k_chunk 128, 16 cores per user (``seeds/EXPERT_NOTES.md``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 
+from costmodel.blackhole.port import GRID, Port, mask_dtype_for, matmul_shapes
+from costmodel.blackhole.program_config import MatmulProgramConfig
+from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
-from jaxref.param_table import device_shapes
 
 TILE = 32  # rows / columns of a ttnn tile
-GRID = (11, 10)  # Blackhole p150 compute grid with one column left for fast dispatch: 110 cores
 WEIGHT_FORMATS = ("bfp8", "bf16")
 CACHE_FORMATS = ("bf16", "bfp8")
 ATTN_MODES = ("decode", "standard")
@@ -46,57 +49,6 @@ class ComputeConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class MatmulConfig:
-    """``ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig``: in0 (the 64 activation rows) multicast,
-    the N output tiles split over the grid, ``per_core_N`` tiles per core.
-
-    Attributes:
-      k, n: the weight's [K, N] (elements); m: activation rows.
-      in0_block_w: K tiles per inner block (must divide K / 32).
-      per_core_M, per_core_N: output tiles per core (M must fit one core's rows: fuse_batch).
-      out_subblock_h, out_subblock_w: destination-register subblock (h * w <= 4 with fp32 accumulation).
-      fused_activation: None or 'silu' (w1's SiLU fused into the matmul).
-    """
-
-    k: int
-    n: int
-    m: int
-    in0_block_w: int
-    per_core_N: int
-    per_core_M: int = 2
-    out_subblock_h: int = 1
-    out_subblock_w: int = 1
-    fused_activation: str | None = None
-    grid: tuple[int, int] = GRID
-
-    def __post_init__(self):
-        kt, nt, mt = self.k // TILE, self.n // TILE, math.ceil(self.m / TILE)
-        _require(self.k % TILE == 0 and self.n % TILE == 0, f"k={self.k}, n={self.n} must be multiples of {TILE}")
-        _require(self.in0_block_w > 0 and kt % self.in0_block_w == 0,
-                 f"in0_block_w={self.in0_block_w} must divide K tiles = {kt}")
-        _require(self.per_core_M == mt, f"per_core_M={self.per_core_M} must equal the M tiles {mt} (1D mcast in0)")
-        cores = math.ceil(nt / self.per_core_N) if self.per_core_N > 0 else 0
-        _require(0 < cores <= self.grid[0] * self.grid[1],
-                 f"per_core_N={self.per_core_N} needs {cores} cores for N tiles = {nt}; grid has {self.grid[0] * self.grid[1]}")
-        _require(self.per_core_N % self.out_subblock_w == 0 and self.per_core_M % self.out_subblock_h == 0,
-                 f"out_subblock ({self.out_subblock_h}, {self.out_subblock_w}) must divide per_core (M {self.per_core_M}, N {self.per_core_N})")
-        _require(self.out_subblock_h * self.out_subblock_w <= 4,
-                 f"out_subblock_h * out_subblock_w = {self.out_subblock_h * self.out_subblock_w} > 4 (fp32 dest)")
-        _require(self.fused_activation in (None, "silu"), f"fused_activation={self.fused_activation!r}; expected None or 'silu'")
-
-    @property
-    def num_cores(self) -> int:
-        return math.ceil(self.n // TILE / self.per_core_N)
-
-    def build(self, ns):
-        act = None if self.fused_activation is None else ns.UnaryWithParam(ns.UnaryOpType.SILU)
-        return ns.MatmulMultiCoreReuseMultiCast1DProgramConfig(
-            compute_with_storage_grid_size=ns.CoreCoord(*self.grid), in0_block_w=self.in0_block_w,
-            out_subblock_h=self.out_subblock_h, out_subblock_w=self.out_subblock_w, per_core_M=self.per_core_M,
-            per_core_N=self.per_core_N, fuse_batch=True, fused_activation=act, mcast_in0=True)
-
-
-@dataclasses.dataclass(frozen=True)
 class SDPAConfig:
     """``ttnn.SDPAProgramConfig`` (decode: only k_chunk_size matters; q_chunk_size is unused there)."""
 
@@ -119,26 +71,10 @@ class SDPAConfig:
             max_cores_per_head_batch=self.max_cores_per_head_batch)
 
 
-# The notes' tuned (in0_block_w, per_core_N) at alpamayo_tt widths (trace-timed, M = 64 rows).
-TUNED_MATMULS = {(1536, 4096): (8, 2), (2048, 1536): (8, 1), (1536, 6144): (8, 2), (6144, 1536): (48, 1)}
-
-
-def matmul_config(k: int, n: int, m: int, *, fused_activation: str | None = None) -> MatmulConfig:
-    """The notes' tuned config for a tuned shape; otherwise in0_block_w = the largest divisor of the
-    K tiles up to 8 and the fewest output tiles per core that fit the 110-core grid."""
-    if (k, n) in TUNED_MATMULS:
-        bw, pn = TUNED_MATMULS[(k, n)]
-    else:
-        kt = k // TILE
-        bw = max(d for d in range(1, min(8, kt) + 1) if kt % d == 0)
-        pn = math.ceil(n // TILE / (GRID[0] * GRID[1]))
-    return MatmulConfig(k=k, n=n, m=m, in0_block_w=bw, per_core_N=pn, per_core_M=math.ceil(m / TILE),
-                        fused_activation=fused_activation)
-
-
 @dataclasses.dataclass(frozen=True)
 class GraphConfig:
-    """Everything the graph needs besides the model geometry (validated against ``ExpertConfig``).
+    """Everything the graph needs besides the model geometry: a view of the port description
+    (``costmodel.blackhole.port.Port``), from which every value below is derived (``port(cfg)``).
 
     Attributes:
       weights: 'bfp8' (default, as the port) or 'bf16' matmul weights.
@@ -146,7 +82,9 @@ class GraphConfig:
       attn_mode: 'decode' (flash-decode over the 8-user view) or 'standard' (FlashAttention-2 SDPA).
       k_chunk: K/V rows per SDPA chunk (128: the port's decode choice).
       q_chunk: query rows per chunk of the standard SDPA (32 in the notes' table).
+      cores_per_head: ``max_cores_per_head_batch`` of the decode SDPA (16).
       compute: compute-kernel config of the matmuls and SDPA.
+      matmul_overrides: (name, MatmulProgramConfig) pairs replacing the port's tuned configs.
     """
 
     weights: str = "bfp8"
@@ -154,38 +92,59 @@ class GraphConfig:
     attn_mode: str = "decode"
     k_chunk: int = 128
     q_chunk: int = 32
+    cores_per_head: int = 16
     compute: ComputeConfig = dataclasses.field(default_factory=ComputeConfig)
+    matmul_overrides: tuple[tuple[str, MatmulProgramConfig], ...] = ()
 
     def __post_init__(self):
         _require(self.weights in WEIGHT_FORMATS, f"weights={self.weights!r}; expected one of {WEIGHT_FORMATS}")
         _require(self.cache in CACHE_FORMATS, f"cache={self.cache!r}; expected one of {CACHE_FORMATS}")
         _require(self.attn_mode in ATTN_MODES, f"attn_mode={self.attn_mode!r}; expected one of {ATTN_MODES}")
 
+    @classmethod
+    def from_port(cls, port: Port, *, compute: ComputeConfig | None = None) -> GraphConfig:
+        """The graph configuration that runs ``port`` (its matmul configs pinned as overrides)."""
+        _require(port.mask == mask_dtype_for(port.attn_mode),
+                 f"port mask={port.mask!r}: the device graph uploads a {mask_dtype_for(port.attn_mode)} mask in "
+                 f"attn_mode={port.attn_mode!r}")
+        compute = ComputeConfig(math_fidelity=port.fidelity) if compute is None else \
+            dataclasses.replace(compute, math_fidelity=port.fidelity)
+        return cls(weights=port.weights, cache=port.cache, attn_mode=port.attn_mode, k_chunk=port.k_chunk,
+                   q_chunk=port.q_chunk, cores_per_head=port.cores_per_head, compute=compute,
+                   matmul_overrides=tuple(port.matmuls.items()))
+
+    def port(self, cfg: ExpertConfig) -> Port:
+        """The port description this graph runs at ``cfg``'s geometry."""
+        return Port.for_expert(cfg, matmuls=dict(self.matmul_overrides), grid=GRID, attn_mode=self.attn_mode,
+                               weights=self.weights, cache=self.cache, k_chunk=self.k_chunk, q_chunk=self.q_chunk,
+                               cores_per_head=self.cores_per_head, fidelity=self.compute.math_fidelity)
+
     @property
     def mask_format(self) -> str:
         """decode: the bfp4 mask of the notes; standard: bf16 (the notes' [1, 1, 64, Smax] bf16 mask)."""
-        return "bfp4" if self.attn_mode == "decode" else "bf16"
+        return mask_dtype_for(self.attn_mode)
 
     def mask_rows(self, cfg: ExpertConfig) -> int:
         """Mask rows: the G*T "heads" of one user in the decode view, or the T query rows."""
-        return cfg.group * cfg.num_tokens if self.attn_mode == "decode" else cfg.num_tokens
+        return self.port(cfg).mask_rows(cfg)
 
     def check(self, cfg: ExpertConfig) -> None:
-        """Raise ValueError if this graph cannot run ``cfg`` (tile alignment, chunking)."""
-        T, H, smax = cfg.num_tokens, cfg.head_dim, cfg.max_seq_len
+        """Raise ValueError if this graph cannot run ``cfg`` (tile alignment, chunking, matmul legality)."""
+        T, H = cfg.num_tokens, cfg.head_dim
         _require(T % TILE == 0, f"num_tokens={T} must be a multiple of {TILE} (tile rows; fill_cache offset)")
         _require(H == TILE or H % (2 * TILE) == 0,
                  f"head_dim={H} must be {TILE} or a multiple of {2 * TILE} (rotary_embedding_hf)")
-        _require(smax % self.k_chunk == 0, f"max_seq_len={smax} must be a multiple of k_chunk={self.k_chunk}")
-        _require(T % self.q_chunk == 0 or self.attn_mode == "decode",
-                 f"num_tokens={T} must be a multiple of q_chunk={self.q_chunk}")
         _require(cfg.hidden % TILE == 0 and cfg.ffn % TILE == 0, f"hidden={cfg.hidden} / ffn={cfg.ffn} must be tile multiples")
+        port = self.port(cfg)
+        port.check(cfg)
+        for name, (M, K, N) in matmul_shapes(cfg).items():  # the compute config's destination-register limit
+            port.matmuls[name].validate(name, blackhole_p150a(), M=M, K=K, N=N, weight_dtype=self.weights,
+                                        fp32_dest_acc=self.compute.fp32_dest_acc_en)
 
     def sdpa(self) -> SDPAConfig:
-        return SDPAConfig(q_chunk_size=self.q_chunk, k_chunk_size=self.k_chunk)
+        return SDPAConfig(q_chunk_size=self.q_chunk, k_chunk_size=self.k_chunk,
+                          max_cores_per_head_batch=self.cores_per_head)
 
-    def matmuls(self, cfg: ExpertConfig) -> dict[str, MatmulConfig]:
+    def matmuls(self, cfg: ExpertConfig) -> dict[str, MatmulProgramConfig]:
         """Program config of every weight matmul of a layer, keyed by device tensor name."""
-        shapes = device_shapes(cfg)
-        return {name: matmul_config(*shapes[name], cfg.num_tokens, fused_activation="silu" if name == "w1" else None)
-                for name in ("wqkv", "wo", "w1", "w3", "w2")}
+        return dict(self.port(cfg).matmuls)

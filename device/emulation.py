@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from costmodel.blackhole.program_config import MatmulProgramConfig
+from costmodel.hardware import blackhole_p150a
 from device.emulation_types import (
     CoreCoord,
     DataType,
@@ -33,6 +35,8 @@ from device.emulation_types import (
     Layout,
     MathFidelity,
     MatmulMultiCoreReuseMultiCast1DProgramConfig,
+    MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
+    MatmulMultiCoreReuseMultiCastProgramConfig,
     MemoryConfig,
     SDPAProgramConfig,
     Tensor,
@@ -72,6 +76,8 @@ class Emulation:
     DRAM_MEMORY_CONFIG, L1_MEMORY_CONFIG = MemoryConfig("DRAM"), MemoryConfig("L1")
     MathFidelity, UnaryOpType, UnaryWithParam, CoreCoord = MathFidelity, UnaryOpType, UnaryWithParam, CoreCoord
     MatmulMultiCoreReuseMultiCast1DProgramConfig = MatmulMultiCoreReuseMultiCast1DProgramConfig
+    MatmulMultiCoreReuseMultiCastProgramConfig = MatmulMultiCoreReuseMultiCastProgramConfig
+    MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig = MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig
     SDPAProgramConfig, WormholeComputeKernelConfig = SDPAProgramConfig, WormholeComputeKernelConfig
 
     def __init__(self, *, rounding: bool = True):
@@ -186,16 +192,17 @@ class Emulation:
     def _linear(self, input_tensor_a, input_tensor_b, *, program_config=None, activation=None, dtype=None,
                 memory_config=None, compute_kernel_config=None):
         """``a @ b`` (b is [K, N]: weights stored transposed), a fused SiLU (program config or
-        ``activation``), output in ``dtype`` or a's dtype (golden: ``ttnn/operations/matmul.py``)."""
+        ``activation``), output in ``dtype`` or a's dtype (golden: ``ttnn/operations/matmul.py``).
+        A program config must pass the project's one legality rule (``MatmulProgramConfig.validate``
+        on a p150a) for these shapes and dtypes."""
         a, b = input_tensor_a.value, input_tensor_b.value
         _check(a.shape[-1] == b.shape[-2], f"linear: a {a.shape} and b {b.shape} have different K")
         m, (k, n) = math.prod(a.shape[:-1]), b.shape[-2:]
         if program_config is not None:
-            pc, t = program_config, 32
-            _check((k // t) % pc.in0_block_w == 0, f"in0_block_w={pc.in0_block_w} must divide K tiles {k // t}")
-            _check(pc.per_core_M * t >= m, f"per_core_M={pc.per_core_M} tiles cannot hold M={m} rows")
-            cores = pc.compute_with_storage_grid_size.x * pc.compute_with_storage_grid_size.y
-            _check(pc.per_core_N * cores * t >= n, f"per_core_N={pc.per_core_N} on {cores} cores cannot cover N={n}")
+            fp32_acc = True if compute_kernel_config is None else compute_kernel_config.fp32_dest_acc_en
+            MatmulProgramConfig.from_ttnn(program_config).validate(
+                "linear program_config", blackhole_p150a(), M=m, K=k, N=n, weight_dtype=input_tensor_b.dtype.value,
+                act_dtype=input_tensor_a.dtype.value, fp32_dest_acc=fp32_acc)
         y = jnp.matmul(a, b, precision=_HI)
         fused = program_config.fused_activation if program_config is not None else None
         if fused is not None or activation is not None:

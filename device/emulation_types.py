@@ -1,7 +1,7 @@
 """Tensors, the device and the stand-in config / enum types of ``device.emulation`` (ttnn's names).
 
 The config classes carry exactly the keyword names of their ttnn 0.81.1 counterparts (nanobind
-constructors, keyword-only) that ``device.configs`` sets; ``tests/test_device_ttnn.py`` builds the real
+constructors, keyword-only) that ``device.configs`` and ``MatmulProgramConfig.build`` set (1D, 2D and DRAM-sharded matmul configs); ``tests/test_device_ttnn.py`` builds the real
 ttnn objects from the same ``device.configs`` dataclasses.
 """
 
@@ -36,6 +36,8 @@ class MathFidelity(enum.Enum):
 
 class UnaryOpType(enum.Enum):
     SILU = "silu"
+    GELU = "gelu"
+    RELU = "relu"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,11 +63,37 @@ class MatmulMultiCoreReuseMultiCast1DProgramConfig:
     in0_block_w: int
     out_subblock_h: int
     out_subblock_w: int
+    out_block_h: int | None = None
+    out_block_w: int | None = None
     per_core_M: int
     per_core_N: int
     fuse_batch: bool
-    fused_activation: UnaryWithParam | None
+    fused_activation: UnaryWithParam | None = None
     mcast_in0: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulMultiCoreReuseMultiCastProgramConfig:
+    compute_with_storage_grid_size: CoreCoord
+    in0_block_w: int
+    out_subblock_h: int
+    out_subblock_w: int
+    out_block_h: int | None = None
+    out_block_w: int | None = None
+    per_core_M: int
+    per_core_N: int
+    transpose_mcast: bool
+    fused_activation: UnaryWithParam | None = None
+    fuse_batch: bool = True
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig:
+    in0_block_w: int
+    per_core_M: int
+    per_core_N: int
+    fused_activation: UnaryWithParam | None = None
+    num_workers_per_dram_bank: int = 1
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

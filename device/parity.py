@@ -140,7 +140,7 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     caches = [ex.upload_cache(np.asarray(cache.k[i]), np.asarray(cache.v[i])) for i in range(cfg.num_layers)]
     ex.set_context(S)
 
-    dev_prec = Precision.device(weights=graph.weights, cache=graph.cache, mask=graph.mask_format)
+    dev_prec = graph.port(cfg).precision()  # the golden's rounding points, from the same port description
     emb = velocity_input(params, x0, cfg)
     _, hidden = expert_stack(params.layers, params.final_norm, emb, cache, cfg=cfg, return_hidden=True)
     res: dict = {"backend": backend, "num_layers": cfg.num_layers, "hidden": cfg.hidden, "seq_len": S,

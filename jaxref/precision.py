@@ -105,7 +105,9 @@ class Precision:
     @classmethod
     def device(cls, *, weights: str = "bfp8", cache: str = "bf16", mask: str = "bfp4") -> Precision:
         """The Blackhole port: bfp8 (or bf16) weights, bf16 activations, bf16 or bfp8 KV cache,
-        bfp4 additive mask, bf16 gammas; fp32 where the device accumulates."""
+        bfp4 additive mask, bf16 gammas; fp32 where the device accumulates. The port description
+        (``costmodel.blackhole.port.Port.precision``, which code that runs the port uses) gives the
+        same policy: tested equal, so the two cannot drift (jaxref imports nothing of the port)."""
         return cls(name=f"device(w={weights},kv={cache},mask={mask})", weights=weights,
                    norm_weights="bf16", activations="bf16", cache=cache, mask=mask)
 

@@ -38,7 +38,7 @@ def test_standard_mode_flags(capsys):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--matmul-config", "wqkv=8,3"], "wqkv.per_core_N=3 must divide N/32=128"),
+    (["--matmul-config", "wqkv=8,1"], "ceil(128/1) = 128 cores exceeds the 11x10 grid"),
     (["--grid", "8x8"], "exceeds the 8x8 grid"),
     (["--k-chunk", "100"], "k_chunk=100 must be a multiple of 32"),
     (["--attn-mode", "standard", "--q-chunk", "48"], "q_chunk=48 must be a multiple of 32"),

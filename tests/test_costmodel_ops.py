@@ -7,6 +7,7 @@ import pytest
 from costmodel.blackhole import (
     BlackholeConfig,
     FitParams,
+    MatmulProgramConfig,
     evaluate,
     initial_params,
     load_fitted,
@@ -36,7 +37,7 @@ def _ideal_fit(**kw) -> FitParams:
 def test_matmul_dram_roofline_limit(name, K, N, ibw, pcn):
     """Unlimited core rate, no latency: time = all bytes / peak (weights bfp8, act in/out bf16)."""
     M = 64
-    t = ops.matmul_us(HW, _ideal_fit(), ops.MatmulConfig(ibw, pcn, 2.0), M=M, K=K, N=N, weight_dtype="bfp8")
+    t = ops.matmul_us(HW, _ideal_fit(), MatmulProgramConfig(ibw, pcn, 2.0), M=M, K=K, N=N, weight_dtype="bfp8")
     bytes_ = K * N * 1088 / 1024 + M * K * 2 + M * N * 2
     assert float(t) == pytest.approx(bytes_ / 512e9 * 1e6, rel=1e-4)
 
@@ -46,7 +47,7 @@ def test_matmul_compute_limit_matches_tt_metal_op_model(fidelity, passes):
     """With infinite bandwidth the op is its math: tt-metal's ideal_cycles = 2MNK / (cores*4096) x fidelity."""
     hw = dataclasses.replace(HW, dram_peak_bytes_per_s=1e30)
     M, K, N, pcn = 64, 1536, 4096, 2
-    t = ops.matmul_us(hw, _ideal_fit(), ops.MatmulConfig(8.0, float(pcn), 2.0), M=M, K=K, N=N,
+    t = ops.matmul_us(hw, _ideal_fit(), MatmulProgramConfig(8.0, float(pcn), 2.0), M=M, K=K, N=N,
                       weight_dtype="bfp8", fidelity=fidelity)
     cores = N // 32 // pcn
     ideal_cycles = 2 * M * N * K / (cores * 4096) * passes
@@ -106,7 +107,9 @@ PORT = BlackholeConfig.port(CFG)
 
 
 @pytest.mark.parametrize("change,match", [
-    ({"wqkv": dataclasses.replace(PORT.wqkv, per_core_N=3.0)}, r"wqkv.per_core_N=3 must divide N/32=128"),
+    ({"wqkv": dataclasses.replace(PORT.wqkv, kind="mcast_1d_in1")},
+     r"wqkv.per_core_N=2 must equal N/32=128 for the mcast_1d_in1 config"),
+    ({"wo": dataclasses.replace(PORT.wo, out_subblock_w=3)}, r"wo: out_subblock \(1, 3\) must divide out_block \(2, 1\)"),
     ({"w2": dataclasses.replace(PORT.w2, in0_block_w=5.0)}, r"w2.in0_block_w=5 must divide K/32=192"),
     ({"wo": dataclasses.replace(PORT.wo, in0_block_w=7.5)}, r"wo.in0_block_w=7.5 must be an integer"),
     ({"wqkv": dataclasses.replace(PORT.wqkv, per_core_N=1.0)}, r"128 cores exceeds the 11x10 grid"),

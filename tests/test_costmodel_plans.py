@@ -10,7 +10,7 @@ from costmodel.blackhole import BlackholeConfig, fit
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.graph import matmul_configs, matmul_shapes
 from costmodel.blackhole.intervals import delta_intervals
-from costmodel.blackhole.ops import MatmulConfig, validate_matmul
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.opspecs import MatmulSpec
 from costmodel.blackhole.plans import OPTIONS, PORT_PLAN, check_plan, plan_config, search, searched_matmul_configs
 from costmodel.hardware import TILE, blackhole_p150a
@@ -33,9 +33,9 @@ def test_searched_configs_are_the_brute_force_minimum(cal):
         best = math.inf
         for ibw in range(1, K // TILE + 1):
             for pcn in range(1, N // TILE + 1):
-                c = MatmulConfig(float(ibw), float(pcn), float(M // TILE))
+                c = MatmulProgramConfig(float(ibw), float(pcn), float(M // TILE))
                 try:
-                    validate_matmul(name, c, HW, M=M, K=K, N=N, weight_dtype="bfp8")
+                    c.validate(name, HW, M=M, K=K, N=N, weight_dtype="bfp8")
                 except ValueError:
                     continue
                 best = min(best, float(MatmulSpec(M, K, N, c, "bfp8").us(HW, cal.params)))

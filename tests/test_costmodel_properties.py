@@ -10,7 +10,7 @@ import pytest
 from costmodel.blackhole import (
     AttnConfig,
     BlackholeConfig,
-    MatmulConfig,
+    MatmulProgramConfig,
     evaluate,
     load_fitted,
     step_breakdown,
@@ -84,8 +84,9 @@ def test_slower_memory_is_never_faster():
 
 def _relaxed_point(mode: str) -> BlackholeConfig:
     # non-integer knobs, away from the integer kinks of the relaxed ceil (e.g. 128/2.3 cores)
-    mms = {"wqkv": MatmulConfig(7.3, 2.3, 2.1), "wo": MatmulConfig(6.7, 1.3, 1.9), "w1": MatmulConfig(8.4, 2.2, 2.0),
-               "w3": MatmulConfig(5.9, 2.45, 2.05), "w2": MatmulConfig(40.5, 1.1, 2.0)}
+    mm = MatmulProgramConfig
+    mms = {"wqkv": mm(7.3, 2.3, 2.1), "wo": mm(6.7, 1.3, 1.9), "w1": mm(8.4, 2.2, 2.0), "w3": mm(5.9, 2.45, 2.05),
+           "w2": mm(40.5, 1.1, 2.0)}
     if mode == "decode":
         return BlackholeConfig(smax=8100.5, seq_len=4700.3, attn=AttnConfig(120.3, 32.0, 15.3), **mms)
     return BlackholeConfig(smax=8100.5, seq_len=4700.3, attn=AttnConfig(120.3, 40.7, 16.0), attn_mode="standard",

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 from _device_util import Model
 
-from device.configs import GraphConfig, MatmulConfig
+from costmodel.blackhole.program_config import MatmulProgramConfig
+from costmodel.hardware import blackhole_p150a
+from device.configs import GraphConfig
 from device.host import model_from_params, rope_host
 from device.recorder import DEVICE_OPS, Recorder
 from jaxref.config import ExpertConfig
@@ -23,6 +25,7 @@ from jaxref.expert import expert_rope
 from jaxref.layers import decoder_layer
 from jaxref.numerics import compare
 from jaxref.options import ExpertOptions
+from jaxref.param_table import device_shapes
 from jaxref.precision import Precision
 
 TARGET = {"bfp8": ("pcc", 0.9999), "bf16": ("pcc", 0.99999), "exact": ("max_abs", 1e-4)}
@@ -126,10 +129,10 @@ def test_nineteen_ops_per_layer(tiny):
 def test_bad_configurations_are_rejected(tiny):
     with pytest.raises(ValueError, match="seq_len"):
         tiny.expert(GraphConfig()).__getitem__(0).set_context(tiny.cfg.max_seq_len - 63)
-    with pytest.raises(ValueError, match="in0_block_w"):
-        MatmulConfig(k=1536, n=4096, m=64, in0_block_w=5, per_core_N=2)
-    with pytest.raises(ValueError, match="per_core_N"):
-        MatmulConfig(k=1536, n=4096, m=64, in0_block_w=8, per_core_N=1)  # 128 tiles on 110 cores
+    with pytest.raises(ValueError, match="in0_block_w=5 must divide K/32=48"):
+        MatmulProgramConfig(5.0, 2.0).validate("wqkv", blackhole_p150a(), M=64, K=1536, N=4096, weight_dtype="bfp8")
+    with pytest.raises(ValueError, match=r"ceil\(128/1\) = 128 cores exceeds"):  # 128 tiles on 110 cores
+        MatmulProgramConfig(8.0, 1.0).validate("wqkv", blackhole_p150a(), M=64, K=1536, N=4096, weight_dtype="bfp8")
     with pytest.raises(ValueError, match="attn_mode"):
         GraphConfig(attn_mode="paged")
     with pytest.raises(ValueError, match="head_dim"):
@@ -137,8 +140,9 @@ def test_bad_configurations_are_rejected(tiny):
 
 
 def test_tuned_matmul_configs_at_alpamayo_tt():
-    m = GraphConfig().matmuls(ExpertConfig.alpamayo_tt())
-    got = {k: (c.in0_block_w, c.per_core_N, c.num_cores, c.fused_activation) for k, c in m.items()}
+    cfg = ExpertConfig.alpamayo_tt()
+    m, shapes = GraphConfig().matmuls(cfg), device_shapes(cfg)
+    got = {k: (c.in0_block_w, c.per_core_N, c.num_cores(M=64, N=shapes[k][1]), c.fused_activation) for k, c in m.items()}
     assert got == {"wqkv": (8, 2, 64, None), "wo": (8, 1, 48, None), "w1": (8, 2, 96, "silu"),
                    "w3": (8, 2, 96, None), "w2": (48, 1, 48, None)}
 

@@ -29,6 +29,15 @@ except (ImportError, OSError, RuntimeError) as exc:
 
 import jax  # after the skip: the main env never gets here
 
+from costmodel.blackhole.program_config import (
+    CLASS_NAMES,
+    DRAM_SHARDED,
+    KINDS,
+    MCAST_1D_IN0,
+    MCAST_1D_IN1,
+    MCAST_2D,
+    MatmulProgramConfig,
+)
 from device.configs import GraphConfig
 from device.emulation import Emulation
 from device.graph import TTExpert
@@ -71,11 +80,36 @@ def test_configs_construct_as_ttnn_objects(preset):
         assert isinstance(pc, ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig), name
         assert (pc.in0_block_w, pc.per_core_M, pc.per_core_N) == (c.in0_block_w, c.per_core_M, c.per_core_N)
         assert (pc.fused_activation is not None) == (name == "w1") and pc.mcast_in0 and pc.fuse_batch
+        assert MatmulProgramConfig.from_ttnn(pc) == c and repr(pc) == c.ttnn_repr()
     sdpa = graph.sdpa().build(ttnn)
     assert isinstance(sdpa, ttnn.SDPAProgramConfig) and sdpa.k_chunk_size == 128
     assert sdpa.max_cores_per_head_batch == 16
     ck = graph.compute.build(ttnn)
     assert isinstance(ck, ttnn.WormholeComputeKernelConfig) and ck.math_fidelity == ttnn.MathFidelity.HiFi2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("activation", [None, "silu"])
+def test_program_config_round_trips_through_the_real_ttnn_object(kind, activation):
+    """``build(ttnn)`` makes ttnn's class for the kind; reading it back, ttnn's ``repr`` of it and
+    parsing that repr (or a report's ';' form of it) all give the same config (odd sizes)."""
+    extra = {} if kind == DRAM_SHARDED else {"grid_x": 9, "grid_y": 7, "out_subblock_h": 1, "out_subblock_w": 7,
+                                                  "out_block_w": 7 if kind != MCAST_1D_IN1 else None,
+                                                  "fuse_batch": False, "transpose_mcast": kind == MCAST_2D}
+    c = MatmulProgramConfig(3.0, 21.0 if kind != MCAST_1D_IN1 else 7.0, 5.0, kind=kind, fused_activation=activation,
+                            **extra)
+    pc = c.build(ttnn)
+    assert type(pc).__name__ == CLASS_NAMES[kind]
+    assert (pc.in0_block_w, pc.per_core_M, pc.per_core_N) == (3, 5, int(c.per_core_N))
+    if kind != DRAM_SHARDED:
+        assert (pc.compute_with_storage_grid_size.x, pc.compute_with_storage_grid_size.y) == (9, 7)
+        assert (pc.out_block_h, pc.out_block_w) == (5, 7)  # ttnn fills in the default out_block_h
+    if kind in (MCAST_1D_IN0, MCAST_1D_IN1):
+        assert pc.mcast_in0 == (kind == MCAST_1D_IN0)
+    assert (pc.fused_activation is None) == (activation is None)
+    assert MatmulProgramConfig.from_ttnn(pc) == c
+    assert repr(pc) == c.ttnn_repr()
+    assert MatmulProgramConfig.parse(repr(pc)) == c == MatmulProgramConfig.parse(repr(pc).replace(",", ";"))
 
 
 def _split_top(s: str) -> list[str]:

@@ -3,6 +3,7 @@
 Modules:
   params      FitParams: the fitted unknowns, each with unit, meaning, prior and source
   ops, sdpa   ttnn op models (1D-mcast matmul, norms, rope, heads, fill_cache, eltwise; SDPA)
+  program_config  MatmulProgramConfig: the one ttnn matmul program config (kinds) and its legality
   opspecs     one op instance as data (kind, shapes, formats, config) -> its modelled time
   graph       BlackholeConfig, the layer graph, 64-layer step, 10-step sample; ``evaluate``
   rows        measured rows with sources (costmodel/data) and the spec predicting each
@@ -32,8 +33,8 @@ from costmodel.blackhole.graph import (
     sweep_step_us,
     validate,
 )
-from costmodel.blackhole.ops import MatmulConfig
 from costmodel.blackhole.params import FitParams, initial_params, load_fitted
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig
 
 __all__ = [
@@ -44,7 +45,7 @@ __all__ = [
     "AttnConfig",
     "BlackholeConfig",
     "FitParams",
-    "MatmulConfig",
+    "MatmulProgramConfig",
     "attention_us",
     "attn_q_rows",
     "evaluate",

@@ -58,6 +58,8 @@ def op_kind(spec) -> str:
             parts.append(f"{f.name}={v}")
         elif isinstance(v, bool) and v:
             parts.append(f.name)
+        elif isinstance(getattr(v, "kind", None), str):  # a program config: its kind (1D, 2D, ...)
+            parts.append(f"{f.name}.kind={v.kind}")
     return f"{type(spec).__name__}[{','.join(parts)}]"
 
 

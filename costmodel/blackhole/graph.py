@@ -26,8 +26,6 @@ from costmodel.blackhole.ops import (
     KV_DTYPES,
     MASK_DTYPES,
     WEIGHT_DTYPES,
-    MatmulConfig,
-    validate_matmul,
 )
 from costmodel.blackhole.opspecs import (
     EltwiseSpec,
@@ -41,6 +39,8 @@ from costmodel.blackhole.opspecs import (
     SdpaStandardSpec,
 )
 from costmodel.blackhole.params import FitParams
+from costmodel.blackhole.port import FUSED_ACTIVATION, MATMULS, Port, matmul_shapes, port_matmuls
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig, validate_attention
 from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax
@@ -53,9 +53,6 @@ LAYER_OPS = ("rms_norm", "wqkv", "nlp_create_qkv_heads", "q_norm", "k_norm", "ro
 FUSED_LAYER_OPS = ("wqkv", "nlp_create_qkv_heads", "q_norm", "k_norm", "rope_q", "rope_k",
                    "fill_cache_k", "fill_cache_v", "attention", "concat_heads", "wo", "add_rms_norm2",
                    "w1", "w3", "mul", "w2", "add2_rms_norm")
-MATMULS = ("wqkv", "wo", "w1", "w3", "w2")
-# tuned 1D configs of the port (EXPERT_NOTES.md "Matmul program configs"): (in0_block_w, per_core_N)
-PORT_TUNED = {"wqkv": (8, 2), "wo": (8, 1), "w1": (8, 2), "w3": (8, 2), "w2": (48, 1)}
 OP_CLASS = {
     "rms_norm": "norm", "q_norm": "norm", "k_norm": "norm", "rms_norm2": "norm",
     "add_rms_norm2": "norm", "add2_rms_norm": "norm",
@@ -64,14 +61,6 @@ OP_CLASS = {
     "fill_cache_k": "fill_cache", "fill_cache_v": "fill_cache", "attention": "attention",
     "add": "eltwise", "mul": "eltwise", "add2": "eltwise",
 }
-
-
-def matmul_shapes(cfg: ExpertConfig) -> dict[str, tuple[int, int, int]]:
-    """(M, K, N) of each weight matmul: M = T tokens, weights [in, out] as on device."""
-    T, D, F, H = cfg.num_tokens, cfg.hidden, cfg.ffn, cfg.head_dim
-    qkv = (cfg.num_heads + 2 * cfg.num_kv_heads) * H
-    return {"wqkv": (T, D, qkv), "wo": (T, cfg.num_heads * H, D), "w1": (T, D, F), "w3": (T, D, F),
-            "w2": (T, F, D)}
 
 
 @pytree_dataclass
@@ -92,11 +81,11 @@ class BlackholeConfig:
 
     smax: float
     seq_len: float
-    wqkv: MatmulConfig
-    wo: MatmulConfig
-    w1: MatmulConfig
-    w3: MatmulConfig
-    w2: MatmulConfig
+    wqkv: MatmulProgramConfig
+    wo: MatmulProgramConfig
+    w1: MatmulProgramConfig
+    w3: MatmulProgramConfig
+    w2: MatmulProgramConfig
     attn: AttnConfig
     attn_mode: str = static_field(default="decode")
     fold_heads: bool = static_field(default=False)
@@ -108,13 +97,23 @@ class BlackholeConfig:
     fuse_add_norm: bool = static_field(default=False)
 
     @classmethod
-    def port(cls, cfg: ExpertConfig | None = None, *, matmuls: str = "tuned", **overrides) -> BlackholeConfig:
-        """The measured port: Smax 8192, S 4700, tuned matmuls, decode SDPA k_chunk 128, 16 cores/head,
-        bf16 cache, bfp8 weights, bfp4 mask. ``matmuls='default'`` uses ttnn's default heuristic."""
-        cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
-        base = dict(smax=float(cfg.max_seq_len), seq_len=4700.0, attn=AttnConfig(128.0, 32.0, 16.0),
-                    **matmul_configs(cfg, matmuls))
+    def from_port(cls, port: Port, *, smax: float, seq_len: float, **overrides) -> BlackholeConfig:
+        """The cost model's view of a port description (``costmodel.blackhole.port``): its matmul
+        configs, SDPA knobs and formats; ``overrides`` are what-ifs beyond it (``fold_heads``, ...)."""
+        base = dict(smax=float(smax), seq_len=float(seq_len), **dict(port.matmuls),
+                    attn=AttnConfig(float(port.k_chunk), float(port.q_chunk), float(port.cores_per_head)),
+                    attn_mode=port.attn_mode, kv_dtype=port.cache, weight_dtype=port.weights, mask_dtype=port.mask,
+                    act_dtype=port.activations, fidelity=port.fidelity)
         return cls(**{**base, **overrides})
+
+    @classmethod
+    def port(cls, cfg: ExpertConfig | None = None, *, matmuls: str = "tuned", **overrides) -> BlackholeConfig:
+        """The measured port (``Port.for_expert(cfg)``): Smax = cfg's (8192), S 4700, tuned matmuls,
+        decode SDPA k_chunk 128, 16 cores/head, bf16 cache, bfp8 weights, bfp4 mask.
+        ``matmuls='default'`` uses ttnn's default heuristic."""
+        cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
+        smax, seq_len = overrides.pop("smax", float(cfg.max_seq_len)), overrides.pop("seq_len", 4700.0)
+        return cls.from_port(Port.for_expert(cfg, matmuls=matmuls), smax=smax, seq_len=seq_len, **overrides)
 
     def replace(self, **changes) -> BlackholeConfig:
         """``dataclasses.replace`` (validation happens in ``validate`` / ``evaluate``)."""
@@ -135,18 +134,9 @@ class BlackholeConfig:
 
 
 def matmul_configs(cfg: ExpertConfig, kind: str = "tuned", *, grid_x: int = 11, grid_y: int = 10
-                   ) -> dict[str, MatmulConfig]:
-    """The port's tuned configs (alpamayo_tt geometry) or ttnn's default heuristic, per weight."""
-    if kind not in ("tuned", "default"):
-        raise ValueError(f"matmuls={kind!r} unknown; expected 'tuned' or 'default'")
-    out = {}
-    for name, (M, K, N) in matmul_shapes(cfg).items():
-        if kind == "tuned":
-            ibw, pcn = PORT_TUNED[name]
-            out[name] = MatmulConfig(float(ibw), float(pcn), float(M // TILE), grid_x=grid_x, grid_y=grid_y)
-        else:
-            out[name] = MatmulConfig.default_heuristic(M=M, K=K, N=N, grid_x=grid_x, grid_y=grid_y)
-    return out
+                   ) -> dict[str, MatmulProgramConfig]:
+    """The port's tuned configs or ttnn's default heuristic, per weight (``port.port_matmuls``)."""
+    return port_matmuls(cfg, kind, grid=(grid_x, grid_y))
 
 
 def attn_q_rows(bc: BlackholeConfig, cfg: ExpertConfig) -> int:
@@ -195,7 +185,7 @@ def layer_op_specs(bc: BlackholeConfig, *, cfg: ExpertConfig) -> dict[str, OpSpe
         "wo": mm("wo"),
         "add": EltwiseSpec("add", T, D, act),
         "rms_norm2": NormSpec(T, D, act),
-        "w1": mm("w1", fused_activation=True),
+        "w1": mm("w1", fused_activation="w1" in FUSED_ACTIVATION),
         "w3": mm("w3"),
         "mul": EltwiseSpec("mul", T, cfg.ffn, act),
         "w2": mm("w2"),
@@ -270,8 +260,7 @@ def validate(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> None:
         if value not in allowed:
             raise ValueError(f"{name}={value!r} unknown; expected one of {list(allowed)}")
     for name, (M, K, N) in matmul_shapes(cfg).items():
-        validate_matmul(name, getattr(bc, name), hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype,
-                        act_dtype=bc.act_dtype)
+        getattr(bc, name).validate(name, hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype)
     validate_attention(bc.attn, hw, mode=bc.attn_mode, fold_heads=bc.fold_heads, smax_rows=bc.smax,
                        seq_len=bc.seq_len, num_tokens=cfg.num_tokens, group=cfg.group, head_dim=cfg.head_dim,
                        kv_dtype=bc.kv_dtype, mask_dtype=bc.mask_dtype)

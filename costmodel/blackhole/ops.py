@@ -20,21 +20,25 @@ Shared building blocks (``FitParams`` names in brackets):
 
 Knobs that ttnn takes as integers (in0_block_w, per_core_N, k_chunk, q_chunk, cores per head) are
 float leaves here so that the relaxed evaluator (``relax=Relax(...)``) can differentiate through
-them; ``validate_*`` rejects non-integer or infeasible values before the exact evaluator runs.
+them; ``validate_*`` (for matmuls ``MatmulProgramConfig.validate``) rejects non-integer or
+infeasible values before the exact evaluator runs.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 
-from costmodel._pytree import pytree_dataclass, static_field
 from costmodel.blackhole.params import FitParams
 from costmodel.hardware import TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax, sceil, smax
+
+if TYPE_CHECKING:  # annotations only: program_config imports this module
+    from costmodel.blackhole.program_config import MatmulProgramConfig
 
 # Elementwise passes per tile, counted from the op's compute kernel:
 NORM_PASSES = 4  # x^2, row reduce, x * rstd, * gamma (the per-row rsqrt is one tile, ignored)
@@ -99,76 +103,8 @@ def check_dtype(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{name}={value!r} unknown; expected one of {list(allowed)}")
 
 
-# ---- matmul (1D multicast, in0 broadcast) ---------------------------------------------------------
-@pytree_dataclass
-class MatmulConfig:
-    """``MatmulMultiCoreReuseMultiCast1DProgramConfig`` with mcast_in0=True (N split over cores).
-
-    Attributes:
-      in0_block_w: K tiles per block (each block: one in0 multicast, one in1 read per core).
-      per_core_N: N tiles (output columns / 32) per core; cores used = N/32 / per_core_N.
-      per_core_M: M tiles per core; the 1D in0-multicast config keeps all M/32 rows on every core.
-      grid_x, grid_y: compute_with_storage_grid_size (static).
-    """
-
-    in0_block_w: float
-    per_core_N: float
-    per_core_M: float = 2.0
-    grid_x: int = static_field(default=11)
-    grid_y: int = static_field(default=10)
-
-    @classmethod
-    def default_heuristic(cls, *, M: int, K: int, N: int, grid_x: int = 11, grid_y: int = 10) -> MatmulConfig:
-        """What ttnn picks without a program config for an M=64 in0-multicast matmul.
-
-        tt-metal ``get_mcast_1d_config`` (mcast_in0): per_core_M = M/32,
-        per_core_N = ceil(ceil(N / cores) / 32), in0_block_w = 2 if K/32 is even else 1.
-        """
-        cores = grid_x * grid_y
-        return cls(in0_block_w=2.0 if (K // TILE) % 2 == 0 else 1.0,
-                   per_core_N=float(math.ceil(math.ceil(N / cores) / TILE)), per_core_M=float(M // TILE),
-                   grid_x=grid_x, grid_y=grid_y)
-
-
-def matmul_l1_bytes(cfg: MatmulConfig, *, weight_dtype: str, act_dtype: str = "bf16"):
-    """L1 per core of the circular buffers: double-buffered in0 and in1 blocks, output block."""
-    act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
-    return (2 * cfg.per_core_M * cfg.in0_block_w * act + 2 * cfg.in0_block_w * cfg.per_core_N * w
-            + cfg.per_core_M * cfg.per_core_N * act)
-
-
-def validate_matmul(name: str, cfg: MatmulConfig, hw: Blackhole, *, M: int, K: int, N: int,
-                    weight_dtype: str, act_dtype: str = "bf16") -> None:
-    """Raise ValueError unless ``cfg`` is a legal 1D in0-multicast config for [M,K] x [K,N]."""
-    check_dtype("weight_dtype", weight_dtype, WEIGHT_DTYPES)
-    check_dtype("act_dtype", act_dtype, ACT_DTYPES)
-    for dim_name, dim in (("M", M), ("K", K), ("N", N)):
-        if dim % TILE:
-            raise ValueError(f"{name}: {dim_name}={dim} must be a multiple of {TILE}")
-    Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
-    ibw = check_int(f"{name}.in0_block_w", cfg.in0_block_w, lo=1)
-    pcn = check_int(f"{name}.per_core_N", cfg.per_core_N, lo=1)
-    pcm = check_int(f"{name}.per_core_M", cfg.per_core_M, lo=1)
-    if not (1 <= cfg.grid_x <= hw.grid_x and 1 <= cfg.grid_y <= hw.grid_y):
-        raise ValueError(f"{name}: core grid {cfg.grid_x}x{cfg.grid_y} must fit the {hw.name} compute grid "
-                         f"{hw.grid_x}x{hw.grid_y}")
-    if Kt % ibw:
-        raise ValueError(f"{name}.in0_block_w={ibw} must divide K/32={Kt}")
-    if Nt % pcn:
-        raise ValueError(f"{name}.per_core_N={pcn} must divide N/32={Nt} (non-divisible grid split)")
-    if pcm != Mt:
-        raise ValueError(f"{name}.per_core_M={pcm} must equal M/32={Mt} for the in0-multicast 1D config")
-    cores = Nt // pcn
-    if cores > cfg.grid_x * cfg.grid_y:
-        raise ValueError(f"{name}: N/32 / per_core_N = {Nt}/{pcn} = {cores} cores exceeds the "
-                         f"{cfg.grid_x}x{cfg.grid_y} grid ({cfg.grid_x * cfg.grid_y} cores)")
-    l1 = float(matmul_l1_bytes(cfg, weight_dtype=weight_dtype, act_dtype=act_dtype))
-    if l1 > float(hw.l1_bytes_per_core):
-        raise ValueError(f"{name}: circular buffers need {l1 / 1024:.0f} KB of L1 per core "
-                         f"(in0_block_w={ibw}, per_core_N={pcn}); the core has {hw.l1_bytes_per_core / 1024:.0f} KB")
-
-
-def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulConfig, *, M: int, K: int, N: int,
+# ---- matmul (1D multicast, in0 broadcast; config type and legality: program_config) -----------------
+def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
               weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
               fused_activation: bool = False, relax: Relax | None = None):
     """Time of ``linear([M,K] act, [K,N] weights)`` with a 1D in0-multicast program config, us.
@@ -317,7 +253,6 @@ def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs
 
 
 __all__ = [
-    "MatmulConfig",
     "agg_bytes_per_s",
     "check_dtype",
     "check_int",
@@ -326,7 +261,6 @@ __all__ = [
     "fill_cache_us",
     "heads_us",
     "matmul_2d_us",
-    "matmul_l1_bytes",
     "matmul_us",
     "matmul_weight_bytes",
     "overlap",
@@ -334,5 +268,4 @@ __all__ = [
     "rms_norm_us",
     "rope_us",
     "us_of",
-    "validate_matmul",
 ]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 from costmodel.blackhole.ops import (
-    MatmulConfig,
     eltwise_us,
     fill_cache_us,
     heads_us,
@@ -22,6 +21,7 @@ from costmodel.blackhole.ops import (
     rope_us,
 )
 from costmodel.blackhole.params import FitParams
+from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_2D, MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_decode_us, sdpa_standard_us
 from costmodel.hardware import Blackhole, blackhole
 from costmodel.smooth import Relax
@@ -31,12 +31,13 @@ _frozen = dataclasses.dataclass(frozen=True)
 
 @_frozen
 class MatmulSpec:
-    """``ttnn.linear([M,K] act, [K,N] weights)`` with a 1D in0-multicast program config."""
+    """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
+    ``mcast_1d_in0`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``; other kinds raise."""
 
     M: int
     K: int
     N: int
-    cfg: MatmulConfig
+    cfg: MatmulProgramConfig
     weight_dtype: str
     act_dtype: str = "bf16"
     fidelity: str = "HiFi2"
@@ -44,7 +45,17 @@ class MatmulSpec:
     op_class = "matmul"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
-        return matmul_us(hw, fit, self.cfg, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
+        c = self.cfg
+        if c.kind == MCAST_2D:
+            if self.fused_activation:
+                raise ValueError("a fused activation is not modelled for the mcast_2d matmul")
+            return matmul_2d_us(hw, fit, M=self.M, K=self.K, N=self.N, in0_block_w=c.in0_block_w,
+                                per_core_M=c.per_core_M, per_core_N=c.per_core_N, weight_dtype=self.weight_dtype,
+                                act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
+        if c.kind != MCAST_1D_IN0:
+            raise ValueError(f"matmul program config kind={c.kind!r} is not modelled; the cost model prices "
+                             f"{[MCAST_1D_IN0, MCAST_2D]}")
+        return matmul_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
                          act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
                          relax=relax)
 
@@ -188,27 +199,6 @@ class DramReadSpec:
 
 
 @_frozen
-class Matmul2DSpec:
-    """``ttnn.linear([M,K], [K,N])`` with a 2D-multicast program config (``ops.matmul_2d_us``)."""
-
-    M: int
-    K: int
-    N: int
-    in0_block_w: int
-    per_core_M: int
-    per_core_N: int
-    weight_dtype: str
-    act_dtype: str = "bf16"
-    fidelity: str = "HiFi2"
-    op_class = "matmul"
-
-    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
-        return matmul_2d_us(hw, fit, M=self.M, K=self.K, N=self.N, in0_block_w=self.in0_block_w,
-                            per_core_M=self.per_core_M, per_core_N=self.per_core_N, weight_dtype=self.weight_dtype,
-                            act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
-
-
-@_frozen
 class ChipSpec:
     """``inner`` measured on another Blackhole board (``chip``: a ``hardware.blackhole`` preset name):
     priced on that board's spec with the same fitted parameters (the ``hw`` argument is ignored)."""
@@ -225,4 +215,4 @@ class ChipSpec:
 
 
 OpSpec = (MatmulSpec | NormSpec | RopeSpec | HeadsSpec | FillCacheSpec | EltwiseSpec | SdpaDecodeSpec
-          | SdpaStandardSpec | DramReadSpec | Matmul2DSpec | ChipSpec)
+          | SdpaStandardSpec | DramReadSpec | ChipSpec)

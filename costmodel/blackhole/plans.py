@@ -50,7 +50,7 @@ from costmodel.blackhole.graph import (
 )
 from costmodel.blackhole.intervals import op_error_var, theta_draws, value_samples
 from costmodel.blackhole.opspecs import MatmulSpec
-from costmodel.blackhole.ops import MatmulConfig, validate_matmul
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.params import CALIBRATION_PATH, DATA_DIR, FitParams
 from costmodel.blackhole.roofline import measured_step_ms
 from costmodel.blackhole.sdpa import AttnConfig
@@ -85,19 +85,20 @@ def check_plan(plan: dict[str, str]) -> None:
 
 
 def searched_matmul_configs(hw: Blackhole, fit: FitParams, cfg: ExpertConfig, *, weight_dtype: str
-                            ) -> dict[str, MatmulConfig]:
+                            ) -> dict[str, MatmulProgramConfig]:
     """Per weight matmul, the legal 1D in0-multicast config (in0_block_w | K/32, per_core_N | N/32,
     fits the grid and L1) the model predicts fastest: exhaustive, one vmapped evaluation per matmul."""
     out = {}
+    base = matmul_configs(cfg, "tuned", grid_x=hw.grid_x, grid_y=hw.grid_y)  # kind, grid, fused activation
     for name, (M, K, N) in matmul_shapes(cfg).items():
         Kt, Nt = K // TILE, N // TILE
         legal = []
         for ibw, pcn in itertools.product(range(1, Kt + 1), range(1, Nt + 1)):
             if Kt % ibw or Nt % pcn:
                 continue
-            c = MatmulConfig(float(ibw), float(pcn), float(M // TILE), grid_x=hw.grid_x, grid_y=hw.grid_y)
+            c = dataclasses.replace(base[name], in0_block_w=float(ibw), per_core_N=float(pcn))
             try:
-                validate_matmul(name, c, hw, M=M, K=K, N=N, weight_dtype=weight_dtype)
+                c.validate(name, hw, M=M, K=K, N=N, weight_dtype=weight_dtype)
             except ValueError:
                 continue
             legal.append(c)

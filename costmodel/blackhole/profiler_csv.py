@@ -18,7 +18,6 @@ import csv
 import pathlib
 import re
 
-from costmodel.blackhole.ops import MatmulConfig
 from costmodel.blackhole.opspecs import (
     EltwiseSpec,
     FillCacheSpec,
@@ -29,6 +28,7 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.rows import Row
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import Blackhole, blackhole_p150a
@@ -125,11 +125,13 @@ def _spec_of(ln: _Line, hw: Blackhole):
         fid = (ln.record.get("MATH FIDELITY") or "").strip() or "HiFi2"
         grid = ln.grid() or (hw.grid_x, hw.grid_y)
         attrs = ln.record.get("ATTRIBUTES") or ""
-        if "in0_block_w=" in attrs:
-            cfg = MatmulConfig(float(ln.attr("in0_block_w")), float(ln.attr("per_core_N")),
-                               float(ln.attr("per_core_M")), grid_x=grid[0], grid_y=grid[1])
-        else:  # no program config: ttnn's heuristic (modelled by MatmulConfig.default_heuristic)
-            cfg = MatmulConfig.default_heuristic(M=M, K=K, N=N, grid_x=grid[0], grid_y=grid[1])
+        if "MatmulMultiCoreReuse" in attrs:
+            try:
+                cfg = MatmulProgramConfig.parse(attrs)
+            except ValueError as exc:
+                raise ln.fail("ATTRIBUTES", str(exc)) from None
+        else:  # no program config: ttnn's heuristic (modelled by MatmulProgramConfig.default_heuristic)
+            cfg = MatmulProgramConfig.default_heuristic(M=M, K=K, N=N, grid_x=grid[0], grid_y=grid[1])
         fused = re.search(r"fused_activation=(?!std::nullopt|None)\w+", attrs) is not None
         return MatmulSpec(M, K, N, cfg, ln.dtype(1), act, fid, fused)
     if cls == "norm":
@@ -217,11 +219,8 @@ def _inputs(spec) -> list[tuple[tuple[int, ...], str]]:
 
 def _attributes(spec) -> str:
     if isinstance(spec, MatmulSpec):
-        c = spec.cfg
-        act = "UnaryOpType::SILU" if spec.fused_activation else "std::nullopt"
-        return ("{'program_config': 'MatmulMultiCoreReuseMultiCast1DProgramConfig(compute_with_storage_grid_size="
-                f"(x={c.grid_x};y={c.grid_y});in0_block_w={int(c.in0_block_w)};per_core_M={int(c.per_core_M)};"
-                f"per_core_N={int(c.per_core_N)};fused_activation={act};mcast_in0=1)'}}")
+        # ttnn's repr of the config, with ';' for ',' as op reports print it
+        return f"{{'program_config': '{spec.cfg.ttnn_repr().replace(',', ';')}'}}"
     if isinstance(spec, EltwiseSpec):
         return f"{{'binary_op_type': 'BinaryOpType::{spec.kind.upper()}'}}"
     if isinstance(spec, HeadsSpec) and spec.kind == "create":

@@ -28,7 +28,8 @@ from costmodel.blackhole.graph import (
     layer_op_specs,
     step_breakdown,
 )
-from costmodel.blackhole.opspecs import ChipSpec, DramReadSpec, Matmul2DSpec, NormSpec, OpSpec, SdpaDecodeSpec
+from costmodel.blackhole.opspecs import ChipSpec, DramReadSpec, MatmulSpec, NormSpec, OpSpec, SdpaDecodeSpec
+from costmodel.blackhole.program_config import MCAST_2D, MatmulProgramConfig
 from costmodel.blackhole.params import DATA_DIR, FitParams
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import Blackhole
@@ -142,8 +143,10 @@ def _public_op_spec(kind: str, g: dict, r: dict):
     if kind == "rms_norm":
         return NormSpec(int(r["rows"]), int(r["width"]))
     if kind == "matmul_2d":
-        return Matmul2DSpec(int(r["M"]), int(r["K"]), int(r["N"]), int(r["in0_block_w"]), int(r["per_core_M"]),
-                            int(r["per_core_N"]), "bfp8")
+        pc = MatmulProgramConfig(float(r["in0_block_w"]), float(r["per_core_N"]), float(r["per_core_M"]), kind=MCAST_2D,
+                                 grid_x=11, grid_y=10, out_subblock_h=int(r["out_subblock_h"]),
+                                 out_subblock_w=int(r["out_subblock_w"]), fuse_batch=False)
+        return MatmulSpec(int(r["M"]), int(r["K"]), int(r["N"]), pc, "bfp8")
     if kind == "sdpa_decode":
         attn = AttnConfig(float(g["k_chunk"]), 32.0, float(g["cores_per_head"]))
         return SdpaDecodeSpec(attn, float(r["cache_rows"]), int(g["users"]), int(g["q_rows"]), int(g["head_dim"]),

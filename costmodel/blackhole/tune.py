@@ -25,7 +25,7 @@ import numpy as np
 import optax
 
 from costmodel.blackhole.graph import MATMULS, BlackholeConfig, attention_us, attn_q_rows, matmul_shapes
-from costmodel.blackhole.ops import matmul_l1_bytes, matmul_us, validate_matmul
+from costmodel.blackhole.ops import matmul_us
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_l1_bytes, validate_attention
 from costmodel.hardware import TILE, Blackhole
@@ -38,14 +38,14 @@ def _divisors(n: int) -> list[int]:
 
 
 def valid_matmul_configs(name: str, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> list[tuple[int, int]]:
-    """Every (in0_block_w, per_core_N) that ``validate_matmul`` accepts for weight ``name``."""
+    """Every (in0_block_w, per_core_N) that ``MatmulProgramConfig.validate`` accepts for weight ``name``."""
     M, K, N = matmul_shapes(cfg)[name]
     base = getattr(bc, name)
     out = []
     for ibw, pcn in itertools.product(_divisors(K // TILE), _divisors(N // TILE)):
         m = dataclasses.replace(base, in0_block_w=float(ibw), per_core_N=float(pcn))
         try:
-            validate_matmul(name, m, hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype)
+            m.validate(name, hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype)
         except ValueError:
             continue
         out.append((ibw, pcn))
@@ -143,7 +143,7 @@ def relaxed_objective(log_knobs: dict, hw: Blackhole, fit: FitParams, bc: Blackh
         total = total + _matmul_cost(hw, fit, ibw, pcn, name=name, bc=bc, cfg=cfg, relax=relax)
         m = dataclasses.replace(getattr(bc, name), in0_block_w=ibw, per_core_N=pcn)
         Kt, Nt, cores = K // TILE, N // TILE, getattr(bc, name).grid_x * getattr(bc, name).grid_y
-        total = total + _penalty_us(matmul_l1_bytes(m, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype) / l1 - 1.0)
+        total = total + _penalty_us(m.l1_bytes(weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype) / l1 - 1.0)
         total = total + _penalty_us(Nt / pcn / cores - 1.0) + _penalty_us(ibw / Kt - 1.0)
         total = total + _penalty_us(1.0 - ibw) + _penalty_us(1.0 - pcn) + _penalty_us(pcn / Nt - 1.0)
     k, q = jnp.exp(log_knobs["attention"][0]), jnp.exp(log_knobs["attention"][1])
