@@ -116,7 +116,7 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
         out += [entry(i, r, cal, pred[i], pv[i], g, dom) for i, r in enumerate(rows) if r.group == g]
     dom = _domain(rows)
     out += [entry(i, r, full, full_pred[i], full_pv[i], "validation (full fit)", dom)
-            for i, r in enumerate(rows) if r.role == "validation"]
+            for i, r in enumerate(rows) if r.role != "calibration"]
     return out
 
 
@@ -141,14 +141,16 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
     only (nested leave-one-group-out), so the coverage reported is out of sample. Returns
     {"rows": entries + lo0/hi0/inside0 (no discrepancy), lo/hi/inside (with it), "discrepancy":
     ``Discrepancy`` from all held-out rows (what ``--write`` stores), "summary": per op class and
-    per role {n, mape, coverage0, coverage, median_width}, "overall": the same over all held-out
-    rows, "worst": the 8 rows with the largest |log error|}.
+    per role {n, mape, coverage0, coverage, median_width} ('scope_gap' rows apart, as "outside
+    scope"), "overall": the same over all held-out in-scope rows, "worst": the 8 in-scope rows
+    with the largest |log error|}. 'scope_gap' rows never enter the discrepancy estimate.
     """
     entries = held_out_predictions(rows, full, hw=hw, cfg=cfg, steps=steps, level=level)
     dom = _domain(rows)
-    final = estimate(entries, dom)
+    in_scope = [e for e in entries if e["role"] != "scope_gap"]
+    final = estimate(in_scope, dom)
     for e in entries:
-        nested = estimate([x for x in entries if x["group"] != e["group"]], dom)
+        nested = estimate([x for x in in_scope if x["group"] != e["group"]], dom)
         e["lo0"], e["hi0"], e["inside0"] = _interval(e, 0.0)
         e["tau"] = math.sqrt(_tau2(nested, e))
         e["lo"], e["hi"], e["inside"] = _interval(e, e["tau"] ** 2)
@@ -159,11 +161,15 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
                 "coverage": float(np.mean([e["inside"] for e in es])),
                 "median_width": float(np.median([e["hi"] / e["lo"] for e in es]))}
 
-    summary = {f"class {c}": summarise([e for e in entries if e["class"] == c]) for c in sorted({e["class"] for e in entries})}
-    summary.update({f"role {r}": summarise([e for e in entries if e["role"] == r]) for r in ("calibration", "validation")})
-    summary["public rows"] = summarise([e for e in entries if e["table"].startswith("public_")])
-    worst = sorted(entries, key=lambda e: -abs(e["residual"]))[:8]
-    return {"rows": entries, "discrepancy": final, "summary": summary, "overall": summarise(entries), "worst": worst,
+    summary = {f"class {c}": summarise([e for e in in_scope if e["class"] == c])
+               for c in sorted({e["class"] for e in in_scope})}
+    summary.update({f"role {r}": summarise([e for e in in_scope if e["role"] == r]) for r in ("calibration", "validation")})
+    summary["public rows"] = summarise([e for e in in_scope if e["table"].startswith("public_")])
+    gaps = [e for e in entries if e["role"] == "scope_gap"]
+    if gaps:
+        summary["outside scope"] = summarise(gaps)
+    worst = sorted(in_scope, key=lambda e: -abs(e["residual"]))[:8]
+    return {"rows": entries, "discrepancy": final, "summary": summary, "overall": summarise(in_scope), "worst": worst,
             "level": level}
 
 
@@ -183,7 +189,7 @@ def format_validation(result: dict) -> str:
                      f"{(e['extrap'] or '')[:60]}")
     lines.append("")
     lines.append(f"{'':24s} {'n':>4s} {'MAPE':>7s} {'coverage before':>16s} {'coverage now':>13s} {'median hi/lo':>13s}")
-    for k, s in [*result["summary"].items(), ("all held-out rows", result["overall"])]:
+    for k, s in [*result["summary"].items(), ("all held-out rows", result["overall"])]:  # noqa: B020
         lines.append(f"{k:24s} {s['n']:4d} {100 * s['mape']:6.1f}% {100 * s['coverage0']:15.0f}% "
                      f"{100 * s['coverage']:12.0f}% {s['median_width']:13.2f}")
     d = result["discrepancy"]
