@@ -10,9 +10,16 @@ from costmodel.blackhole import BlackholeConfig, fit
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.graph import matmul_configs, matmul_shapes
 from costmodel.blackhole.intervals import delta_intervals
-from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.opspecs import MatmulSpec
-from costmodel.blackhole.plans import OPTIONS, PORT_PLAN, check_plan, plan_config, search, searched_matmul_configs
+from costmodel.blackhole.plans import (
+    OPTIONS,
+    PORT_PLAN,
+    check_plan,
+    plan_config,
+    search,
+    searched_matmul_configs,
+)
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.hardware import TILE, blackhole_p150a
 from jaxref.config import ExpertConfig
 

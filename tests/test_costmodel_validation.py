@@ -72,7 +72,7 @@ def test_intervals_widen_where_the_model_extrapolates():
     rel = {}
     for name, bc in (("port", PORT), ("bfp4 weights", PORT.replace(weight_dtype="bfp4"))):
         iv = intervals(cal, HW, bc, cfg=CFG)
-        v, lo, hi = iv["ops"]["wqkv"]
+        _, lo, hi = iv["ops"]["wqkv"]
         rel[name] = (hi / lo, iv["extrapolating"])
     assert "wqkv" not in rel["port"][1] and "wqkv" in rel["bfp4 weights"][1]
     assert rel["bfp4 weights"][0] > 1.3 * rel["port"][0]

@@ -39,9 +39,7 @@ import numpy as np
 from costmodel.blackhole.discrepancy import Discrepancy, load_discrepancy
 from costmodel.blackhole.fit import FAST_COMPILE, Calibration, load_calibration
 from costmodel.blackhole.graph import (
-    MATMULS,
     BlackholeConfig,
-    evaluate,
     layer_op_specs,
     matmul_configs,
     matmul_shapes,
@@ -50,8 +48,8 @@ from costmodel.blackhole.graph import (
 )
 from costmodel.blackhole.intervals import op_error_var, theta_draws, value_samples
 from costmodel.blackhole.opspecs import MatmulSpec
-from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.params import CALIBRATION_PATH, DATA_DIR, FitParams
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.roofline import measured_step_ms
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import TILE, Blackhole, blackhole
@@ -254,10 +252,10 @@ def describe(plan_row: dict) -> str:
 def format_plans(result: dict, *, top: int = 12) -> str:
     """Text table of ``search``: the best ``top`` plans, the port, and the smallest changes that reach."""
     t = result["target_ms"]
-    lines = [f"plan search: {result['n_plans']} option combinations, {result['n_sampled']} sampled "
-             f"({result['draws']} correlated draws: parameters + per-op model error, anchored on the measured "
-             f"port step {result['measured_port_ms']:.1f} ms); target {t:g} ms/step; the model puts the port at "
-             f"{result['port_step_ms']:.2f} ms",
+    lines = [(f"plan search: {result['n_plans']} option combinations, {result['n_sampled']} sampled "
+              f"({result['draws']} correlated draws: parameters + per-op model error, anchored on the measured "
+              f"port step {result['measured_port_ms']:.1f} ms); target {t:g} ms/step; the model puts the port at "
+              f"{result['port_step_ms']:.2f} ms"),
              f"{'P(<=' + format(t, 'g') + ' ms)':>12s} {'model ms':>8s} {'90% of draws':>16s} {'layer-0 PCC':>12s}  plan"]
 
     def line(r):

@@ -28,9 +28,17 @@ from costmodel.blackhole.graph import (
     layer_op_specs,
     step_breakdown,
 )
-from costmodel.blackhole.opspecs import ChipSpec, DramReadSpec, EltwiseSpec, MatmulSpec, NormSpec, OpSpec, SdpaDecodeSpec
-from costmodel.blackhole.program_config import MCAST_2D, MatmulProgramConfig
+from costmodel.blackhole.opspecs import (
+    ChipSpec,
+    DramReadSpec,
+    EltwiseSpec,
+    MatmulSpec,
+    NormSpec,
+    OpSpec,
+    SdpaDecodeSpec,
+)
 from costmodel.blackhole.params import DATA_DIR, FitParams
+from costmodel.blackhole.program_config import MCAST_2D, MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import Blackhole
 from jaxref.config import ExpertConfig

@@ -175,8 +175,8 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
 
 def format_validation(result: dict) -> str:
     """Text table of ``validate_rows``: every row, the per-class / per-role summary, the worst rows."""
-    lines = [f"{'row':34s} {'class':10s} {'measured':>10s} {'in-sample':>10s} {'held-out':>10s} "
-             f"{int(100 * result['level'])}% interval (with discrepancy)  in  extrapolates"]
+    lines = [(f"{'row':34s} {'class':10s} {'measured':>10s} {'in-sample':>10s} {'held-out':>10s} "
+              f"{int(100 * result['level'])}% interval (with discrepancy)  in  extrapolates")]
     current = None
     for e in result["rows"]:
         if e["group"] != current:
@@ -189,7 +189,7 @@ def format_validation(result: dict) -> str:
                      f"{(e['extrap'] or '')[:60]}")
     lines.append("")
     lines.append(f"{'':24s} {'n':>4s} {'MAPE':>7s} {'coverage before':>16s} {'coverage now':>13s} {'median hi/lo':>13s}")
-    for k, s in [*result["summary"].items(), ("all held-out rows", result["overall"])]:  # noqa: B020
+    for k, s in [*result["summary"].items(), ("all held-out rows", result["overall"])]:
         lines.append(f"{k:24s} {s['n']:4d} {100 * s['mape']:6.1f}% {100 * s['coverage0']:15.0f}% "
                      f"{100 * s['coverage']:12.0f}% {s['median_width']:13.2f}")
     d = result["discrepancy"]
