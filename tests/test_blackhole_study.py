@@ -29,6 +29,10 @@ def test_section_honours_overrides(tmp_path):
     assert sec["results"]["hw_overrides"] == {"blackhole.dram_peak_bytes_per_s": 448e9}
     assert sec["results"]["whatifs"]["bfp8 cache"]["delta_ms"][0] < 0
     assert f"{step:.2f} ms" in sec["markdown"]
+    best = sec["results"]["plans"]["best"]
+    assert "Plan search for < 30 ms/step" in sec["markdown"] and best[0]["plan"] in sec["markdown"]
+    assert all(b["p_reach"] is None or 0.0 <= b["p_reach"] <= 1.0 for b in best)
+    assert best[0]["p_reach"] >= max(b["p_reach"] or 0.0 for b in best)
 
 
 def test_unknown_override_is_rejected():

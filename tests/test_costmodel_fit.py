@@ -26,14 +26,18 @@ def table(stored):
 
 def test_every_row_quotes_its_source():
     data = rows.load_rows()
-    assert len(data) == 47 and sum(r.role == "calibration" for r in data) == 45
+    assert len(data) == 66 and sum(r.role == "calibration" for r in data) == 45
     for r in data:
-        if r.table.startswith("public_"):  # repository, file and a 40-hex commit
-            assert re.search(r"tt-metal .+\.(md|py) @ [0-9a-f]{40}", r.source), r.source
+        if "/issues/" in r.source:  # an issue thread: its address and the commit it measured at
+            assert re.search(r"github\.com/tenstorrent/tt-metal/issues/\d+.* @ [0-9a-f]{11}", r.source), r.source
+        elif r.table.startswith("public_"):  # repository, file and a 40-hex commit
+            assert re.search(r"(tt-metal|tt-perf-report) .+\.(md|py|csv).* @ [0-9a-f]{40}", r.source), r.source
         else:
             assert "EXPERT_NOTES.md" in r.source and len(r.source) > 60
     for f in (*rows.NOTES_FILES, *rows.PUBLIC_FILES):
-        assert json.loads((DATA_DIR / f).read_text())["source"]
+        doc = json.loads((DATA_DIR / f).read_text())
+        for g in doc.get("groups", [doc]):  # public_ops: one source per group
+            assert g.get("source") or all(g.get(k) for k in ("repo", "file", "commit")), f
 
 
 def test_every_parameter_has_unit_meaning_and_prior():

@@ -6,8 +6,9 @@
     python -m costmodel.blackhole --emit-csv predicted.csv          # model as a profiler op report
     python -m costmodel.blackhole calibrate --ops-csv ops_perf_results.csv --out my_calibration.json
     python -m costmodel.blackhole --calibration my_calibration.json --smax 5120
-    python -m costmodel.blackhole validate                          # every row + leave-one-group-out
+    python -m costmodel.blackhole validate [--write]                 # every row held out, coverage, MAPE
     python -m costmodel.blackhole tune --matmuls default            # gradient tuning vs exhaustive
+    python -m costmodel.blackhole plan --target-ms 30                # option combinations reaching 30 ms
 
 JSON keys: ``per_op_us`` (op -> us), ``layer_us``, ``layer_trace_us``, ``step_ms``, ``step_full_ms``,
 ``sample_ms``, ... as before, plus ``interval_us`` (op / ``layer_us`` -> [lo, hi]) and
@@ -25,7 +26,7 @@ import pathlib
 import shlex
 import sys
 
-from costmodel.blackhole import cli_checks
+from costmodel.blackhole import cli_tune
 from costmodel.blackhole import fit as fitting
 from costmodel.blackhole.graph import (
     KV_DTYPES,
@@ -314,9 +315,15 @@ def main(argv: list[str] | None = None) -> dict:
     if argv[:1] == ["calibrate"]:
         return calibrate(argv[1:])
     if argv[:1] == ["validate"]:
-        return cli_checks.validate(argv[1:])
+        from costmodel.blackhole.validation import validate_main
+
+        return validate_main(argv[1:])
     if argv[:1] == ["tune"]:  # the what-if flags give its starting setting
-        return cli_checks.tune(argv[1:], _parser(), config_from_args)
+        return cli_tune.tune(argv[1:], _parser(), config_from_args)
+    if argv[:1] == ["plan"]:
+        from costmodel.blackhole.plans import plan_main
+
+        return plan_main(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     try:

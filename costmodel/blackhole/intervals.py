@@ -4,11 +4,15 @@ Two error sources, both from the fit (``fit.Calibration``):
   * parameter uncertainty: the Laplace covariance of theta pushed through the model's Jacobian
     (``jax.jacfwd``), var = g^T Cov g with g = d log(value) / d theta (for a delta between two
     settings, g is taken of the difference, so parameters both settings share cancel);
-  * model error: each op's prediction is off by a relative error of sd ``sigma`` (the fit's
-    per-row error), the same in every layer and in every setting (it belongs to the op's model,
-    not to a run). A total over ops adds them per op: var = sigma^2 sum_op (m t_op)^2 with m the
-    op's multiplicity (layers, steps); a delta carries sigma^2 sum_op (m (t_a,op - t_b,op))^2, so
-    ops a change leaves alone contribute nothing.
+  * model error: each op's prediction is off by a relative error of sd s_op, the same in every
+    layer and in every setting (it belongs to the op's model, not to a run), with
+    s_op^2 = sigma^2 (the fit's per-row error) + tau_class^2 (+ tau_extrap^2 where the op lies
+    outside the fitted rows: an unseen op kind, format, flag or time range), the model
+    discrepancy estimated from held-out rows (``discrepancy``, ``data/discrepancy.json``; without
+    that file s_op = sigma). A total over ops adds them per op: var = sum_op s_op^2 (m t_op)^2
+    with m the op's multiplicity (layers, steps); a delta carries s^2 (m (t_a,op - t_b,op))^2 for
+    the part both settings share (same op model, the extrapolation term included: an unseen
+    variant of a fitted op extends its mechanism), so ops a change leaves alone contribute nothing.
 Intervals use the Student-t quantile with the fit's degrees of freedom; positive quantities are
 intervals in log space (value x exp(+-z sd)), deltas are symmetric. The linearisation is exact
 for a linear model; the model has max / q-norm kinks, so ``draws=N`` propagates the same Laplace
@@ -25,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
+from costmodel.blackhole.discrepancy import Discrepancy, load_discrepancy, op_class
 from costmodel.blackhole.fit import FAST_COMPILE, Calibration, from_unconstrained
 from costmodel.blackhole.graph import BlackholeConfig, layer_op_specs, step_breakdown, validate
 from costmodel.hardware import Blackhole
@@ -73,7 +78,8 @@ def model_values(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: E
                  thetas: np.ndarray | None = None) -> dict:
     """Values (us) and parameter sensitivity of every op and total at ``bc`` (validated):
     {"ops": {op: (value, grad [P], samples [D] or None)}, "kinds": {op: spec class name},
-    "layer_us" | ...: (value, grad, samples)}; samples are the values at ``thetas`` [D, P] if given."""
+    "specs": {op: spec}, "layer_us" | ...: (value, grad, samples)}; samples are the values at
+    ``thetas`` [D, P] if given."""
     validate(hw, bc, cfg=cfg)
     vals, jac = jax.device_get(_values_and_jacobian(jnp.asarray(cal.theta, jnp.float32), hw, bc, cfg=cfg))
     smp = None if thetas is None else jax.device_get(
@@ -84,10 +90,19 @@ def model_values(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: E
 
     specs = layer_op_specs(bc, cfg=cfg)  # graph order (pytree dicts come back key-sorted)
     out = {"ops": {k: entry(vals["ops"][k], jac["ops"][k], None if smp is None else smp["ops"][k]) for k in specs},
-           "kinds": {k: type(s).__name__ for k, s in specs.items()}}
+           "kinds": {k: type(s).__name__ for k, s in specs.items()}, "specs": specs}
     for k in TOTALS:
         out[k] = entry(vals[k], jac[k], None if smp is None else smp[k])
     return out
+
+
+def value_samples(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig,
+                  thetas: np.ndarray) -> dict:
+    """Values (us) at parameter draws ``thetas`` [D, P]: {"ops": {op: [D]}, "layer_us" | "step_us" |
+    "step_full_us" | "sample_us": [D]} (no validation: the caller validates ``bc``)."""
+    out = jax.device_get(_value_samples(jnp.asarray(thetas, jnp.float32), hw, bc, cfg=cfg))
+    return {"ops": {k: np.asarray(v, np.float64) for k, v in out["ops"].items()},
+            **{k: np.asarray(out[k], np.float64) for k in TOTALS}}
 
 
 def _param_var(cal: Calibration, g: np.ndarray, samples: np.ndarray | None) -> float:
@@ -101,28 +116,48 @@ def _log_interval(cal: Calibration, z: float, value: float, grad, samples, model
     return value * math.exp(-z * sd), value * math.exp(z * sd)
 
 
+_STORED = object()  # sentinel: read data/discrepancy.json
+
+
+def _discrepancy(d):
+    return load_discrepancy() if d is _STORED else d
+
+
+def op_error_var(cal: Calibration, disc: Discrepancy | None, spec, value: float) -> tuple[float, float]:
+    """(shared, extrapolation) model-error variance of one op (log space): sigma^2 + tau_class^2,
+    and tau_extrap^2 if the op lies outside the fitted rows (else 0)."""
+    if disc is None:
+        return cal.sigma**2, 0.0
+    shared = cal.sigma**2 + disc.tau_class.get(op_class(spec), disc.tau_pooled) ** 2
+    return shared, (disc.tau_extrap**2 if disc.domain.extrapolates(spec, value) else 0.0)
+
+
 def intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig,
-              level: float = LEVEL, draws: int = 0) -> dict:
+              level: float = LEVEL, draws: int = 0, discrepancy=_STORED) -> dict:
     """Predictions with intervals at one setting (``draws`` > 0: parameter uncertainty propagated
-    by Monte Carlo over the Laplace posterior instead of linearised).
+    by Monte Carlo over the Laplace posterior instead of linearised; ``discrepancy``: a
+    ``Discrepancy``, None for sigma only, default the stored one).
 
     Returns {"ops": {op: (value, lo, hi)}, "layer_us" | "step_us" | "step_full_us" | "sample_us":
-    (value, lo, hi)}, all in us.
+    (value, lo, hi), "extrapolating": {op: reason}}, times in us.
     """
+    disc = _discrepancy(discrepancy)
     z = quantile(cal, level)
     mv = model_values(cal, hw, bc, cfg=cfg, thetas=theta_draws(cal, draws) if draws else None)
-    s2 = cal.sigma**2
-    out = {"ops": {k: (v, *_log_interval(cal, z, v, g, smp, s2)) for k, (v, g, smp) in mv["ops"].items()}}
+    s2 = {k: sum(op_error_var(cal, disc, mv["specs"][k], v)) for k, (v, _, _) in mv["ops"].items()}
+    out = {"ops": {k: (v, *_log_interval(cal, z, v, g, smp, s2[k])) for k, (v, g, smp) in mv["ops"].items()}}
     for k, m in _multiplicity(cfg).items():
         v, g, smp = mv[k]
-        model_var = s2 * sum((m * t / v) ** 2 for t, _, _ in mv["ops"].values())
+        model_var = sum(s2[n] * (m * t / v) ** 2 for n, (t, _, _) in mv["ops"].items())
         out[k] = (v, *_log_interval(cal, z, v, g, smp, model_var))
+    out["extrapolating"] = {} if disc is None else {
+        k: r for k, (v, _, _) in mv["ops"].items() if (r := disc.domain.extrapolates(mv["specs"][k], v))}
     return out
 
 
 def delta_intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, base: BlackholeConfig, *,
                     cfg: ExpertConfig, hw_base: Blackhole | None = None, level: float = LEVEL,
-                    draws: int = 0) -> dict:
+                    draws: int = 0, discrepancy=_STORED) -> dict:
     """``bc`` minus ``base``, with correlated intervals (shared parameters and shared op-model errors
     cancel; ``draws`` > 0: both settings evaluated at the same Monte Carlo parameter draws).
 
@@ -135,7 +170,7 @@ def delta_intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, base: 
     b = model_values(cal, hw if hw_base is None else hw_base, base, cfg=cfg, thetas=thetas)
     zero = (0.0, np.zeros_like(cal.theta), None if thetas is None else np.zeros(len(thetas)))
     names = list(a["ops"]) + [k for k in b["ops"] if k not in a["ops"]]
-    s2 = cal.sigma**2
+    disc = _discrepancy(discrepancy)
 
     def interval(ea, eb, model_var):
         (va, ga, sa), (vb, gb, sb) = ea, eb
@@ -144,9 +179,13 @@ def delta_intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, base: 
 
     def op_model_var(n, m):
         ta, tb = a["ops"].get(n, zero)[0], b["ops"].get(n, zero)[0]
-        if a["kinds"].get(n) == b["kinds"].get(n):  # same op model: its relative error is shared
-            return s2 * (m * (ta - tb)) ** 2
-        return s2 * m**2 * (ta**2 + tb**2)  # different kernels (decode vs standard SDPA): independent
+        sa, xa = op_error_var(cal, disc, a["specs"][n], ta) if n in a["ops"] else (0.0, 0.0)
+        sb, xb = op_error_var(cal, disc, b["specs"][n], tb) if n in b["ops"] else (0.0, 0.0)
+        if a["kinds"].get(n) != b["kinds"].get(n):  # different kernels (decode vs standard SDPA): independent
+            return m**2 * ((sa + xa) * ta**2 + (sb + xb) * tb**2)
+        # same op model: its relative error is shared, and so is the mechanism an unseen variant
+        # (another format or flag) extends; its extra error scales with what the change moves
+        return (sa + max(xa, xb)) * (m * (ta - tb)) ** 2
 
     out = {"ops": {k: interval(a["ops"].get(k, zero), b["ops"].get(k, zero), op_model_var(k, 1.0)) for k in names}}
     for k, m in _multiplicity(cfg).items():

@@ -50,7 +50,7 @@ ELTWISE_PASSES = 1
 SILU_PASSES = 4  # fused SiLU epilogue on the output block: sigmoid (exp, add, reciprocal) and multiply
 SDPA_COMBINE_PASSES = 3  # worker partial merge at the reducer: rescale own, rescale other, add
 MAX_CORES_PER_HEAD = 16  # SDPAProgramConfig.max_cores_per_head_batch cap (REFERENCE §2)
-KV_DTYPES = ("bf16", "bfp8")
+KV_DTYPES = ("bf16", "bfp8", "bfp4")
 WEIGHT_DTYPES = ("bf16", "bfp8", "bfp4")
 MASK_DTYPES = ("bf16", "bfp8", "bfp4")
 ACT_DTYPES = ("bf16",)
@@ -130,6 +130,37 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     t_act = (cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
              if fused_activation else 0.0)
     return fit.launch_matmul_us + smax(t_pipe, t_agg, relax=relax) + t_act
+
+
+# ---- matmul (2D multicast) ------------------------------------------------------------------------
+def matmul_2d_us(hw: Blackhole, fit: FitParams, *, M: int, K: int, N: int, in0_block_w, per_core_M, per_core_N,
+                 weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2", relax: Relax | None = None):
+    """``linear([M,K], [K,N])`` with ``MatmulMultiCoreReuseMultiCastProgramConfig`` (2D multicast), us.
+
+    The output is split into per_core_M x per_core_N tile blocks, one per core of a
+    ceil(M/32/per_core_M) x ceil(N/32/per_core_N) grid. Per K block (in0_block_w tiles) the first
+    core of each grid row reads the row's in0 block (per_core_M x in0_block_w tiles) and multicasts it
+    along the row, the first core of each column reads the column's in1 block and multicasts it down;
+    all senders read at once. A block costs the q-norm overlap of the multicast handshake, a DRAM
+    round trip, the slower of the two block reads and the tile products; then the output block is
+    written. Built only from the shared blocks and parameters of the 1D model (no parameter of its
+    own): what it misses (subblock packing, in0 re-reads) shows up as its validation error.
+    """
+    Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
+    act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
+    rows_used = sceil(Mt / per_core_M, relax=relax)
+    cols_used = sceil(Nt / per_core_N, relax=relax)
+    senders = rows_used + cols_used
+    blocks = Kt / in0_block_w
+    t_in0 = read_us(hw, fit, per_core_M * in0_block_w, per_core_M * in0_block_w * act, senders, relax=relax)
+    t_in1 = read_us(hw, fit, in0_block_w * per_core_N, in0_block_w * per_core_N * w, senders, relax=relax)
+    t_math = cycles_us(hw, per_core_M * in0_block_w * per_core_N * hw.tile_matmul_cycles(fidelity))
+    t_block = overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, smax(t_in0, t_in1, relax=relax), t_math)
+    cores = rows_used * cols_used
+    t_out = read_us(hw, fit, per_core_M * per_core_N, per_core_M * per_core_N * act, cores, relax=relax)
+    total_bytes = Kt * Nt * w + Mt * Kt * act + Mt * Nt * act
+    t_agg = us_of(total_bytes / agg_bytes_per_s(hw, fit))
+    return fit.launch_matmul_us + smax(blocks * t_block + fit.dram_latency_us + t_out, t_agg, relax=relax)
 
 
 def matmul_weight_bytes(*, K: int, N: int, weight_dtype: str) -> int:
@@ -229,6 +260,7 @@ __all__ = [
     "eltwise_us",
     "fill_cache_us",
     "heads_us",
+    "matmul_2d_us",
     "matmul_us",
     "matmul_weight_bytes",
     "overlap",

@@ -14,15 +14,16 @@ from costmodel.blackhole.ops import (
     eltwise_us,
     fill_cache_us,
     heads_us,
+    matmul_2d_us,
     matmul_us,
     read_us,
     rms_norm_us,
     rope_us,
 )
 from costmodel.blackhole.params import FitParams
-from costmodel.blackhole.program_config import MatmulProgramConfig
+from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_2D, MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_decode_us, sdpa_standard_us
-from costmodel.hardware import Blackhole
+from costmodel.hardware import Blackhole, blackhole
 from costmodel.smooth import Relax
 
 _frozen = dataclasses.dataclass(frozen=True)
@@ -30,7 +31,8 @@ _frozen = dataclasses.dataclass(frozen=True)
 
 @_frozen
 class MatmulSpec:
-    """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config (``cfg.kind``)."""
+    """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
+    ``mcast_1d_in0`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``; other kinds raise."""
 
     M: int
     K: int
@@ -43,7 +45,17 @@ class MatmulSpec:
     op_class = "matmul"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
-        return matmul_us(hw, fit, self.cfg, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
+        c = self.cfg
+        if c.kind == MCAST_2D:
+            if self.fused_activation:
+                raise ValueError("a fused activation is not modelled for the mcast_2d matmul")
+            return matmul_2d_us(hw, fit, M=self.M, K=self.K, N=self.N, in0_block_w=c.in0_block_w,
+                                per_core_M=c.per_core_M, per_core_N=c.per_core_N, weight_dtype=self.weight_dtype,
+                                act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
+        if c.kind != MCAST_1D_IN0:
+            raise ValueError(f"matmul program config kind={c.kind!r} is not modelled; the cost model prices "
+                             f"{[MCAST_1D_IN0, MCAST_2D]}")
+        return matmul_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
                          act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
                          relax=relax)
 
@@ -186,5 +198,21 @@ class DramReadSpec:
         return read_us(hw, fit, per_reader / self.page_bytes, per_reader, self.readers, relax=relax)
 
 
+@_frozen
+class ChipSpec:
+    """``inner`` measured on another Blackhole board (``chip``: a ``hardware.blackhole`` preset name):
+    priced on that board's spec with the same fitted parameters (the ``hw`` argument is ignored)."""
+
+    inner: object
+    chip: str
+
+    @property
+    def op_class(self) -> str:
+        return self.inner.op_class
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return self.inner.us(blackhole(self.chip), fit, relax=relax)
+
+
 OpSpec = (MatmulSpec | NormSpec | RopeSpec | HeadsSpec | FillCacheSpec | EltwiseSpec | SdpaDecodeSpec
-          | SdpaStandardSpec | DramReadSpec)
+          | SdpaStandardSpec | DramReadSpec | ChipSpec)

@@ -4,6 +4,8 @@ Data files (``costmodel/data``), each row quoting its source:
   op_times, matmul_table, attention_table, step_times  the port's tables (seeds/EXPERT_NOTES.md)
   public_sdpa_decode   flash-decode vs KV length, bf16 / bfp8 cache, another Blackhole model port
   public_dram_read     DRAM read microbenchmark (validation only: not a ttnn op)
+  public_ops           other models' ops on p150a / p100a: rms_norm, 2D-multicast matmuls, flash-decode
+                       (validation only; ``python -m costmodel.blackhole validate`` prints them)
 
 Every row belongs to a leave-one-group-out ``group`` (per op class of the per-op table, the
 default / tuned matmul columns, the standard / decode SDPA rows, the step rows, each public data
@@ -26,14 +28,23 @@ from costmodel.blackhole.graph import (
     layer_op_specs,
     step_breakdown,
 )
-from costmodel.blackhole.opspecs import DramReadSpec, OpSpec, SdpaDecodeSpec
+from costmodel.blackhole.opspecs import (
+    ChipSpec,
+    DramReadSpec,
+    EltwiseSpec,
+    MatmulSpec,
+    NormSpec,
+    OpSpec,
+    SdpaDecodeSpec,
+)
 from costmodel.blackhole.params import DATA_DIR, FitParams
+from costmodel.blackhole.program_config import MCAST_2D, MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import Blackhole
 from jaxref.config import ExpertConfig
 
 NOTES_FILES = ("op_times.json", "matmul_table.json", "attention_table.json", "step_times.json")
-PUBLIC_FILES = ("public_sdpa_decode.json", "public_dram_read.json")
+PUBLIC_FILES = ("public_sdpa_decode.json", "public_dram_read.json", "public_ops.json")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +64,8 @@ class Row:
       table: data file stem the row comes from ('op_times', ..., 'profiler_csv').
       name: row id within the table.
       group: leave-one-group-out group.
-      role: 'calibration' (fitted) or 'validation' (predicted only).
+      role: 'calibration' (fitted), 'validation' (predicted only) or 'scope_gap' (predicted, but a
+        quantity the model does not express: reported apart, not used to estimate the discrepancy).
       lo, hi: measured value or range, us (lo == hi for a single number).
       source: repository / file / line the number comes from.
       spec: the op spec (or ``StepSpec``) whose modelled time is compared with it.
@@ -135,12 +147,50 @@ def _public_rows(data_dir: pathlib.Path) -> list[Row]:
     return rows
 
 
+def _public_op_spec(kind: str, g: dict, r: dict):
+    """The op spec of one row of ``public_ops.json`` (``kind`` of its group)."""
+    if kind == "rms_norm":
+        return NormSpec(int(r["rows"]), int(r["width"]))
+    if kind == "eltwise_add":
+        return EltwiseSpec("add", int(r["rows"]), int(r["width"]))
+    if kind == "matmul_2d":
+        pc = MatmulProgramConfig(float(r["in0_block_w"]), float(r["per_core_N"]), float(r["per_core_M"]), kind=MCAST_2D,
+                                 grid_x=11, grid_y=10, out_subblock_h=int(r["out_subblock_h"]),
+                                 out_subblock_w=int(r["out_subblock_w"]), fuse_batch=False)
+        return MatmulSpec(int(r["M"]), int(r["K"]), int(r["N"]), pc, "bfp8")
+    if kind == "sdpa_decode":
+        attn = AttnConfig(float(g["k_chunk"]), 32.0, float(g["cores_per_head"]))
+        return SdpaDecodeSpec(attn, float(r["cache_rows"]), int(g["users"]), int(g["q_rows"]), int(g["head_dim"]),
+                              r["kv_dtype"], None)
+    raise ValueError(f"public_ops group {g['group']!r}: kind={kind!r} unknown; expected rms_norm, eltwise_add, "
+                     "matmul_2d or sdpa_decode")
+
+
+def _public_op_rows(data_dir: pathlib.Path) -> list[Row]:
+    doc = json.loads((data_dir / "public_ops.json").read_text())
+    rows: list[Row] = []
+    for g in doc["groups"]:
+        for key in ("repo", "file", "commit"):
+            if not g.get(key):
+                raise ValueError(f"public_ops group {g.get('group')!r} lacks its source field {key!r}")
+        for r in g["rows"]:
+            spec = _public_op_spec(g["kind"], g, r)
+            if g["chip"] != "p150a":
+                spec = ChipSpec(spec, g["chip"])
+            src = f"{g['repo']} {g['file']} @ {g['commit']}: {r['quote']}"
+            role = g.get("role", "validation")
+            if role not in ("validation", "scope_gap"):
+                raise ValueError(f"public_ops group {g['group']!r}: role={role!r}; expected 'validation' or 'scope_gap'")
+            rows.append(Row("public_ops", r["name"], g["group"], role, float(r["us"]), float(r["us"]), src, spec))
+    return rows
+
+
 def load_rows(data_dir: str | pathlib.Path = DATA_DIR, *, cfg: ExpertConfig | None = None,
               public: bool = True) -> list[Row]:
     """All measured rows (the notes' tables, then the public data sets unless ``public=False``)."""
     data_dir = pathlib.Path(data_dir)
     cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
-    return _notes_rows(data_dir, cfg) + (_public_rows(data_dir) if public else [])
+    return _notes_rows(data_dir, cfg) + (_public_rows(data_dir) + _public_op_rows(data_dir) if public else [])
 
 
 def predict(hw: Blackhole, fit: FitParams, specs: tuple, *, cfg: ExpertConfig) -> jax.Array:

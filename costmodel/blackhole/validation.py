@@ -13,6 +13,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from costmodel.blackhole.discrepancy import Discrepancy, Domain, estimate, op_class, op_kind
 from costmodel.blackhole.fit import Calibration, fit, residuals_and_jacobian
 from costmodel.blackhole.intervals import LEVEL, quantile
 from costmodel.blackhole.rows import Row
@@ -70,3 +71,177 @@ def leave_one_group_out(rows: list[Row], full: Calibration, *, hw: Blackhole | N
     return {"rows": preds + val, "coverage": float(np.mean([p["inside"] for p in preds])),
             "validation_coverage": float(np.mean([p["inside"] for p in val])) if val else float("nan"),
             "groups": summary}
+
+
+# ---- the validation table: every measured row, held out, with model discrepancy -----------------
+def _row_stats(cal: Calibration, rows: list[Row], hw: Blackhole, cfg: ExpertConfig):
+    """Predictions [n] and parameter variance of log prediction [n] of ``rows`` under ``cal``."""
+    targets = jnp.asarray([r.target for r in rows], jnp.float32)
+    r, J = residuals_and_jacobian(jnp.asarray(cal.theta, jnp.float32), hw, targets, specs=tuple(x.spec for x in rows),
+                                  cfg=cfg)
+    r, J = np.asarray(r, np.float64), np.asarray(J, np.float64)
+    pred = np.asarray([row.target for row in rows]) * np.exp(r)
+    return pred, np.einsum("ip,pq,iq->i", J, cal.cov, J)
+
+
+def _domain(rows: list[Row], exclude: str | None = None) -> Domain:
+    return Domain.of((r.spec, r.target) for r in rows if r.role == "calibration" and r.group != exclude)
+
+
+def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | None = None,
+                         cfg: ExpertConfig | None = None, steps: int = 20, level: float = LEVEL) -> list[dict]:
+    """Every row predicted without its own data: a calibration group by a refit without that group
+    (warm start ``full``), a validation row by ``full``. Each entry: table, name, group, role, class,
+    kind, measured (lo, hi, target), predicted, full_fit (in-sample prediction), residual (log
+    predicted / target), base_var (parameter variance + sigma^2 of the fold's fit), z (the fold's
+    t quantile at ``level``), extrap (why the row lies outside the fold's fitted rows, or None), fold.
+    """
+    hw = blackhole_p150a() if hw is None else hw
+    cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
+    full_pred, full_pv = _row_stats(full, rows, hw, cfg)
+    out: list[dict] = []
+
+    def entry(i, row, cal, pred, pv, fold, domain):
+        return {"table": row.table, "name": row.name, "group": row.group, "role": row.role, "class": op_class(row.spec),
+                "kind": op_kind(row.spec), "measured_lo": row.lo, "measured_hi": row.hi, "target": row.target,
+                "predicted": float(pred), "full_fit": float(full_pred[i]),
+                "residual": math.log(float(pred) / row.target), "base_var": float(pv) + cal.sigma**2,
+                "z": quantile(cal, level), "extrap": domain.extrapolates(row.spec, float(pred)), "fold": fold}
+
+    groups = sorted({r.group for r in rows if r.role == "calibration"})
+    for g in groups:
+        cal = fit(rows, hw=hw, cfg=cfg, init=full.params, hold_out=frozenset({g}), steps=steps)
+        pred, pv = _row_stats(cal, rows, hw, cfg)
+        dom = _domain(rows, exclude=g)
+        out += [entry(i, r, cal, pred[i], pv[i], g, dom) for i, r in enumerate(rows) if r.group == g]
+    dom = _domain(rows)
+    out += [entry(i, r, full, full_pred[i], full_pv[i], "validation (full fit)", dom)
+            for i, r in enumerate(rows) if r.role != "calibration"]
+    return out
+
+
+def _interval(e: dict, tau2: float) -> tuple[float, float, bool]:
+    sd = math.sqrt(e["base_var"] + tau2)
+    lo, hi = e["predicted"] * math.exp(-e["z"] * sd), e["predicted"] * math.exp(e["z"] * sd)
+    return lo, hi, bool(lo <= e["measured_hi"] and e["measured_lo"] <= hi)
+
+
+def _tau2(d: Discrepancy | None, e: dict) -> float:
+    if d is None:
+        return 0.0
+    return d.tau_class.get(e["class"], d.tau_pooled) ** 2 + (d.tau_extrap**2 if e["extrap"] else 0.0)
+
+
+def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
+                  steps: int = 20, level: float = LEVEL) -> dict:
+    """The validation table: every row held out (``held_out_predictions``), its ``level`` interval
+    without and with the model-discrepancy term, and the discrepancy to store.
+
+    The discrepancy used for a row's interval is estimated from the other groups' held-out rows
+    only (nested leave-one-group-out), so the coverage reported is out of sample. Returns
+    {"rows": entries + lo0/hi0/inside0 (no discrepancy), lo/hi/inside (with it), "discrepancy":
+    ``Discrepancy`` from all held-out rows (what ``--write`` stores), "summary": per op class and
+    per role {n, mape, coverage0, coverage, median_width} ('scope_gap' rows apart, as "outside
+    scope"), "overall": the same over all held-out in-scope rows, "worst": the 8 in-scope rows
+    with the largest |log error|}. 'scope_gap' rows never enter the discrepancy estimate.
+    """
+    entries = held_out_predictions(rows, full, hw=hw, cfg=cfg, steps=steps, level=level)
+    dom = _domain(rows)
+    in_scope = [e for e in entries if e["role"] != "scope_gap"]
+    final = estimate(in_scope, dom)
+    for e in entries:
+        nested = estimate([x for x in in_scope if x["group"] != e["group"]], dom)
+        e["lo0"], e["hi0"], e["inside0"] = _interval(e, 0.0)
+        e["tau"] = math.sqrt(_tau2(nested, e))
+        e["lo"], e["hi"], e["inside"] = _interval(e, e["tau"] ** 2)
+
+    def summarise(es):
+        return {"n": len(es), "mape": float(np.mean([abs(e["predicted"] / e["target"] - 1) for e in es])),
+                "coverage0": float(np.mean([e["inside0"] for e in es])),
+                "coverage": float(np.mean([e["inside"] for e in es])),
+                "median_width": float(np.median([e["hi"] / e["lo"] for e in es]))}
+
+    summary = {f"class {c}": summarise([e for e in in_scope if e["class"] == c])
+               for c in sorted({e["class"] for e in in_scope})}
+    summary.update({f"role {r}": summarise([e for e in in_scope if e["role"] == r]) for r in ("calibration", "validation")})
+    summary["public rows"] = summarise([e for e in in_scope if e["table"].startswith("public_")])
+    gaps = [e for e in entries if e["role"] == "scope_gap"]
+    if gaps:
+        summary["outside scope"] = summarise(gaps)
+    worst = sorted(in_scope, key=lambda e: -abs(e["residual"]))[:8]
+    return {"rows": entries, "discrepancy": final, "summary": summary, "overall": summarise(in_scope), "worst": worst,
+            "level": level}
+
+
+def format_validation(result: dict) -> str:
+    """Text table of ``validate_rows``: every row, the per-class / per-role summary, the worst rows."""
+    lines = [(f"{'row':34s} {'class':10s} {'measured':>10s} {'in-sample':>10s} {'held-out':>10s} "
+              f"{int(100 * result['level'])}% interval (with discrepancy)  in  extrapolates")]
+    current = None
+    for e in result["rows"]:
+        if e["group"] != current:
+            current = e["group"]
+            lines.append(f"[{current}] ({e['role']}, predicted by: {e['fold']})")
+        meas = f"{e['measured_lo']:.1f}" if e["measured_lo"] == e["measured_hi"] else \
+            f"{e['measured_lo']:.0f}-{e['measured_hi']:.0f}"
+        lines.append(f"  {e['name']:32s} {e['class']:10s} {meas:>10s} {e['full_fit']:10.1f} {e['predicted']:10.1f} "
+                     f"[{e['lo']:9.1f}, {e['hi']:9.1f}]  {'yes' if e['inside'] else 'NO ':3s} "
+                     f"{(e['extrap'] or '')[:60]}")
+    lines.append("")
+    lines.append(f"{'':24s} {'n':>4s} {'MAPE':>7s} {'coverage before':>16s} {'coverage now':>13s} {'median hi/lo':>13s}")
+    for k, s in [*result["summary"].items(), ("all held-out rows", result["overall"])]:
+        lines.append(f"{k:24s} {s['n']:4d} {100 * s['mape']:6.1f}% {100 * s['coverage0']:15.0f}% "
+                     f"{100 * s['coverage']:12.0f}% {s['median_width']:13.2f}")
+    d = result["discrepancy"]
+    lines.append("")
+    lines.append("model discrepancy (log-space sd): " + ", ".join(f"{c} {t:.3f}" for c, t in d.tau_class.items())
+                 + f"; pooled {d.tau_pooled:.3f}; extrapolation +{d.tau_extrap:.3f}")
+    lines.append("worst rows (|log error|):")
+    for e in result["worst"]:
+        lines.append(f"  {e['name']:32s} measured {e['target']:9.1f} held-out {e['predicted']:9.1f} "
+                     f"({100 * (e['predicted'] / e['target'] - 1):+6.1f}%)  {'inside' if e['inside'] else 'OUTSIDE'}")
+    return "\n".join(lines)
+
+
+def validate_main(argv: list[str]) -> dict:
+    """``python -m costmodel.blackhole validate``: print the validation table; ``--write`` stores the
+    discrepancy the intervals use (``data/discrepancy.json``). Bad input exits 2 with ``error: ...``."""
+    import argparse
+    import json
+
+    from costmodel.blackhole.discrepancy import DISCREPANCY_PATH, write_discrepancy
+    from costmodel.blackhole.fit import load_calibration
+    from costmodel.blackhole.params import CALIBRATION_PATH
+    from costmodel.blackhole.rows import load_rows
+
+    p = argparse.ArgumentParser(prog="python -m costmodel.blackhole validate",
+                                description="Every measured row (the port's and public ones) predicted without its "
+                                            "own data (leave-one-group-out refits; validation rows by the full fit), "
+                                            "with 90%% intervals before and after the model-discrepancy term, "
+                                            "coverage and MAPE per op class, and the worst rows.")
+    p.add_argument("--calibration", default=None, help=f"calibration JSON (default {CALIBRATION_PATH})")
+    p.add_argument("--steps", type=int, default=20, help="Levenberg-Marquardt iterations per refit")
+    p.add_argument("--write", action="store_true", help=f"store the estimated discrepancy in {DISCREPANCY_PATH}")
+    p.add_argument("--out", default=None, metavar="FILE", help="store the estimated discrepancy here instead")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    args = p.parse_args(argv)
+    try:
+        if args.steps < 1:
+            raise ValueError(f"steps={args.steps} must be >= 1")
+        full = load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
+        result = validate_rows(load_rows(), full, steps=args.steps)
+    except ValueError as e:
+        p.error(str(e))
+    out = args.out or (DISCREPANCY_PATH if args.write else None)
+    if out is not None:
+        write_discrepancy(result["discrepancy"], out)
+    doc = {"level": result["level"], "summary": result["summary"], "overall": result["overall"],
+           "discrepancy": result["discrepancy"].to_json(),
+           "rows": [{k: v for k, v in e.items() if k != "z"} for e in result["rows"]]}
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(format_validation(result))
+        if out is not None:
+            print(f"\nwrote {out}")
+    return doc

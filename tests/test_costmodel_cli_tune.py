@@ -1,4 +1,4 @@
-"""``python -m costmodel.blackhole tune`` / ``validate``: gradient tuning from a what-if setting against a
+"""``python -m costmodel.blackhole tune``: gradient tuning from a what-if setting against a
 brute-force search, and clear errors on bad input."""
 
 import dataclasses
@@ -35,7 +35,6 @@ def test_tune_from_the_flags_setting_reaches_the_brute_force_optimum(capsys):
 @pytest.mark.parametrize("argv,message", [
     (["tune", "--steps", "0"], "steps=0: expected >= 1"),
     (["tune", "--k-chunk", "100"], "k_chunk=100 must be a multiple of 32"),
-    (["validate", "--steps", "-3"], "steps=-3: expected >= 1"),
 ])
 def test_bad_input_exits_2_with_message(argv, message, capsys):
     with pytest.raises(SystemExit) as e:

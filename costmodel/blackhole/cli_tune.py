@@ -1,14 +1,13 @@
-"""``python -m costmodel.blackhole validate`` and ``... tune``: the model's held-out check and its tuner, per row / per op.
+"""``python -m costmodel.blackhole tune``: the model's tuner from any what-if setting, per op.
 
-    python -m costmodel.blackhole validate [--steps 40]      # every row: prediction, 90% interval, measured;
-                                                             # leave-one-group-out refits and coverage
     python -m costmodel.blackhole tune --matmuls default [--kv-dtype bfp8] [--attn-mode standard] [--steps 300]
 
 ``tune`` takes the what-if flags (``python -m costmodel.blackhole --help``) for its starting setting,
 runs gradient descent on the relaxed knobs (in0_block_w, per_core_N per matmul; k_chunk; q_chunk),
 projects to valid configs and compares with the exhaustive per-op search over every valid config.
 The report's Blackhole section (``python -m experiments.report --sections blackhole``) shows the
-summary of both; these print every row.
+summary; this prints every op. (The held-out check of every row is ``... validate``:
+``costmodel.blackhole.validation.validate_main``.)
 """
 
 from __future__ import annotations
@@ -19,57 +18,12 @@ from costmodel.blackhole import fit as fitting
 from costmodel.blackhole import tune as tuning
 from costmodel.blackhole.graph import MATMULS, evaluate
 from costmodel.blackhole.params import CALIBRATION_PATH
-from costmodel.blackhole.rows import load_rows
-from costmodel.blackhole.validation import leave_one_group_out, row_intervals
 from jaxref.timing import time_call
-
-ROW_HEADER = f"  {'row (us)':44s} {'predicted':>9s} {'90% interval':>20s} {'measured':>13s} {'error':>7s}"
-
-
-def row_line(p: dict) -> str:
-    """One ``row_intervals`` entry: prediction [interval], measured value or range, error, inside or OUT."""
-    meas = (f"{p['measured_lo']:.1f}" if p["measured_lo"] == p["measured_hi"]
-            else f"{p['measured_lo']:.1f}-{p['measured_hi']:.1f}")
-    return (f"  {p['table'] + '/' + p['name']:44s} {p['predicted']:9.1f} [{p['lo']:8.1f}, {p['hi']:8.1f}] "
-            f"{meas:>13s} {100 * p['error']:+6.1f}% {'in' if p['inside'] else 'OUT'}")
 
 
 def positive_steps(p: argparse.ArgumentParser, steps: int) -> None:
     if steps < 1:
         p.error(f"steps={steps}: expected >= 1")
-
-
-def validate(argv: list[str]) -> dict:
-    """``validate`` subcommand: in-sample intervals of every row, then leave-one-group-out."""
-    p = argparse.ArgumentParser(prog="python -m costmodel.blackhole validate",
-                                description="Every measured row with prediction, 90%% interval and measured value "
-                                            "under the stored calibration; then each group refitted out and "
-                                            "predicted, with the coverage of the intervals.")
-    p.add_argument("--calibration", default=None, help="calibration JSON (default: costmodel/data/calibration.json)")
-    p.add_argument("--steps", type=int, default=40, help="Levenberg-Marquardt iterations of each refit")
-    args = p.parse_args(argv)
-    positive_steps(p, args.steps)
-    rows = load_rows()
-    cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
-    inside = row_intervals(cal, rows)
-    print(f"== every row under the calibration (sigma {cal.sigma:.3f}, dof {cal.dof:.1f})")
-    print(ROW_HEADER)
-    for r in inside:
-        print(row_line(r))
-    cal_rows = [r for r in inside if r["role"] == "calibration"]
-    print(f"  in-sample: {sum(r['inside'] for r in cal_rows)}/{len(cal_rows)} calibration rows inside their interval")
-    logo, wall_s, _ = time_call(leave_one_group_out, rows, cal, steps=args.steps)
-    print(f"\n== leave-one-group-out ({wall_s:.1f} s): each group refitted out, then predicted")
-    print(ROW_HEADER)
-    for r in logo["rows"]:
-        print(row_line(r) + f"   [{r['fold']}]")
-    print(f"  {'group':34s} {'inside':>8s} {'rms log err':>11s}")
-    for g, s in logo["groups"].items():
-        print(f"  {g:34s} {s['inside']:3d}/{s['n']:<4d} {s['rms_log_error']:11.3f}")
-    n = sum(1 for r in logo["rows"] if r["fold"] != "validation (full fit)")
-    print(f"  coverage of the 90% intervals over all held-out predictions: {100 * logo['coverage']:.1f}% "
-          f"({round(logo['coverage'] * n)}/{n}); validation-only rows: {100 * logo['validation_coverage']:.0f}%")
-    return {"in_sample": inside, "logo": logo}
 
 
 def tune(argv: list[str], p: argparse.ArgumentParser, config_from_args) -> dict:

@@ -1,0 +1,201 @@
+"""Model discrepancy: the error of an op model's *form*, estimated from held-out predictions.
+
+The fit's intervals know two things: parameter uncertainty (Laplace covariance) and the scatter
+``sigma`` of the rows it was fitted to. Neither sees a mechanism the model lacks: a held-out group
+of rows (leave-one-group-out) or another model's ops can be off by much more. This module adds a
+per-row model-discrepancy sd ``tau`` (log space) on top:
+
+  var(log t) = param_var + sigma^2 + tau_class^2 + [tau_extrap^2 if the row extrapolates]
+
+* ``tau_class`` (one per op class: matmul, attention, norm, ...) is the maximum-likelihood sd of
+  the held-out log residuals r_i ~ N(0, v_i + tau^2) of that class's interpolating rows (v_i =
+  param_var + sigma^2), shrunk towards the pooled estimate with ``SHRINK_ROWS`` pseudo-rows
+  (a class with two rows says little on its own).
+* ``tau_extrap`` is the same estimate over the rows that *extrapolate*: an op kind (spec type,
+  storage formats, flags, chip: ``op_kind``) that no fitted row has, or a time outside
+  ``RANGE_FACTOR`` x the range of the fitted rows of its class. Extrapolating rows get both terms,
+  so intervals widen exactly where the model leaves its data.
+
+The estimates are stored in ``data/discrepancy.json`` (``python -m costmodel.blackhole validate
+--write``) with the kinds and ranges they were judged against; ``intervals`` reads them. Held-out
+coverage is reported honestly by ``validation.validate_rows``: the taus used for a group's rows are
+estimated without that group (nested leave-one-group-out).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import pathlib
+
+import numpy as np
+
+from costmodel.blackhole.params import DATA_DIR
+
+DISCREPANCY_PATH = DATA_DIR / "discrepancy.json"
+SHRINK_ROWS = 3.0  # pseudo-rows of the pooled tau in each class estimate
+RANGE_FACTOR = 2.0  # a time this far outside its class's fitted range counts as extrapolation
+TAU_GRID = np.linspace(0.0, 3.0, 3001)  # log-space sd candidates of the 1-D likelihood search
+
+
+def op_kind(spec) -> str:
+    """What an op spec is, for "has the model seen this": its type, every ``*_dtype`` / ``kind`` /
+    ``fidelity`` field, every flag that is set, and the board of a ``ChipSpec``.
+
+    >>> op_kind(NormSpec(64, 1536))  # doctest: +SKIP
+    'NormSpec[act_dtype=bf16]'
+    """
+    inner = getattr(spec, "inner", None)
+    if inner is not None:
+        return f"{spec.chip}:{op_kind(inner)}"
+    if not dataclasses.is_dataclass(spec):
+        return type(spec).__name__
+    parts = []
+    for f in dataclasses.fields(spec):
+        v = getattr(spec, f.name)
+        if f.name.endswith("_dtype") or f.name in ("kind", "fidelity", "attn_mode"):
+            parts.append(f"{f.name}={v}")
+        elif isinstance(v, bool) and v:
+            parts.append(f.name)
+        elif isinstance(getattr(v, "kind", None), str):  # a program config: its kind (1D, 2D, ...)
+            parts.append(f"{f.name}.kind={v.kind}")
+    return f"{type(spec).__name__}[{','.join(parts)}]"
+
+
+def op_class(spec) -> str:
+    """The op class a spec's discrepancy is pooled in ('matmul', 'attention', 'norm', ..., 'step')."""
+    return str(spec.op_class)
+
+
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    """What the fitted rows cover: their op kinds and, per op class, the [lo, hi] measured us."""
+
+    kinds: frozenset[str]
+    ranges: dict[str, tuple[float, float]]
+
+    @classmethod
+    def of(cls, specs_and_us) -> Domain:
+        """From (spec, measured us) pairs of the fitted rows."""
+        kinds, ranges = set(), {}
+        for spec, us in specs_and_us:
+            kinds.add(op_kind(spec))
+            c = op_class(spec)
+            lo, hi = ranges.get(c, (math.inf, 0.0))
+            ranges[c] = (min(lo, us), max(hi, us))
+        return cls(frozenset(kinds), ranges)
+
+    def extrapolates(self, spec, us: float) -> str | None:
+        """Why ``spec`` (predicted ``us``) lies outside the fitted rows, or None."""
+        kind = op_kind(spec)
+        if kind not in self.kinds:
+            return f"op kind {kind} not fitted"
+        lo, hi = self.ranges.get(op_class(spec), (math.inf, 0.0))
+        if not lo / RANGE_FACTOR <= us <= hi * RANGE_FACTOR:
+            return f"{us:.1f} us outside {RANGE_FACTOR:g}x the fitted {op_class(spec)} range [{lo:.1f}, {hi:.1f}] us"
+        return None
+
+    def to_json(self) -> dict:
+        return {"kinds": sorted(self.kinds), "ranges_us": {k: list(v) for k, v in sorted(self.ranges.items())}}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Domain:
+        return cls(frozenset(doc["kinds"]), {k: (float(a), float(b)) for k, (a, b) in doc["ranges_us"].items()})
+
+
+def tau_mle(residuals, base_var) -> float:
+    """Maximum-likelihood tau >= 0 of r_i ~ N(0, base_var_i + tau^2) (grid search; 0 without rows).
+
+    Args:
+      residuals: [n] log(predicted / measured).
+      base_var: [n] variance the intervals already carry (parameters + sigma^2).
+    """
+    r, v = np.asarray(residuals, np.float64), np.asarray(base_var, np.float64)
+    if r.shape != v.shape:
+        raise ValueError(f"residuals shape {r.shape} != base_var shape {v.shape}")
+    if not (np.all(np.isfinite(r)) and np.all(np.isfinite(v)) and np.all(v >= 0)):
+        raise ValueError("residuals and base_var must be finite, base_var >= 0")
+    if r.size == 0:
+        return 0.0
+    tot = v[None, :] + TAU_GRID[:, None] ** 2
+    ll = -0.5 * np.sum(np.log(np.maximum(tot, 1e-300)) + r[None, :] ** 2 / np.maximum(tot, 1e-300), axis=1)
+    return float(TAU_GRID[int(np.argmax(ll))])
+
+
+@dataclasses.dataclass(frozen=True)
+class Discrepancy:
+    """Per-class and extrapolation discrepancy sds (log space), and the domain they refer to.
+
+    Attributes:
+      tau_class: op class -> tau of its interpolating held-out rows (shrunk to ``tau_pooled``).
+      tau_pooled: tau of all interpolating held-out rows (a class without rows gets this).
+      tau_extrap: tau of the extrapolating held-out rows, added on top of the class term.
+      domain: the fitted rows' kinds and ranges (what "extrapolating" is judged against).
+      info: counts and method, for the report.
+    """
+
+    tau_class: dict[str, float]
+    tau_pooled: float
+    tau_extrap: float
+    domain: Domain
+    info: dict = dataclasses.field(default_factory=dict)
+
+    def var(self, spec, us: float) -> float:
+        """Discrepancy variance (log space) of one op spec predicted at ``us``."""
+        t = self.tau_class.get(op_class(spec), self.tau_pooled) ** 2
+        return t + (self.tau_extrap**2 if self.domain.extrapolates(spec, us) else 0.0)
+
+    def to_json(self) -> dict:
+        return {"tau_class": self.tau_class, "tau_pooled": self.tau_pooled, "tau_extrap": self.tau_extrap,
+                "domain": self.domain.to_json(), "info": self.info}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> Discrepancy:
+        for key in ("tau_class", "tau_pooled", "tau_extrap", "domain"):
+            if key not in doc:
+                raise ValueError(f"discrepancy JSON lacks key {key!r}; write it with "
+                                 "`python -m costmodel.blackhole validate --write`")
+        return cls({k: float(v) for k, v in doc["tau_class"].items()}, float(doc["tau_pooled"]),
+                   float(doc["tau_extrap"]), Domain.from_json(doc["domain"]), doc.get("info", {}))
+
+
+def estimate(held_out: list[dict], domain: Domain) -> Discrepancy | None:
+    """Discrepancy from held-out predictions: dicts with "class", "residual" (log pred / measured),
+    "base_var" (param var + sigma^2) and "extrap" (reason or None, judged against the fold's own
+    fitted rows); ``domain`` is stored with it (what later predictions are judged against).
+    Returns None for an empty list."""
+    if not held_out:
+        return None
+    interp = [h for h in held_out if not h["extrap"]]
+    extrap = [h for h in held_out if h["extrap"]]
+    pooled = tau_mle([h["residual"] for h in interp], [h["base_var"] for h in interp])
+    per_class = {}
+    for c in sorted({h["class"] for h in interp}):
+        hs = [h for h in interp if h["class"] == c]
+        t = tau_mle([h["residual"] for h in hs], [h["base_var"] for h in hs])
+        per_class[c] = math.sqrt((len(hs) * t**2 + SHRINK_ROWS * pooled**2) / (len(hs) + SHRINK_ROWS))
+    # the extrapolation term is on top of the class term: fit it to what the class term leaves
+    ex_base = [h["base_var"] + per_class.get(h["class"], pooled) ** 2 for h in extrap]
+    tau_x = tau_mle([h["residual"] for h in extrap], ex_base)
+    info = {"n_interpolating": len(interp), "n_extrapolating": len(extrap),
+            "n_per_class": {c: sum(h["class"] == c for h in interp) for c in per_class},
+            "method": "maximum likelihood on held-out log residuals (leave-one-group-out refits for "
+                      f"calibration groups, the full fit for validation rows), classes shrunk with {SHRINK_ROWS:g} "
+                      "pseudo-rows of the pooled tau"}
+    return Discrepancy(per_class, pooled, tau_x, domain, info)
+
+
+def load_discrepancy(path: str | pathlib.Path = DISCREPANCY_PATH) -> Discrepancy | None:
+    """The stored discrepancy, or None when the file does not exist (intervals then carry sigma only)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return None
+    return Discrepancy.from_json(json.loads(path.read_text()))
+
+
+def write_discrepancy(d: Discrepancy, path: str | pathlib.Path = DISCREPANCY_PATH) -> None:
+    doc = {"description": "Model-discrepancy sds (log space) of the Blackhole op models, estimated from "
+                          "held-out predictions (costmodel.blackhole.discrepancy); written by "
+                          "`python -m costmodel.blackhole validate --write`", **d.to_json()}
+    pathlib.Path(path).write_text(json.dumps(doc, indent=1) + "\n")

@@ -1,0 +1,132 @@
+"""Model discrepancy and the validation table: the tau estimator against scipy's optimiser on draws
+with a known tau, what counts as extrapolation, intervals that widen there, and the held-out
+coverage of every stored row (port and public) through the ``validate`` CLI."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import optimize
+
+from costmodel.blackhole import BlackholeConfig, fit
+from costmodel.blackhole.cli import main
+from costmodel.blackhole.discrepancy import Domain, estimate, load_discrepancy, op_kind, tau_mle
+from costmodel.blackhole.intervals import intervals
+from costmodel.blackhole.opspecs import ChipSpec, NormSpec
+from costmodel.hardware import blackhole_p150a
+from jaxref.config import ExpertConfig
+
+CFG = ExpertConfig.alpamayo_tt()
+HW = blackhole_p150a()
+PORT = BlackholeConfig.port(CFG)
+
+
+@pytest.mark.parametrize("tau", [0.0, 0.13, 0.45])
+def test_tau_mle_matches_scipy_on_known_draws(tau):
+    rng = np.random.default_rng(7)
+    v = rng.uniform(0.001, 0.02, size=3001)  # odd count, unequal base variances
+    r = rng.standard_normal(v.size) * np.sqrt(v + tau**2)
+
+    def nll(t):
+        tot = v + t**2
+        return 0.5 * np.sum(np.log(tot) + r**2 / tot)
+
+    ref = optimize.minimize_scalar(nll, bounds=(0.0, 3.0), method="bounded", options={"xatol": 1e-6}).x
+    got = tau_mle(r, v)
+    assert got == pytest.approx(ref, abs=2e-3)
+    assert got == pytest.approx(tau, abs=0.03)
+
+
+def test_tau_mle_rejects_bad_input():
+    assert tau_mle([], []) == 0.0
+    with pytest.raises(ValueError, match="finite"):
+        tau_mle([0.1, float("nan")], [0.01, 0.01])
+    with pytest.raises(ValueError, match="base_var >= 0"):
+        tau_mle([0.1], [-0.01])
+    with pytest.raises(ValueError, match="shape"):
+        tau_mle([0.1, 0.2], [0.01])
+
+
+def test_domain_flags_unseen_kinds_and_ranges():
+    dom = Domain.of([(NormSpec(64, 1536), 17.3), (NormSpec(1024, 128), 6.5)])
+    assert dom.extrapolates(NormSpec(96, 1536), 20.0) is None
+    assert "not fitted" in dom.extrapolates(NormSpec(64, 1536, fused_residual=True), 20.0)
+    assert "not fitted" in dom.extrapolates(ChipSpec(NormSpec(64, 1536), "p100a"), 17.0)
+    assert "outside" in dom.extrapolates(NormSpec(3200, 1536), 59.5)  # > 2 x 17.3 us
+    assert op_kind(NormSpec(64, 1536)) != op_kind(NormSpec(64, 1536, act_dtype="bfp8"))
+
+
+def test_extrapolating_rows_get_the_extra_term():
+    dom = Domain.of([(NormSpec(64, 1536), 17.3)])
+    rng = np.random.default_rng(3)
+    held = ([{"class": "norm", "residual": float(x), "base_var": 0.004, "extrap": None} for x in 0.1 * rng.standard_normal(40)]
+            + [{"class": "norm", "residual": float(x), "base_var": 0.004, "extrap": "new"} for x in 0.5 * rng.standard_normal(40)])
+    d = estimate(held, dom)
+    assert d.tau_class["norm"] < 0.15 and 0.3 < d.tau_extrap < 0.7
+    assert d.var(NormSpec(3200, 1536), 59.5) > d.var(NormSpec(64, 1536), 17.0)
+
+
+def test_intervals_widen_where_the_model_extrapolates():
+    cal = fit.load_calibration()
+    rel = {}
+    for name, bc in (("port", PORT), ("bfp4 weights", PORT.replace(weight_dtype="bfp4"))):
+        iv = intervals(cal, HW, bc, cfg=CFG)
+        _, lo, hi = iv["ops"]["wqkv"]
+        rel[name] = (hi / lo, iv["extrapolating"])
+    assert "wqkv" not in rel["port"][1] and "wqkv" in rel["bfp4 weights"][1]
+    assert rel["bfp4 weights"][0] > 1.3 * rel["port"][0]
+    no_disc = intervals(cal, HW, PORT, cfg=CFG, discrepancy=None)
+    with_disc = intervals(cal, HW, PORT, cfg=CFG)
+    assert with_disc["step_us"][2] - with_disc["step_us"][1] > no_disc["step_us"][2] - no_disc["step_us"][1]
+    assert with_disc["step_us"][1] < 32500 < with_disc["step_us"][2]
+
+
+def test_validate_cli_held_out_coverage(tmp_path, capsys):
+    """Every stored row predicted without its data; with the discrepancy term (estimated without
+    the row's own group) 85-95% of the in-scope rows fall inside their 90% intervals (73% without
+    it when written); the stored discrepancy is what this run estimates."""
+    out = tmp_path / "disc.json"
+    doc = main(["validate", "--json", "--out", str(out)])
+    assert json.loads(capsys.readouterr().out)["overall"] == doc["overall"]
+    rows = doc["rows"]
+    assert len(rows) == 66 and {r["table"] for r in rows} >= {"op_times", "public_ops", "public_sdpa_decode"}
+    gaps = [r for r in rows if r["role"] == "scope_gap"]  # kernel-only durations of short adds: reported apart
+    assert len(gaps) == 6 and doc["summary"]["outside scope"]["n"] == 6 and doc["overall"]["n"] == 60
+    for r in rows:  # inside means the measured range meets the interval
+        assert r["lo"] < r["predicted"] < r["hi"]
+        assert r["inside"] == (r["lo"] <= r["measured_hi"] and r["measured_lo"] <= r["hi"])
+        assert r["hi"] / r["lo"] >= r["hi0"] / r["lo0"] - 1e-9
+    assert 0.85 <= doc["overall"]["coverage"] <= 0.95 and doc["overall"]["coverage"] > doc["overall"]["coverage0"]
+    assert doc["summary"]["public rows"]["coverage"] >= 0.75
+    mape = np.mean([abs(r["predicted"] / r["target"] - 1) for r in rows if r["role"] != "scope_gap"])
+    assert doc["overall"]["mape"] == pytest.approx(mape)
+    stored, fresh = load_discrepancy(), load_discrepancy(out)
+    assert stored.tau_extrap == pytest.approx(fresh.tau_extrap, abs=1e-3)
+    assert stored.tau_class == pytest.approx(fresh.tau_class, abs=1e-3)
+    assert math.isfinite(fresh.tau_pooled)
+
+
+def test_validate_cli_rejects_bad_steps(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["validate", "--steps", "0"])
+    assert e.value.code == 2 and "steps=0 must be >= 1" in capsys.readouterr().err
+
+
+def test_matmul_kinds_are_priced_by_their_own_model():
+    """A 2D-multicast spec is bounded below by its FLOPs at the fidelity's peak on its cores and by
+    its bytes at peak DRAM bandwidth; kinds the model does not price raise."""
+    from costmodel.blackhole.opspecs import MatmulSpec
+    from costmodel.blackhole.program_config import DRAM_SHARDED, MCAST_2D, MatmulProgramConfig
+
+    cal = fit.load_calibration()
+    M, K, N = 3200, 1536, 6144
+    pc = MatmulProgramConfig(4.0, 18.0, 10.0, kind=MCAST_2D, out_subblock_w=6, fuse_batch=False)
+    pc.validate("mm", HW, M=M, K=K, N=N, weight_dtype="bfp8", fp32_dest_acc=False)  # as the report ran it
+    t = float(MatmulSpec(M, K, N, pc, "bfp8").us(HW, cal.params))
+    cores = math.ceil(M / 32 / 10) * math.ceil(N / 32 / 18)
+    flops_us = 2 * M * K * N / (cores * HW.matmul_flops_per_cycle_per_core / 2 * HW.clock_hz) * 1e6  # HiFi2
+    bytes_us = (K * N * 1088 / 1024 + 2 * M * K + 2 * M * N) / HW.dram_peak_bytes_per_s * 1e6
+    assert t > max(flops_us, bytes_us) and t < 3 * max(flops_us, bytes_us)
+    with pytest.raises(ValueError, match="kind='dram_sharded' is not modelled"):
+        MatmulSpec(64, K, N, MatmulProgramConfig(2.0, 2.0, 2.0, kind=DRAM_SHARDED), "bfp8").us(HW, cal.params)
