@@ -157,12 +157,15 @@ def attend_chunks(q_m: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, add: jnp.nda
 
         def chunk(state, j):
             kc, vc = (lax.dynamic_slice_in_dim(a, j * C, C)[None] for a in (kh, vh))  # [1, C, H]
-            s = scores(qh[None], kc, kv_layout="KSH")  # [1, M, C]
             if add is not None:
                 a = lax.dynamic_slice_in_dim(add, j * C, C)
-                # An excluded key is excluded whatever its score (a NaN in a row >= S must not leak,
-                # as in the reference's where); a finite additive bias (the device's -1e9) adds.
-                s = jnp.where(a == MASK_VALUE, MASK_VALUE, s + a)
+                # An excluded key is excluded whatever it holds (a NaN in a row >= S must not leak,
+                # as in the reference's where): its key row is zeroed, so its score is exactly
+                # MASK_VALUE. On the [C, H] keys, not the [M, C] scores: shared by every query row.
+                kc = jnp.where((a == MASK_VALUE)[None, :, None], 0.0, kc)
+            s = scores(qh[None], kc, kv_layout="KSH")  # [1, M, C]
+            if add is not None:
+                s = s + a  # a finite additive bias (the device's -1e9) adds
             return fold(state, s, vc, kv_layout="KSH"), None
 
         init = init_partial((1, qh.shape[0]), H)
