@@ -54,6 +54,7 @@ from costmodel.blackhole.roofline import measured_step_ms
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import TILE, Blackhole, blackhole
 from jaxref.config import ExpertConfig
+from jaxref.validation import check_choice
 
 OPTIONS: dict[str, tuple[str, ...]] = {
     "kv_cache": ("bf16", "bfp8"),
@@ -78,8 +79,7 @@ def check_plan(plan: dict[str, str]) -> None:
     if set(plan) != set(OPTIONS):
         raise ValueError(f"plan options {sorted(set(plan) ^ set(OPTIONS))} missing or unknown; expected {sorted(OPTIONS)}")
     for k, v in plan.items():
-        if v not in OPTIONS[k]:
-            raise ValueError(f"plan {k}={v!r} unknown; expected one of {list(OPTIONS[k])}")
+        check_choice(f"plan {k}", v, OPTIONS[k])
 
 
 def searched_matmul_configs(hw: Blackhole, fit: FitParams, cfg: ExpertConfig, *, weight_dtype: str

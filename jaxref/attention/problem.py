@@ -14,6 +14,8 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
+from jaxref.validation import check_choice
+
 KV_LAYOUTS = ("SKH", "KSH")
 
 
@@ -64,8 +66,7 @@ class AttentionProblem:
 
         Raises ValueError naming the offending argument, the value and what was expected.
         """
-        if kv_layout not in KV_LAYOUTS:
-            raise ValueError(f"kv_layout={kv_layout!r} unknown; expected one of {KV_LAYOUTS}")
+        check_choice("kv_layout", kv_layout, KV_LAYOUTS)
         want = "[S, K, H]" if kv_layout == "SKH" else "[K, S, H]"
         for name, x, shape in (("q", q, "[T, N, H]"), ("k", k, want), ("v", v, want)):
             if x.ndim != 3:

@@ -33,6 +33,7 @@ from jaxref.attention.sweep import (
     run_sweep,
     user_bias_mask,
 )
+from jaxref.validation import check_choice
 
 
 @functools.lru_cache(maxsize=256)
@@ -65,8 +66,7 @@ class SplitKV:
         TileConfig(self.tile, self.q_block)  # validates tile / q_block
         reduce_plan(self.num_cubes, self.pes_per_cube, kind=self.reduce, cube_mesh=self.cube_mesh)  # validates
         check_positive("capacity", self.capacity, allow_none=True)
-        if self.placement not in LAYOUTS:  # (named 'layout' in KVPlacement)
-            raise ValueError(f"placement={self.placement!r} unknown; expected one of {LAYOUTS} (KV layout)")
+        check_choice("placement", self.placement, LAYOUTS)  # (named 'layout' in KVPlacement)
         self.kv_placement(1 if self.capacity is None else self.capacity)  # validates the rotations
 
     @property
