@@ -50,8 +50,8 @@ class Axis:
         """The ``radius`` legal values just below and just above the relaxed value ``x``."""
         i = bisect.bisect_left(self.values, x * (1 - 1e-6))  # first value >= x
         exact = i < len(self.values) and abs(self.values[i] - x) <= 1e-6 * x
-        lo = max(0, i - radius)
-        hi = min(len(self.values), i + radius + (1 if exact else 0))
+        lo = max(0, i - radius + (1 if exact else 0))  # an exact hit counts as its own below / above
+        hi = min(len(self.values), i + radius)
         return list(self.values[lo:hi]) or [self.values[min(i, len(self.values) - 1)]]
 
 
