@@ -1,0 +1,65 @@
+"""The simulation's reading of the hardware spec: every rate it uses, in bytes / elements per
+microsecond, taken from ``costmodel.hardware.AHBM`` fields only (the one thing it shares with the
+analytic model besides ``jaxref.attention``'s plans)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from costmodel.hardware import AHBM
+
+US_PER_S = 1e6
+
+
+def _f(x) -> float:
+    return float(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class SimRates:
+    """Rates and latencies of one AHBM spec, in microseconds (times) and per-microsecond rates."""
+
+    pseudo_channels: int  # per PE
+    channel_bytes_per_us: float  # one pseudo-channel, efficiency applied, capped at controller / n
+    dma_latency_us: float  # PE-local DMA: data usable this long after its transfer
+    gemm_sub_us: float  # one engine tile (TILE_M x TILE_K x TILE_N), whatever its fill
+    gemm_tile: tuple[int, int, int]  # (M, K, N) of the composite's engine tile
+    math_elems_per_us: float
+    ipcq_bytes_per_us: float  # PE -> PE inside a CUBE
+    noc_bytes_per_us: float  # one CUBE-NOC link, one direction
+    noc_transaction_us: float  # per message on the CUBE NOC
+    noc_hop_us: float  # per CUBE-NOC hop
+    run_ahead: int  # B-operand sub-tiles a composite's DMA stream may have in flight / buffered
+    ring_in_tcm: bool  # ring K / V blocks held in TCM (no HBM staging) or staged in HBM
+    ring_buffers: int  # KV block buffers per CUBE in the ring (2 = ping-pong)
+    issue_us: dict  # CPU issue cost per op kind
+    mesh: tuple[int, int]  # CUBE mesh of the SIP (rows, cols)
+    pes_per_cube: int
+    tcm_bytes: float
+
+    @classmethod
+    def of(cls, hw: AHBM) -> SimRates:
+        n = int(hw.pseudo_channels_per_pe)
+        ch = min(_f(hw.pseudo_channel_bytes_per_s), _f(hw.pe_controller_bytes_per_s) / n) * _f(hw.hbm_efficiency)
+        tm, tk, tn = int(hw.gemm_tile_m), int(hw.gemm_tile_k), int(hw.gemm_tile_n)
+        flops_per_us = _f(hw.gemm_flops_per_cycle_per_pe) * _f(hw.pe_clock_hz) / US_PER_S
+        c = _f(hw.cpu_issue_s) * US_PER_S
+        return cls(
+            pseudo_channels=n,
+            channel_bytes_per_us=ch / US_PER_S,
+            dma_latency_us=_f(hw.dma_local_latency_s) * US_PER_S,
+            gemm_sub_us=2.0 * tm * tk * tn / flops_per_us,
+            gemm_tile=(tm, tk, tn),
+            math_elems_per_us=_f(hw.math_elems_per_cycle_per_pe) * _f(hw.pe_clock_hz) / US_PER_S,
+            ipcq_bytes_per_us=_f(hw.ipcq_bytes_per_s) / US_PER_S,
+            noc_bytes_per_us=_f(getattr(hw, "cube_noc_bytes_per_s", hw.ucie_bytes_per_s)) / US_PER_S,
+            noc_transaction_us=_f(getattr(hw, "cube_noc_transaction_s", hw.ucie_transaction_s)) * US_PER_S,
+            noc_hop_us=_f(hw.cube_hop_latency_s) * US_PER_S,
+            run_ahead=int(getattr(hw, "composite_run_ahead", 4)),
+            ring_in_tcm=bool(getattr(hw, "ring_blocks_in_tcm", False)),
+            ring_buffers=int(getattr(hw, "ring_buffers", 2)),
+            issue_us={k: c for k in ("composite", "ex_composite", "primitive", "send", "recv")},
+            mesh=(int(hw.mesh_y), int(hw.mesh_x)),
+            pes_per_cube=int(hw.pes_per_cube),
+            tcm_bytes=_f(hw.tcm_bytes_per_pe),
+        )

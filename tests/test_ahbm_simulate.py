@@ -1,0 +1,205 @@
+"""The AHBM event simulation (``costmodel.ahbm.sim``): independence from the analytic model, its
+engines against SimPy's own resources, its aggregation against full simulation, and its results
+against hand-counted rooflines, byte counts and link loads from the geometry and the spec."""
+
+import ast
+import dataclasses
+import math
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costmodel.ahbm import cli
+from costmodel.ahbm.config import AhbmConfig
+from costmodel.ahbm.sim import simulate
+from costmodel.ahbm.sim.engines import FifoServer
+from costmodel.ahbm.sim.rates import SimRates
+from costmodel.ahbm.sim.tile_loop import run_visit
+from costmodel.ahbm.sim.visits import EXACT_TILES, VisitCache
+from costmodel.hardware import ahbm_sip
+
+HW = ahbm_sip()
+SIM_DIR = pathlib.Path(__file__).resolve().parents[1] / "costmodel" / "ahbm" / "sim"
+MODEL_MODULES = {"costmodel.ahbm.model", "costmodel.ahbm.cases", "costmodel.ahbm.counts", "costmodel.ahbm.pipeline",
+                 "costmodel.ahbm.config", "costmodel.ahbm.tune", "costmodel.ahbm.sensitivity", "costmodel.ahbm.cli"}
+
+
+# ---- independence ----------------------------------------------------------------------------------
+def _imports(path: pathlib.Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names.add(node.module or "")
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def test_simulation_imports_nothing_from_the_model():
+    files = sorted(SIM_DIR.glob("*.py"))
+    assert len(files) >= 5
+    for f in files:
+        for name in _imports(f):
+            assert name.startswith(("costmodel.ahbm.sim", "costmodel.hardware", "jaxref.attention", "simpy")) \
+                or not name.startswith(("costmodel", "jaxref", "experiments")), (f.name, name)
+    # and at run time: importing the simulation loads none of the model's modules
+    code = ("import sys, costmodel.ahbm.sim, costmodel.ahbm.simulate; "
+            "print(sorted(m for m in sys.modules if m.startswith('costmodel.ahbm')))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120,
+                         cwd=SIM_DIR.parents[2]).stdout
+    loaded = set(eval(out))  # noqa: S307 - our own printed list
+    assert loaded & MODEL_MODULES == set(), loaded
+
+
+# ---- engines ----------------------------------------------------------------------------------------
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 5), st.floats(0.01, 3)), min_size=1, max_size=25))
+def test_fifo_server_books_exactly_like_a_simpy_resource(stream):
+    """Requests (arrival, service): grant / release times of a FIFO simpy.Resource(1)."""
+    def run(use_resource):
+        env = simpy.Environment()
+        res, srv, ends = simpy.Resource(env, 1), FifoServer(env), {}
+
+        def customer(i, arrive, service):
+            yield env.timeout(arrive)
+            if use_resource:
+                with res.request() as r:
+                    yield r
+                    yield env.timeout(service)
+            else:
+                yield env.timeout(srv.reserve(service) - env.now)
+            ends[i] = env.now
+
+        for i, (a, s) in enumerate(stream):
+            env.process(customer(i, a, s))
+        env.run()
+        return ends
+
+    a, b = run(True), run(False)
+    assert a.keys() == b.keys()
+    for i in a:
+        assert b[i] == pytest.approx(a[i], abs=1e-9)
+
+
+# ---- aggregation ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("pipeline", ["opt1", "opt2", "opt3"])
+@pytest.mark.parametrize("rows,keys,tail", [(8, 64, (17,)), (8, 128, ()), (64, 64, (64,))])
+def test_periodic_extension_equals_the_full_simulation(pipeline, rows, keys, tail):
+    rates = SimRates.of(dataclasses.replace(HW, cpu_issue_s=7e-9))
+    n = EXACT_TILES + 29  # odd, past the exact range
+    ks = (keys,) * n + tail
+    ms = (False,) * n + (True,) * len(tail)
+    cache = VisitCache(rates, 128, pipeline)
+    got = cache.stats(rows, ks, ms, "flash")
+    assert cache.extrapolated == 1 and cache.simulated_tiles < 20 * n
+    full = run_visit(rates, rows=rows, d=128, keys=ks, masked=ms, pipeline=pipeline, kind="flash")
+    for k in full:
+        assert got[k] == pytest.approx(full[k], rel=1e-9), k
+
+
+# ---- hand-counted oracles ----------------------------------------------------------------------------
+def _engine_tiles(m, kd, n, hw=HW):
+    return math.ceil(m / hw.gemm_tile_m) * math.ceil(kd / hw.gemm_tile_k) * math.ceil(n / hw.gemm_tile_n)
+
+
+@pytest.mark.parametrize("S,tile", [(129, 64), (1000, 128), (3000, 256), (8193, 64)])
+@pytest.mark.parametrize("pipeline", ["opt1", "opt2", "opt3"])
+def test_ragged_decode_moves_real_bytes_and_runs_padded_engine_tiles(S, tile, pipeline):
+    """One PE: K and V bytes are the real S keys (not whole tiles); the GEMM engine runs every
+    engine tile of the real (ragged) tiles, padded; latency is above each resource's roofline."""
+    G, d = 8, 128
+    rates = SimRates.of(HW)
+    tiles = [tile] * (S // tile) + ([S % tile] if S % tile else [])
+    st_ = run_visit(rates, rows=G, d=d, keys=tuple(tiles), masked=(False,) * len(tiles), pipeline=pipeline,
+                    kind="decode")
+    assert st_["hbm_bytes"] == 2 * S * d * 2 + G * d * 2  # K, V and the Q rows
+    gemm_tiles = sum(_engine_tiles(G, d, k) + _engine_tiles(G, k, d) for k in tiles)
+    sub_us = 2 * HW.gemm_tile_m * HW.gemm_tile_k * HW.gemm_tile_n / (HW.gemm_flops_per_cycle_per_pe * HW.pe_clock_hz) * 1e6
+    assert st_["gemm_busy_us"] == pytest.approx(gemm_tiles * sub_us, rel=1e-9)
+    hbm_roof = st_["hbm_bytes"] / (float(HW.pe_controller_bytes_per_s) * float(HW.hbm_efficiency)) * 1e6
+    assert st_["us"] >= max(hbm_roof, st_["gemm_busy_us"], st_["math_busy_us"]) - 1e-9
+    total = simulate(AhbmConfig("decode", S, tile=tile, pipeline=pipeline), HW)
+    assert total["plan_tiles"] == len(tiles)
+    assert total["latency_us"] > st_["us"]  # plus the normalise and store
+
+
+def test_hbm_bound_sweep_streams_at_the_controller_rate():
+    """With fast engines and a deep run-ahead a long sweep runs at the HBM controller's rate: its
+    time tends to bytes / (controller x efficiency) (the only exposed extra is the pipeline fill)."""
+    hw = dataclasses.replace(HW, gemm_flops_per_cycle_per_pe=HW.gemm_flops_per_cycle_per_pe * 1e3,
+                             math_elems_per_cycle_per_pe=HW.math_elems_per_cycle_per_pe * 1e3)
+    rates = dataclasses.replace(SimRates.of(hw), run_ahead=64)
+    S, tile = 1 << 16, 256
+    out = VisitCache(rates, 128, "opt2").stats(8, (tile,) * (S // tile), (False,) * (S // tile), "decode")
+    roof = (2 * S * 128 * 2 + 8 * 128 * 2) / (float(HW.pe_controller_bytes_per_s) * float(HW.hbm_efficiency)) * 1e6
+    assert roof <= out["us"] <= roof * 1.02 + 1.0
+
+
+def test_run_ahead_hides_dma_latency():
+    """Chunks of 4 KiB take 20 ns on the controller but land 77 ns later: with one staging buffer
+    every chunk exposes the latency, with enough buffers the stream is bandwidth-bound."""
+    hw = dataclasses.replace(HW, gemm_flops_per_cycle_per_pe=HW.gemm_flops_per_cycle_per_pe * 1e3,
+                             math_elems_per_cycle_per_pe=HW.math_elems_per_cycle_per_pe * 1e3)
+    keys = (256,) * 40
+    t = {depth: run_visit(dataclasses.replace(SimRates.of(hw), run_ahead=depth), rows=8, d=128, keys=keys,
+                          masked=(False,) * 40, pipeline="opt2", kind="decode")["us"] for depth in (1, 2, 8, 32)}
+    assert t[1] > t[2] > t[8] >= t[32]
+    chunk_bytes = HW.gemm_tile_k * HW.gemm_tile_n * 2
+    n_chunks = 2 * 40 * 256 * 128 * 2 / chunk_bytes
+    per_chunk = chunk_bytes / (float(HW.pe_controller_bytes_per_s) * float(HW.hbm_efficiency)) * 1e6
+    assert t[1] >= n_chunks * (per_chunk + float(HW.dma_local_latency_s) * 1e6)  # no overlap at depth 1
+
+
+def test_all_reduce_contention_on_cube_links():
+    """all_reduce at C = 8, P = 8: in each cross-CUBE round the 8 PEs of a CUBE exchange with the 8
+    PEs of the partner CUBE over the same mesh links, so the busiest link carries at least 8
+    messages' worth per round, and the reduce is slower than the same rounds at P = 1."""
+    base = dict(tile=128, cubes=8, pipeline="opt3", reduce="all_reduce")
+    S = 8 * 8 * 128
+    p8 = simulate(AhbmConfig("decode_sp", S, pes=8, **base), HW)
+    p1 = simulate(AhbmConfig("decode_sp", S, pes=1, **base), HW)
+    G, d = 8, 128
+    o_bytes = G * d * 4
+    xfer = o_bytes / float(HW.ucie_bytes_per_s) * 1e6
+    cross_rounds = 3  # recursive doubling over 8 CUBEs: 3 rounds between CUBEs
+    assert p8["link_busy_us"] >= 8 * cross_rounds * xfer
+    assert p8["reduce_us"] > p1["reduce_us"] + 7 * cross_rounds * xfer * 0.9
+
+
+def test_contiguous_placement_with_spare_capacity_loads_only_frontier_ranks():
+    """Contiguous, capacity 4 S over R = 32 ranks: only the first R / 4 ranks hold keys, each a
+    full block of capacity / R; the critical sweep is that block's, slower than round-robin's."""
+    S = 4096
+    cfg = AhbmConfig("decode_sp", S, tile=64, cubes=4, pes=8, pipeline="opt3")
+    rr = simulate(cfg, HW)
+    ct = simulate(cfg, HW, placement="contiguous", capacity=4 * S)
+    one = simulate(AhbmConfig("decode", 4 * S // 32, tile=64, pipeline="opt3"), HW)
+    assert ct["sweep_us"] == pytest.approx(one["sweep_us"], rel=1e-12)
+    assert ct["sweep_us"] > 3.5 * rr["sweep_us"]
+
+
+def test_prefill_reaches_32k_and_ring_sends_every_block():
+    pre = simulate(AhbmConfig("prefill", 32768, tile=128, pipeline="opt3"), HW)
+    n = 32768 // 128
+    assert pre["plan_tiles"] == n * (n + 1) // 2 and pre["simulated_tiles"] < pre["plan_tiles"] / 20
+    ring = simulate(AhbmConfig("prefill_sp", 4096, tile=64, cubes=8, pes=4, pipeline="opt3"), HW)
+    assert ring["messages"] == 2 * 8 * 7  # K and V, C - 1 hand-offs per CUBE
+    assert ring["latency_us"] >= ring["sweep_us"]
+
+
+def test_refuses_absurd_sizes_quickly():
+    with pytest.raises(ValueError, match="seq_len=99999999999 with tile=128 is too large to simulate"):
+        simulate(AhbmConfig("decode", 99999999999, tile=128), HW)
+    with pytest.raises(ValueError, match="too large to simulate"):
+        simulate(AhbmConfig("prefill", 1 << 20, tile=32), HW)
+
+
+def test_cli_simulate_refuses_absurd_size(capsys):
+    assert cli.main(["eval", "--case", "decode", "--seq-len", "99999999999", "--simulate"]) == 2
+    assert "too large to simulate" in capsys.readouterr().err
