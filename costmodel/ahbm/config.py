@@ -14,7 +14,12 @@ Cases (ADR-0060 section 10), per kv head (the K kv heads run on disjoint CUBE Gr
 
 Knobs: TILE (keys per KV tile; prefill q blocks are TILE rows), C, P, the pipelining option of the
 inner tile (ADR section 5.6: opt1 GEMM-engine bubble, opt3 software pipelining, opt2 ex_composite),
-batch B and context S. TILE, C and P are powers of two (the tuner's log2 relaxation).
+batch B and context S (any positive int: the last tile / q block / ring block is ragged). TILE, C
+and P are powers of two (TILE: the scheduler's 32 / 64 GEMM steps; C: a rectangular sub-mesh of
+the 4x4 SIP with a ring; P: the binomial Level-2 tree). Placement of decode-SP's keys
+(``round_robin`` | ``contiguous`` with a ``capacity`` >= S), the CUBE Group's sub-mesh orientation
+(``wide``: rows <= cols, e.g. 2x4 at C = 8; ``tall``: its transpose, 4x2). Hardware-dependent
+feasibility (TCM, the SIP budget, the commands that exist) is ``model.constraints``.
 """
 
 from __future__ import annotations
@@ -23,10 +28,13 @@ import dataclasses
 import math
 
 from jaxref.attention import AttentionGeometry
+from jaxref.attention.reduce import cube_mesh_shape
 
 CASES = ("decode", "decode_sp", "prefill", "prefill_sp")
 PIPELINES = ("opt1", "opt2", "opt3")
 REDUCES = ("tree", "all_to_all", "all_reduce")
+PLACEMENTS = ("round_robin", "contiguous")
+MESHES = ("wide", "tall")
 # model name -> (geometry, decoder layers)
 MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
 TILE_RANGE = (32, 4096)  # keys per tile: one composite N tile .. a one-shot sweep of a short shard
@@ -58,12 +66,17 @@ class AhbmConfig:
     reduce: str = "tree"
     model: str = "llama3_70b"
     causal_skip: bool = True  # prefill: skip wholly future tiles (False computes them under the mask)
+    placement: str = "round_robin"  # decode_sp key placement: 'round_robin' | 'contiguous'
+    capacity: int | None = None  # max context of the KV buffers (contiguous blocks); None = seq_len
+    cube_mesh: str = "wide"  # CUBE Group sub-mesh: 'wide' (rows <= cols) | 'tall' (its transpose)
 
     def __post_init__(self):
         _need(self.case in CASES, f"case={self.case!r} unknown; expected one of {CASES}")
         _need(self.pipeline in PIPELINES, f"pipeline={self.pipeline!r} unknown; expected one of {PIPELINES}")
         _need(self.reduce in REDUCES, f"reduce={self.reduce!r} unknown; expected one of {REDUCES}")
         _need(self.model in MODELS, f"model={self.model!r} unknown; expected one of {tuple(MODELS)}")
+        _need(self.placement in PLACEMENTS, f"placement={self.placement!r} unknown; expected one of {PLACEMENTS}")
+        _need(self.cube_mesh in MESHES, f"cube_mesh={self.cube_mesh!r} unknown; expected one of {MESHES}")
         for name in ("seq_len", "batch"):
             v = getattr(self, name)
             _need(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
@@ -72,6 +85,11 @@ class AhbmConfig:
         _need(is_pow2(self.cubes) and self.cubes <= CUBES_MAX,
               f"cubes={self.cubes!r} must be a power of two <= {CUBES_MAX} (a CUBE Group stays in one SIP)")
         _need(is_pow2(self.pes) and self.pes <= PES_MAX, f"pes={self.pes!r} must be a power of two <= {PES_MAX}")
+        if self.capacity is not None:
+            _need(isinstance(self.capacity, int) and not isinstance(self.capacity, bool)
+                  and self.capacity >= self.seq_len,
+                  f"capacity={self.capacity!r} must be an int >= seq_len={self.seq_len} (the KV buffers hold "
+                  "the context)")
         G = self.geometry.group
         if self.case in ("decode", "prefill"):
             _need(self.cubes == 1 and self.pes == 1,
@@ -79,12 +97,7 @@ class AhbmConfig:
         if self.case == "prefill_sp":
             _need(self.cubes == G, f"cubes={self.cubes} must equal the group size G={G}: the ring is "
                                    "head-parallel with one q head per CUBE (C = G)")
-            _need(self.seq_len % (G * self.tile_eff) == 0,
-                  f"seq_len={self.seq_len} must be a multiple of C * TILE = {G * self.tile_eff} (whole "
-                  "tiles in every ring block)")
-        if self.case == "prefill":
-            _need(self.seq_len % self.tile_eff == 0,
-                  f"seq_len={self.seq_len} must be a multiple of tile={self.tile_eff} (whole q blocks)")
+            _need(self.seq_len >= G, f"seq_len={self.seq_len} must be >= C = G = {G} (one key per ring block)")
 
     @property
     def geometry(self) -> AttentionGeometry:
@@ -93,6 +106,17 @@ class AhbmConfig:
     @property
     def layers(self) -> int:
         return MODELS[self.model][1]
+
+    @property
+    def kv_capacity(self) -> int:
+        """Keys the KV buffers are sized for (``capacity``, default S)."""
+        return self.seq_len if self.capacity is None else self.capacity
+
+    @property
+    def mesh_shape(self) -> tuple[int, int]:
+        """(rows, cols) of the CUBE Group's sub-mesh in the SIP (``jaxref.attention.reduce_plan``'s)."""
+        rows, cols = cube_mesh_shape(self.cubes)
+        return (rows, cols) if self.cube_mesh == "wide" else (cols, rows)
 
     @property
     def ranks(self) -> int:
@@ -104,7 +128,8 @@ class AhbmConfig:
         """Effective tile: TILE capped at the keys one lane holds (a one-shot sweep beyond that),
         the cap the schedules apply (``min(tile, buffer_len)``)."""
         if self.case == "decode_sp":
-            lane = -(-self.seq_len // self.ranks)
+            lane = min(self.seq_len, -(-self.kv_capacity // self.ranks)) if self.placement == "contiguous" \
+                else -(-self.seq_len // self.ranks)
         elif self.case == "prefill_sp":
             lane = -(-self.seq_len // self.cubes)
         else:
