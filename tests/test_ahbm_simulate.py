@@ -24,6 +24,7 @@ from costmodel.ahbm.sim.visits import EXACT_TILES, VisitCache
 from costmodel.hardware import ahbm_sip
 
 HW = ahbm_sip()
+OPT2 = ("composite", "ex_composite")
 SIM_DIR = pathlib.Path(__file__).resolve().parents[1] / "costmodel" / "ahbm" / "sim"
 MODEL_MODULES = {"costmodel.ahbm.model", "costmodel.ahbm.cases", "costmodel.ahbm.counts", "costmodel.ahbm.pipeline",
                  "costmodel.ahbm.config", "costmodel.ahbm.tune", "costmodel.ahbm.sensitivity", "costmodel.ahbm.cli"}
@@ -91,7 +92,7 @@ def test_fifo_server_books_exactly_like_a_simpy_resource(stream):
 @pytest.mark.parametrize("pipeline", ["opt1", "opt2", "opt3"])
 @pytest.mark.parametrize("rows,keys,tail", [(8, 64, (17,)), (8, 128, ()), (64, 64, (64,))])
 def test_periodic_extension_equals_the_full_simulation(pipeline, rows, keys, tail):
-    rates = SimRates.of(dataclasses.replace(HW, cpu_issue_s=7e-9))
+    rates = SimRates.of(dataclasses.replace(HW, cpu_issue_s=7e-9, cpu_issue_composite_s=30e-9, commands=OPT2))
     n = EXACT_TILES + 29  # odd, past the exact range
     ks = (keys,) * n + tail
     ms = (False,) * n + (True,) * len(tail)
@@ -114,7 +115,7 @@ def test_ragged_decode_moves_real_bytes_and_runs_padded_engine_tiles(S, tile, pi
     """One PE: K and V bytes are the real S keys (not whole tiles); the GEMM engine runs every
     engine tile of the real (ragged) tiles, padded; latency is above each resource's roofline."""
     G, d = 8, 128
-    rates = SimRates.of(HW)
+    rates = SimRates.of(dataclasses.replace(HW, commands=OPT2))
     tiles = [tile] * (S // tile) + ([S % tile] if S % tile else [])
     st_ = run_visit(rates, rows=G, d=d, keys=tuple(tiles), masked=(False,) * len(tiles), pipeline=pipeline,
                     kind="decode")
@@ -124,7 +125,7 @@ def test_ragged_decode_moves_real_bytes_and_runs_padded_engine_tiles(S, tile, pi
     assert st_["gemm_busy_us"] == pytest.approx(gemm_tiles * sub_us, rel=1e-9)
     hbm_roof = st_["hbm_bytes"] / (float(HW.pe_controller_bytes_per_s) * float(HW.hbm_efficiency)) * 1e6
     assert st_["us"] >= max(hbm_roof, st_["gemm_busy_us"], st_["math_busy_us"]) - 1e-9
-    total = simulate(AhbmConfig("decode", S, tile=tile, pipeline=pipeline), HW)
+    total = simulate(AhbmConfig("decode", S, tile=tile, pipeline=pipeline), dataclasses.replace(HW, commands=OPT2))
     assert total["plan_tiles"] == len(tiles)
     assert total["latency_us"] > st_["us"]  # plus the normalise and store
 
@@ -133,7 +134,8 @@ def test_hbm_bound_sweep_streams_at_the_controller_rate():
     """With fast engines and a deep run-ahead a long sweep runs at the HBM controller's rate: its
     time tends to bytes / (controller x efficiency) (the only exposed extra is the pipeline fill)."""
     hw = dataclasses.replace(HW, gemm_flops_per_cycle_per_pe=HW.gemm_flops_per_cycle_per_pe * 1e3,
-                             math_elems_per_cycle_per_pe=HW.math_elems_per_cycle_per_pe * 1e3)
+                             math_elems_per_cycle_per_pe=HW.math_elems_per_cycle_per_pe * 1e3,
+                             tcm_bytes_per_s=HW.tcm_bytes_per_s * 1e3, commands=OPT2)
     rates = dataclasses.replace(SimRates.of(hw), run_ahead=64)
     S, tile = 1 << 16, 256
     out = VisitCache(rates, 128, "opt2").stats(8, (tile,) * (S // tile), (False,) * (S // tile), "decode")
@@ -142,34 +144,39 @@ def test_hbm_bound_sweep_streams_at_the_controller_rate():
 
 
 def test_run_ahead_hides_dma_latency():
-    """Chunks of 4 KiB take 20 ns on the controller but land 77 ns later: with one staging buffer
-    every chunk exposes the latency, with enough buffers the stream is bandwidth-bound."""
+    """Sub-tiles of 8 / 16 KiB take 40 / 80 ns on the controller but land 77 ns later: with one
+    operand buffer a composite exposes the latency on every sub-tile, with more it streams."""
     hw = dataclasses.replace(HW, gemm_flops_per_cycle_per_pe=HW.gemm_flops_per_cycle_per_pe * 1e3,
                              math_elems_per_cycle_per_pe=HW.math_elems_per_cycle_per_pe * 1e3)
-    keys = (256,) * 40
-    t = {depth: run_visit(dataclasses.replace(SimRates.of(hw), run_ahead=depth), rows=8, d=128, keys=keys,
-                          masked=(False,) * 40, pipeline="opt2", kind="decode")["us"] for depth in (1, 2, 8, 32)}
+    n, tile = 40, 256
+    t = {depth: run_visit(dataclasses.replace(SimRates.of(hw), run_ahead=depth), rows=8, d=128, keys=(tile,) * n,
+                          masked=(False,) * n, pipeline="opt1", kind="decode")["us"] for depth in (1, 2, 8, 32)}
     assert t[1] > t[2] > t[8] >= t[32]
-    chunk_bytes = HW.gemm_tile_k * HW.gemm_tile_n * 2
-    n_chunks = 2 * 40 * 256 * 128 * 2 / chunk_bytes
-    per_chunk = chunk_bytes / (float(HW.pe_controller_bytes_per_s) * float(HW.hbm_efficiency)) * 1e6
-    assert t[1] >= n_chunks * (per_chunk + float(HW.dma_local_latency_s) * 1e6)  # no overlap at depth 1
+    bw = float(HW.pe_controller_bytes_per_s) * float(HW.hbm_efficiency) / 1e6  # B/us
+    lat = float(HW.dma_local_latency_s) * 1e6
+    qk_sub, pv_sub = tile // HW.gemm_tile_n, tile // HW.gemm_tile_k  # sub-tiles per composite
+    serial = n * (qk_sub * (HW.gemm_tile_n * 128 * 2 / bw + lat) + pv_sub * (HW.gemm_tile_k * 128 * 2 / bw + lat))
+    assert t[1] >= serial  # depth 1: no overlap of a sub-tile's DMA with the previous one
+    assert t[32] < 0.6 * serial
 
 
 def test_all_reduce_contention_on_cube_links():
-    """all_reduce at C = 8, P = 8: in each cross-CUBE round the 8 PEs of a CUBE exchange with the 8
-    PEs of the partner CUBE over the same mesh links, so the busiest link carries at least 8
-    messages' worth per round, and the reduce is slower than the same rounds at P = 1."""
+    """all_reduce at C = 8 (2 x 4 sub-mesh), P = 8: recursive doubling pairs rank r with r ^ 16 in
+    one round, i.e. CUBE c with c ^ 2, two hops along a row; CUBEs 0 -> 2 and 1 -> 3 both cross the
+    link (0, 1) -> (0, 2), each with its 8 PEs' (O, m, l): that link carries 16 partials in one
+    round, the busiest of the reduce. The CUBE's shared injection port serialises its 8 PEs'
+    messages in every cross-CUBE round, so the reduce is slower than the same rounds at P = 1."""
     base = dict(tile=128, cubes=8, pipeline="opt3", reduce="all_reduce")
     S = 8 * 8 * 128
     p8 = simulate(AhbmConfig("decode_sp", S, pes=8, **base), HW)
     p1 = simulate(AhbmConfig("decode_sp", S, pes=1, **base), HW)
     G, d = 8, 128
-    o_bytes = G * d * 4
-    xfer = o_bytes / float(HW.ucie_bytes_per_s) * 1e6
-    cross_rounds = 3  # recursive doubling over 8 CUBEs: 3 rounds between CUBEs
-    assert p8["link_busy_us"] >= 8 * cross_rounds * xfer
-    assert p8["reduce_us"] > p1["reduce_us"] + 7 * cross_rounds * xfer * 0.9
+    partial = G * d * 4 + 2 * G * 4  # O, m, l in fp32
+    bw = float(HW.cube_noc_bytes_per_s) / 1e6  # B/us
+    assert p8["link_busy_us"] == pytest.approx(16 * partial / bw, rel=1e-9)
+    assert p1["link_busy_us"] == pytest.approx(2 * partial / bw, rel=1e-9)
+    cross_rounds = 3  # 8 CUBEs: partners c ^ 1, c ^ 2, c ^ 4
+    assert p8["reduce_us"] - p1["reduce_us"] >= cross_rounds * 7 * partial / bw
 
 
 def test_contiguous_placement_with_spare_capacity_loads_only_frontier_ranks():
@@ -178,8 +185,8 @@ def test_contiguous_placement_with_spare_capacity_loads_only_frontier_ranks():
     S = 4096
     cfg = AhbmConfig("decode_sp", S, tile=64, cubes=4, pes=8, pipeline="opt3")
     rr = simulate(cfg, HW)
-    ct = simulate(cfg, HW, placement="contiguous", capacity=4 * S)
-    one = simulate(AhbmConfig("decode", 4 * S // 32, tile=64, pipeline="opt3"), HW)
+    ct = simulate(cfg.replace(placement="contiguous", capacity=4 * S), HW)
+    one = simulate(AhbmConfig("decode_sp", 4 * S // 32, tile=64, pipeline="opt3"), HW)  # R = 1
     assert ct["sweep_us"] == pytest.approx(one["sweep_us"], rel=1e-12)
     assert ct["sweep_us"] > 3.5 * rr["sweep_us"]
 
@@ -189,7 +196,7 @@ def test_prefill_reaches_32k_and_ring_sends_every_block():
     n = 32768 // 128
     assert pre["plan_tiles"] == n * (n + 1) // 2 and pre["simulated_tiles"] < pre["plan_tiles"] / 20
     ring = simulate(AhbmConfig("prefill_sp", 4096, tile=64, cubes=8, pes=4, pipeline="opt3"), HW)
-    assert ring["messages"] == 2 * 8 * 7  # K and V, C - 1 hand-offs per CUBE
+    assert ring["messages"] == 8 * 7  # K and V in one message, C - 1 hand-offs per CUBE
     assert ring["latency_us"] >= ring["sweep_us"]
 
 

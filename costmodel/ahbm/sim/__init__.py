@@ -22,11 +22,11 @@ from costmodel.hardware import AHBM
 MAX_PLAN_CELLS = 1 << 23  # a plan of 8M (lane, q block, tile) cells takes ~1 GB in jaxref's tuples
 
 
-def simulate(cfg, hw: AHBM, *, placement: str | None = None, capacity: int | None = None) -> dict:
-    """Event-simulated latency of one attention layer of ``cfg`` (an ``AhbmConfig``) on ``hw``.
+def simulate(cfg, hw: AHBM) -> dict:
+    """Event-simulated latency of one attention layer of ``cfg`` (an ``AhbmConfig``: case, S, B,
+    TILE, C, P, pipelining, reduce, placement / capacity, sub-mesh orientation) on ``hw``.
 
-    placement / capacity: the decode-SP KV layout ('round_robin' | 'contiguous') and the slots it
-    is laid out for (default: the config's, else round-robin over S). Returns {'latency_us',
+    Returns {'latency_us',
     'sweep_us', 'simulated_tiles' (tiles the simulation ran), 'plan_tiles' (tiles the plan
     computes), ...}. Raises ValueError when the plan would not fit in memory.
     """
@@ -36,10 +36,8 @@ def simulate(cfg, hw: AHBM, *, placement: str | None = None, capacity: int | Non
                          f"plans {cells} (lane, q block, tile) cells, more than {MAX_PLAN_CELLS}; use a larger tile "
                          "or a smaller seq_len (the analytic model has no such limit)")
     rates = SimRates.of(hw)
-    placement = placement or getattr(cfg, "placement", "round_robin")
-    capacity = capacity if capacity is not None else getattr(cfg, "capacity", None)
     if cfg.case in ("decode", "decode_sp"):
-        return decode(cfg, rates, placement=placement, capacity=capacity)
+        return decode(cfg, rates)
     if cfg.case == "prefill":
         return prefill(cfg, rates)
     if cfg.case == "prefill_sp":

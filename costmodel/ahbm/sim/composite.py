@@ -1,105 +1,93 @@
-"""The composite GEMM command as the PE scheduler streams it: DMA -> GEMM -> write per sub-tile.
+"""The composite GEMM command as the PE scheduler streams it: DMA -> GEMM -> write-back per sub-tile.
 
 A composite computes out [M, N] = A [M, Kd] . B [Kd, N] with A resident in TCM (the M-folded Q
-rows, or the probabilities P) and B a ``tl.ref`` operand (a K^T or V tile) the scheduler streams
-in engine-tile chunks of TILE_K x TILE_N (ADR-0060 section 1, section B items 4-5):
+rows, or the probabilities P) and B a ``tl.ref`` operand (a K or V tile) streamed in sub-tiles of
+keys (``AHBM.composite_runahead_subtiles``; ADR-0060 section 1, section B items 4-5):
 
-* DMA stage (one per PE, ``Scheduler``): takes composites in issue order and, chunk after chunk
-  (N blocks outer, K chunks inner), books each chunk's transfer on the PE's pseudo-channels; a
-  chunk first takes one of ``run_ahead`` staging buffers, so the stream runs at most that many
-  chunks ahead of the GEMMs that consume them.
-* GEMM stage (one process per composite): as each chunk's data lands, the GEMM engine runs the
-  ceil(M / TILE_M) engine tiles that share it back to back (one B chunk serves every M tile: the
-  GQA reuse of section B item 4), then frees the chunk's buffer. Engine tiles cost a full
-  TILE_M x TILE_K x TILE_N product whatever their fill (ragged M, K or N pad to the engine tile).
-* Write stage: once an N block's last K chunk is multiplied its output tiles are written to TCM;
-  with a ``scale`` epilogue (Q.K^T) the MATH engine applies it to the real elements written.
+* Q.K^T (``kind='qk'``): a sub-tile is TILE_N keys (the N step of the scheduler's tile plan) of
+  all d: DMA of keys x d x 2 B, the GEMM's engine tiles for N = those keys, the scale epilogue on
+  MATH over the rows x keys scores and their write-back into TCM (rows x keys x 4 B, fp32).
+* P.V (``kind='pv'``): a sub-tile is TILE_K keys (the K step): DMA of keys x d x 2 B, the engine
+  tiles for K = those keys, accumulated in the engine; one write-back of rows x d x 4 B at the end.
 
-A composite's GEMM stage may also wait for A (``a_ready``: Q loaded, P computed) and for its
-output buffer (``out_free``: the double-buffered S of software pipelining).
+Stages: the DMA of sub-tile i starts once sub-tile i - depth's GEMM ended (the composite's own
+``depth`` operand buffers) and queues FIFO on the PE's pseudo-channels with every other transfer
+of the PE; its data lands the DMA latency after its transfer (from TCM instead: a read on the TCM
+port, no latency). The GEMM engine (FIFO, shared by every composite of the PE) runs a sub-tile's
+engine tiles back to back once its data has landed; an engine tile costs a full TILE_M x TILE_K x
+TILE_N product whatever its fill (ragged M, K or N pad to the engine tile), and one B sub-tile
+serves every M tile (the GQA reuse of section B item 4). A composite starts (both stages) once
+its output buffer is free (``out_free``: the scheduler dispatches a command when its destination
+is; this bounds how far opt2's issue runs ahead), and its GEMM stage also waits for A
+(``a_ready``: Q loaded, P computed). ``done`` fires when its last write-back ends.
 """
 
 from __future__ import annotations
 
 import math
 
-import simpy
-
 from costmodel.ahbm.sim.engines import PE
 
 BF16_BYTES = 2  # storage of q / k / v / O and P (ADR-0060 section 0.5.2: bf16)
+FP32_BYTES = 4  # GEMM outputs and the (m, l, O) accumulators
 
 
-def chunks(kd: int, n: int, tile_k: int, tile_n: int) -> list[tuple[int, int, bool]]:
-    """B [kd, n] in engine-tile chunks, N blocks outer: (real bytes, real columns, last K chunk)."""
-    out = []
-    for nb in range(math.ceil(n / tile_n)):
-        cols = min(tile_n, n - nb * tile_n)
-        nk = math.ceil(kd / tile_k)
-        for kb in range(nk):
-            out.append((min(tile_k, kd - kb * tile_k) * cols * BF16_BYTES, cols, kb == nk - 1))
-    return out
+def subtiles(keys: int, step: int) -> list[int]:
+    """Keys per sub-tile of a ``keys``-key operand streamed ``step`` keys at a time (last ragged)."""
+    return [min(step, keys - i) for i in range(0, keys, step)]
 
 
 class Composite:
-    """One composite GEMM command (see module docstring). ``done`` fires when its output is written."""
+    """One composite GEMM over a ``keys``-key K or V tile for ``rows`` M-folded query rows."""
 
-    def __init__(self, pe: PE, m: int, kd: int, n: int, *, b_in_hbm: bool = True, scale_epilogue: bool = False,
+    def __init__(self, pe: PE, kind: str, rows: int, keys: int, d: int, *, b_in_tcm: bool = False,
                  a_ready: tuple = (), out_free: tuple = ()):
+        if kind not in ("qk", "pv"):
+            raise ValueError(f"kind={kind!r} unknown; expected 'qk' or 'pv'")
         tm, tk, tn = pe.rates.gemm_tile
-        self.pe, self.m = pe, m
-        self.chunks = chunks(kd, n, tk, tn)
-        self.m_tiles = math.ceil(m / tm)
-        self.b_in_hbm, self.scale_epilogue = b_in_hbm, scale_epilogue
-        self.a_ready, self.out_free = a_ready, out_free
+        self.pe, self.kind, self.rows, self.d = pe, kind, rows, d
+        self.subs = subtiles(keys, tn if kind == "qk" else tk)
+        m_tiles = math.ceil(rows / tm)
+        if kind == "qk":  # M = rows, K = d, N = the sub-tile's keys
+            self.engine_tiles = [m_tiles * math.ceil(d / tk) * math.ceil(k / tn) for k in self.subs]
+        else:  # M = rows, K = the sub-tile's keys, N = d
+            self.engine_tiles = [m_tiles * math.ceil(k / tk) * math.ceil(d / tn) for k in self.subs]
+        self.b_in_tcm, self.a_ready, self.out_free = b_in_tcm, a_ready, out_free
         env = pe.env
-        self.issued = [env.event() for _ in self.chunks]  # value: time the chunk's data is usable
-        self.buffers = [None] * len(self.chunks)
+        self.landed = [env.event() for _ in self.subs]  # value: time the sub-tile's data is usable
+        self.consumed = [env.event() for _ in self.subs]  # its GEMM ended: the buffer is free
         self.done = env.event()
+        env.process(self._dma())
+        env.process(self._gemm())
 
-
-class Scheduler:
-    """A PE's composite scheduler: the in-order DMA stream and a GEMM stage per composite."""
-
-    def __init__(self, pe: PE, run_ahead: int):
-        if run_ahead < 1:
-            raise ValueError(f"run_ahead={run_ahead} must be >= 1 (staging buffers of a composite stream)")
-        self.pe, self.env = pe, pe.env
-        self.queue = simpy.Store(self.env)
-        self.buffers = simpy.Resource(self.env, run_ahead)
-        self.env.process(self._dma_stream())
-
-    def submit(self, comp: Composite) -> Composite:
-        self.queue.put(comp)
-        self.env.process(self._gemm_stage(comp))
-        return comp
-
-    def _dma_stream(self):
-        hbm = self.pe.hbm
-        while True:
-            comp = yield self.queue.get()
-            for i, (nbytes, _, _) in enumerate(comp.chunks):
-                req = self.buffers.request()
-                yield req
-                comp.buffers[i] = req
-                comp.issued[i].succeed(hbm.transfer(nbytes) if comp.b_in_hbm else self.env.now)
-
-    def _gemm_stage(self, comp: Composite):
-        env, pe = self.env, self.pe
-        for ev in comp.a_ready + comp.out_free:
+    def _dma(self):
+        pe, depth = self.pe, self.pe.rates.run_ahead
+        for ev in self.out_free:
             if not ev.processed:
                 yield ev
-        burst = comp.m_tiles * pe.rates.gemm_sub_us
+        for i, k in enumerate(self.subs):
+            if i >= depth and not self.consumed[i - depth].processed:
+                yield self.consumed[i - depth]
+            nbytes = k * self.d * BF16_BYTES
+            self.landed[i].succeed(pe.tcm_io(nbytes) if self.b_in_tcm else pe.hbm.transfer(nbytes))
+
+    def _gemm(self):
+        env, pe = self.pe.env, self.pe
+        for ev in self.a_ready + self.out_free:
+            if not ev.processed:
+                yield ev
         written = env.now
-        for i, (_, cols, last_k) in enumerate(comp.chunks):
-            ready = yield comp.issued[i]
+        for i, k in enumerate(self.subs):
+            ready = yield self.landed[i]
             if ready > env.now:
                 yield env.timeout(ready - env.now)
-            end = pe.gemm.reserve(burst)
+            end = pe.gemm.reserve(self.engine_tiles[i] * pe.rates.gemm_sub_us)
             yield env.timeout(end - env.now)
-            self.buffers.release(comp.buffers[i])
-            if last_k:
-                written = pe.math_op(comp.m * cols) if comp.scale_epilogue else env.now
+            self.consumed[i].succeed()
+            if self.kind == "qk":  # scale epilogue, then the scores' write-back
+                written = pe.tcm_io(self.rows * k * FP32_BYTES, earliest=pe.math_op(self.rows * k))
+        if self.kind == "pv":
+            written = pe.tcm_io(self.rows * self.d * FP32_BYTES)
         if written > env.now:
             yield env.timeout(written - env.now)
-        comp.done.succeed()
+        self.done.succeed()

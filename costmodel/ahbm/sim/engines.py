@@ -39,27 +39,37 @@ class FifoServer:
 
 
 class Hbm:
-    """A PE's HBM: ``n`` pseudo-channels, each a FIFO server at ``bytes_per_us``. A transfer is
-    address-interleaved over all channels at fine grain: each channel moves an equal share, and
-    the data is usable ``latency_us`` after the last share ends (the access latency overlaps
-    other transfers: only the transfer occupies a channel)."""
+    """A PE's HBM: ``n`` pseudo-channels, each a FIFO server at ``bytes_per_us``. A PE's data is
+    interleaved over the channels in ``interleave`` byte chunks (chunk i on channel i mod n; DMA
+    buffers start on channel 0), so a transfer's chunks are served by their channels in parallel;
+    its data is usable ``latency_us`` after the last chunk (the access latency overlaps other
+    transfers: only the transfer occupies a channel)."""
 
-    def __init__(self, env: simpy.Environment, n: int, bytes_per_us: float, latency_us: float):
+    def __init__(self, env: simpy.Environment, n: int, bytes_per_us: float, latency_us: float,
+                 interleave: float):
         self.env = env
         self.channels = [FifoServer(env) for _ in range(n)]
         self.bytes_per_us = bytes_per_us
         self.latency_us = latency_us
+        self.interleave = interleave
         self.bytes_moved = 0.0
 
     def transfer(self, nbytes: float, *, earliest: float | None = None) -> float:
         """Book a read or write of ``nbytes``; return the time its data is usable."""
         self.bytes_moved += nbytes
-        share = nbytes / len(self.channels) / self.bytes_per_us
-        return max(ch.reserve(share, earliest=earliest) for ch in self.channels) + self.latency_us
+        n = len(self.channels)
+        full, rest = divmod(nbytes, self.interleave)
+        rounds, extra = divmod(int(full), n)
+        end = self.env.now
+        for i, ch in enumerate(self.channels):
+            share = (rounds + (i < extra)) * self.interleave + (rest if i == extra else 0.0)
+            if share:
+                end = max(end, ch.reserve(share / self.bytes_per_us, earliest=earliest))
+        return end + self.latency_us
 
 
 class PE:
-    """One PE: HBM pseudo-channels, a GEMM and a MATH engine (FIFO servers) and counters.
+    """One PE: HBM pseudo-channels, the TCM port, a GEMM and a MATH engine (FIFO servers).
 
     The kernel's CPU is the process that drives the PE (see ``tile_loop``); it is not a server.
     """
@@ -67,7 +77,9 @@ class PE:
     def __init__(self, env: simpy.Environment, rates):
         self.env = env
         self.rates = rates
-        self.hbm = Hbm(env, rates.pseudo_channels, rates.channel_bytes_per_us, rates.dma_latency_us)
+        self.hbm = Hbm(env, rates.pseudo_channels, rates.channel_bytes_per_us, rates.dma_latency_us,
+                       rates.interleave_bytes)
+        self.tcm = FifoServer(env)  # the TCM port: composite write-back, operand reads from TCM
         self.gemm = FifoServer(env)
         self.math = FifoServer(env)
         self.cpu_busy_us = 0.0
@@ -75,6 +87,10 @@ class PE:
     def math_op(self, elems: float, *, earliest: float | None = None) -> float:
         """Book one element-wise / reduction op over ``elems`` elements on MATH; its end time."""
         return self.math.reserve(elems / self.rates.math_elems_per_us, earliest=earliest)
+
+    def tcm_io(self, nbytes: float, *, earliest: float | None = None) -> float:
+        """Book ``nbytes`` through the TCM port; its end time."""
+        return self.tcm.reserve(nbytes / self.rates.tcm_bytes_per_us, earliest=earliest)
 
     def issue(self, kind: str):
         """The CPU's issue cost of one op of ``kind`` ('composite' | 'ex_composite' | 'primitive' |

@@ -12,15 +12,16 @@
 * prefill (one PE): ``flash_plan``'s q blocks (TILE rows x G heads M-folded) visit their
   computed tiles one q block after another ('flash' visits); B requests are independent: x B.
 * prefill_sp (ring, C = G, one q head per CUBE): ``ring_plan``'s per-step plans; q block i of a
-  CUBE runs on PE i mod P (ADR section B, prefill item 3); at each step a PE runs its 'ring'
-  visits on the block it holds, after the block has arrived. A CUBE sends its held block (K and V,
-  two messages) to the next CUBE of the ring when it starts a step, once the receiver has a free
-  block buffer (``ring_buffers``, 2 = ping-pong); a buffer frees when its PEs are done with it and
-  its send has left. The ring's CUBEs sit on the CUBE Group's sub-mesh in snake order, so ring
-  neighbours are one hop apart. Staged in HBM, a received block is written to the CUBE's HBM (each
-  PE's channels take 1 / P) and read back by the tile DMAs; that write is charged to the PEs
-  before their next step (an upper bound of its interference). After the last step every PE
-  normalises and stores each of its q blocks ('final' visits).
+  CUBE runs on PE i mod P (ADR section B, prefill item 3). A CUBE starts step s once its PEs all
+  finished step s - 1 and it holds block s; then it forwards that block (K and V, one message)
+  to the next CUBE and its PEs run their 'ring' visits on it. A received block takes one of the
+  receiver's ``ring_recv_depth`` buffers (2 = ping-pong), freed when the CUBE's step on it is done
+  and its forward transfer has left (a block finding no free buffer waits in the NOC interface).
+  The ring's CUBEs follow a Hamiltonian cycle of the sub-mesh (``ring_cycle``): neighbours are one
+  hop apart. Blocks are held in TCM when ``ring_recv_depth`` blocks and the visit's working set
+  fit a PE's TCM (each PE first DMAs its own block there; tile operands are TCM reads), else
+  staged in HBM (see ``_ring_events``: upper and lower bound of that staging's contention). After
+  the last step every PE normalises and stores each of its q blocks ('final' visits).
 """
 
 from __future__ import annotations
@@ -29,10 +30,9 @@ import math
 
 import simpy
 
-from costmodel.ahbm.sim.composite import BF16_BYTES
+from costmodel.ahbm.sim.composite import BF16_BYTES, FP32_BYTES
 from costmodel.ahbm.sim.engines import PE
 from costmodel.ahbm.sim.noc import Noc
-from costmodel.ahbm.sim.tile_loop import FP32_BYTES
 from costmodel.ahbm.sim.visits import VisitCache
 from jaxref.attention import TileConfig, cube_mesh_shape, flash_plan, kv_placement, reduce_plan, ring_plan
 from jaxref.attention import split_kv_plan
@@ -54,16 +54,30 @@ def lane_tiles(plan) -> dict:
     return {k: (tuple(a), tuple(b)) for k, (a, b) in out.items()}
 
 
-def decode(cfg, rates, *, placement: str, capacity: int | None) -> dict:
+def sub_mesh(C: int, orientation: str) -> tuple[int, int]:
+    """(rows, cols) of the CUBE Group's sub-mesh: jaxref's most square one ('wide', rows <= cols)
+    or its transpose ('tall')."""
+    rows, cols = cube_mesh_shape(C)
+    if orientation not in ("wide", "tall"):
+        raise ValueError(f"cube_mesh={orientation!r} unknown; expected 'wide' or 'tall'")
+    return (rows, cols) if orientation == "wide" else (cols, rows)
+
+
+def decode(cfg, rates) -> dict:
     G, d = cfg.geometry.group, cfg.geometry.head_dim
     sp = cfg.case == "decode_sp"
     C, P = (cfg.cubes, cfg.pes) if sp else (1, 1)
-    pl = kv_placement(cfg.seq_len, num_cubes=C, pes_per_cube=P, placement=placement if sp else "round_robin",
-                      capacity=capacity if sp else None)
+    pl = kv_placement(cfg.seq_len, num_cubes=C, pes_per_cube=P, placement=cfg.placement if sp else "round_robin",
+                      capacity=cfg.capacity if sp else None)
     plan, _, _ = split_kv_plan(1, cfg.seq_len, tiles=TileConfig(cfg.tile, None), placement=pl, causal=False)
     R = C * P
     by_lane = {lane: v for (lane, _), v in lane_tiles(plan).items()}
     cache = VisitCache(rates, d, cfg.pipeline)
+    if not sp:  # one PE: each request sweeps, normalises and stores ('flash' visit)
+        keys, masked = by_lane[0]
+        total = cfg.batch * cache.duration(G, keys, masked, "flash")
+        return {"latency_us": total, "sweep_us": total, "reduce_us": 0.0, "simulated_tiles": cache.simulated_tiles,
+                "plan_tiles": cfg.batch * len(plan.computed), "link_busy_us": 0.0, "messages": 0}
     sweep = {}
     for r in range(R):
         keys, masked = by_lane.get(r, ((), ()))
@@ -71,9 +85,9 @@ def decode(cfg, rates, *, placement: str, capacity: int | None) -> dict:
     rows = cfg.batch * G
     env = simpy.Environment()
     pes = [PE(env, rates) for _ in range(R)]
-    rplan = reduce_plan(C, P, kind=cfg.reduce)
-    rmesh = rplan.cube_mesh
-    noc = Noc(env, rates, cube_xy={c: divmod(c, rmesh[1]) for c in range(C)}, pes_per_cube=P)
+    mesh = sub_mesh(C, cfg.cube_mesh)
+    rplan = reduce_plan(C, P, kind=cfg.reduce, cube_mesh=mesh)
+    noc = Noc(env, rates, cube_xy={c: divmod(c, mesh[1]) for c in range(C)}, pes_per_cube=P)
     parts = (rows * d * FP32_BYTES, rows * FP32_BYTES, rows * FP32_BYTES)  # O, m, l
     inbox = {}
     for k, rnd in enumerate(rplan.rounds if R > 1 else ()):
@@ -134,15 +148,34 @@ def prefill(cfg, rates) -> dict:
             "plan_tiles": cfg.batch * len(plan.computed)}
 
 
-def snake(mesh: tuple[int, int]) -> list[int]:
-    """CUBE ids of a rows x cols sub-mesh in boustrophedon order: a ring whose neighbours are one
-    hop apart when rows is even or rows = 1 (row-major ids: row * cols + col)."""
+def ring_cycle(mesh: tuple[int, int]) -> list[int]:
+    """CUBE ids (row-major on a rows x cols sub-mesh) in the order of a Hamiltonian cycle, so ring
+    neighbours are one hop apart: along row 0, snake back through columns 1.. of the other rows,
+    up column 0 (needs an even row count; a 1 x 2 line and the transpose otherwise)."""
     rows, cols = mesh
-    order = []
-    for r in range(rows):
-        cs = range(cols) if r % 2 == 0 else range(cols - 1, -1, -1)
+    if rows * cols <= 2:
+        return list(range(rows * cols))
+    if rows % 2:
+        if cols % 2:
+            raise ValueError(f"cube_mesh={mesh} has no Hamiltonian cycle (odd x odd): ring neighbours "
+                             "cannot all be one hop apart")
+        return [(i % rows) * cols + i // rows for i in ring_cycle((cols, rows))]
+    order = [c for c in range(cols)]
+    for r in range(1, rows):
+        cs = range(cols - 1, 0, -1) if r % 2 else range(1, cols)
         order += [r * cols + c for c in cs]
+    order += [r * cols for r in range(rows - 1, 0, -1)]
     return order
+
+
+def ring_working_set(rows: int, te: int, d: int, pipeline: str, rates) -> float:
+    """TCM bytes a PE's ring visit needs besides the K / V blocks: the q block, its fp32 (m, l, O),
+    the fp32 score buffer(s) (two when S_{j+1} is computed during tile j), bf16 P, and the operand
+    sub-tile buffers of two composites in flight."""
+    _, tk, tn = rates.gemm_tile
+    s_bufs = 1 if pipeline == "opt1" else 2
+    return (rows * d * BF16_BYTES + rows * (d + 2) * FP32_BYTES + s_bufs * rows * te * FP32_BYTES
+            + rows * te * BF16_BYTES + 2 * rates.run_ahead * max(tk, tn) * d * BF16_BYTES)
 
 
 def ring(cfg, rates) -> dict:
@@ -150,77 +183,86 @@ def ring(cfg, rates) -> dict:
     C, P, S = cfg.cubes, cfg.pes, cfg.seq_len
     Gc = G // C
     _, valid, plans = ring_plan(S, S, num_cubes=C, tiles=TileConfig(cfg.tile, cfg.tile), causal=True)
-    in_tcm = rates.ring_in_tcm
-    cache = VisitCache(rates, d, cfg.pipeline, kv_in_hbm=not in_tcm)
     nq = plans[0].num_q_blocks
     block_bytes = [2 * int(n) * d * BF16_BYTES for n in valid.sum(1)]  # K and V of block b
-    # work[s][c][p]: PE p of CUBE c on step s
-    work = [[[0.0] * P for _ in range(C)] for _ in plans]
+    ws = ring_working_set(Gc * plans[0].q_block, plans[0].tile, d, cfg.pipeline, rates)
+    in_tcm = rates.ring_buffers * max(block_bytes) + ws <= rates.tcm_bytes
+    cache = VisitCache(rates, d, cfg.pipeline, kv_in_tcm=in_tcm)
+    work = [[[0.0] * P for _ in range(C)] for _ in plans]  # work[s][c][p]: PE p of CUBE c at step s
     for s, plan in enumerate(plans):
         for (lane, qi), (keys, masked) in lane_tiles(plan).items():
             work[s][lane][qi % P] += cache.duration(Gc * plan.block_rows[qi], keys, masked, "ring")
     final = [sum(cache.duration(Gc * plans[0].block_rows[qi], (), (), "final") for qi in range(p, nq, P))
              for p in range(P)]
-    hbm_bytes_per_us = rates.pseudo_channels * rates.channel_bytes_per_us
+    hbm_us = 1.0 / (rates.pseudo_channels * rates.channel_bytes_per_us)  # per byte on one PE's HBM
+    mesh = sub_mesh(C, cfg.cube_mesh)
+    order = ring_cycle(mesh)  # ring position i -> CUBE id on the sub-mesh
+    bounds = {}
+    for interference in (True, False):
+        bounds[interference] = _ring_events(C, P, rates, work, final, block_bytes, order, mesh, in_tcm, hbm_us,
+                                            interference)
+    busiest = max(sum(work[s][c][p] for s in range(C)) for c in range(C) for p in range(P))
+    hi, lo = bounds[True], bounds[False]
+    return {"latency_us": cfg.batch * hi["end"], "latency_lower_us": cfg.batch * lo["end"],
+            "sweep_us": cfg.batch * busiest, "blocks_in_tcm": in_tcm,
+            "simulated_tiles": cache.simulated_tiles, "plan_tiles": cfg.batch * sum(len(p.computed) for p in plans),
+            "link_busy_us": hi["link_busy_us"], "messages": hi["messages"]}
 
-    mesh = cube_mesh_shape(C)
-    order = snake(mesh)  # ring position i -> CUBE id on the sub-mesh
+
+def _ring_events(C, P, rates, work, final, block_bytes, order, mesh, in_tcm, hbm_us, interference) -> dict:
+    """The ring's steps, block hand-offs and buffers as events (one process per CUBE; its P PEs run
+    each step in parallel, their times ``work``). Staged in HBM, every PE writes a received block
+    into its HBM (the block counts as received after that write) and the forwarding CUBE reads its
+    block out (1 / P per PE); with ``interference`` those transfers are also added to the step in
+    progress (an upper bound of their contention with the tile DMAs; without: a lower bound)."""
     env = simpy.Environment()
     noc = Noc(env, rates, cube_xy={i: divmod(order[i], mesh[1]) for i in range(C)}, pes_per_cube=1)
     free = [simpy.Container(env, capacity=rates.ring_buffers, init=rates.ring_buffers - 1) for _ in range(C)]
     arrived = {(c, s): env.event() for c in range(C) for s in range(1, C)}
-    pe_done = {(c, s, p): env.event() for c in range(C) for s in range(C) for p in range(P)}
     ends = []
 
-    def send(c, s):
-        """CUBE c forwards the block it holds at step s to c + 1 (K then V)."""
+    def send(c, s, left):
+        """CUBE c forwards the block it holds at step s to c + 1 (K and V in one message); a block
+        that finds no free buffer at the receiver waits in its NOC interface."""
         nxt = (c + 1) % C
+        nbytes = block_bytes[(c - s) % C]
+        landed = env.event()
+        env.process(noc.send(c, nxt, nbytes, landed, left))
+        yield landed
         yield free[nxt].get(1)
-        evs = [env.event(), env.event()]
-        nbytes = block_bytes[(c - s) % C] / 2
-        for ev in evs:
-            env.process(noc.send(c, nxt, nbytes, ev))
-        yield env.all_of(evs)
+        if not in_tcm:  # each PE of the receiver writes the block into its own HBM
+            yield env.timeout(nbytes * hbm_us)
         arrived[(nxt, s + 1)].succeed()
-        return env.now
-
-    def cube(c):
-        for s in range(C):
-            if s:
-                yield arrived[(c, s)]
-            sent = env.process(send(c, s)) if s < C - 1 else None
-            waits = [pe_done[(c, s, p)] for p in range(P)] + ([sent] if sent is not None else [])
-            env.process(release(c, waits))
 
     def release(c, waits):
         yield env.all_of(waits)
         yield free[c].put(1)
 
-    def pe(c, p):
+    def cube(c):
         for s in range(C):
             if s:
                 yield arrived[(c, s)]
-            t = work[s][c][p]
-            if s and not in_tcm:  # the received block written to HBM (this PE's share) and the
-                t += block_bytes[(c - s) % C] / P / hbm_bytes_per_us  # block read out to forward
-                if s < C - 1:
-                    t += block_bytes[(c - s) % C] / P / hbm_bytes_per_us
-            yield env.timeout(t)
-            pe_done[(c, s, p)].succeed()
-        yield env.timeout(final[p])
+            sent = env.event() if s < C - 1 else None
+            if sent is not None:
+                env.process(send(c, s, sent))
+            t = max(work[s][c])
+            b = block_bytes[(c - s) % C]
+            if in_tcm and s == 0:  # each PE DMAs its own block into TCM first
+                t += b * hbm_us + rates.dma_latency_us
+            if not in_tcm and interference:
+                t += (b * hbm_us if s else 0.0) + (b / P * hbm_us if s < C - 1 else 0.0)
+            step = env.timeout(t)
+            env.process(release(c, [step] + ([sent] if sent is not None else [])))
+            yield step
+        yield env.timeout(max(final))
         ends.append(env.now)
 
     for c in range(C):
         env.process(cube(c))
-        for p in range(P):
-            env.process(pe(c, p))
     env.run()
-    if len(ends) != C * P:
-        raise RuntimeError(f"ring did not finish: {C * P - len(ends)} PEs blocked (C={C}, P={P})")
-    busiest = max(sum(work[s][c][p] for s in range(C)) for c in range(C) for p in range(P))
-    return {"latency_us": cfg.batch * max(ends), "sweep_us": cfg.batch * busiest,
-            "simulated_tiles": cache.simulated_tiles, "plan_tiles": cfg.batch * sum(len(p.computed) for p in plans),
-            "link_busy_us": max(noc.link_busy_us.values(), default=0.0), "messages": noc.messages}
+    if len(ends) != C:
+        raise RuntimeError(f"ring did not finish: {C - len(ends)} CUBEs blocked (C={C}, P={P})")
+    return {"end": max(ends), "link_busy_us": max(noc.link_busy_us.values(), default=0.0), "messages": noc.messages}
 
 
 def plan_cells(case: str, S: int, tile: int, C: int, P: int) -> int:

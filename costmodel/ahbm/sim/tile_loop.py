@@ -18,7 +18,7 @@ scheduler (``composite``). Per tile j, following the ADR's kernel text (section 
   accumulator) are issued without any CPU wait; the ex_composite's softmax waits for S_j and
   the previous merge (a serial chain through the accumulator); S_j waits for its S buffer.
 
-A ragged tile loads only its real keys (the composite's N is the real key count), so it needs no
+Composite issue costs ``cpu_issue_composite_s``, every other op ``cpu_issue_s``. A ragged tile loads only its real keys (the composite's N is the real key count), so it needs no
 mask; only tiles the plan marks partial under causal masking pay the mask.
 
 Visit ends (``kind``): 'decode' keeps (m, l, O) in TCM for the reduce; 'flash' normalises and
@@ -31,10 +31,9 @@ from __future__ import annotations
 
 import simpy
 
-from costmodel.ahbm.sim.composite import BF16_BYTES, Composite, Scheduler
+from costmodel.ahbm.sim.composite import BF16_BYTES, FP32_BYTES, Composite
 from costmodel.ahbm.sim.engines import PE
 
-FP32_BYTES = 4  # (m, l, O) accumulators (ADR-0060 section 0.5.2)
 KINDS = ("decode", "flash", "ring", "final")
 
 
@@ -65,8 +64,8 @@ class _Tile:
         return (2 if masked else 0) + 9
 
 
-def visit(pe: PE, sched: Scheduler, *, rows: int, d: int, keys: tuple[int, ...], masked: tuple[bool, ...],
-          pipeline: str, kind: str, kv_in_hbm: bool = True):
+def visit(pe: PE, *, rows: int, d: int, keys: tuple[int, ...], masked: tuple[bool, ...],
+          pipeline: str, kind: str, kv_in_tcm: bool = False):
     """The kernel process of one visit; its return value is the visit's end time (us)."""
     env, n = pe.env, len(keys)
     o_elems = rows * d
@@ -84,11 +83,10 @@ def visit(pe: PE, sched: Scheduler, *, rows: int, d: int, keys: tuple[int, ...],
     tiles = [_Tile(pe, rows, k, d) for k in keys]
 
     def qk(j, out_free=()):
-        return sched.submit(Composite(pe, rows, d, keys[j], b_in_hbm=kv_in_hbm, scale_epilogue=True,
-                                      a_ready=(q_ready,), out_free=out_free))
+        return Composite(pe, "qk", rows, keys[j], d, b_in_tcm=kv_in_tcm, a_ready=(q_ready,), out_free=out_free)
 
-    def pv(j, p_event):
-        return sched.submit(Composite(pe, rows, keys[j], d, b_in_hbm=kv_in_hbm, a_ready=(p_event,)))
+    def pv(j, p_event, out_free=()):
+        return Composite(pe, "pv", rows, keys[j], d, b_in_tcm=kv_in_tcm, a_ready=(p_event,), out_free=out_free)
 
     if n and pipeline in ("opt1", "opt3"):
         nxt = None
@@ -129,7 +127,7 @@ def visit(pe: PE, sched: Scheduler, *, rows: int, d: int, keys: tuple[int, ...],
             if (ev := pe.issue("ex_composite")) is not None:
                 yield ev
             p_ev, sm_ev, mg_ev = env.event(), env.event(), env.event()
-            o_j = pv(j, p_ev)
+            o_j = pv(j, p_ev, out_free=(sm_done[j - 1],) if j else ())  # P buffer: P_{j-1} consumed
             env.process(_ex_softmax(pe, tiles[j], masked[j], s_j, mg_done[j - 1] if j else None,
                                     acc_ready, p_ev, sm_ev, o_j, mg_ev, o_elems))
             sm_done.append(sm_ev)
@@ -173,16 +171,20 @@ def _ex_softmax(pe, tile, masked, s_j, prev_mg, acc_ready, p_ev, sm_ev, o_j, mg_
 
 
 def run_visit(rates, *, rows: int, d: int, keys: tuple[int, ...], masked: tuple[bool, ...], pipeline: str,
-              kind: str, kv_in_hbm: bool = True) -> dict:
+              kind: str, kv_in_tcm: bool = False) -> dict:
     """Simulate one visit on an idle PE: {'us': duration, 'gemm_busy_us', 'math_busy_us',
     'hbm_bytes', 'cpu_busy_us'}."""
     if kind not in KINDS:
         raise ValueError(f"kind={kind!r} unknown; expected one of {KINDS}")
     env = simpy.Environment()
     pe = PE(env, rates)
-    sched = Scheduler(pe, rates.run_ahead)
-    proc = env.process(visit(pe, sched, rows=rows, d=d, keys=keys, masked=masked, pipeline=pipeline, kind=kind,
-                             kv_in_hbm=kv_in_hbm))
+    if pipeline == "opt2" and "ex_composite" not in rates.commands:
+        raise ValueError(f"pipeline='opt2' needs the ex_composite command, not in the hardware's "
+                         f"commands={rates.commands}")
+    if rates.run_ahead < 1:
+        raise ValueError(f"composite_runahead_subtiles={rates.run_ahead} must be >= 1")
+    proc = env.process(visit(pe, rows=rows, d=d, keys=keys, masked=masked, pipeline=pipeline, kind=kind,
+                             kv_in_tcm=kv_in_tcm))
     env.run()
     if not proc.processed:
         raise RuntimeError(f"visit did not finish (deadlock): rows={rows} keys={keys[:4]}... {pipeline}")

@@ -24,8 +24,8 @@ PERIODS = (1, 2, 3, 4)
 class VisitCache:
     """Memoised visit simulations for one (rates, head dim, pipelining option)."""
 
-    def __init__(self, rates, d: int, pipeline: str, *, kv_in_hbm: bool = True, max_tiles: int = 4096):
-        self.rates, self.d, self.pipeline, self.kv_in_hbm = rates, d, pipeline, kv_in_hbm
+    def __init__(self, rates, d: int, pipeline: str, *, kv_in_tcm: bool = False, max_tiles: int = 4096):
+        self.rates, self.d, self.pipeline, self.kv_in_tcm = rates, d, pipeline, kv_in_tcm
         self.max_tiles = max_tiles
         self._memo: dict = {}
         self.simulated_tiles = 0  # tiles actually simulated (the aggregation's saving, reported)
@@ -36,7 +36,7 @@ class VisitCache:
         if key not in self._memo:
             self.simulated_tiles += len(keys)
             self._memo[key] = run_visit(self.rates, rows=rows, d=self.d, keys=keys, masked=masked,
-                                        pipeline=self.pipeline, kind=kind, kv_in_hbm=self.kv_in_hbm)
+                                        pipeline=self.pipeline, kind=kind, kv_in_tcm=self.kv_in_tcm)
         return self._memo[key]
 
     def duration(self, rows: int, keys: tuple[int, ...], masked: tuple[bool, ...], kind: str) -> float:
