@@ -18,10 +18,12 @@ from costmodel.ahbm import cli
 from costmodel.ahbm.config import AhbmConfig
 from costmodel.ahbm.sim import simulate
 from costmodel.ahbm.sim.engines import FifoServer
+from costmodel.ahbm.sim.kernels import ring_cycle
 from costmodel.ahbm.sim.rates import SimRates
 from costmodel.ahbm.sim.tile_loop import run_visit
 from costmodel.ahbm.sim.visits import EXACT_TILES, VisitCache
 from costmodel.hardware import ahbm_sip
+from jaxref.attention import flash_schedule
 
 HW = ahbm_sip()
 OPT2 = ("composite", "ex_composite")
@@ -198,6 +200,43 @@ def test_prefill_reaches_32k_and_ring_sends_every_block():
     ring = simulate(AhbmConfig("prefill_sp", 4096, tile=64, cubes=8, pes=4, pipeline="opt3"), HW)
     assert ring["messages"] == 8 * 7  # K and V in one message, C - 1 hand-offs per CUBE
     assert ring["latency_us"] >= ring["sweep_us"]
+
+
+@pytest.mark.parametrize("S,tile", [(129, 64), (1000, 32), (3000, 64)])
+def test_ragged_prefill_moves_the_schedules_bytes(S, tile):
+    """HBM bytes of a ragged causal prefill: the K / V bytes jaxref's schedule counts for one kv
+    head (real keys of every computed tile) + each q block's Q rows in and O rows out."""
+    sched = flash_schedule(S, S, causal=True, tile=tile, q_block=tile)
+    G, d = 8, 128
+    out = simulate(AhbmConfig("prefill", S, tile=tile, pipeline="opt3"), HW)
+    assert out["hbm_bytes"] == sched.kv_bytes // sched.num_kv_heads + 2 * S * G * d * 2
+    assert out["plan_tiles"] == sched.tiles_computed
+
+
+@pytest.mark.parametrize("mesh", [(1, 2), (2, 2), (2, 4), (4, 2), (4, 4), (2, 3), (3, 2)])
+def test_ring_cycle_neighbours_are_one_hop_apart(mesh):
+    order = ring_cycle(mesh)
+    assert sorted(order) == list(range(mesh[0] * mesh[1]))
+    xy = [divmod(c, mesh[1]) for c in order]
+    for a, b in zip(xy, xy[1:] + xy[:1]):
+        assert abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1, (mesh, order)
+
+
+def test_ring_receive_depth_and_tcm_staging():
+    """One block buffer per CUBE serialises receive and compute (slower than ping-pong, and no
+    deadlock); at S = 16k two 1 MiB K/V blocks cannot sit in 1 MiB of TCM and are staged in HBM, at
+    S = 1000 it is held in TCM; the staging's contention lies between the two bounds."""
+    cfg = AhbmConfig("prefill_sp", 16384, tile=128, cubes=8, pes=8, pipeline="opt3")  # 1 MiB blocks: HBM
+    slow_noc = dataclasses.replace(HW, cube_noc_bytes_per_s=4e9)
+    one = simulate(cfg, dataclasses.replace(slow_noc, ring_recv_depth=1))
+    two = simulate(cfg, slow_noc)
+    assert not one["blocks_in_tcm"] and not two["blocks_in_tcm"]
+    assert one["latency_us"] > two["latency_us"]
+    big = simulate(cfg, HW)
+    small = simulate(AhbmConfig("prefill_sp", 1000, tile=64, cubes=8, pes=8, pipeline="opt3"), HW)
+    assert not big["blocks_in_tcm"] and small["blocks_in_tcm"]
+    assert big["latency_lower_us"] <= big["latency_us"] <= 1.02 * big["latency_lower_us"]
+    assert small["latency_lower_us"] == small["latency_us"]
 
 
 def test_refuses_absurd_sizes_quickly():

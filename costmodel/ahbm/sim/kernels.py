@@ -44,14 +44,16 @@ MERGE_ISSUES = MERGE_ROW_OPS + MERGE_OUT_OPS
 
 def lane_tiles(plan) -> dict:
     """{(lane, q block): ([keys per computed tile], [masked per tile])} in tile order."""
-    partial = set(plan.partial)
-    out: dict = {}
-    for item in sorted(plan.computed):
-        lane, qi, kj = item
-        ks, ms = out.setdefault((lane, qi), ([], []))
-        ks.append(plan.tile_keys[lane][kj])
-        ms.append(item in partial)
-    return {k: (tuple(a), tuple(b)) for k, (a, b) in out.items()}
+    acc: dict = {}
+    for masked, items in ((False, plan.past), (True, plan.partial)):
+        for lane, qi, kj in items:
+            acc.setdefault((lane, qi), []).append((kj, masked))
+    out = {}
+    for key, tiles in acc.items():
+        tiles.sort()
+        keys = plan.tile_keys[key[0]]
+        out[key] = (tuple(keys[kj] for kj, _ in tiles), tuple(m for _, m in tiles))
+    return out
 
 
 def sub_mesh(C: int, orientation: str) -> tuple[int, int]:
@@ -141,11 +143,14 @@ def prefill(cfg, rates) -> dict:
     plan = flash_plan(cfg.seq_len, cfg.seq_len, tiles=TileConfig(cfg.tile, cfg.tile), causal=True,
                       causal_skip=cfg.causal_skip)
     cache = VisitCache(rates, d, cfg.pipeline)
-    total = 0.0
+    tot = dict.fromkeys(("us", "gemm_busy_us", "math_busy_us", "hbm_bytes", "cpu_busy_us"), 0.0)
     for (_, qi), (keys, masked) in sorted(lane_tiles(plan).items()):
-        total += cache.duration(G * plan.block_rows[qi], keys, masked, "flash")
-    return {"latency_us": cfg.batch * total, "sweep_us": cfg.batch * total, "simulated_tiles": cache.simulated_tiles,
-            "plan_tiles": cfg.batch * len(plan.computed)}
+        for k, v in cache.stats(G * plan.block_rows[qi], keys, masked, "flash").items():
+            tot[k] += v
+    B = cfg.batch
+    return {"latency_us": B * tot["us"], "sweep_us": B * tot["us"], "simulated_tiles": cache.simulated_tiles,
+            "plan_tiles": B * len(plan.computed), "hbm_bytes": B * tot["hbm_bytes"],
+            "gemm_busy_us": B * tot["gemm_busy_us"], "math_busy_us": B * tot["math_busy_us"]}
 
 
 def ring_cycle(mesh: tuple[int, int]) -> list[int]:
