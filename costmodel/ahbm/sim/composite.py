@@ -16,7 +16,11 @@ of the PE; its data lands the DMA latency after its transfer (from TCM instead: 
 port, no latency). The GEMM engine (FIFO, shared by every composite of the PE) runs a sub-tile's
 engine tiles back to back once its data has landed; an engine tile costs a full TILE_M x TILE_K x
 TILE_N product whatever its fill (ragged M, K or N pad to the engine tile), and one B sub-tile
-serves every M tile (the GQA reuse of section B item 4). A composite starts (both stages) once
+serves every M tile (the GQA reuse of section B item 4). The engine keeps one composite's
+accumulators (``PE.accumulator``, FIFO): a Q.K^T sub-tile is complete in one pass (K = d) and
+holds them for its engine tiles only, a P.V composite accumulates over its sub-tiles and holds
+them from its first sub-tile's GEMM to its last, so sub-tiles of concurrent composites interleave
+on the engine only between Q.K^T sub-tiles. A composite starts (both stages) once
 its output buffer is free (``out_free``: the scheduler dispatches a command when its destination
 is; this bounds how far opt2's issue runs ahead), and its GEMM stage also waits for A
 (``a_ready``: Q loaded, P computed). ``done`` fires when its last write-back ends.
@@ -77,16 +81,23 @@ class Composite:
             if not ev.processed:
                 yield ev
         written = env.now
+        held = None
         for i, k in enumerate(self.subs):
             ready = yield self.landed[i]
             if ready > env.now:
                 yield env.timeout(ready - env.now)
+            if held is None:  # the engine's accumulator: per sub-tile (Q.K^T), whole composite (P.V)
+                held = pe.accumulator.request()
+                yield held
             end = pe.gemm.reserve(self.engine_tiles[i] * pe.rates.gemm_sub_us)
             yield env.timeout(end - env.now)
             self.consumed[i].succeed()
             if self.kind == "qk":  # scale epilogue, then the scores' write-back
+                pe.accumulator.release(held)
+                held = None
                 written = pe.tcm_io(self.rows * k * FP32_BYTES, earliest=pe.math_op(self.rows * k))
         if self.kind == "pv":
+            pe.accumulator.release(held)
             written = pe.tcm_io(self.rows * self.d * FP32_BYTES)
         if written > env.now:
             yield env.timeout(written - env.now)

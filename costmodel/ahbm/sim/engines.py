@@ -81,6 +81,7 @@ class PE:
                        rates.interleave_bytes)
         self.tcm = FifoServer(env)  # the TCM port: composite write-back, operand reads from TCM
         self.gemm = FifoServer(env)
+        self.accumulator = simpy.Resource(env, 1)  # the GEMM engine's output accumulators (see composite)
         self.math = FifoServer(env)
         self.cpu_busy_us = 0.0
 
