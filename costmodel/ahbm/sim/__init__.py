@@ -22,11 +22,12 @@ from costmodel.hardware import AHBM
 MAX_PLAN_CELLS = 1 << 23  # a plan of 8M (lane, q block, tile) cells takes ~1 GB in jaxref's tuples
 
 
-def simulate(cfg, hw: AHBM) -> dict:
+def simulate(cfg, hw: AHBM, *, gemm_order: str = "ready") -> dict:
     """Event-simulated latency of one attention layer of ``cfg`` (an ``AhbmConfig``: case, S, B,
     TILE, C, P, pipelining, reduce, placement / capacity, sub-mesh orientation) on ``hw``.
 
-    Returns {'latency_us',
+    gemm_order: how the GEMM engine orders sub-tiles of concurrent composites ('ready' | 'issue',
+    see ``composite``; the spec leaves it open). Returns {'latency_us',
     'sweep_us', 'simulated_tiles' (tiles the simulation ran), 'plan_tiles' (tiles the plan
     computes), ...}. Raises ValueError when the plan would not fit in memory.
     """
@@ -35,7 +36,7 @@ def simulate(cfg, hw: AHBM) -> dict:
         raise ValueError(f"seq_len={cfg.seq_len} with tile={cfg.tile} is too large to simulate: case={cfg.case!r} "
                          f"plans {cells} (lane, q block, tile) cells, more than {MAX_PLAN_CELLS}; use a larger tile "
                          "or a smaller seq_len (the analytic model has no such limit)")
-    rates = SimRates.of(hw)
+    rates = SimRates.of(hw, gemm_order=gemm_order)
     if cfg.case in ("decode", "decode_sp"):
         return decode(cfg, rates)
     if cfg.case == "prefill":

@@ -20,7 +20,11 @@ serves every M tile (the GQA reuse of section B item 4). The engine keeps one co
 accumulators (``PE.accumulator``, FIFO): a Q.K^T sub-tile is complete in one pass (K = d) and
 holds them for its engine tiles only, a P.V composite accumulates over its sub-tiles and holds
 them from its first sub-tile's GEMM to its last, so sub-tiles of concurrent composites interleave
-on the engine only between Q.K^T sub-tiles. A composite starts (both stages) once
+on the engine only between Q.K^T sub-tiles. Whether the scheduler may run a later-issued
+composite's sub-tile before an earlier one's is not in the spec: ``gemm_order='ready'`` (default)
+serves sub-tiles FIFO as their operands land (what opt2's premise needs: Q.K^T of tile j + 1 runs
+while tile j's ex_composite waits for its softmax), ``'issue'`` starts a composite's GEMMs only
+after the previously issued composite's. A composite starts (both stages) once
 its output buffer is free (``out_free``: the scheduler dispatches a command when its destination
 is; this bounds how far opt2's issue runs ahead), and its GEMM stage also waits for A
 (``a_ready``: Q loaded, P computed). ``done`` fires when its last write-back ends.
@@ -61,6 +65,9 @@ class Composite:
         self.landed = [env.event() for _ in self.subs]  # value: time the sub-tile's data is usable
         self.consumed = [env.event() for _ in self.subs]  # its GEMM ended: the buffer is free
         self.done = env.event()
+        self.gemm_done = env.event()
+        self.previous = pe.last_composite if pe.rates.gemm_order == "issue" else None
+        pe.last_composite = self
         env.process(self._dma())
         env.process(self._gemm())
 
@@ -77,7 +84,9 @@ class Composite:
 
     def _gemm(self):
         env, pe = self.pe.env, self.pe
-        for ev in self.a_ready + self.out_free:
+        waits = self.a_ready + self.out_free + ((self.previous.gemm_done,) if self.previous is not None else ())
+        self.previous = None
+        for ev in waits:
             if not ev.processed:
                 yield ev
         written = env.now
@@ -96,6 +105,7 @@ class Composite:
                 pe.accumulator.release(held)
                 held = None
                 written = pe.tcm_io(self.rows * k * FP32_BYTES, earliest=pe.math_op(self.rows * k))
+        self.gemm_done.succeed()
         if self.kind == "pv":
             pe.accumulator.release(held)
             written = pe.tcm_io(self.rows * self.d * FP32_BYTES)

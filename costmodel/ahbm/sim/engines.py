@@ -84,6 +84,7 @@ class PE:
         self.accumulator = simpy.Resource(env, 1)  # the GEMM engine's output accumulators (see composite)
         self.math = FifoServer(env)
         self.cpu_busy_us = 0.0
+        self.last_composite = None  # the composite issued last (gemm_order='issue')
 
     def math_op(self, elems: float, *, earliest: float | None = None) -> float:
         """Book one element-wise / reduction op over ``elems`` elements on MATH; its end time."""

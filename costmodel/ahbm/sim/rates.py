@@ -9,6 +9,7 @@ import dataclasses
 from costmodel.hardware import AHBM
 
 US_PER_S = 1e6
+GEMM_ORDERS = ("ready", "issue")
 
 
 def _f(x) -> float:
@@ -37,9 +38,14 @@ class SimRates:
     issue_us: dict  # CPU issue cost per op kind
     commands: tuple  # scheduler commands that exist ('composite', 'ex_composite')
     mesh: tuple[int, int]  # the SIP's CUBE mesh (rows, cols)
+    gemm_order: str = "ready"  # GEMM sub-tiles of concurrent composites: 'ready' (FIFO as their
+    # operands land) | 'issue' (a composite's GEMMs only after the previously issued one's): the
+    # spec does not say; see ``composite``
 
     @classmethod
-    def of(cls, hw: AHBM) -> SimRates:
+    def of(cls, hw: AHBM, *, gemm_order: str = "ready") -> SimRates:
+        if gemm_order not in GEMM_ORDERS:
+            raise ValueError(f"gemm_order={gemm_order!r} unknown; expected one of {GEMM_ORDERS}")
         n = int(hw.pseudo_channels_per_pe)
         ch = min(_f(hw.pseudo_channel_bytes_per_s), _f(hw.pe_controller_bytes_per_s) / n) * _f(hw.hbm_efficiency)
         tm, tk, tn = int(hw.gemm_tile_m), int(hw.gemm_tile_k), int(hw.gemm_tile_n)
@@ -64,4 +70,5 @@ class SimRates:
             issue_us={"composite": comp, "ex_composite": comp, "primitive": prim, "send": prim, "recv": prim},
             commands=tuple(hw.commands),
             mesh=(int(hw.mesh_y), int(hw.mesh_x)),
+            gemm_order=gemm_order,
         )
