@@ -4,6 +4,7 @@ against hand-counted rooflines, byte counts and link loads from the geometry and
 
 import ast
 import dataclasses
+import json
 import math
 import pathlib
 import subprocess
@@ -263,4 +264,15 @@ def test_refuses_absurd_sizes_quickly():
 
 def test_cli_simulate_refuses_absurd_size(capsys):
     assert cli.main(["eval", "--case", "decode", "--seq-len", "99999999999", "--simulate"]) == 2
-    assert "too large to simulate" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "seq_len=99999999999" in err
+
+
+def test_cli_simulate_reports_the_simulation_of_its_config(capsys):
+    argv = ["eval", "--case", "decode_sp", "--seq-len", "3000", "--tile", "64", "--cubes", "4", "--pes", "8",
+            "--placement", "contiguous", "--capacity", "6000", "--simulate", "--json"]
+    assert cli.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    cfg = AhbmConfig(**out["config"])
+    assert cfg.placement == "contiguous" and cfg.capacity == 6000
+    assert out["simulated_latency_us"] == simulate(cfg, HW)["latency_us"]

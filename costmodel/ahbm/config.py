@@ -25,7 +25,6 @@ feasibility (TCM, the SIP budget, the commands that exist) is ``model.constraint
 from __future__ import annotations
 
 import dataclasses
-import math
 
 from jaxref.attention import AttentionGeometry
 from jaxref.attention.reduce import cube_mesh_shape
@@ -38,12 +37,28 @@ MESHES = ("wide", "tall")
 # model name -> (geometry, decoder layers)
 MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
 TILE_RANGE = (32, 4096)  # keys per tile: one composite N tile .. a one-shot sweep of a short shard
+TILE_STEP = 64  # lcm of the scheduler's Q.K^T N step (32) and P.V K step (64)
 CUBES_MAX = 16  # a CUBE Group stays inside one 4x4 SIP
 PES_MAX = 8
 
 
 def is_pow2(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x > 0 and x & (x - 1) == 0
+
+
+def is_tile(x) -> bool:
+    """A legal TILE: 32 or a multiple of 64 in ``TILE_RANGE``."""
+    return (isinstance(x, int) and not isinstance(x, bool) and TILE_RANGE[0] <= x <= TILE_RANGE[1]
+            and (x == TILE_RANGE[0] or x % TILE_STEP == 0))
+
+
+def check_problem(case: str, seq_len, batch, model: str, reduce: str = "tree") -> None:
+    """Validate the problem a tuner is asked about (before any knob is chosen)."""
+    _need(case in CASES, f"case={case!r} unknown; expected one of {CASES}")
+    _need(model in MODELS, f"model={model!r} unknown; expected one of {tuple(MODELS)}")
+    _need(reduce in REDUCES, f"reduce={reduce!r} unknown; expected one of {REDUCES}")
+    for name, v in (("seq_len", seq_len), ("batch", batch)):
+        _need(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
 
 
 def _need(cond: bool, msg: str) -> None:
@@ -80,8 +95,8 @@ class AhbmConfig:
         for name in ("seq_len", "batch"):
             v = getattr(self, name)
             _need(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
-        _need(is_pow2(self.tile) and TILE_RANGE[0] <= self.tile <= TILE_RANGE[1],
-              f"tile={self.tile!r} must be a power of two in {list(TILE_RANGE)}")
+        _need(is_tile(self.tile), f"tile={self.tile!r} must be {TILE_RANGE[0]} or a multiple of {TILE_STEP} in "
+                                  f"{list(TILE_RANGE)} (whole 32-key Q.K^T and 64-key P.V scheduler sub-tiles)")
         _need(is_pow2(self.cubes) and self.cubes <= CUBES_MAX,
               f"cubes={self.cubes!r} must be a power of two <= {CUBES_MAX} (a CUBE Group stays in one SIP)")
         _need(is_pow2(self.pes) and self.pes <= PES_MAX, f"pes={self.pes!r} must be a power of two <= {PES_MAX}")
@@ -124,17 +139,20 @@ class AhbmConfig:
         return self.cubes * self.pes
 
     @property
+    def lane_keys(self) -> int:
+        """Keys of the longest lane (rank / ring block / the one PE's whole KV)."""
+        if self.case == "decode_sp":
+            return min(self.seq_len, -(-self.kv_capacity // self.ranks)) if self.placement == "contiguous" \
+                else -(-self.seq_len // self.ranks)
+        if self.case == "prefill_sp":
+            return -(-self.seq_len // self.cubes)
+        return self.seq_len
+
+    @property
     def tile_eff(self) -> int:
         """Effective tile: TILE capped at the keys one lane holds (a one-shot sweep beyond that),
         the cap the schedules apply (``min(tile, buffer_len)``)."""
-        if self.case == "decode_sp":
-            lane = min(self.seq_len, -(-self.kv_capacity // self.ranks)) if self.placement == "contiguous" \
-                else -(-self.seq_len // self.ranks)
-        elif self.case == "prefill_sp":
-            lane = -(-self.seq_len // self.cubes)
-        else:
-            lane = self.seq_len
-        return min(self.tile, lane)
+        return min(self.tile, self.lane_keys)
 
     def replace(self, **kw) -> AhbmConfig:
         return dataclasses.replace(self, **kw)
@@ -142,7 +160,7 @@ class AhbmConfig:
 
 def knob_space(case: str, model: str = "llama3_70b") -> dict[str, tuple[int, ...]]:
     """Discrete values of the tuned knobs of a case (the exhaustive search's grid)."""
-    tiles = tuple(2**k for k in range(int(math.log2(TILE_RANGE[0])), int(math.log2(TILE_RANGE[1])) + 1))
+    tiles = (TILE_RANGE[0], *range(TILE_STEP, TILE_RANGE[1] + 1, TILE_STEP))
     G = MODELS[model][0].group
     cubes = {"decode_sp": tuple(2**k for k in range(5)), "prefill_sp": (G,)}.get(case, (1,))
     pes = {"decode_sp": (1, 2, 4, 8), "prefill_sp": (1, 2, 4, 8)}.get(case, (1,))
