@@ -24,11 +24,11 @@ import dataclasses
 import jax.numpy as jnp
 
 from costmodel._pytree import pytree_dataclass, static_field
-from jaxref.validation import check_choice
 
 # Bytes per 32x32 tile (bfp8 = 1024 one-byte values + 64 shared exponents, ...) and the tile edge:
 # the Tenstorrent format constants, defined once in jaxref.numerics.formats. [tile]
 from jaxref.numerics.formats import TILE, TILE_BYTES
+from jaxref.validation import check_choice
 
 # Math fidelity -> passes of the matrix engine per tile (HiFiN = 1/N of the LoFi rate). [BH-gemm]
 FIDELITY_PASSES: dict[str, int] = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
@@ -150,8 +150,10 @@ class AHBM:
     pe_controller_bytes_per_s: float = spec("B/s", "[ADR-0060] 256 GB/s per PE controller (8 pch x 32 GB/s)",
                                             bounds=RATE)
     hbm_efficiency: float = spec("1", "[ADR-0060] default efficiency factor 0.8", bounds=(1e-3, 1.0))
-    ucie_bytes_per_s: float = spec("B/s", "[ADR-0060] 128 GB/s per UCIe connection", bounds=RATE)
-    ucie_transaction_s: float = spec("s", "[ADR-0060] +8 ns per transaction", bounds=LATENCY)
+    ucie_bytes_per_s: float = spec("B/s", "[ADR-0060] 128 GB/s per UCIe connection; used only by messages that "
+                                   "cross SIPs (none in these kernels: a CUBE Group stays in one SIP)",
+                                   bounds=RATE)
+    ucie_transaction_s: float = spec("s", "[ADR-0060] +8 ns per UCIe transaction (crossing SIPs only)", bounds=LATENCY)
     dma_local_latency_s: float = spec("s", "[ADR-0060] measured PE-local DMA 77 ns", bounds=LATENCY)
     dma_remote_cube_latency_s: float = spec("s", "[ADR-0060] measured worst remote CUBE 573 ns", bounds=LATENCY)
     dma_remote_sip_latency_s: float = spec("s", "[ADR-0060] measured remote SIP 409 ns", bounds=LATENCY)
@@ -161,14 +163,68 @@ class AHBM:
                                               "(2048 FLOP/cycle); not public", bounds=(1.0, 1e7))
     math_elems_per_cycle_per_pe: float = spec("elem/cycle", "[assumed] 64; not public", bounds=(1.0, 1e6))
     # Added for the kernel model (costmodel.ahbm). Defaults so older constructor calls still work.
-    ipcq_bytes_per_s: float = spec("B/s", "[assumed] 128 GB/s: one PE->PE IPCQ transfer (PE_DMA), "
-                                   "taken equal to a UCIe link; not public", default=128e9, bounds=RATE)
+    ipcq_bytes_per_s: float = spec("B/s", "[assumed] 128 GB/s: one PE->PE IPCQ transfer (PE_DMA) inside a CUBE, "
+                                   "taken equal to a UCIe link; not public. Each PE has one IPCQ tx and one rx "
+                                   "port: its outgoing messages serialise on tx, incoming ones on rx (FIFO); a "
+                                   "message holds the sender's tx and the receiver's rx for payload / rate and "
+                                   "is delivered dma_local_latency_s after (the reduce tree's pairs are 1-hop "
+                                   "neighbours, ADR section 4.1)", default=128e9, bounds=RATE)
     cube_hop_latency_s: float = spec("s", "[assumed] 82.7 ns per CUBE-NOC hop = (573 - 77) ns / 6 hops: the "
                                      "measured worst remote-CUBE DMA over the 6 hops of a 4x4 mesh [ADR-0060]",
                                      default=(573e-9 - 77e-9) / 6, bounds=LATENCY)
-    cpu_issue_s: float = spec("s", "[ADR-0060] per-op CPU issue cost (ADR-0064's dispatch cost); default 0 "
-                              "as kernbench's dispatch_cycles=0 (section 9 item 6)", default=0.0,
-                              bounds=(0.0, 1e-3))
+    cpu_issue_s: float = spec("s", "[ADR-0060] CPU issue cost of one PRIMITIVE tl op (MATH op, tl.send, tl.recv; "
+                              "ADR-0064's dispatch cost); default 0 as kernbench's dispatch_cycles=0 (section 9 "
+                              "item 6). The kernel CPU issues ops in program order, one at a time; an op starts "
+                              "executing only after its issue ends", default=0.0, bounds=(0.0, 1e-3))
+    # ---- mechanisms of issue 18 (each specified precisely enough to be simulated independently; the
+    # ---- per-case physics is costmodel/ahbm/__init__.py's docstring) ------------------------------
+    cpu_issue_composite_s: float = spec(
+        "s", "[assumed] CPU issue cost of one COMPOSITE descriptor push (tl.composite and the opt2 "
+        "tl.ex_composite; ADR-0064: a descriptor push >> a primitive op); default 0 as kernbench's "
+        "dispatch_cycles=0 until ADR-0064 lands. Same in-order CPU as cpu_issue_s", default=0.0, bounds=(0.0, 1e-3))
+    tcm_bytes_per_s: float = spec(
+        "B/s", "[assumed] 256 GB/s (256 B/cycle at the assumed 1 GHz) per PE, not public: the TCM port. Used by "
+        "(a) a composite's write-back stage (DMA_WB: each GEMM sub-tile's fp32 output into TCM, one in-order "
+        "write port per PE) and (b) a composite operand read from TCM (ring K/V blocks held in TCM: no HBM "
+        "DMA, no dma_local_latency_s)", default=256e9)
+    cube_noc_bytes_per_s: float = spec(
+        "B/s", "[assumed] 128 GB/s per CUBE-NOC link per direction (ADR-0017 NOC; not public, taken equal to the "
+        "one die-to-die rate the ADR quotes). The CUBE NOC is the 2D mesh between the CUBEs of ONE SIP: every "
+        "intra-SIP CUBE->CUBE message (decode Level-1 reduce, ring K/V blocks) uses it, never UCIe. A message "
+        "from CUBE a to CUBE b follows dimension-ordered XY routing over the SIP mesh (columns first, then "
+        "rows); cut-through: it holds a's injection port, every directed link of its route and b's ejection "
+        "port (each at this rate; a CUBE's 8 PEs share one injection and one ejection port) for "
+        "payload / rate, all at once, starting when all are free (FIFO per resource: contention); it is "
+        "delivered cube_noc_transaction_s + hops x cube_hop_latency_s after its transfer ends",
+        default=128e9)
+    cube_noc_transaction_s: float = spec(
+        "s", "[assumed] 2 ns per CUBE-NOC message (packet header / router set-up; not public; UCIe's 8 ns "
+        "transaction cost applies only to messages that cross SIPs)", default=2e-9, bounds=(0.0, 1e-6))
+    hbm_interleave_bytes: float = spec(
+        "B", "[assumed] 256 B: a PE's data is interleaved over its pseudo_channels_per_pe pseudo-channels in "
+        "256-byte chunks (chunk i on channel i mod 8); each pseudo-channel delivers pseudo_channel_bytes_per_s "
+        "x hbm_efficiency and the PE controller caps the sum at pe_controller_bytes_per_s x hbm_efficiency "
+        "(equal at the ADR numbers, so a transfer of n bytes takes n / (controller x efficiency) when n is a "
+        "multiple of 8 x 256 B)", default=256.0, bounds=(1.0, float(1 << 20)))
+    composite_runahead_subtiles: int = spec(
+        "sub-tiles", "[assumed] 2 (double buffering; ADR-0060 section 9.1 'the scheduler's per-tile streaming "
+        "depth', a tuning item). A composite GEMM streams its tl.ref K / V operand DMA -> GEMM -> write-back "
+        "per sub-tile: gemm_tile_n keys for Q.K^T (the N step of the scheduler's tile plan), gemm_tile_k keys "
+        "for P.V (its K step); the last sub-tile holds the remaining keys. It owns this many operand buffers: "
+        "sub-tile i's DMA starts once sub-tile i - depth's GEMM has ended (depth 1 = no overlap inside a "
+        "composite)", static=True, default=2)
+    ring_recv_depth: int = spec(
+        "blocks", "[ADR-0060] 2: ping-pong K/V block buffers per CUBE of the prefill ring (section 5.5; depth vs "
+        "ping-pong is section 9.4). The block a CUBE computes on at step t arrives into a buffer released "
+        "when its step t - depth block finished both its compute and its forward send; depth 1 = no "
+        "receive/compute overlap", static=True, default=2)
+    sips: int = spec("SIPs", "[ADR-0060] 4 SIPs for the full model (section B: H_kv = 8 kv heads at C = 8, two "
+                     "CUBE Groups per 16-CUBE SIP): the budget one attention layer's CUBE Groups must fit in",
+                     static=True, default=4)
+    commands: tuple = spec("-", "[ADR-0060] commands the PE scheduler has: 'composite' (the existing "
+                           "CompositeCmd) today; 'ex_composite' (section 5.6 opt2's softmax + P.V + flash "
+                           "accumulator) does not exist yet, so opt2 is legal only where it is assumed built",
+                           static=True, default=("composite",))
     mesh_x: int = spec("CUBEs", "[ADR-0060] SIP = 4x4 mesh of CUBEs", static=True, default=4)
     mesh_y: int = spec("CUBEs", "[ADR-0060] SIP = 4x4 mesh of CUBEs", static=True, default=4)
     pes_per_cube: int = spec("PEs", "[ADR-0060] P = 8 PEs per CUBE", static=True, default=8)
@@ -242,7 +298,7 @@ def spec_table(hw) -> list[tuple[str, object, str, str]]:
         if f.name == "name":
             continue
         value = getattr(hw, f.name)
-        value = float(jnp.asarray(value)) if not isinstance(value, int) else value
+        value = value if isinstance(value, (int, str, tuple)) else float(jnp.asarray(value))
         rows.append((f.name, value, f.metadata["unit"], f.metadata["source"]))
     return rows
 

@@ -19,6 +19,7 @@ from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
 from jaxref.numerics.formats import TILE  # rows / columns of a ttnn tile
 from jaxref.validation import check_choice
+
 WEIGHT_FORMATS = ("bfp8", "bf16")
 CACHE_FORMATS = ("bf16", "bfp8")
 ATTN_MODES = ("decode", "standard")

@@ -1,6 +1,6 @@
-"""AHBM attention-kernel study (ADR-0060): model vs event simulation, tuner vs exhaustive search,
-optimal TILE / C vs context, pipelining options vs CPU issue cost, reduce kinds, elasticities,
-and the ring's communication-hiding crossover.
+"""AHBM attention-kernel study (ADR-0060): the open decisions answered by the model, tuner vs
+exhaustive search at ragged S, optimal TILE / C vs context, pipelining options vs CPU issue cost,
+reduce kinds, elasticities, and the ring's communication-hiding crossover.
 
     python -m experiments.ahbm_study [--quick] [--out DIR]
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import pathlib
-import statistics
 import time
 
 import matplotlib
@@ -21,10 +20,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from costmodel.ahbm.config import PIPELINES, AhbmConfig
+from costmodel.ahbm import counts
+from costmodel.ahbm.config import PIPELINES, AhbmConfig, knob_space
 from costmodel.ahbm.model import evaluate
 from costmodel.ahbm.sensitivity import elasticities
-from costmodel.ahbm.simulate import simulate
 from costmodel.ahbm.tune import exhaustive, stack_knobs, sweep_latency, tune
 from costmodel.hardware import ahbm_sip
 from costmodel.overrides import apply_overrides
@@ -35,40 +34,130 @@ from jaxref.validation import output_dir
 K = 1024
 
 
-def sim_grid(quick: bool) -> list[AhbmConfig]:
-    """(case, S, C, P, TILE, pipelining) points simulated event by event. Prefill points stop at
-    S = 8k: its schedule lists every (q block, tile) pair (S^2 / TILE^2 / 2 of them)."""
-    dec_S = (K, 64 * K) if quick else (K, 16 * K, 256 * K, 1024 * K)
-    out = []
-    for S in dec_S:
-        for tile in ((128,) if quick else (64, 256)):
-            out += [AhbmConfig("decode", S, tile=tile, pipeline=p) for p in PIPELINES]
-        for C, P in (((4, 8),) if quick else ((2, 2), (4, 8), (16, 8))):
-            out += [AhbmConfig("decode_sp", S, tile=64, cubes=C, pes=P, pipeline=p) for p in PIPELINES]
-    for S in ((K,) if quick else (K, 4 * K)):
-        for tile in ((64,) if quick else (32, 64)):
-            out += [AhbmConfig("prefill", S, tile=tile, pipeline=p) for p in PIPELINES]
-    for S in ((K,) if quick else (K, 4 * K, 8 * K)):
-        for P in ((4,) if quick else (2, 8)):
-            out += [AhbmConfig("prefill_sp", S, tile=64, cubes=8, pes=P, pipeline=p) for p in PIPELINES]
-    return out
+def _lat(cfg, hw):
+    return evaluate(cfg, hw)["latency_us"]
 
 
-def model_vs_sim(hw, quick):
-    rows = []
-    for cfg in sim_grid(quick):
-        a = evaluate(cfg, hw)["latency_us"]
-        s = simulate(cfg, hw)["latency_us"]
-        rows.append((cfg, a, s, abs(a - s) / s))
-    return rows
+def _margin(best: float, other: float) -> str:
+    return f"{other / best - 1:+.1%}"
+
+
+def decisions(hw, quick: bool) -> tuple[list[list], list[dict]]:
+    """ADR-0060's open decisions, each answered by the model: (table rows, records)."""
+    rows, rec = [], []
+
+    def add(decision, options, choice, margin, **extra):
+        rows.append([decision, options, choice, margin])
+        rec.append({"decision": decision, "recommendation": choice, "margin": margin, **extra})
+
+    built = dataclasses.replace(hw, commands=("composite", "ex_composite"))
+    S = 128 * K
+    dec = lambda p, h: _lat(AhbmConfig("decode_sp", S, tile=512, cubes=8, pes=8, pipeline=p), h)
+    # 1. decode variant vs CPU issue cost (primitive ops; a composite push assumed 4x a primitive)
+    costs = [0.0, 1e-9, 2e-9, 5e-9, 10e-9, 20e-9, 50e-9, 100e-9]
+    tab = {c: {p: dec(p, dataclasses.replace(built, cpu_issue_s=c, cpu_issue_composite_s=4 * c)) for p in PIPELINES}
+           for c in costs}
+    cross = next((c for c in costs if tab[c]["opt2"] < 0.95 * tab[c]["opt3"]), None)
+    t0 = tab[0.0]
+    add("decode variant (section 5.6), decode-SP S 128k, C 8 P 8, TILE 512",
+        f"issue 0: opt1 {t0['opt1']:.4g}, opt3 {t0['opt3']:.4g}, opt2 {t0['opt2']:.4g}; issue 20 ns: "
+        + ", ".join(f"{p} {tab[20e-9][p]:.4g}" for p in PIPELINES),
+        "opt3 (no new command)" + (f"; opt2 pays >= 5% once a primitive issue costs >= {cross * 1e9:g} ns"
+                                   if cross is not None else "; opt2 never gains 5% up to 100 ns"),
+        f"opt3 vs opt1 {_margin(t0['opt3'], t0['opt1'])} at 0 ns", crossover_issue_s=cross)
+    # 2. reduce topology (section 4.4)
+    red = {r: evaluate(AhbmConfig("decode_sp", 32 * K, tile=512, cubes=8, pes=8, reduce=r), hw)["breakdown"]
+           ["reduce_us"] for r in ("tree", "all_to_all", "all_reduce")}
+    best = min(red, key=red.get)
+    nxt = min((v for k, v in red.items() if k != best))
+    add("reduce topology (section 4.4), C 8 P 8", ", ".join(f"{k} {v:.3g}" for k, v in red.items()),
+        f"{best} (Level-2 binomial tree + Level-1 center-root mesh)", f"next {_margin(red[best], nxt)}")
+    # 3. CUBE-Group sub-mesh 4x2 vs 2x4
+    hops = {m: int(counts.reduce_paths(8, 8, "tree", m)[:, counts.PATH_COLUMNS.index("hops")].max())
+            for m in ("wide", "tall")}
+    sub = {m: evaluate(AhbmConfig("decode_sp", 32 * K, tile=512, cubes=8, pes=8, cube_mesh=m), hw)["breakdown"]
+           ["reduce_us"] for m in ("wide", "tall")}
+    add("CUBE-Group sub-mesh at C 8 (section B)", f"2x4: {hops['wide']} hops, {sub['wide']:.3g}; "
+        f"4x2: {hops['tall']} hops, {sub['tall']:.3g}",
+        "either (center-root depth cols//2 + rows//2 = 3 both ways); 2x4 stacks two groups in the 4x4 SIP",
+        _margin(min(sub.values()), max(sub.values())))
+    # 4. contiguous vs round-robin placement (capacity 128k)
+    pl = {}
+    for Sx in (3000, 32 * K, 128 * K):
+        pl[Sx] = {p: _lat(AhbmConfig("decode_sp", Sx, tile=512, cubes=8, pes=8, placement=p, capacity=128 * K), hw)
+                  for p in ("round_robin", "contiguous")}
+    add("KV placement (section 2.1), decode-SP C 8 P 8, capacity 128k",
+        "; ".join(f"S {Sx}: rr {v['round_robin']:.3g}, contiguous {v['contiguous']:.3g}" for Sx, v in pl.items()),
+        "contiguous (shared with prefill's causal skip) for long context; round-robin only for short decode",
+        f"contiguous costs {_margin(pl[128 * K]['round_robin'], pl[128 * K]['contiguous'])} at S = capacity, "
+        f"{_margin(pl[3000]['round_robin'], pl[3000]['contiguous'])} at S 3000")
+    # 5. one-shot vs tiled crossover (section 9.5), decode on one PE
+    lanes = (128, 256, 512, 1000, 2000, 4000, 8000, 16000) if not quick else (256, 1000, 4000, 16000)
+    cross5, detail = None, []
+    for L in lanes:
+        shot_tile = next(t for t in knob_space("decode")["tile"] if t >= L) if L <= 4096 else 4096
+        try:
+            one = min(_lat(AhbmConfig("decode", L, tile=shot_tile, pipeline=p), hw) for p in ("opt1", "opt3")) \
+                if L <= 4096 else float("inf")
+        except ValueError:
+            one = float("inf")
+        tiled = min(_lat(AhbmConfig("decode", L, tile=t, pipeline=p), hw) for t in (64, 128, 256, 512, 1024)
+                    if t < L for p in ("opt1", "opt3")) if L > 64 else float("inf")
+        detail.append(f"S_rank {L}: one-shot {one:.3g}, tiled {tiled:.3g}")
+        if cross5 is None and tiled < one:
+            cross5 = L
+    add("one-shot vs tiled (section 9.5), decode one PE", "; ".join(detail[::2]),
+        f"tile once S_rank >= {cross5}" if cross5 else "one-shot wherever TCM allows", "see options",
+        crossover_keys=cross5)
+    # 6. ring ping-pong vs receive depth (section 9.4)
+    ring = {dp: _lat(AhbmConfig("prefill_sp", 32 * K, tile=64, cubes=8, pes=8),
+                     dataclasses.replace(hw, ring_recv_depth=dp)) for dp in (2, 3, 4)}
+    add("ring receive depth (section 9.4), prefill-SP S 32k", ", ".join(f"depth {k}: {v:.4g}" for k, v in ring.items()),
+        "ping-pong (2)" if ring[3] > 0.99 * ring[2] else "depth 3", f"depth 3 {_margin(ring[2], ring[3])}")
+    # 7. run-ahead depth (section 9.1)
+    ra = {dp: _lat(AhbmConfig("decode_sp", S, tile=512, cubes=8, pes=8), dataclasses.replace(
+        hw, composite_runahead_subtiles=dp)) for dp in (1, 2, 4, 8)}
+    pick = min(dp for dp in ra if ra[dp] <= 1.01 * min(ra.values()))
+    add("composite run-ahead depth (section 9.1), decode-SP S 128k", ", ".join(f"{k}: {v:.4g}" for k, v in ra.items()),
+        f"{pick} sub-tiles", f"depth 1 {_margin(ra[pick], ra[1])}")
+    # 8. C per operating point under the 4-SIP budget
+    ops = (K, 32 * K, 1024 * K) if not quick else (K, 1024 * K)
+    cs = []
+    for Sx in ops:
+        by_c = {}
+        for C in (1, 2, 4, 8):
+            by_c[C] = min(_lat(AhbmConfig("decode_sp", Sx, tile=t, cubes=C, pes=8, pipeline="opt3"), hw)
+                          for t in (64, 256, 1024, 4096))
+        bc = min(by_c, key=by_c.get)
+        second = min(v for k, v in by_c.items() if k != bc)
+        cs.append((Sx, bc, _margin(by_c[bc], second)))
+    add(f"C per operating point ({hw.sips} SIPs: C <= {hw.sips * hw.cubes // 8})",
+        "; ".join(f"decode S {Sx}: C {c}" for Sx, c, _ in cs) + "; prefill: C = G = 8 (head-parallel)",
+        ", ".join(f"S {Sx}: C {c}" for Sx, c, _ in cs), ", ".join(m for *_, m in cs))
+    # 9. the GEMM rate at which long decode becomes HBM-bound
+    long_cfg = AhbmConfig("decode_sp", 1024 * K, tile=512, cubes=8, pes=8)
+    flip = None
+    for mult in (1, 1.5, 2, 3, 4, 6, 8, 12, 16):
+        if evaluate(long_cfg, dataclasses.replace(hw, gemm_flops_per_cycle_per_pe=mult * hw.gemm_flops_per_cycle_per_pe))[
+                "bound"] == "hbm":
+            flip = mult
+            break
+    r = evaluate(long_cfg, hw)
+    m8 = evaluate(long_cfg, dataclasses.replace(hw, gemm_tile_m=8))
+    add("long decode bound (decode-SP S 1M, C 8 P 8)",
+        f"default: {r['bound']} ({r['rooflines_us']['gemm'] / r['rooflines_us']['hbm']:.2f}x the HBM roofline); "
+        f"engine tile height 8: {m8['bound']}",
+        f"HBM-bound from {flip}x the assumed GEMM rate ({flip * float(hw.gemm_flops_per_cycle_per_pe):.0f} FLOP/cycle)"
+        if flip else "GEMM-bound up to 16x", "GEMM tile rows: G = 8 of 32 used", gemm_rate_multiplier=flip)
+    return rows, rec
 
 
 def tuner_table(hw, quick):
     rows = []
-    grid = {"decode": (K, 32 * K, 1024 * K), "decode_sp": (K, 8 * K, 64 * K, 1024 * K),
-            "prefill": (K, 32 * K, 1024 * K), "prefill_sp": (K, 8 * K, 128 * K, 1024 * K)}
+    ragged = (1000, 3000, 50000, 777777)  # real context lengths are not powers of two
+    grid = {case: ragged for case in ("decode", "decode_sp", "prefill", "prefill_sp")}
     if quick:
-        grid = {"decode_sp": (K, 1024 * K)}
+        grid = {"decode_sp": (3000, 777777), "prefill": (3000,)}
     for case, Ss in grid.items():
         for S in Ss:
             r = tune(case, S, hw=hw)
@@ -87,14 +176,16 @@ def optimum_vs_s(hw, quick):
 
 def issue_cost_table(hw, S=128 * K):
     costs = (0.0, 2e-9, 5e-9, 10e-9, 20e-9, 50e-9)
+    built = dataclasses.replace(hw, commands=("composite", "ex_composite"))  # opt2 assumed built
     return costs, {p: [evaluate(AhbmConfig("decode_sp", S, tile=64, cubes=4, pes=8, pipeline=p),
-                                dataclasses.replace(hw, cpu_issue_s=c))["latency_us"] for c in costs]
+                                dataclasses.replace(built, cpu_issue_s=c))["latency_us"] for c in costs]
                    for p in PIPELINES}
 
 
 def reduce_table(hw):
     combos = ((1, 8), (2, 8), (4, 8), (8, 8), (16, 8), (16, 4))
-    return combos, {r: [evaluate(AhbmConfig("decode_sp", 1024, tile=128, cubes=C, pes=P, reduce=r), hw)
+    wide = dataclasses.replace(hw, sips=2 * hw.sips)  # C = 16 needs 8 SIPs for the 8 kv heads
+    return combos, {r: [evaluate(AhbmConfig("decode_sp", 1024, tile=128, cubes=C, pes=P, reduce=r), wide)
                         ["breakdown"]["reduce_us"] for C, P in combos] for r in ("tree", "all_to_all", "all_reduce")}
 
 
@@ -108,12 +199,12 @@ def ring_crossover(hw, P=8, tile=32):
     C = AhbmConfig("prefill_sp", 8 * tile, tile=tile, cubes=8).cubes
     S = np.arange(1, 257) * C * tile
     knobs = stack_knobs([AhbmConfig("prefill_sp", int(s), tile=tile, cubes=C, pes=P) for s in S])
-    free, _ = sweep_latency(dataclasses.replace(hw, ucie_bytes_per_s=1e18), knobs, case="prefill_sp")
+    free, _ = sweep_latency(dataclasses.replace(hw, cube_noc_bytes_per_s=1e18), knobs, case="prefill_sp")
     free = np.asarray(free)
     d = AhbmConfig("prefill_sp", int(S[0]), tile=tile, cubes=C).geometry.head_dim
     rows = []
-    for bw in (hw.ucie_bytes_per_s / 64, hw.ucie_bytes_per_s / 16, hw.ucie_bytes_per_s / 8):
-        lat, _ = sweep_latency(dataclasses.replace(hw, ucie_bytes_per_s=bw), knobs, case="prefill_sp")
+    for bw in (hw.cube_noc_bytes_per_s / 64, hw.cube_noc_bytes_per_s / 16, hw.cube_noc_bytes_per_s / 8):
+        lat, _ = sweep_latency(dataclasses.replace(hw, cube_noc_bytes_per_s=bw), knobs, case="prefill_sp")
         hidden = np.asarray(lat) <= 1.01 * free
         idx = next((i for i in range(len(S)) if hidden[i:].all()), None)
         found = int(S[idx]) if idx is not None else None
@@ -125,10 +216,10 @@ def ring_crossover(hw, P=8, tile=32):
 
 def elasticity_table(hw, quick):
     pts = [AhbmConfig("decode", 32 * K, tile=128, pipeline="opt3"),
-           AhbmConfig("decode_sp", K, tile=64, cubes=4, pes=8), AhbmConfig("decode_sp", 1024 * K, tile=64, cubes=16, pes=8),
-           AhbmConfig("prefill", 8 * K, tile=64), AhbmConfig("prefill_sp", 8 * K, tile=64, cubes=8, pes=8)]
+           AhbmConfig("decode_sp", K, tile=64, cubes=4, pes=8), AhbmConfig("decode_sp", 1024 * K, tile=64, cubes=8, pes=8),
+           AhbmConfig("prefill", 8 * K, tile=32), AhbmConfig("prefill_sp", 8 * K, tile=64, cubes=8, pes=8)]
     if not quick:
-        pts += [AhbmConfig("decode", K, tile=128), AhbmConfig("decode_sp", 32 * K, tile=64, cubes=16, pes=8),
+        pts += [AhbmConfig("decode", K, tile=128), AhbmConfig("decode_sp", 32 * K, tile=64, cubes=8, pes=8),
                 AhbmConfig("prefill_sp", 128 * K, tile=128, cubes=8, pes=8)]
     return [(cfg, elasticities(cfg, hw)) for cfg in pts]
 
@@ -143,29 +234,11 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     hw = apply_overrides(ahbm_sip(), overrides)
     md, res, figs = [], {}, []
 
-    sims = model_vs_sim(hw, quick)
-    errs = [e for *_, e in sims]
-    worst = max(sims, key=lambda r: r[3])
-    res["sim_points"] = len(sims)
-    res["sim_median_rel_diff"] = statistics.median(errs)
-    res["sim_worst_rel_diff"] = max(errs)
-    md.append("### Analytic model vs SimPy event simulation\n")
-    md.append(f"{len(sims)} points (decode S 1k..1M, prefill S <= 8k): median relative difference "
-              f"{statistics.median(errs):.3%}, worst {max(errs):.3%} ({worst[0].case}, S {worst[0].seq_len}, "
-              f"{_fmt_cfg(worst[0])}); opt1 / opt3 are exact closed forms of the simulated rules, opt2's steady "
-              "period is a max of cycles.\n")
-    fig, ax = plt.subplots(figsize=(5, 4))
-    for p, m in zip(PIPELINES, "os^"):
-        xs = [s for c, a, s, _ in sims if c.pipeline == p]
-        ys = [a for c, a, s, _ in sims if c.pipeline == p]
-        ax.loglog(xs, ys, m, label=p, alpha=0.7)
-    lo, hi = min(s for _, _, s, _ in sims), max(s for _, _, s, _ in sims)
-    ax.plot([lo, hi], [lo, hi], "k-", lw=0.5)
-    ax.set_xlabel("event simulation (us)")
-    ax.set_ylabel("analytic model (us)")
-    ax.legend()
-    figs.append(plots.save(fig, out_dir, "ahbm_model_vs_sim.png"))
-    md.append("![model vs simulation](ahbm_model_vs_sim.png)\n")
+    md.append("### ADR-0060 open decisions\n")
+    rows, dec = decisions(hw, quick)
+    md.append(md_table(["decision", "options (us or as stated)", "recommendation", "margin"], rows))
+    res["decisions"] = dec
+    md.append("")
 
     md.append("### Gradient tuner vs exhaustive search\n")
     gaps, ratios, rows = [], [], []

@@ -18,8 +18,8 @@ import numpy as np
 from costmodel.ahbm.config import MODELS, PIPELINES
 from costmodel.ahbm.tune import sweep_latency
 from costmodel.hardware import ahbm_sip
-from jaxref.validation import positive_int
 from jaxref.timing import time_repeats
+from jaxref.validation import positive_int
 
 
 def random_knobs(case: str, n: int, seed: int = 0) -> dict:

@@ -64,8 +64,32 @@ def test_tree_rounds_are_log2p_plus_center_mesh_depth(C, P):
     assert counts.round_count(C, P, "all_reduce") == math.ceil(math.log2(R)) + (0 if R & (R - 1) == 0 else 2)
     # the critical path of the tree is one message per round, all one hop
     paths = counts.reduce_paths(C, P, "tree")
-    assert paths[:, 0].max() + paths[:, 1].max() == expect
-    assert (paths[:, 2] == paths[:, 1]).all()
+    col = {name: i for i, name in enumerate(counts.PATH_COLUMNS)}
+    assert paths[:, col["l2_messages"]].max() + paths[:, col["l1_messages"]].max() == expect
+    assert (paths[:, col["hops"]] == paths[:, col["l1_messages"]]).all()
+
+
+@pytest.mark.parametrize("C,P", [(8, 8), (4, 8), (8, 2), (16, 4)])
+def test_all_reduce_contention_counts_messages_sharing_a_cube_port(C, P):
+    """Recursive doubling at C x P: in a cross-CUBE round every PE of a CUBE sends to the partner
+    CUBE, so P messages share its NOC injection port (counted here from reduce_plan directly)."""
+    plan = reduce_plan(C, P, kind="all_reduce")
+    rounds, _, _ = counts.reduce_rounds(C, P, "all_reduce")
+    for rnd_plan, rnd in zip(plan.rounds, rounds, strict=True):
+        per_src_cube = {}
+        for s, d, lv in rnd_plan:
+            if lv == 1:
+                per_src_cube[s // P] = per_src_cube.get(s // P, 0) + 1
+        for s, d, lv, h, units in rnd:
+            if lv == 1:
+                assert units >= per_src_cube[s // P]
+                assert h >= 1
+            else:
+                assert units == 1  # one message per PE port and round in recursive doubling
+    assert max(u for rnd in rounds for *_, lv, _h, u in rnd if lv == 1) >= P
+    # the tree never shares a resource more than twice (two children converging on one CUBE)
+    tree, _, _ = counts.reduce_rounds(C, P, "tree")
+    assert max(u for rnd in tree for *_, u in rnd) <= 2
 
 
 def test_relaxed_counts_equal_exact_at_integers_and_are_continuous():

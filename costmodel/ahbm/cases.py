@@ -1,16 +1,21 @@
 """Latency of the four ADR-0060 section-10 cases as JAX functions of the knobs and the AHBM spec.
 
-``case_latency(hw, knobs, case=..., model=..., reduce=..., relax=...)`` returns a dict of times in
-microseconds (``total`` plus a breakdown), for one pipelining option per entry of the knob vector
-``w`` (weights over ('opt1', 'opt2', 'opt3'); one-hot for a discrete config, a softmax in the
-tuner). Knobs are arrays (``seq_len``, ``batch``, ``tile``, ``cubes``, ``pes``, ``w``) so the
-function ``jit`` / ``vmap`` / ``grad``-s over them and over every float field of ``hw``.
-The case, model, reduce kind and ``causal_skip`` are static.
+``case_latency(hw, knobs, case=..., model=..., reduce=..., placement=..., mesh=..., relax=...)``
+returns a dict of times in microseconds (``total`` plus a breakdown and each resource's busy
+time on the critical PE / link: its roofline), for one pipelining option per entry of the knob
+vector ``w`` (weights over ('opt1', 'opt2', 'opt3'); one-hot for a discrete config, a softmax in
+the tuner). Knobs are arrays (``seq_len``, ``batch``, ``tile``, ``cubes``, ``pes``, ``w``, and
+``capacity`` for the contiguous placement) so the function ``jit`` / ``vmap`` / ``grad``-s over
+them and over every float field of ``hw``. Case, model, reduce kind, placement, sub-mesh
+orientation and ``causal_skip`` are static. Ragged tiles / q blocks use their real key / row
+counts (relaxed: the last tile's keys = keys - (n - 1) TILE with the relaxed tile count n).
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from costmodel.ahbm import counts
 from costmodel.ahbm.config import CASES, MODELS, PIPELINES
@@ -19,18 +24,22 @@ from costmodel.ahbm.pipeline import (
     DTYPE_BYTES,
     US,
     dma_time,
+    hbm_rate,
     issues_per_tile,
     sweep_terms,
     tcm_bytes,
     tile_times,
+    visit_time,
     visits_time,
 )
 from costmodel.hardware import AHBM
-from costmodel.smooth import Relax, smax
+from costmodel.smooth import Relax, sceil, smax, smin
 from jaxref.validation import check_choice
 
 MERGE_ELEMS_PER_ROW = 3  # x head_dim, + 6: rescale both O's and add; m, l and two exps
 MERGE_ELEMS_ROW_FIXED = 6
+RECV_MERGE_OPS = 7  # a receive (1 primitive) + the log-sum-exp merge (6 primitives)
+RESOURCES = ("hbm", "gemm", "math", "cpu_issue", "links")
 
 
 def _math_s(hw: AHBM, elems):
@@ -50,114 +59,214 @@ def _bilinear(table, x, y):
             + (1 - fx) * fy * table[x0, y1] + fx * fy * table[x1, y1])
 
 
-def reduce_time(hw: AHBM, cubes, pes, payload_bytes, merge_rows, head_dim: int, kind: str, *,
+def reduce_time(hw: AHBM, cubes, pes, payload_bytes, merge_rows, head_dim: int, kind: str, orientation: str, *,
                 relax: Relax | None):
-    """Data-driven reduce latency over the plan's critical paths (``counts.reduce_paths``),
-    bilinear in (log2 C, log2 P) between the plans at powers of two (exact there)."""
-    t2 = US * (hw.dma_local_latency_s + payload_bytes / hw.ipcq_bytes_per_s)
-    t1 = US * (hw.ucie_transaction_s + payload_bytes / hw.ucie_bytes_per_s)
-    merge = _math_s(hw, merge_rows * (MERGE_ELEMS_PER_ROW * head_dim + MERGE_ELEMS_ROW_FIXED))
-    cost = jnp.stack(jnp.broadcast_arrays(t2, t1, US * hw.cube_hop_latency_s, merge))
-    paths = jnp.asarray(counts.reduce_table(kind))  # [5, 4, k, 4]
+    """Data-driven reduce latency over the plan's critical paths (``counts.reduce_paths``, with
+    per-round link contention), bilinear in (log2 C, log2 P) between the plans at powers of two
+    (exact there). Returns (latency, busiest CUBE-NOC resource's busy time)."""
+    c = US * hw.cpu_issue_s
+    unit2 = US * payload_bytes / hw.ipcq_bytes_per_s
+    unit1 = US * payload_bytes / hw.cube_noc_bytes_per_s
+    merge = _math_s(hw, merge_rows * (MERGE_ELEMS_PER_ROW * head_dim + MERGE_ELEMS_ROW_FIXED)) + RECV_MERGE_OPS * c
+    cost = jnp.stack(jnp.broadcast_arrays(US * hw.dma_local_latency_s + c, unit2,
+                                          US * hw.cube_noc_transaction_s + c, unit1,
+                                          US * hw.cube_hop_latency_s, merge))
+    paths = jnp.asarray(counts.reduce_table(kind, orientation))  # [5, 4, k, 6]
     per_path = paths @ cost  # [5, 4, k]
-    if relax is None:
+    if relax is None or per_path.shape[-1] == 1:
         grid = jnp.max(per_path, axis=-1)
     else:
-        grid = smax(*[per_path[..., i] for i in range(per_path.shape[-1])], relax=relax) \
-            if per_path.shape[-1] > 1 else per_path[..., 0]
-    return _bilinear(grid, jnp.log2(cubes), jnp.log2(pes))
+        grid = smax(*[per_path[..., i] for i in range(per_path.shape[-1])], relax=relax)
+    loads = jnp.asarray(np.array([[counts.link_load(C, P, kind, orientation) for P in counts.P_GRID]
+                                  for C in counts.C_GRID]))
+    lc, lp = jnp.log2(cubes), jnp.log2(pes)
+    return _bilinear(grid, lc, lp), _bilinear(loads, lc, lp) * unit1
 
 
-def _per_option(hw, rows, te, d, relax, fn):
-    """fn(terms) for each pipelining option, stacked on a leading axis of 3."""
-    t = tile_times(hw, rows, te, d, relax=relax)
-    return jnp.stack(jnp.broadcast_arrays(*[fn(sweep_terms(t, p, relax=relax)) for p in PIPELINES])), t
+def tile_count(keys, te, *, relax: Relax | None):
+    """(tiles n, keys of the last tile): exact, ceil(keys / te) tiles with a ragged last one;
+    relaxed, the fractional count keys / te of full tiles (smooth: the ragged sawtooth of the
+    exact form, linear in TILE between tile-count steps, would dominate a gradient)."""
+    if relax is None:
+        n = jnp.ceil(keys / te)
+        return n, keys - (n - 1.0) * te
+    return keys / te, te + 0.0 * keys
+
+
+def _options(fn):
+    """fn(pipeline) for each pipelining option, stacked on a leading axis of 3."""
+    return jnp.stack(jnp.broadcast_arrays(*[fn(p) for p in PIPELINES]))
+
+
+def _busy(t: dict, count, pipeline: str) -> dict:
+    """Resource busy time of ``count`` tiles of times ``t`` (HBM, GEMM, MATH, CPU issue)."""
+    n_comp, n_prim = issues_per_tile(pipeline)
+    return {"hbm": count * (t["K"]["dma_busy"] + t["V"]["dma_busy"]),
+            "gemm": count * (t["K"]["gemm_busy"] + t["V"]["gemm_busy"]),
+            "math": count * (t["m_s"] + t["m_o"]),
+            "cpu_issue": count * (n_comp * t["cc"] + n_prim * t["c"])}
+
+
+def _wsum(w, per_option: list):
+    return jnp.tensordot(w, jnp.stack(jnp.broadcast_arrays(*per_option)), 1)
 
 
 def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b", reduce: str = "tree",
-                 relax: Relax | None = None, causal_skip: bool = True) -> dict:
-    """Times (us) of one configuration: total, sweep, reduce / ring, io, and engine busy times."""
+                 placement: str = "round_robin", mesh: str = "wide", relax: Relax | None = None,
+                 causal_skip: bool = True) -> dict:
+    """Times (us) of one configuration: total, sweep, reduce / ring, io, the per-resource busy
+    times of the critical PE (``<resource>_busy``, the rooflines), TCM bytes and the SIP use."""
     geom, _ = MODELS[model]
-    G, d = geom.group, geom.head_dim
+    G, d, Hkv = geom.group, geom.head_dim, geom.num_kv_heads
     S, B, tile, w = knobs["seq_len"], knobs["batch"], knobs["tile"], knobs["w"]
     C, P = knobs["cubes"], knobs["pes"]
+    mn = lambda a, b: jnp.minimum(a, b) if relax is None else smin(a, b, relax=Relax(relax.tau_int, 1.0))
     out = {}
     if case in ("decode", "decode_sp"):
         ranks = C * P if case == "decode_sp" else jnp.ones_like(S)
-        n, te = counts.decode_counts(S, tile, ranks, relax=relax)
+        if case == "decode_sp" and placement == "contiguous":
+            keys = mn(S, sceil(knobs.get("capacity", S) / ranks, relax=relax))
+        else:
+            keys = sceil(S / ranks, relax=relax)
+        te = mn(tile, keys)
+        n, k_last = tile_count(keys, te, relax=relax)
         rows = G
-        # visits of one tile: all when n = 1; relaxed, linear between n = 1 and n = 2
-        single = B * (jnp.where(n <= 1, 1.0, 0.0) if relax is None else jnp.clip(2.0 - n, 0.0, 1.0))
+        tf = tile_times(hw, rows, te, d, relax=relax)
+        tr = tile_times(hw, rows, k_last, d, relax=relax)
         pre = dma_time(hw, rows * d * DTYPE_BYTES)
-        sweeps, t = _per_option(hw, rows, te, d, relax,
-                                lambda tr: visits_time(tr, B * n, B, single, pre))
-        sweep = jnp.tensordot(w, sweeps, 1)
-        red = 0.0 * S
+        sweep = B * (pre + _wsum(w, [visit_time(tf, tr, n, p, relax=relax) for p in PIPELINES]))
+        red, link = 0.0 * S, 0.0 * S
         if case == "decode_sp":
             payload = B * rows * (d + 2) * ACC_BYTES
-            red = reduce_time(hw, C, P, payload, B * rows, d, reduce, relax=relax)
+            red, link = reduce_time(hw, C, P, payload, B * rows, d, reduce, mesh, relax=relax)
         post = _math_s(hw, B * rows * d) + dma_time(hw, B * rows * d * DTYPE_BYTES)
-        out.update(sweep=sweep, reduce=red, io=post, tiles=B * n)
+        busy = [{k: B * (v + _busy(tr, 1.0, p)[k]) for k, v in _busy(tf, n - 1.0, p).items()} for p in PIPELINES]
+        io_bytes = B * rows * d * DTYPE_BYTES * 2
+        out.update(sweep=sweep, reduce=red, io=post, tiles=B * n, link_busy=link, cubes_used=Hkv * C,
+                   hbm_extra=io_bytes / hbm_rate(hw), math_extra=_math_s(hw, B * rows * d))
         total = sweep + red + post
+        tcm = _wsum(w, [tcm_bytes(hw, rows, te, d, p) for p in PIPELINES])
     elif case == "prefill":
-        tiles, visits, single, te = counts.prefill_counts(S, tile, causal_skip=causal_skip, relax=relax)
-        rows = G * te
-        over = 2 * dma_time(hw, rows * d * DTYPE_BYTES) + _math_s(hw, rows * d)
-        sweeps, t = _per_option(hw, rows, te, d, relax, lambda tr: visits_time(tr, tiles, visits, single, over))
-        total = B * jnp.tensordot(w, sweeps, 1)
-        out.update(sweep=total, reduce=0.0 * S, io=0.0 * S, tiles=B * tiles)
+        te = mn(tile, S)
+        n, r = tile_count(S, te, relax=relax)  # r: rows of the last q block = keys of the last tile
+        rows, rows_r = G * te, G * r
+        tf = tile_times(hw, rows, te, d, relax=relax)  # full rows, full keys
+        tfr = tile_times(hw, rows, r, d, relax=relax)  # full rows, ragged keys
+        trf = tile_times(hw, rows_r, te, d, relax=relax)  # ragged rows, full keys
+        trr = tile_times(hw, rows_r, r, d, relax=relax)  # ragged rows, ragged keys
+        over = lambda R: 2 * dma_time(hw, R * d * DTYPE_BYTES) + _math_s(hw, R * d)
+        nf = n - 1.0  # full-row q blocks
+
+        def one(p):
+            last_block = over(rows_r) + visit_time(trf, trr, n, p, relax=relax)
+            if causal_skip:  # q block i < n - 1 sees i + 1 full tiles
+                full_blocks = visits_time(sweep_terms(tf, p, relax=relax), nf * n / 2, nf, jnp.minimum(nf, 1.0),
+                                          over(rows))
+            else:  # every block sees all n tiles, the last one ragged
+                full_blocks = nf * (over(rows) + visit_time(tf, tfr, n, p, relax=relax))
+            return full_blocks + last_block
+
+        total = B * _wsum(w, [one(p) for p in PIPELINES])
+        full_tiles = nf * n / 2 if causal_skip else nf * (n - 1.0)
+        busy = []
+        for p in PIPELINES:
+            parts = [_busy(tf, full_tiles, p), _busy(trf, n - 1.0, p), _busy(trr, 1.0, p)]
+            if not causal_skip:
+                parts.append(_busy(tfr, nf, p))
+            busy.append({k: B * sum(x[k] for x in parts) for k in parts[0]})
+        tiles = full_tiles + n + (0.0 if causal_skip else nf)
+        out.update(sweep=total, reduce=0.0 * S, io=0.0 * S, tiles=B * tiles, link_busy=0.0 * S,
+                   hbm_extra=B * n * 2 * rows * d * DTYPE_BYTES / hbm_rate(hw), math_extra=B * n * _math_s(hw, rows * d))
+        tcm = _wsum(w, [tcm_bytes(hw, rows, te, d, p) for p in PIPELINES])
     elif case == "prefill_sp":
-        total, ring, t, tiles = ring_latency(hw, S, tile, G, P, d, w, relax=relax)
-        total = B * total
-        out.update(sweep=total, reduce=B * ring, io=0.0 * S, tiles=B * tiles)
-        te = jnp.minimum(tile, S / G)
-        rows = te
+        ring = ring_latency(hw, S, tile, G, P, d, w, relax=relax)
+        total = B * ring["total"]
+        busy = [{k: B * v for k, v in b.items()} for b in ring["busy"]]
+        out.update(sweep=total, reduce=B * ring["wait"], io=0.0 * S, tiles=B * ring["tiles"],
+                   link_busy=B * ring["link"], cubes_used=Hkv * G * jnp.ones_like(S), hbm_extra=B * ring["hbm_extra"],
+                   math_extra=0.0 * S, ring_in_tcm=ring["in_tcm"])
+        tcm = ring["tcm"]
     else:
         check_choice("case", case, CASES)
         raise AssertionError(case)  # a case in CASES without a branch here
-    issues = jnp.asarray([issues_per_tile(p) for p in PIPELINES], jnp.float32) @ w
-    out.update(total=total, gemm_busy=out["tiles"] * (t["g1"] + t["g2"]),
-               hbm_busy=out["tiles"] * (t["LK"] + t["LV"]), math_busy=out["tiles"] * (t["m_s"] + t["m_o"]),
-               cpu_issue=out["tiles"] * issues * t["c"],
-               tcm_bytes=jnp.tensordot(w, jnp.stack(jnp.broadcast_arrays(
-                   *[tcm_bytes(rows, te, d, p) for p in PIPELINES])), 1))
+    if case in ("decode", "prefill"):
+        out["cubes_used"] = Hkv / hw.pes_per_cube + 0.0 * S  # one PE per kv head
+    for k in ("hbm", "gemm", "math", "cpu_issue"):
+        out[f"{k}_busy"] = _wsum(w, [b[k] for b in busy])
+    out["hbm_busy"] = out["hbm_busy"] + out.pop("hbm_extra")
+    out["math_busy"] = out["math_busy"] + out.pop("math_extra")
+    out["links_busy"] = out.pop("link_busy")
+    out.update(total=total, tcm_bytes=tcm, opt2_weight=w[PIPELINES.index("opt2")],
+               ring_depth_margin=(2.0 - hw.ring_recv_depth if case == "prefill_sp" else -1.0) + 0.0 * S)
     return out
 
 
-def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None):
-    """Prefill-SP ring over C = G CUBEs: per (CUBE c, step s) the busiest PE's work on block
-    b = (c - s) mod C; CUBE c sends its held block to c + 1 when it starts a step (the link
-    serialises its sends) and starts step s once it finished step s - 1 and received the block.
-    A block's work is the ``w``-weighted sum over pipelining options (exact for a one-hot ``w``).
-    Returns (total, mean exposed ring wait per CUBE, tile times, tiles of the busiest PE)."""
-    te = jnp.minimum(tile, S / C)
+def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None) -> dict:
+    """Prefill-SP ring over C = G CUBEs (``costmodel.ahbm``'s docstring): per (CUBE c, step s) the
+    busiest PE's work on block b = (c - s) mod C; CUBE c forwards its held block to c + 1 when it
+    starts a step (its NOC port serialises its sends; the receiver needs a free one of
+    ``ring_recv_depth`` buffers) and starts step s once it finished step s - 1 and received the
+    block. Blocks stay in TCM when they fit next to the working set, else they are staged in HBM.
+    A block's work is the ``w``-weighted sum over pipelining options (exact for a one-hot ``w``)."""
+    Bk = sceil(S / C, relax=relax)  # keys per ring block
+    te = jnp.minimum(tile, Bk)
     rows = te
-    t = tile_times(hw, rows, te, d, relax=relax)
-    over = (dma_time(hw, rows * d * DTYPE_BYTES + rows * (d + 2) * ACC_BYTES)
-            + dma_time(hw, rows * (d + 2) * ACC_BYTES))
     blocks = counts.ring_block_counts(jnp.expand_dims(S, -1), jnp.expand_dims(te, -1), C, jnp.expand_dims(P, -1),
                                       jnp.arange(C, dtype=jnp.result_type(float)), relax=relax)  # each [..., C]
-    xfer = US * 2 * (S / C) * d * DTYPE_BYTES / hw.ucie_bytes_per_s
-    lat = US * (hw.cube_hop_latency_s + hw.ucie_transaction_s)
-    final = jnp.maximum(counts.sceil(S / te / P, relax=relax), 1.0) * (
-        _math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
+    block_bytes = 2 * Bk * d * DTYPE_BYTES
+    depth = hw.ring_recv_depth
+    over = (dma_time(hw, rows * d * DTYPE_BYTES + rows * (d + 2) * ACC_BYTES)
+            + dma_time(hw, rows * (d + 2) * ACC_BYTES))
+    xfer = US * block_bytes / hw.cube_noc_bytes_per_s
+    lat = US * (hw.cube_noc_transaction_s + hw.cube_hop_latency_s)
+    final = jnp.maximum(sceil(S / te / P, relax=relax), 1.0) * (_math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
     mx = lambda *a: smax(*a, relax=relax)
-    # work[b]: the busiest PE's time on block b; at step s CUBE c holds block (c - s) mod C
-    tb = {k: jnp.expand_dims(v, -1) for k, v in t.items()}
-    work = sum(w[i] * visits_time(sweep_terms(tb, p, relax=relax), *blocks, jnp.expand_dims(over, -1))
+    tiles = jnp.sum(blocks[0], -1)
+    tcm_work = _wsum(w, [tcm_bytes(hw, rows, te, d, p) for p in PIPELINES])
+    fits = tcm_work + depth * block_bytes <= hw.tcm_bytes_per_pe  # blocks in TCM, else staged in HBM
+    # the blocks' place selects the tile times leaf by leaf (one sweep graph, not one per place)
+    t_tcm, t_hbm = (tile_times(hw, jnp.expand_dims(rows, -1), jnp.expand_dims(te, -1), d, src=src, relax=relax)
+                    for src in ("tcm", "hbm"))
+    t = jax.tree.map(lambda a, b: jnp.where(fits[..., None], a, b), t_tcm, t_hbm)
+    work = sum(w[i] * visits_time(sweep_terms(t, p, relax=relax), *blocks, jnp.expand_dims(over, -1))
                for i, p in enumerate(PIPELINES))
-    # The recurrence runs on per-CUBE scalars (lists), not a rolled [C] axis: XLA vectorises the
-    # former over a vmapped batch far better than a roll along a short minor axis.
-    w_b = [work[..., b] for b in range(C)]
-    done = list(w_b)  # step 0: CUBE c on block c
-    start, send_end = [0.0 * xfer] * C, [0.0 * xfer] * C
+    busy = [{k: v[..., 0] for k, v in _busy(t, tiles[..., None], p).items()} for p in PIPELINES]
+    stage = jnp.where(fits, 0.0, block_bytes / hbm_rate(hw))  # the receivers' HBM write of a staged block
+    init = jnp.where(fits, dma_time(hw, block_bytes), 0.0)  # TCM-held: each PE first loads its own block
+    end, wait = _ring_recurrence([work[..., b] for b in range(C)], xfer, lat + stage, init, C, depth, mx)
+    in_tcm = fits.astype(jnp.result_type(float))
+    return {"total": end + final, "wait": wait, "busy": busy, "tiles": tiles, "link": (C - 1) * xfer,
+            "tcm": tcm_work + in_tcm * depth * block_bytes, "in_tcm": in_tcm,
+            "hbm_extra": (1.0 - in_tcm) * (C - 1) * block_bytes / hbm_rate(hw) + in_tcm * block_bytes / hbm_rate(hw)}
+
+
+def _ring_recurrence(w_b: list, xfer, lat, init, C: int, depth: int, mx):
+    """(end, mean exposed wait per CUBE) of the ring's max-plus recurrence. The recurrence runs on
+    per-CUBE scalars (lists), not a rolled [C] axis: XLA vectorises the former over a vmapped
+    batch far better than a roll along a short minor axis."""
+    start = [init + 0.0 * w_b[0]] * C
+    done = [start[c] + w_b[c] for c in range(C)]  # step 0: CUBE c on block c
+    send_end: list = [None] * C  # CUBE c's latest forward send end
+    hist_done, hist_send = [done], []  # per step: done[c], send_end[c] (the forward of that step's block)
     wait = 0.0 * xfer
     for s in range(1, C):
-        send_end = [(start[c] if s == 1 else mx(start[c], send_end[c])) + xfer for c in range(C)]
+        # CUBE c forwards the block it holds at step s - 1 (to c + 1 for step s) when it starts that step,
+        # after its previous send, into a buffer of c + 1 released by its step s - depth
+        new_send = []
+        for c in range(C):
+            t0 = start[c] if send_end[c] is None else mx(start[c], send_end[c])
+            k = s - depth
+            if k >= 0:
+                nxt = (c + 1) % C
+                # its step-k block is released once computed and forwarded (hist_send[k]: the sends of step k + 1)
+                rel = mx(hist_done[k][nxt], hist_send[k][nxt]) if k < len(hist_send) else hist_done[k][nxt]
+                t0 = mx(t0, rel)
+            new_send.append(t0 + xfer)
+        hist_send.append(new_send)
+        send_end = new_send
         start = [mx(done[c], send_end[c - 1] + lat) for c in range(C)]  # c - 1 = C - 1 for c = 0
         wait = wait + sum(start[c] - done[c] for c in range(C)) / C
         done = [start[c] + w_b[(c - s) % C] for c in range(C)]
+        hist_done.append(done)
     end = mx(*done) if C > 1 else done[0]
-    totals, waits = end + final, wait
-    tiles = jnp.sum(blocks[0], -1)
-    return totals, waits, t, tiles
+    return end, wait

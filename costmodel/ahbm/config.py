@@ -14,32 +14,54 @@ Cases (ADR-0060 section 10), per kv head (the K kv heads run on disjoint CUBE Gr
 
 Knobs: TILE (keys per KV tile; prefill q blocks are TILE rows), C, P, the pipelining option of the
 inner tile (ADR section 5.6: opt1 GEMM-engine bubble, opt3 software pipelining, opt2 ex_composite),
-batch B and context S. TILE, C and P are powers of two (the tuner's log2 relaxation).
+batch B and context S (any positive int: the last tile / q block / ring block is ragged). TILE, C
+and P are powers of two (TILE: the scheduler's 32 / 64 GEMM steps; C: a rectangular sub-mesh of
+the 4x4 SIP with a ring; P: the binomial Level-2 tree). Placement of decode-SP's keys
+(``round_robin`` | ``contiguous`` with a ``capacity`` >= S), the CUBE Group's sub-mesh orientation
+(``wide``: rows <= cols, e.g. 2x4 at C = 8; ``tall``: its transpose, 4x2). Hardware-dependent
+feasibility (TCM, the SIP budget, the commands that exist) is ``model.constraints``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Literal
 
 from jaxref.attention import AttentionGeometry
-from jaxref.attention.reduce import REDUCES
+from jaxref.attention.reduce import REDUCES, cube_mesh_shape
 from jaxref.validation import check_choice, choices_of
 
 Case = Literal["decode", "decode_sp", "prefill", "prefill_sp"]
 Pipeline = Literal["opt1", "opt2", "opt3"]
 Reduce = Literal[REDUCES]  # the reduce kinds of jaxref.attention.reduce_plan, defined there once
-CASES, PIPELINES = choices_of(Case), choices_of(Pipeline)
+Placement = Literal["round_robin", "contiguous"]
+Mesh = Literal["wide", "tall"]  # CUBE Group sub-mesh orientation
+CASES, PIPELINES, PLACEMENTS, MESHES = (choices_of(c) for c in (Case, Pipeline, Placement, Mesh))
 # model name -> (geometry, decoder layers)
 MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
 TILE_RANGE = (32, 4096)  # keys per tile: one composite N tile .. a one-shot sweep of a short shard
+TILE_STEP = 64  # lcm of the scheduler's Q.K^T N step (32) and P.V K step (64)
 CUBES_MAX = 16  # a CUBE Group stays inside one 4x4 SIP
 PES_MAX = 8
 
 
 def is_pow2(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x > 0 and x & (x - 1) == 0
+
+
+def is_tile(x) -> bool:
+    """A legal TILE: 32 or a multiple of 64 in ``TILE_RANGE``."""
+    return (isinstance(x, int) and not isinstance(x, bool) and TILE_RANGE[0] <= x <= TILE_RANGE[1]
+            and (x == TILE_RANGE[0] or x % TILE_STEP == 0))
+
+
+def check_problem(case: str, seq_len, batch, model: str, reduce: str = "tree") -> None:
+    """Validate the problem a tuner is asked about (before any knob is chosen)."""
+    check_choice("case", case, Case)
+    check_choice("model", model, MODELS)
+    check_choice("reduce", reduce, Reduce)
+    for name, v in (("seq_len", seq_len), ("batch", batch)):
+        _need(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
 
 
 def _need(cond: bool, msg: str) -> None:
@@ -62,20 +84,30 @@ class AhbmConfig:
     reduce: Reduce = "tree"
     model: str = "llama3_70b"
     causal_skip: bool = True  # prefill: skip wholly future tiles (False computes them under the mask)
+    placement: str = "round_robin"  # decode_sp key placement: 'round_robin' | 'contiguous'
+    capacity: int | None = None  # max context of the KV buffers (contiguous blocks); None = seq_len
+    cube_mesh: str = "wide"  # CUBE Group sub-mesh: 'wide' (rows <= cols) | 'tall' (its transpose)
 
     def __post_init__(self):
         check_choice("case", self.case, Case)
         check_choice("pipeline", self.pipeline, Pipeline)
         check_choice("reduce", self.reduce, Reduce)
         check_choice("model", self.model, MODELS)
+        check_choice("placement", self.placement, Placement)
+        check_choice("cube_mesh", self.cube_mesh, Mesh)
         for name in ("seq_len", "batch"):
             v = getattr(self, name)
             _need(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
-        _need(is_pow2(self.tile) and TILE_RANGE[0] <= self.tile <= TILE_RANGE[1],
-              f"tile={self.tile!r} must be a power of two in {list(TILE_RANGE)}")
+        _need(is_tile(self.tile), f"tile={self.tile!r} must be {TILE_RANGE[0]} or a multiple of {TILE_STEP} in "
+                                  f"{list(TILE_RANGE)} (whole 32-key Q.K^T and 64-key P.V scheduler sub-tiles)")
         _need(is_pow2(self.cubes) and self.cubes <= CUBES_MAX,
               f"cubes={self.cubes!r} must be a power of two <= {CUBES_MAX} (a CUBE Group stays in one SIP)")
         _need(is_pow2(self.pes) and self.pes <= PES_MAX, f"pes={self.pes!r} must be a power of two <= {PES_MAX}")
+        if self.capacity is not None:
+            _need(isinstance(self.capacity, int) and not isinstance(self.capacity, bool)
+                  and self.capacity >= self.seq_len,
+                  f"capacity={self.capacity!r} must be an int >= seq_len={self.seq_len} (the KV buffers hold "
+                  "the context)")
         G = self.geometry.group
         if self.case in ("decode", "prefill"):
             _need(self.cubes == 1 and self.pes == 1,
@@ -83,12 +115,7 @@ class AhbmConfig:
         if self.case == "prefill_sp":
             _need(self.cubes == G, f"cubes={self.cubes} must equal the group size G={G}: the ring is "
                                    "head-parallel with one q head per CUBE (C = G)")
-            _need(self.seq_len % (G * self.tile_eff) == 0,
-                  f"seq_len={self.seq_len} must be a multiple of C * TILE = {G * self.tile_eff} (whole "
-                  "tiles in every ring block)")
-        if self.case == "prefill":
-            _need(self.seq_len % self.tile_eff == 0,
-                  f"seq_len={self.seq_len} must be a multiple of tile={self.tile_eff} (whole q blocks)")
+            _need(self.seq_len >= G, f"seq_len={self.seq_len} must be >= C = G = {G} (one key per ring block)")
 
     @property
     def geometry(self) -> AttentionGeometry:
@@ -99,21 +126,36 @@ class AhbmConfig:
         return MODELS[self.model][1]
 
     @property
+    def kv_capacity(self) -> int:
+        """Keys the KV buffers are sized for (``capacity``, default S)."""
+        return self.seq_len if self.capacity is None else self.capacity
+
+    @property
+    def mesh_shape(self) -> tuple[int, int]:
+        """(rows, cols) of the CUBE Group's sub-mesh in the SIP (``jaxref.attention.reduce_plan``'s)."""
+        rows, cols = cube_mesh_shape(self.cubes)
+        return (rows, cols) if self.cube_mesh == "wide" else (cols, rows)
+
+    @property
     def ranks(self) -> int:
         """R = C * P."""
         return self.cubes * self.pes
 
     @property
+    def lane_keys(self) -> int:
+        """Keys of the longest lane (rank / ring block / the one PE's whole KV)."""
+        if self.case == "decode_sp":
+            return min(self.seq_len, -(-self.kv_capacity // self.ranks)) if self.placement == "contiguous" \
+                else -(-self.seq_len // self.ranks)
+        if self.case == "prefill_sp":
+            return -(-self.seq_len // self.cubes)
+        return self.seq_len
+
+    @property
     def tile_eff(self) -> int:
         """Effective tile: TILE capped at the keys one lane holds (a one-shot sweep beyond that),
         the cap the schedules apply (``min(tile, buffer_len)``)."""
-        if self.case == "decode_sp":
-            lane = -(-self.seq_len // self.ranks)
-        elif self.case == "prefill_sp":
-            lane = -(-self.seq_len // self.cubes)
-        else:
-            lane = self.seq_len
-        return min(self.tile, lane)
+        return min(self.tile, self.lane_keys)
 
     def replace(self, **kw) -> AhbmConfig:
         return dataclasses.replace(self, **kw)
@@ -121,7 +163,7 @@ class AhbmConfig:
 
 def knob_space(case: str, model: str = "llama3_70b") -> dict[str, tuple[int, ...]]:
     """Discrete values of the tuned knobs of a case (the exhaustive search's grid)."""
-    tiles = tuple(2**k for k in range(int(math.log2(TILE_RANGE[0])), int(math.log2(TILE_RANGE[1])) + 1))
+    tiles = (TILE_RANGE[0], *range(TILE_STEP, TILE_RANGE[1] + 1, TILE_STEP))
     G = MODELS[model][0].group
     cubes = {"decode_sp": tuple(2**k for k in range(5)), "prefill_sp": (G,)}.get(case, (1,))
     pes = {"decode_sp": (1, 2, 4, 8), "prefill_sp": (1, 2, 4, 8)}.get(case, (1,))

@@ -20,6 +20,7 @@ import numpy as np
 
 from costmodel.smooth import Relax, sceil, smin
 from jaxref.attention import reduce_plan
+from jaxref.attention.reduce import cube_mesh_shape
 
 C_GRID = (1, 2, 4, 8, 16)  # decode-SP reduce tables: log2 C = 0..4
 P_GRID = (1, 2, 4, 8)
@@ -76,36 +77,82 @@ def ring_block_counts(S, tile, C, P, b, *, relax: Relax | None):
 
 
 # ---- reduce paths ----------------------------------------------------------------------------------
+def mesh_of(C: int, orientation: str) -> tuple[int, int]:
+    """(rows, cols) of a C-CUBE Group's sub-mesh: 'wide' (rows <= cols, reduce_plan's default) or
+    'tall' (its transpose)."""
+    rows, cols = cube_mesh_shape(C)
+    return (rows, cols) if orientation == "wide" else (cols, rows)
+
+
+def xy_route(a: int, b: int, cols: int) -> list[tuple]:
+    """Directed CUBE-NOC links of the dimension-ordered route a -> b (columns first, then rows)."""
+    (r, c), (r1, c1) = divmod(a, cols), divmod(b, cols)
+    links = []
+    while c != c1:
+        n = c + (1 if c1 > c else -1)
+        links.append(((r, c), (r, n)))
+        c = n
+    while r != r1:
+        n = r + (1 if r1 > r else -1)
+        links.append(((r, c), (n, c)))
+        r = n
+    return links
+
+
 def _hops(src: int, dst: int, P: int, cols: int) -> int:
     a, b = src // P, dst // P
     return abs(a // cols - b // cols) + abs(a % cols - b % cols)
 
 
 @functools.cache
-def reduce_rounds(C: int, P: int, kind: str) -> tuple:
-    """``jaxref.attention.reduce_plan``'s rounds as (src, dst, level, hops, merges) messages (every
-    received message is merged: for ``all_reduce`` the plan's recursive-doubling exchanges)."""
-    plan = reduce_plan(C, P, kind=kind)
+def reduce_rounds(C: int, P: int, kind: str, orientation: str = "wide") -> tuple:
+    """``jaxref.attention.reduce_plan``'s rounds as (src, dst, level, hops, units) messages.
+
+    ``units``: the message's transfer time in multiples of payload / link rate under contention
+    within its round: the most messages of the round sharing one of its resources (Level-1:
+    the source CUBE's NOC injection port, each directed link of its XY route, the destination's
+    ejection port; Level-2: the sender's IPCQ tx and the receiver's rx port). For ``all_reduce``
+    the rounds are the plan's recursive-doubling exchanges; every received message is merged.
+    """
+    plan = reduce_plan(C, P, kind=kind, cube_mesh=mesh_of(C, orientation))
     cols = plan.cube_mesh[1]
-    rounds = [tuple((s, d, lv, _hops(s, d, P, cols), 1) for s, d, lv in rnd) for rnd in plan.rounds]
+    rounds = []
+    for rnd in plan.rounds:
+        use: dict = {}
+        res = []
+        for s, d, lv in rnd:
+            if lv == 2:
+                r = [("tx", s), ("rx", d)]
+            else:
+                a, b = s // P, d // P
+                r = [("inj", a), ("ej", b), *(("link", ln) for ln in xy_route(a, b, cols))]
+            res.append(r)
+            for x in r:
+                use[x] = use.get(x, 0) + 1
+        rounds.append(tuple((s, d, lv, _hops(s, d, P, cols), max(use[x] for x in r))
+                            for (s, d, lv), r in zip(rnd, res, strict=True)))
     return tuple(rounds), plan.root, plan.sends
 
 
+PATH_COLUMNS = ("l2_messages", "l2_units", "l1_messages", "l1_units", "hops", "merges")
+
+
 @functools.cache
-def reduce_paths(C: int, P: int, kind: str) -> np.ndarray:
-    """Critical-path candidates of the data-driven reduce: rows (level-2 messages, level-1 messages,
-    CUBE hops, merges). Every rank runs its rounds in order: sends (its current state) go out at
-    once, each receive waits for the message and merges it on the rank's MATH engine. The latency
-    is the max over rows of the row's linear cost; only Pareto-maximal rows are kept."""
-    rounds, root, _ = reduce_rounds(C, P, kind)
+def reduce_paths(C: int, P: int, kind: str, orientation: str = "wide") -> np.ndarray:
+    """Critical-path candidates of the data-driven reduce: rows over ``PATH_COLUMNS``. Every rank
+    runs its rounds in order: sends (its current state) go out at once, each receive waits for
+    the message and merges it on the rank's MATH engine. The latency is the max over rows of
+    the row's linear cost; only Pareto-maximal rows are kept."""
+    rounds, root, _ = reduce_rounds(C, P, kind, orientation)
     R = C * P
-    front = {r: {(0, 0, 0, 0)} for r in range(R)}  # paths ending at rank r's current time
+    zero = (0,) * len(PATH_COLUMNS)
+    front = {r: {zero} for r in range(R)}  # paths ending at rank r's current time
     for rnd in rounds:
         out = {s: front[s] for s, *_ in rnd}  # a send leaves when its rank reaches this round
-        for s, d, lv, h, mg in rnd:
-            msg = (1, 0, 0, 0) if lv == 2 else (0, 1, h, 0)
+        for s, d, lv, h, u in rnd:
+            msg = (1, u, 0, 0, 0, 0) if lv == 2 else (0, 0, 1, u, h, 0)
             arrive = {tuple(a + b for a, b in zip(p, msg)) for p in out[s]}
-            front[d] = {tuple(a + b for a, b in zip(p, (0, 0, 0, mg))) for p in front[d] | arrive}
+            front[d] = {tuple(a + b for a, b in zip(p, (0, 0, 0, 0, 0, 1))) for p in front[d] | arrive}
         front = {r: _pareto(paths) for r, paths in front.items()}
     ends = set().union(*front.values()) if kind != "tree" else front[root]
     return np.array(sorted(_pareto(ends)), dtype=np.float64)
@@ -116,17 +163,24 @@ def _pareto(paths: set) -> set:
 
 
 @functools.cache
-def reduce_table(kind: str) -> np.ndarray:
-    """[len(C_GRID), len(P_GRID), rows, 4] of ``reduce_paths`` (zero-padded rows cost 0)."""
-    tabs = [[reduce_paths(C, P, kind) for P in P_GRID] for C in C_GRID]
+def reduce_table(kind: str, orientation: str = "wide") -> np.ndarray:
+    """[len(C_GRID), len(P_GRID), rows, len(PATH_COLUMNS)] of ``reduce_paths`` (zero rows cost 0)."""
+    tabs = [[reduce_paths(C, P, kind, orientation) for P in P_GRID] for C in C_GRID]
     k = max(t.shape[0] for row in tabs for t in row)
-    out = np.zeros((len(C_GRID), len(P_GRID), k, 4))
+    out = np.zeros((len(C_GRID), len(P_GRID), k, len(PATH_COLUMNS)))
     for i, row in enumerate(tabs):
         for j, t in enumerate(row):
             out[i, j, : t.shape[0]] = t
     return out
 
 
-def round_count(C: int, P: int, kind: str) -> int:
+def round_count(C: int, P: int, kind: str, orientation: str = "wide") -> int:
     """Rounds of the reduce plan (the message level the tree's depth counts)."""
-    return len(reduce_rounds(C, P, kind)[0])
+    return len(reduce_rounds(C, P, kind, orientation)[0])
+
+
+def link_load(C: int, P: int, kind: str, orientation: str = "wide") -> float:
+    """Sum over rounds of the round's most-loaded Level-1 resource (messages): the CUBE-NOC
+    roofline of the reduce in units of payload / link rate."""
+    rounds, _, _ = reduce_rounds(C, P, kind, orientation)
+    return float(sum(max((u for *_, lv, _h, u in rnd if lv == 1), default=0) for rnd in rounds))

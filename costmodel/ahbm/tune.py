@@ -1,11 +1,14 @@
-"""Gradient tuning of TILE, C, P and the pipelining option, checked by exhaustive search.
+"""Gradient tuning of TILE, C, P and the pipelining option on ``costmodel.tuning``, checked by
+exhaustive search.
 
-Relaxed knobs: log2 TILE, log2 C, log2 P as reals in their boxes and softmax weights over
-('opt1', 'opt2', 'opt3'). The loss is log(relaxed latency) + a penalty on ``constraints``'
-margins (the same function the evaluator raises on); optax Adam descends it from a few starts.
-The best relaxed point is projected to the discrete configs around it (floor / ceil of every
-active log2 knob; the pipelining option whose pure relaxed loss is lowest there), each scored
-by the exact evaluator. The
+Relaxed knobs: log2 TILE, log2 C, log2 P as reals in their boxes and softmax weights over the
+pipelining options the hardware has (opt2 only where 'ex_composite' is in ``AHBM.commands``).
+The loss is log(relaxed latency) + a penalty on ``constraints``' margins (the same function the
+evaluator raises on); optax Adam descends it from a few starts. The relaxed optimum is projected
+onto the legal discrete configs next to it (the legal TILE values, 32 or multiples of 64, and
+the powers of two of C and P just below / above it; wider if none is legal; the balanced tiles of
+the neighbouring tile counts; every pipelining option the hardware has), each scored by the
+exact evaluator; a config is legal when it validates and satisfies ``constraints``. The
 exhaustive search scores every valid discrete config with the exact evaluator (vmapped).
 """
 
@@ -19,10 +22,10 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
+from costmodel import tuning
 from costmodel.ahbm.cases import case_latency
-from costmodel.ahbm.config import PIPELINES, AhbmConfig, knob_space
+from costmodel.ahbm.config import PIPELINES, AhbmConfig, check_problem, knob_space
 from costmodel.ahbm.model import constraints, evaluate
 from costmodel.hardware import AHBM, ahbm_sip
 from costmodel.smooth import Relax
@@ -30,9 +33,37 @@ from costmodel.smooth import Relax
 # Relaxation temperatures. The ring's counts are sums of ceilings of small ratios (visits of a
 # block per PE); a sharper ceiling keeps its relaxed optimum on the discrete one, while the decode
 # cases need the smoother one for a useful gradient in log2 C and log2 P.
-RELAX = Relax(tau_us=0.05, tau_int=0.1)
+RELAX = Relax(tau_us=0.05, tau_int=1.0)
 RELAX_BY_CASE = {"prefill_sp": Relax(tau_us=0.05, tau_int=0.03)}
 PENALTY = 30.0
+KNOBS = ("tile", "cubes", "pes")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """What is tuned: the static part of an ``AhbmConfig`` (validated by ``check_problem``)."""
+
+    case: str
+    seq_len: int
+    batch: int = 1
+    model: str = "llama3_70b"
+    reduce: str = "tree"
+    placement: str = "round_robin"
+    capacity: int | None = None
+    cube_mesh: str = "wide"
+
+    def __post_init__(self):
+        check_problem(self.case, self.seq_len, self.batch, self.model, self.reduce)
+
+    def config(self, **knobs) -> AhbmConfig:
+        return AhbmConfig(case=self.case, seq_len=self.seq_len, batch=self.batch, model=self.model,
+                          reduce=self.reduce, placement=self.placement, capacity=self.capacity,
+                          cube_mesh=self.cube_mesh, **knobs)
+
+    @property
+    def static(self) -> dict:
+        return {"case": self.case, "model": self.model, "reduce": self.reduce, "placement": self.placement,
+                "mesh": self.cube_mesh}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,140 +75,194 @@ class TuneResult:
     relaxed: dict  # the relaxed optimum: tile, cubes, pes, pipeline weights
 
 
-def _boxes(case: str, model: str) -> dict:
+def allowed_pipelines(hw: AHBM) -> tuple[str, ...]:
+    """The pipelining options the hardware's commands allow."""
+    return tuple(p for p in PIPELINES if p != "opt2" or "ex_composite" in hw.commands)
+
+
+def _axes(case: str, model: str) -> tuple[tuning.Axis, ...]:
     space = knob_space(case, model)
-    return {k: (math.log2(min(space[k])), math.log2(max(space[k]))) for k in ("tile", "cubes", "pes")}
+    return tuple(tuning.Axis(k, tuple(space[k])) for k in KNOBS)
 
 
-def _loss(hw, x, w, S, B, *, case, model, reduce):
+def _loss(hw, x, w, S, B, cap, *, static, relax):
     """log(relaxed latency) + penalty on the constraint margins (2% slack inside the boundary)."""
-    knobs = {"seq_len": S, "batch": B, "tile": 2.0 ** x[0], "cubes": 2.0 ** x[1], "pes": 2.0 ** x[2], "w": w}
-    out = case_latency(hw, knobs, case=case, model=model, reduce=reduce, relax=RELAX_BY_CASE.get(case, RELAX))
-    margin = constraints(hw, out)["tcm"]
-    return jnp.log(out["total"]) + PENALTY * jax.nn.relu(margin + 0.02) ** 2
+    knobs = {"seq_len": S, "batch": B, "capacity": cap, "tile": 2.0 ** x[0], "cubes": 2.0 ** x[1],
+             "pes": 2.0 ** x[2], "w": w}
+    out = case_latency(hw, knobs, **dict(static), relax=relax)
+    m = constraints(hw, out)
+    return jnp.log(out["total"]) + PENALTY * (jax.nn.relu(m["tcm"] + 0.02) ** 2 + jax.nn.relu(m["sips"] + 0.02) ** 2)
 
 
-@functools.partial(jax.jit, static_argnames=("case", "model", "reduce", "steps", "lr"))
-def _descend(hw, x0, logits0, S, B, *, case, model, reduce, steps, lr, lo, hi):
-    """Adam on (log2 knobs, pipelining logits); returns the final point and the relaxed loss of
-    each pure pipelining option there (the choice the projection keeps)."""
-    opt = optax.adam(lr)
-    kw = {"case": case, "model": model, "reduce": reduce}
+@functools.partial(jax.jit, static_argnames=("static", "relax", "steps", "lr"))
+def _descend(hw, x0, logits0, mask, S, B, cap, lo, hi, *, static, relax, steps, lr):
+    """Adam on (log2 knobs, pipelining logits; ``mask`` removes options the hardware lacks);
+    returns the final point and the relaxed loss of each pure pipelining option there."""
+    kw = {"static": static, "relax": relax}
 
     def loss(params):
         x, logits = params
-        return _loss(hw, x, jax.nn.softmax(logits), S, B, **kw)
+        return _loss(hw, x, jax.nn.softmax(logits + mask), S, B, cap, **kw)
 
-    def step(carry, _):
-        params, state = carry
-        g = jax.tree.map(lambda v: jnp.nan_to_num(v, nan=0.0, posinf=0.0, neginf=0.0), jax.grad(loss)(params))
-        upd, state = opt.update(g, state, params)
-        x, logits = optax.apply_updates(params, upd)
-        return ((jnp.clip(x, lo, hi), logits), state), None
-
-    params = (x0, logits0)
-    (params, _), _ = jax.lax.scan(step, (params, opt.init(params)), None, length=steps)
-    pure = jnp.stack([_loss(hw, params[0], w, S, B, **kw) for w in jnp.eye(len(PIPELINES))])
+    params, _ = tuning.descend(loss, (x0, logits0), steps=steps, lr=lr,
+                               clip=lambda p: (jnp.clip(p[0], lo, hi), p[1]))
+    pure = jnp.stack([_loss(hw, params[0], w, S, B, cap, **kw) for w in jnp.eye(len(PIPELINES))])
     return params, pure
 
 
+class _Scorer:
+    """Memoised exact evaluation of candidates (one count per distinct effective config)."""
+
+    def __init__(self, prob: Problem, hw: AHBM):
+        self.prob, self.hw, self.cache = prob, hw, {}
+
+    def config(self, c: dict, pipeline: str) -> AhbmConfig | str:
+        try:
+            return self.prob.config(tile=c["tile"], cubes=c["cubes"], pes=c["pes"], pipeline=pipeline)
+        except ValueError as e:
+            return str(e)
+
+    def result(self, cfg: AhbmConfig):
+        key = (cfg.tile_eff, cfg.cubes, cfg.pes, cfg.pipeline)  # every TILE >= a lane's keys is one config
+        if key not in self.cache:
+            try:
+                self.cache[key] = evaluate(cfg, self.hw)["latency_us"]
+            except ValueError as e:
+                self.cache[key] = str(e)
+        return self.cache[key]
+
+
 def tune(case: str, seq_len: int, *, batch: int = 1, model: str = "llama3_70b", reduce: str = "tree",
-         hw: AHBM | None = None, steps: int = 150, starts: tuple[float, ...] = (7.0,)) -> TuneResult:
-    """Gradient tuner: relaxed descent from ``starts`` (log2 TILE), projection, exact scoring."""
+         placement: str = "round_robin", capacity: int | None = None, cube_mesh: str = "wide",
+         hw: AHBM | None = None, steps: int = 150, starts: tuple[float, ...] = (6.0, 9.0)) -> TuneResult:
+    """Gradient tuner: relaxed descent from ``starts`` (log2 TILE), projection onto legal
+    neighbours, exact scoring. Raises ValueError naming the constraint when nothing is legal."""
     hw = ahbm_sip() if hw is None else hw
-    box = _boxes(case, model)
-    lo = jnp.asarray([box[k][0] for k in ("tile", "cubes", "pes")])
-    hi = jnp.asarray([box[k][1] for k in ("tile", "cubes", "pes")])
+    prob = Problem(case, seq_len, batch, model, reduce, placement, capacity, cube_mesh)
+    axes = _axes(case, model)
+    lo = jnp.asarray([math.log2(ax.values[0]) for ax in axes])
+    hi = jnp.asarray([math.log2(ax.values[-1]) for ax in axes])
+    pipes = allowed_pipelines(hw)
+    mask = jnp.asarray([0.0 if p in pipes else -1e9 for p in PIPELINES])
     S, B = jnp.float32(seq_len), jnp.float32(batch)
+    cap = jnp.float32(capacity if capacity is not None else seq_len)
+    static = tuple(sorted(prob.static.items()))
+    relax = RELAX_BY_CASE.get(case, RELAX)
     best = None
     for t0 in starts:
-        x0 = jnp.clip(jnp.asarray([t0, (box["cubes"][0] + box["cubes"][1]) / 2, (box["pes"][0] + box["pes"][1]) / 2]),
-                      lo, hi)
-        params, pure = _descend(hw, x0, jnp.zeros(len(PIPELINES)), S, B, case=case, model=model, reduce=reduce,
-                                steps=steps, lr=0.1, lo=lo, hi=hi)
-        pure = np.nan_to_num(np.asarray(pure), nan=np.inf)
-        if best is None or pure.min() < best[2].min():
-            best = (params, None, pure)
-    (x, logits), _, pure = best
+        x0 = jnp.clip(jnp.asarray([t0, float(lo[1] + hi[1]) / 2, float(lo[2] + hi[2]) / 2]), lo, hi)
+        params, pure = _descend(hw, x0, jnp.zeros(len(PIPELINES)), mask, S, B, cap, lo, hi, static=static,
+                                relax=relax, steps=steps, lr=0.1)
+        pure = np.where([p in pipes for p in PIPELINES], np.nan_to_num(np.asarray(pure), nan=np.inf), np.inf)
+        if best is None or pure.min() < best[1].min():
+            best = (params, pure)
+    (x, logits), pure = best
     x = np.asarray(x)
-    pipe = PIPELINES[int(np.argmin(pure))]
-    opts = [sorted({math.floor(v + 1e-6), math.ceil(v - 1e-6)}) for v in x]
-    cands = _candidates(opts, case=case, seq_len=seq_len, batch=batch, pipeline=pipe, reduce=reduce, model=model)
-    if len({c.replace(tile=c.tile_eff) for c in cands}) < len(cands):
-        # TILE beyond a lane's keys is the same one-shot config: look one TILE further down instead
-        opts[0] = [opts[0][0] - 1] + opts[0]
-        cands = _candidates(opts, case=case, seq_len=seq_len, batch=batch, pipeline=pipe, reduce=reduce,
-                            model=model)
-    evals, found, seen = 0, None, set()
-    for cfg in cands:
-        key = cfg.replace(tile=cfg.tile_eff)
-        if key in seen:
-            continue
-        seen.add(key)
-        evals += 1
-        try:
-            lat = evaluate(cfg, hw)["latency_us"]
-        except ValueError:
-            continue
-        if found is None or lat < found[1]:
-            found = (cfg, lat)
-    if found is None:
-        raise ValueError(f"no feasible discrete config next to the relaxed optimum tile={2 ** x[0]:.1f}, "
-                         f"cubes={2 ** x[1]:.2f}, pes={2 ** x[2]:.2f} for case={case!r}, seq_len={seq_len}")
-    relaxed = {"tile": float(2 ** x[0]), "cubes": float(2 ** x[1]), "pes": float(2 ** x[2]),
-               "pipeline_weights": [float(v) for v in jax.nn.softmax(jnp.asarray(logits))]}
-    return TuneResult(found[0], found[1], evals, steps * len(starts), relaxed)
+    point = {ax.name: float(2.0 ** v) for ax, v in zip(axes, x, strict=True)}
+    order = np.argsort(pure)
+    # every option the hardware has is scored (their exact gaps are too small and too TCM-dependent for
+    # the relaxed weights to decide), the relaxed favourite first
+    try_pipes = [PIPELINES[i] for i in order if PIPELINES[i] in pipes]
+    scorer = _Scorer(prob, hw)
+
+    def legal(c: dict) -> str | None:
+        reasons = []
+        for p in try_pipes:
+            cfg = scorer.config(c, p)
+            r = cfg if isinstance(cfg, str) else scorer.result(cfg)
+            if not isinstance(r, str):
+                return None
+            reasons.append(r)
+        return reasons[0]
+
+    cands = tuning.project(point, axes, legal, radii=(1, 2, 4),
+                           everything=lambda: [dict(zip(KNOBS, v)) for v in itertools.product(*(a.values for a in axes))],
+                           what=f"config for case={case!r}, seq_len={seq_len}")
+    cands = cands + _tile_count_neighbours(cands, point, axes[0], scorer, try_pipes)
+    found = None
+    for c in cands:
+        for p in try_pipes:
+            cfg = scorer.config(c, p)
+            r = None if isinstance(cfg, str) else scorer.result(cfg)
+            if isinstance(r, float) and (found is None or r < found[1]):
+                found = (cfg, r)
+    relaxed = {**point, "pipeline_weights": [float(v) for v in jax.nn.softmax(jnp.asarray(logits) + mask)]}
+    return TuneResult(found[0], found[1], len(scorer.cache), steps * len(starts), relaxed)
 
 
-def _candidates(opts, **kw) -> list[AhbmConfig]:
+def _tile_count_neighbours(cands: list[dict], point: dict, tiles: tuning.Axis, scorer: _Scorer,
+                           pipes: list[str]) -> list[dict]:
+    """Neighbours in tile-count space: the relaxed model counts fractional tiles n* = lane / TILE,
+    so next to each candidate also try n = 1 (one-shot), floor(n*) and ceil(n*) tiles of the
+    balanced size (the smallest legal TILE >= lane / n); the exact model's ragged last tile
+    decides between them."""
     out = []
-    for lt, lc, lp in itertools.product(*opts):
-        try:
-            out.append(AhbmConfig(tile=2**lt, cubes=2**lc, pes=2**lp, **kw))
-        except ValueError:
+    for c in cands:
+        cfg = scorer.config(c, pipes[0])
+        if isinstance(cfg, str):
             continue
+        lane = cfg.lane_keys
+        n_star = max(lane / point["tile"], 1.0)
+        for n in {1, max(1, math.floor(n_star)), math.ceil(n_star)}:
+            t = next((v for v in tiles.values if v >= -(-lane // n)), tiles.values[-1])
+            new = {**c, "tile": t}
+            if new not in cands and new not in out and all(not isinstance(cfg2, str) and not isinstance(
+                    scorer.result(cfg2), str) for cfg2 in [scorer.config(new, pipes[0])]):
+                out.append(new)
     return out
 
 
-def valid_configs(case: str, seq_len: int, *, batch: int = 1, model: str = "llama3_70b",
-                  reduce: str = "tree") -> list[AhbmConfig]:
-    """Every discrete config of the case's knob space that validates (before the TCM check)."""
+def valid_configs(case: str, seq_len: int, *, batch: int = 1, model: str = "llama3_70b", reduce: str = "tree",
+                  placement: str = "round_robin", capacity: int | None = None, cube_mesh: str = "wide",
+                  pipelines: tuple[str, ...] = PIPELINES) -> list[AhbmConfig]:
+    """Every discrete config of the case's knob space that validates (before ``constraints``)."""
+    prob = Problem(case, seq_len, batch, model, reduce, placement, capacity, cube_mesh)
     space = knob_space(case, model)
     out = []
-    for tile, cubes, pes, pipe in itertools.product(space["tile"], space["cubes"], space["pes"], space["pipeline"]):
+    for tile, cubes, pes, pipe in itertools.product(space["tile"], space["cubes"], space["pes"], pipelines):
         try:
-            out.append(AhbmConfig(case=case, seq_len=seq_len, batch=batch, tile=tile, cubes=cubes, pes=pes,
-                                  pipeline=pipe, reduce=reduce, model=model))
+            out.append(prob.config(tile=tile, cubes=cubes, pes=pes, pipeline=pipe))
         except ValueError:
             continue
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("case", "model", "reduce", "chunk"))
-def sweep_latency(hw, knobs, *, case, model="llama3_70b", reduce="tree", chunk=4096):
-    """Exact (total latency us, TCM margin) of a batch of knob vectors (leading axis): vmapped in
-    chunks of ``chunk`` configs (``lax.map`` batches), so XLA's many elementwise passes over a
-    chunk stay in cache instead of streaming the whole batch from memory each time."""
+@functools.partial(jax.jit, static_argnames=("case", "model", "reduce", "placement", "mesh", "chunk"))
+def sweep_latency(hw, knobs, *, case, model="llama3_70b", reduce="tree", placement="round_robin", mesh="wide",
+                  chunk=4096):
+    """Exact (total latency us, worst constraint margin) of a batch of knob vectors (leading axis):
+    vmapped in chunks of ``chunk`` configs (``lax.map`` batches), so XLA's many elementwise passes
+    over a chunk stay in cache instead of streaming the whole batch from memory each time."""
     def one(k):
-        out = case_latency(hw, k, case=case, model=model, reduce=reduce)
-        return out["total"], constraints(hw, out)["tcm"]
+        out = case_latency(hw, k, case=case, model=model, reduce=reduce, placement=placement, mesh=mesh)
+        m = constraints(hw, out)
+        return out["total"], jnp.max(jnp.stack(jnp.broadcast_arrays(*m.values())))
     return jax.lax.map(one, knobs, batch_size=chunk)
 
 
 def stack_knobs(cfgs: list[AhbmConfig]) -> dict:
     f = lambda name: jnp.asarray([float(getattr(c, name)) for c in cfgs], jnp.float32)
     return {"seq_len": f("seq_len"), "batch": f("batch"), "tile": f("tile"), "cubes": f("cubes"),
-            "pes": f("pes"), "w": jnp.eye(len(PIPELINES))[np.asarray([PIPELINES.index(c.pipeline) for c in cfgs])]}
+            "pes": f("pes"), "capacity": f("kv_capacity"),
+            "w": jnp.eye(len(PIPELINES))[np.asarray([PIPELINES.index(c.pipeline) for c in cfgs])]}
 
 
 def exhaustive(case: str, seq_len: int, *, batch: int = 1, model: str = "llama3_70b", reduce: str = "tree",
+               placement: str = "round_robin", capacity: int | None = None, cube_mesh: str = "wide",
                hw: AHBM | None = None) -> tuple[AhbmConfig, float, int]:
     """(best config, its latency us, evaluations) over every valid, feasible discrete config."""
     hw = ahbm_sip() if hw is None else hw
-    cfgs = valid_configs(case, seq_len, batch=batch, model=model, reduce=reduce)
-    lat, margin = sweep_latency(hw, stack_knobs(cfgs), case=case, model=model, reduce=reduce)
+    cfgs = valid_configs(case, seq_len, batch=batch, model=model, reduce=reduce, placement=placement,
+                         capacity=capacity, cube_mesh=cube_mesh, pipelines=allowed_pipelines(hw))
+    lat, margin = sweep_latency(hw, stack_knobs(cfgs), case=case, model=model, reduce=reduce, placement=placement,
+                                mesh=cube_mesh)
     lat = np.where(np.asarray(margin) <= 0, np.asarray(lat), np.inf)
     i = int(np.argmin(lat))
     if not np.isfinite(lat[i]):
-        raise ValueError(f"no feasible config for case={case!r}, seq_len={seq_len}")
+        try:
+            evaluate(cfgs[i], hw)
+            why = ""
+        except ValueError as e:
+            why = f" (e.g. {cfgs[i].tile=}, {cfgs[i].cubes=}, {cfgs[i].pes=}: {e})"
+        raise ValueError(f"no feasible config for case={case!r}, seq_len={seq_len}{why}")
     return cfgs[i], float(lat[i]), len(cfgs)

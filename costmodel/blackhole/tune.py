@@ -17,19 +17,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
+from costmodel import tuning
 from costmodel.blackhole.graph import MATMULS, BlackholeConfig, attention_us, attn_q_rows, matmul_shapes
 from costmodel.blackhole.ops import matmul_us
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_l1_bytes, validate_attention
 from costmodel.hardware import TILE, Blackhole
 from costmodel.smooth import Relax
+from costmodel.tuning import Axis
 from jaxref.config import ExpertConfig
 
 
@@ -158,40 +158,23 @@ def relaxed_objective(log_knobs: dict, hw: Blackhole, fit: FitParams, bc: Blackh
     return total
 
 
-def _neighbours(value: float, options: list[int]) -> list[int]:
-    """The valid options just below and above ``value`` (one or two)."""
-    lo = [o for o in options if o <= value]
-    hi = [o for o in options if o >= value]
-    return sorted({*(lo[-1:] or []), *(hi[:1] or [])}) or [min(options, key=lambda o: abs(math.log(o / value)))]
-
-
 def project(op: str, relaxed: tuple[float, float], valid: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Candidate discrete configs for a relaxed point: the valid configs whose coordinates are
-    each the nearest valid value below or above (at most 4), or, if none of those combinations is
-    valid, the valid config nearest in log space."""
-    a_opts = sorted({c[0] for c in valid})
-    b_opts = sorted({c[1] for c in valid})
-    cand = [(a, b) for a in _neighbours(relaxed[0], a_opts) for b in _neighbours(relaxed[1], b_opts)
-            if (a, b) in set(valid)]
-    if cand:
-        return cand
-    return [min(valid, key=lambda c: math.log(c[0] / relaxed[0]) ** 2 + math.log(c[1] / relaxed[1]) ** 2)]
+    """Candidate discrete configs for a relaxed point (``costmodel.tuning.project``): the valid
+    configs whose coordinates are each the nearest valid value below or above (at most 4), or,
+    if none of those combinations is valid, the valid config nearest in log space."""
+    axes = (Axis("a", tuple(sorted({c[0] for c in valid}))), Axis("b", tuple(sorted({c[1] for c in valid}))))
+    ok = set(valid)
+    cands = tuning.project({"a": relaxed[0], "b": relaxed[1]}, axes,
+                           lambda c: None if (c["a"], c["b"]) in ok else "not a valid config of " + op,
+                           radii=(1,), everything=lambda: [{"a": a, "b": b} for a, b in valid], what=f"{op} config")
+    return [(c["a"], c["b"]) for c in cands]
 
 
 @functools.partial(jax.jit, static_argnames=("bc_static", "cfg", "relax", "steps", "lr"))
 def _descend(log_knobs, hw, fit, bc_leaves, *, bc_static, cfg, relax, steps, lr):
     bc = jax.tree_util.tree_unflatten(bc_static, bc_leaves)
-    opt = optax.adam(lr)
-    grad = jax.value_and_grad(relaxed_objective)
-
-    def body(carry, _):
-        x, state = carry
-        val, g = grad(x, hw, fit, bc, cfg=cfg, relax=relax)
-        upd, state = opt.update(g, state, x)
-        return (optax.apply_updates(x, upd), state), val
-
-    (x, _), vals = jax.lax.scan(body, (log_knobs, opt.init(log_knobs)), None, length=steps)
-    return x, vals
+    return tuning.descend(lambda x: relaxed_objective(x, hw, fit, bc, cfg=cfg, relax=relax), log_knobs,
+                          steps=steps, lr=lr)
 
 
 def gradient_tune(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertConfig,

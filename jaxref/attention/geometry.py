@@ -10,7 +10,6 @@ import dataclasses
 
 # AHBM topology (REFERENCE.md section 3): a SIP is a 4x4 mesh of CUBEs, a CUBE has 8 PEs. A CUBE
 # Group (the C CUBEs that own one kv head) stays inside one SIP, so its sub-mesh fits in 4x4.
-from jaxref.validation import check_choice
 
 SIP_MESH_SHAPE = (4, 4)
 PES_PER_CUBE_MAX = 8

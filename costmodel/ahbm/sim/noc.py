@@ -1,0 +1,84 @@
+"""Messages between PEs and CUBEs with contention: per-port and per-link SimPy resources.
+
+* Inside a CUBE (PE IPCQ, a PE_DMA; ``AHBM.ipcq_bytes_per_s``): a message holds the sender PE's tx
+  port and the receiver PE's rx port for payload / rate and lands ``dma_local_latency_s`` after.
+* Between CUBEs (CUBE NOC; ``AHBM.cube_noc_bytes_per_s``): CUBEs sit on the SIP's 2D mesh; a
+  message is routed X (columns) then Y (rows) and holds, cut-through, the sending CUBE's injection
+  port, every directed link of its route and the receiving CUBE's ejection port (a CUBE's PEs
+  share one of each) for payload / rate; it lands ``cube_noc_transaction_s + hops x
+  cube_hop_latency_s`` after. The resources are taken in route order (injection, links, ejection),
+  which cannot deadlock under dimension-ordered routing.
+
+Every port and link is a ``simpy.Resource`` (FIFO): messages that share one queue, which is the
+contention. Eight PEs of a CUBE sending to the eight PEs of the partner CUBE in one all-reduce
+round serialise on the injection port, the links and the ejection port.
+"""
+
+from __future__ import annotations
+
+import simpy
+
+
+class Noc:
+    """IPCQ ports of the PEs (``pes_per_cube`` per CUBE) and the CUBE NOC of the CUBEs at ``cube_xy``."""
+
+    def __init__(self, env: simpy.Environment, rates, *, cube_xy: dict[int, tuple[int, int]], pes_per_cube: int):
+        self.env, self.rates = env, rates
+        self.cube_xy, self.P = cube_xy, pes_per_cube
+        n = len(cube_xy) * pes_per_cube
+        self.tx = [simpy.Resource(env, 1) for _ in range(n)]
+        self.rx = [simpy.Resource(env, 1) for _ in range(n)]
+        self.inject = {c: simpy.Resource(env, 1) for c in cube_xy}
+        self.eject = {c: simpy.Resource(env, 1) for c in cube_xy}
+        self.links: dict[tuple, simpy.Resource] = {}
+        self.link_busy_us: dict[tuple, float] = {}
+        self.messages = 0
+
+    def route(self, cube_a: int, cube_b: int) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+        """Directed mesh links from CUBE a to CUBE b, X (column) first, then Y (row)."""
+        (ra, ca), (rb, cb) = self.cube_xy[cube_a], self.cube_xy[cube_b]
+        path, r, c = [], ra, ca
+        while c != cb:
+            nc = c + (1 if cb > c else -1)
+            path.append(((r, c), (r, nc)))
+            c = nc
+        while r != rb:
+            nr = r + (1 if rb > r else -1)
+            path.append(((r, c), (nr, c)))
+            r = nr
+        return path
+
+    def _link(self, key):
+        if key not in self.links:
+            self.links[key] = simpy.Resource(self.env, 1)
+            self.link_busy_us[key] = 0.0
+        return self.links[key]
+
+    def send(self, src_pe: int, dst_pe: int, nbytes: float, arrived: simpy.Event, left: simpy.Event | None = None):
+        """Process: move ``nbytes`` from PE ``src_pe`` to PE ``dst_pe`` (global ids, CUBE = id // P);
+        ``left`` fires when its transfer ends (the sender's buffer is free), ``arrived`` when it lands."""
+        env, rates = self.env, self.rates
+        self.messages += 1
+        ca, cb = src_pe // self.P, dst_pe // self.P
+        if ca == cb:
+            held, path = [self.tx[src_pe], self.rx[dst_pe]], []
+            hold, lat = nbytes / rates.ipcq_bytes_per_us, rates.dma_latency_us
+        else:
+            path = self.route(ca, cb)
+            held = [self.inject[ca]] + [self._link(k) for k in path] + [self.eject[cb]]
+            hold = nbytes / rates.noc_bytes_per_us
+            lat = rates.noc_transaction_us + len(path) * rates.noc_hop_us
+        reqs = []
+        for res in held:
+            req = res.request()
+            yield req
+            reqs.append(req)
+        yield env.timeout(hold)
+        for k in path:
+            self.link_busy_us[k] += hold
+        for res, req in zip(held, reqs):
+            res.release(req)
+        if left is not None:
+            left.succeed()
+        yield env.timeout(lat)
+        arrived.succeed()
