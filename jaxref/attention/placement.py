@@ -24,7 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from jaxref.attention.geometry import check_choice, check_positive
+from jaxref.attention.geometry import check_positive
+from jaxref.validation import check_choice
 
 LAYOUTS = ("round_robin", "contiguous")
 

@@ -31,8 +31,9 @@ import numpy as np
 from jax import lax
 
 from jaxref.attention.core import Partial, merge, merge_all
-from jaxref.attention.geometry import PES_PER_CUBE_MAX, SIP_MESH_SHAPE, check_choice, check_positive
+from jaxref.attention.geometry import PES_PER_CUBE_MAX, SIP_MESH_SHAPE, check_positive
 from jaxref.attention.schedule import Message, ReducePlan
+from jaxref.validation import check_choice
 
 REDUCES = ("tree", "all_to_all", "all_reduce")
 

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxref.attention.core import finalize, lse_to_heads, to_heads
-from jaxref.attention.geometry import AttentionGeometry, check_choice, check_positive, schedule_problem
+from jaxref.attention.geometry import AttentionGeometry, check_positive, schedule_problem
 from jaxref.attention.placement import KVPlacement
 from jaxref.attention.problem import AttentionProblem
 from jaxref.attention.schedule import RingSchedule, problem_counts
@@ -41,6 +41,7 @@ from jaxref.attention.sweep import (
     run_sweep,
     user_bias_mask,
 )
+from jaxref.validation import check_choice
 
 ORDERINGS = ("contiguous", "zigzag", "striped")
 
