@@ -16,7 +16,7 @@ from costmodel.ahbm.config import AhbmConfig
 from costmodel.ahbm.model import evaluate, knobs_of, static_of
 from costmodel.hardware import ahbm_sip, float_fields
 from costmodel.smooth import Relax
-from jaxref.attention import KVPlacement, flash_schedule, split_kv_schedule
+from jaxref.attention import Flash, KVPlacement, SplitKV
 
 HW = ahbm_sip()
 FULL_HW = dataclasses.replace(HW, commands=("composite", "ex_composite"), sips=8)  # opt2 built, C = 16 fits
@@ -58,9 +58,9 @@ def test_causal_skip_roughly_halves_prefill_compute():
 @pytest.mark.parametrize("S,tile,C,P", [(129, 64, 1, 1), (8193, 128, 1, 1), (12288, 1024, 1, 1), (3000, 64, 8, 8),
                                         (777777, 448, 4, 8), (1000, 32, 2, 4)])
 def test_ragged_decode_tiles_and_keys_match_the_plan(S, tile, C, P):
-    """Tile count and charged KV bytes equal the real ones of split_kv_schedule's critical rank."""
+    """Tile count and charged KV bytes equal the real ones of SplitKV.schedule's critical rank."""
     case = "decode" if C * P == 1 else "decode_sp"
-    sched = split_kv_schedule(1, S, num_cubes=C, pes_per_cube=P, tile=tile)
+    sched = SplitKV(tile=tile, num_cubes=C, pes_per_cube=P).schedule(1, S)
     r = evaluate(AhbmConfig(case, S, tile=tile, cubes=C, pes=P))
     assert r["breakdown"]["tiles"] == sched.critical_path_tiles
     keys = -(-S // (C * P))  # the longest rank's keys, read K and V once each
@@ -71,7 +71,7 @@ def test_ragged_decode_tiles_and_keys_match_the_plan(S, tile, C, P):
 
 @pytest.mark.parametrize("S,tile", [(129, 32), (1000, 64), (8193, 32), (2999, 64)])
 def test_ragged_prefill_tiles_match_flash_schedule(S, tile):
-    sched = flash_schedule(S, S, causal=True, tile=tile, q_block=tile)
+    sched = Flash(tile, tile).schedule(S, S, causal=True)
     assert evaluate(AhbmConfig("prefill", S, tile=tile, pipeline="opt1"))["breakdown"]["tiles"] == sched.tiles_computed
 
 

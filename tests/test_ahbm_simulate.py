@@ -24,7 +24,7 @@ from costmodel.ahbm.sim.rates import SimRates
 from costmodel.ahbm.sim.tile_loop import run_visit
 from costmodel.ahbm.sim.visits import EXACT_TILES, VisitCache
 from costmodel.hardware import ahbm_sip
-from jaxref.attention import flash_schedule
+from jaxref.attention import Flash
 
 HW = ahbm_sip()
 OPT2 = ("composite", "ex_composite")
@@ -207,7 +207,7 @@ def test_prefill_reaches_32k_and_ring_sends_every_block():
 def test_ragged_prefill_moves_the_schedules_bytes(S, tile):
     """HBM bytes of a ragged causal prefill: the K / V bytes jaxref's schedule counts for one kv
     head (real keys of every computed tile) + each q block's Q rows in and O rows out."""
-    sched = flash_schedule(S, S, causal=True, tile=tile, q_block=tile)
+    sched = Flash(tile, tile).schedule(S, S, causal=True)
     G, d = 8, 128
     out = simulate(AhbmConfig("prefill", S, tile=tile, pipeline="opt3"), HW)
     assert out["hbm_bytes"] == sched.kv_bytes // sched.num_kv_heads + 2 * S * G * d * 2

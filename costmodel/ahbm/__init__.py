@@ -63,10 +63,10 @@ the ``sips`` budget: K x C <= sips x 16 CUBEs):
   round (1 primitive issue), each receive (1 primitive) is merged on MATH
   (B x G x (3 d + 6) element-ops, 6 primitives). The root then normalises and stores.
 * prefill (one PE): q blocks of TILE rows x G heads (rows = G x block rows), block i sweeps the
-  causal tiles of ``flash_plan`` (wholly future tiles skipped), B times.
+  causal tiles of ``Flash.plan`` (wholly future tiles skipped), B times.
 * prefill_sp (ring): C = G CUBEs, one q head each (rows = block rows), contiguous KV blocks of
   B = ceil(S / C) keys; at step s CUBE c holds block (c - s) mod C and its P PEs sweep q blocks
-  i = p mod P against that block's causal tiles (``ring_plan``). Ring neighbours are one CUBE-NOC
+  i = p mod P against that block's causal tiles (``Ring.plan``). Ring neighbours are one CUBE-NOC
   hop apart (a Hamiltonian cycle of the sub-mesh). At the start of step s < C - 1 a CUBE
   forwards its block (K and V: 2 x B x d x 2 B) to the next CUBE (one message, delivered to all
   P PEs of the receiver), subject to the receiver's ``ring_recv_depth`` buffers. Blocks live in

@@ -1,6 +1,6 @@
 """The four ADR-0060 section-10 cases on simulated PEs, walking ``jaxref.attention``'s plans.
 
-* decode (C = P = 1) / decode_sp: ``split_kv_plan`` over ``kv_placement`` (round-robin or
+* decode (C = P = 1) / decode_sp: ``SplitKV.plan`` over its ``KVPlacement`` (round-robin or
   contiguous, with its capacity) gives every rank's real tiles (keys per tile); each rank sweeps
   the B requests one after another (a 'decode' visit each), then the ranks run
   ``reduce_plan``'s rounds data-driven: a rank sends its state when it reaches a round, each
@@ -9,9 +9,9 @@
   Aggregation: ranks with the same tile list sweep in the same time (their engines are their
   own), so each distinct list is simulated once; the reduce itself is simulated message by
   message on the NOC (``noc``) for all R ranks.
-* prefill (one PE): ``flash_plan``'s q blocks (TILE rows x G heads M-folded) visit their
+* prefill (one PE): ``Flash.plan``'s q blocks (TILE rows x G heads M-folded) visit their
   computed tiles one q block after another ('flash' visits); B requests are independent: x B.
-* prefill_sp (ring, C = G, one q head per CUBE): ``ring_plan``'s per-step plans; q block i of a
+* prefill_sp (ring, C = G, one q head per CUBE): ``Ring.plan``'s per-step plans; q block i of a
   CUBE runs on PE i mod P (ADR section B, prefill item 3). A CUBE starts step s once its PEs all
   finished step s - 1 and it holds block s; then it forwards that block (K and V, one message)
   to the next CUBE and its PEs run their 'ring' visits on it. A received block takes one of the
@@ -34,15 +34,8 @@ from costmodel.ahbm.sim.composite import BF16_BYTES, FP32_BYTES
 from costmodel.ahbm.sim.engines import PE
 from costmodel.ahbm.sim.noc import Noc
 from costmodel.ahbm.sim.visits import VisitCache
-from jaxref.attention import (
-    TileConfig,
-    cube_mesh_shape,
-    flash_plan,
-    kv_placement,
-    reduce_plan,
-    ring_plan,
-    split_kv_plan,
-)
+from jaxref.attention import Flash, Ring, SplitKV, reduce_plan
+from jaxref.attention.reduce import cube_mesh_shape
 
 MERGE_ROW_OPS = 8  # log-sum-exp merge (ADR section 4): maximum, 2 x (sub, exp), l_a sa, l_b sb, +
 MERGE_OUT_OPS = 3  # O_a sa, O_b sb, +
@@ -76,9 +69,9 @@ def decode(cfg, rates) -> dict:
     G, d = cfg.geometry.group, cfg.geometry.head_dim
     sp = cfg.case == "decode_sp"
     C, P = (cfg.cubes, cfg.pes) if sp else (1, 1)
-    pl = kv_placement(cfg.seq_len, num_cubes=C, pes_per_cube=P, placement=cfg.placement if sp else "round_robin",
-                      capacity=cfg.capacity if sp else None)
-    plan, _, _ = split_kv_plan(1, cfg.seq_len, tiles=TileConfig(cfg.tile, None), placement=pl, causal=False)
+    plan, _, _ = SplitKV(tile=cfg.tile, num_cubes=C, pes_per_cube=P,
+                         placement=cfg.placement if sp else "round_robin",
+                         capacity=cfg.capacity if sp else None).plan(1, cfg.seq_len, causal=False)
     R = C * P
     by_lane = {lane: v for (lane, _), v in lane_tiles(plan).items()}
     cache = VisitCache(rates, d, cfg.pipeline)
@@ -147,8 +140,7 @@ def decode(cfg, rates) -> dict:
 
 def prefill(cfg, rates) -> dict:
     G, d = cfg.geometry.group, cfg.geometry.head_dim
-    plan = flash_plan(cfg.seq_len, cfg.seq_len, tiles=TileConfig(cfg.tile, cfg.tile), causal=True,
-                      causal_skip=cfg.causal_skip)
+    plan = Flash(cfg.tile, cfg.tile, causal_skip=cfg.causal_skip).plan(cfg.seq_len, cfg.seq_len, causal=True)
     cache = VisitCache(rates, d, cfg.pipeline)
     tot = dict.fromkeys(("us", "gemm_busy_us", "math_busy_us", "hbm_bytes", "cpu_busy_us"), 0.0)
     for (_, qi), (keys, masked) in sorted(lane_tiles(plan).items()):
@@ -194,7 +186,7 @@ def ring(cfg, rates) -> dict:
     G, d = cfg.geometry.group, cfg.geometry.head_dim
     C, P, S = cfg.cubes, cfg.pes, cfg.seq_len
     Gc = G // C
-    _, valid, plans = ring_plan(S, S, num_cubes=C, tiles=TileConfig(cfg.tile, cfg.tile), causal=True)
+    _, valid, plans = Ring(cfg.tile, cfg.tile, num_cubes=C).plan(S, S, causal=True)
     nq = plans[0].num_q_blocks
     block_bytes = [2 * int(n) * d * BF16_BYTES for n in valid.sum(1)]  # K and V of block b
     ws = ring_working_set(Gc * plans[0].q_block, plans[0].tile, d, cfg.pipeline, rates)
