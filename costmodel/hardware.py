@@ -186,7 +186,7 @@ class AHBM:
         "B/s", "[assumed] 256 GB/s (256 B/cycle at the assumed 1 GHz) per PE, not public: the TCM port. Used by "
         "(a) a composite's write-back stage (DMA_WB: each GEMM sub-tile's fp32 output into TCM, one in-order "
         "write port per PE) and (b) a composite operand read from TCM (ring K/V blocks held in TCM: no HBM "
-        "DMA, no dma_local_latency_s)", default=256e9)
+        "DMA, no dma_local_latency_s)", default=256e9, bounds=RATE)
     cube_noc_bytes_per_s: float = spec(
         "B/s", "[assumed] 128 GB/s per CUBE-NOC link per direction (ADR-0017 NOC; not public, taken equal to the "
         "one die-to-die rate the ADR quotes). The CUBE NOC is the 2D mesh between the CUBEs of ONE SIP: every "
@@ -196,7 +196,7 @@ class AHBM:
         "port (each at this rate; a CUBE's 8 PEs share one injection and one ejection port) for "
         "payload / rate, all at once, starting when all are free (FIFO per resource: contention); it is "
         "delivered cube_noc_transaction_s + hops x cube_hop_latency_s after its transfer ends",
-        default=128e9)
+        default=128e9, bounds=RATE)
     cube_noc_transaction_s: float = spec(
         "s", "[assumed] 2 ns per CUBE-NOC message (packet header / router set-up; not public; UCIe's 8 ns "
         "transaction cost applies only to messages that cross SIPs)", default=2e-9, bounds=(0.0, 1e-6))

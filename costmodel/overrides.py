@@ -30,6 +30,12 @@ NOT_MODELLED: dict[str, str] = {
     "ahbm.dma_remote_cube_latency_s": "remote-CUBE traffic is priced per hop by ahbm.cube_hop_latency_s "
                                       "(derived once from this measurement); set that field",
     "ahbm.dma_remote_sip_latency_s": "the kernel model is one SIP; nothing crosses SIPs",
+    "ahbm.ucie_bytes_per_s": "only messages that cross SIPs use UCIe and a CUBE Group stays in one SIP; "
+                             "intra-SIP messages ride the CUBE NOC (set ahbm.cube_noc_bytes_per_s)",
+    "ahbm.ucie_transaction_s": "only messages that cross SIPs use UCIe and a CUBE Group stays in one SIP; "
+                               "intra-SIP messages pay ahbm.cube_noc_transaction_s",
+    "ahbm.hbm_interleave_bytes": "only the event simulation (costmodel.ahbm.sim) splits a transfer over "
+                                 "pseudo-channels; the analytic model streams at ahbm.pe_controller_bytes_per_s",
     "blackhole.eth_bytes_per_s": "the single-chip expert moves nothing over Ethernet",
 }
 
