@@ -5,7 +5,9 @@ Physical specification (what each case costs; the analytic model in ``cases`` / 
 closed-form surrogate of this machine, ``simulate`` executes it event by event). Every rate,
 latency and capacity is a field of ``costmodel.hardware.AHBM`` (its metadata says unit and
 source); the tile / key / message lists are ``jaxref.attention``'s plans. Times of an engine are
-the ones below; engines are in-order FIFO resources; nothing else is charged.
+the ones below; engines are FIFO resources serving requests in the order they become ready
+(a sub-tile's GEMM requests the engine once its operand landed and its dependencies are met;
+ties by issue order); nothing else is charged.
 
 Resources per PE: one HBM controller (all DMAs of the PE, FIFO; n bytes take
 n / (pe_controller_bytes_per_s x hbm_efficiency), data lands dma_local_latency_s after the
