@@ -34,16 +34,17 @@ import numpy as np
 from device.configs import GraphConfig
 from device.emulation import Emulation
 from device.graph import TTExpert
-from device.host import final_norm_from_hf, layer_from_hf, model_from_params
+from device.host import final_norm_from_hf, layer_from_hf
+from device.parity_model import GeneratedModel
 from device.recorder import Recorder, write_op_csv
 from jaxref.action import action_in_proj
 from jaxref.config import ExpertConfig
-from jaxref.expert import expert_rope, expert_stack, sample, velocity
+from jaxref.expert import CacheContext, expert_rope, expert_stack, sample, velocity
 from jaxref.layers import decoder_layer
 from jaxref.numerics import compare, round_bf16
 from jaxref.options import ExpertOptions
 from jaxref.precision import Precision
-from jaxref.weights import from_hf_state_dict, init_cache, init_params
+from jaxref.weights import from_hf_state_dict
 
 GARBAGE = 7.0  # cache rows [S, Smax) hold this (the notes' tests do the same)
 
@@ -98,20 +99,51 @@ class Problem:
 
 
 def _model(p: Problem):
-    """(params, HF state dict or None, cache, x0): bf16-valued random params, or the checkpoint's; the
-    random cache is bf16-valued with garbage in rows [S, Smax)."""
-    k_p, k_c, k_x = jax.random.split(jax.random.PRNGKey(p.seed), 3)
-    cfg, state = p.cfg, None
+    """(params, golden layer source, cache context, device layers, cache factory, x0).
+
+    Random model (default): ``device.parity_model.GeneratedModel``, layer i generated from one
+    layer of bf16-valued weights and cache rows (garbage in rows [S, Smax)); on the emulation the
+    device buffers are generated per read too, so the full 64-layer expert runs in bounded memory.
+    ``--checkpoint``: its weights (stacked for the golden, converted per layer for the device), the
+    same generated cache. ``cache factory``: (ns, device, upload) -> per-layer (k, v) device buffers.
+    """
+    k_p, k_x = jax.random.split(jax.random.PRNGKey(p.seed))
+    cfg, graph = p.cfg, p.graph
+    model = GeneratedModel.build(k_p, cfg, p.seq_len, fill=GARBAGE)
+    x0 = jax.random.normal(k_x, (cfg.num_tokens, cfg.action_dim), jnp.float32)
+
+    def caches(ns, device, upload):
+        if hasattr(ns, "generated_tensor"):
+            return model.emulation_caches(ns, device, fmt=graph.cache)
+        return [upload(*(np.asarray(a) for a in model.cache_layer(i))) for i in range(cfg.num_layers)]
+
     if p.checkpoint:
         from safetensors.numpy import load_file
 
         state = load_file(p.checkpoint)
         params = from_hf_state_dict(state, cfg, expert_prefix=p.expert_prefix, strict=False)
-    else:
-        params = jax.tree.map(round_bf16, init_params(k_p, cfg))
-    cache = init_cache(k_c, cfg, p.seq_len, max_seq_len=cfg.max_seq_len, fill=GARBAGE)
-    cache = dataclasses.replace(cache, k=round_bf16(cache.k), v=round_bf16(cache.v))
-    return params, state, cache, jax.random.normal(k_x, (cfg.num_tokens, cfg.action_dim), jnp.float32)
+        stacked = params.layers
+
+        def source(i):
+            return (jax.tree.map(lambda a: a[i], stacked), *model.cache_layer(i))
+
+        layers = _Layers(cfg.num_layers, lambda i: layer_from_hf(state, i, cfg, expert_prefix=p.expert_prefix))
+        return params, source, final_norm_from_hf(state, expert_prefix=p.expert_prefix), layers, caches, x0
+    final_norm = np.asarray(model.params.final_norm, np.float32).reshape(1, 1, 1, -1)
+    return model.params, model.layer_source(), final_norm, model, caches, x0
+
+
+class _Layers:
+    """A sequence of per-layer device arrays made on demand (one layer in host memory at a time)."""
+
+    def __init__(self, n: int, make):
+        self.n, self.make = n, make
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        return (self.make(i) for i in range(self.n))
 
 
 def _cmp(golden, got) -> dict[str, float]:
@@ -122,12 +154,10 @@ def _cmp(golden, got) -> dict[str, float]:
 def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = None, sync=None) -> dict:
     """Run the graph on (ns, device) against the golden; returns the results (see the module docstring)."""
     cfg, graph, S = p.cfg, p.graph, p.seq_len
-    params, state, cache, x0 = _model(p)
-    if state is not None:  # device weights straight from the HF keys (jaxref.param_table)
-        layers = [layer_from_hf(state, i, cfg, expert_prefix=p.expert_prefix) for i in range(cfg.num_layers)]
-        final_norm = final_norm_from_hf(state, expert_prefix=p.expert_prefix)
-    else:
-        layers, final_norm = model_from_params(params, cfg)
+    params, source, final_norm, layers, make_caches, x0 = _model(p)
+    if isinstance(layers, GeneratedModel):
+        layers = (layers.emulation_layers(ns, device, weights=graph.weights) if hasattr(ns, "generated_tensor")
+                  else _Layers(cfg.num_layers, lambda i, m=layers: m.host_layer(i)))
     rec = Recorder(ns)
     rec.state.sync = sync
     ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, graph=graph)
@@ -137,24 +167,25 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
         return ex.layer(i, *args)
 
     ex.layer_fn = tagged_layer
-    caches = [ex.upload_cache(np.asarray(cache.k[i]), np.asarray(cache.v[i])) for i in range(cfg.num_layers)]
+    caches = make_caches(ns, device, ex.upload_cache)
     ex.set_context(S)
 
     dev_prec = graph.port(cfg).precision()  # the golden's rounding points, from the same port description
+    ctx = CacheContext.create(S)
     emb = velocity_input(params, x0, cfg)
-    _, hidden = expert_stack(params.layers, params.final_norm, emb, cache, cfg=cfg, return_hidden=True)
+    _, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
     res: dict = {"backend": backend, "num_layers": cfg.num_layers, "hidden": cfg.hidden, "seq_len": S,
                  "max_seq_len": cfg.max_seq_len, "weights": graph.weights, "cache": graph.cache,
                  "attn_mode": graph.attn_mode, "layers": []}
     for i in p.layers:
         x_in = round_bf16(emb if i == 0 else hidden[i - 1])
-        layer = jax.tree.map(lambda a, i=i: a[i], params.layers)
-        gold = {name: decoder_layer(layer, x_in, (cache.k[i], cache.v[i]), S,
-                                    expert_rope(S, 0, cfg=cfg, precision=prec), cfg=cfg,
+        layer, ck, cv = source(jnp.asarray(i, jnp.int32))
+        gold = {name: decoder_layer(layer, x_in, (ck, cv), S, expert_rope(S, 0, cfg=cfg, precision=prec), cfg=cfg,
                                     options=ExpertOptions(attention=att, precision=prec))
                 for name, prec, att in (("fp32", Precision.fp32(), "exact"), ("device", dev_prec, "tail_slot"))}
         got = ex.run_layer(i, np.asarray(x_in), caches)
         res["layers"].append({"layer": i, "vs_fp32": _cmp(gold["fp32"], got), "vs_device_golden": _cmp(gold["device"], got)})
+    del hidden
 
     n_before = len(rec.state.log)
     eager = ex.forward(np.asarray(emb), caches, traced=False)
@@ -167,12 +198,12 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
         res["trace_replay_ms"] = _time_replays(ex, emb, caches)
 
     v_dev = ex.step(params.action_in, params.action_out, np.asarray(x0), 0.0, caches)
-    res["step"] = {"vs_fp32": _cmp(velocity(params, x0, 0.0, cache, cfg=cfg), v_dev),
-                   "vs_device_golden": _cmp(velocity(params, x0, 0.0, cache, cfg=cfg,
+    res["step"] = {"vs_fp32": _cmp(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source), v_dev),
+                   "vs_device_golden": _cmp(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source,
                                                      options=ExpertOptions(attention="tail_slot", precision=dev_prec)), v_dev)}
     if p.sample:
         a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S)
-        a_gold, vs_gold = sample(params, cache, jax.random.PRNGKey(0), cfg=cfg, x0=x0)
+        a_gold, vs_gold = sample(params, ctx, jax.random.PRNGKey(0), cfg=cfg, x0=x0, layers=source)
         res["sample"] = {"action_vs_fp32": _cmp(a_gold, a_dev),
                          "velocity_pcc_per_step": [_cmp(g, d)["pcc"] for g, d in zip(vs_gold, vs_dev, strict=True)]}
     res["calls"] = len(rec.state.log)
