@@ -43,6 +43,7 @@ from jaxref.expert import CacheContext, expert_rope, expert_stack, sample, veloc
 from jaxref.layers import decoder_layer
 from jaxref.numerics import compare, round_bf16
 from jaxref.options import ExpertOptions
+from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS
 from jaxref.precision import Precision
 from jaxref.weights import from_hf_state_dict
 
@@ -302,8 +303,8 @@ def plot_layer_pcc(results: list[dict], path: pathlib.Path) -> str:
     return path.name
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m device.parity", description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=("chip", "emulation"), default="chip")
     ap.add_argument("--preset", default="alpamayo_tt", help="alpamayo_tt / alpamayo_r1 / tiny (tiny runs at H = 32)")
     ap.add_argument("--num-layers", type=int, default=None)
@@ -317,30 +318,88 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--expert-prefix", default="", help="key prefix in the checkpoint (e.g. 'expert.')")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="parity_out", help="directory for parity.json / parity.md / ops.csv")
-    return ap.parse_args(argv)
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def problem_from_args(a: argparse.Namespace) -> Problem:
-    over = {} if a.num_layers is None else {"num_layers": a.num_layers}
+    """The run described by the arguments; raises ValueError naming the argument, its value and
+    what was expected (checked before any computation)."""
+    over = {}
+    if a.num_layers is not None:
+        if a.num_layers < 1:
+            raise ValueError(f"--num-layers={a.num_layers} must be >= 1")
+        over["num_layers"] = a.num_layers
     if a.preset == "tiny":
         over["head_dim"] = 32  # rotary_embedding_hf needs head_dim 32 or a multiple of 64
-    cfg = ExpertConfig.preset(a.preset, **over)
+    try:
+        cfg = ExpertConfig.preset(a.preset, **over)
+    except ValueError as exc:
+        raise ValueError(f"--preset: {exc}") from None
     L = cfg.num_layers
-    layers = sorted({0, L // 2, L - 1}) if a.layers is None else [int(s) for s in a.layers.split(",")]
-    for i in layers:
-        if not 0 <= i < L:
-            raise ValueError(f"--layers entry {i} outside [0, {L})")
+    if a.layers is None:
+        layers = sorted({0, L // 2, L - 1})
+    else:
+        try:
+            layers = sorted({int(s) for s in a.layers.split(",")})
+        except ValueError:
+            raise ValueError(f"--layers={a.layers!r} must be comma-separated layer indices, e.g. '0,31,63'") from None
+        bad = [i for i in layers if not 0 <= i < L]
+        if bad:
+            raise ValueError(f"--layers={a.layers!r}: entries {bad} outside [0, {L}) (the model has {L} layers)")
     seq_len = a.seq_len if a.seq_len is not None else (100 if a.preset == "tiny" else 4600)
-    cfg.check_seq_len(seq_len)
+    try:
+        cfg.check_seq_len(seq_len)
+    except ValueError as exc:
+        raise ValueError(f"--seq-len: {exc}") from None
     return Problem(cfg=cfg, seq_len=seq_len, layers=tuple(layers), seed=a.seed, sample=not a.no_sample,
                    graph=GraphConfig(weights=a.weights, cache=a.cache, attn_mode=a.attn_mode),
                    checkpoint=a.checkpoint, expert_prefix=a.expert_prefix)
 
 
+def check_checkpoint(path: str, cfg: ExpertConfig, *, expert_prefix: str = "") -> None:
+    """Raise ValueError unless ``path`` is a readable safetensors file holding every decoder
+    parameter of ``cfg`` (and the final norm) in HF's shape. Reads only the header."""
+    from safetensors import safe_open
+
+    f = pathlib.Path(path)
+    if not f.is_file():
+        raise ValueError(f"--checkpoint={path!r}: no such file (expected an HF-format .safetensors file)")
+    try:
+        with safe_open(str(f), framework="numpy") as st:
+            shapes = {k: tuple(st.get_slice(k).get_shape()) for k in st.keys()}  # noqa: SIM118 - not a dict
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for a bad file
+        raise ValueError(f"--checkpoint={path!r} is not a readable safetensors file "
+                         f"({type(exc).__name__}: {exc})") from None
+    want = {f"{expert_prefix}layers.{i}.{s.hf_suffix}": s.hf_shape(cfg)
+            for i in range(cfg.num_layers) for s in LAYER_PARAMS}
+    want[expert_prefix + FINAL_NORM_HF] = (cfg.hidden,)
+    missing = [k for k in want if k not in shapes]
+    if missing:
+        raise ValueError(f"--checkpoint={path!r} lacks {len(missing)} of the {len(want)} decoder tensors of this "
+                         f"geometry (L={cfg.num_layers}, --expert-prefix={expert_prefix!r}), e.g. {missing[0]!r}")
+    wrong = [(k, shapes[k], v) for k, v in want.items() if shapes[k] != v]
+    if wrong:
+        k, got, exp = wrong[0]
+        raise ValueError(f"--checkpoint={path!r}: {k!r} has shape {list(got)}, this geometry needs {list(exp)} "
+                         f"({len(wrong)} tensors differ; wrong --preset / --num-layers?)")
+
+
 def main(argv=None) -> int:
-    a = parse_args(argv)
-    p = problem_from_args(a)
-    out = pathlib.Path(a.out)
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    try:  # every input error before any computation: exit 2 with 'error: ...'
+        p = problem_from_args(a)
+        out = pathlib.Path(a.out)
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--out={a.out!r} is an existing file; expected a directory (existing or new)")
+        if p.checkpoint:
+            check_checkpoint(p.checkpoint, p.cfg, expert_prefix=p.expert_prefix)
+    except ValueError as exc:
+        ap.error(str(exc))
     if a.backend == "chip":
         try:
             ns, device = open_chip()
