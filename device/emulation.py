@@ -129,6 +129,13 @@ class Emulation:
     def synchronize_device(self, device: Device) -> None:
         """Ops run eagerly here: nothing is in flight."""
 
+    def generated_tensor(self, device: Device, generate, shape: tuple[int, ...], dtype: DataType) -> Tensor:
+        """A device buffer (TILE layout) whose values ``generate()`` produces on every read, already
+        rounded to ``dtype`` (not a ttnn call: the emulation's way to hold a full-size model in
+        bounded memory; ``fill_cache`` rows are kept and laid over the generated values)."""
+        _check(device.capturing is None, "allocating a device buffer during trace capture")
+        return Tensor(None, dtype, Layout.TILE, device, generate=generate, shape=shape)
+
     def to_device(self, tensor: Tensor, device: Device, memory_config: MemoryConfig | None = None) -> Tensor:
         """Allocate a device buffer (a new address) holding the host tensor's values."""
         _check(device.capturing is None, "allocating a device buffer during trace capture")
@@ -164,7 +171,7 @@ class Emulation:
                 res = fn(*args, **kwargs)
                 for o, r in zip(out if isinstance(out, tuple) else (out,), res if isinstance(res, tuple) else (res,),
                                 strict=True):
-                    if o is not r:
+                    if o is not r and o.view_of is None:  # views follow their source
                         o.value = r.value
         finally:
             device.replaying = False
@@ -227,8 +234,9 @@ class Emulation:
         shape = tuple(shape)
         _check(shape[-1] == input_tensor.shape[-1] and math.prod(shape) == math.prod(input_tensor.shape),
                f"reshape {input_tensor.shape} -> {shape} is not a zero-cost view (last dim must stay)")
-        return Tensor(input_tensor.value.reshape(shape), input_tensor.dtype, input_tensor.layout, input_tensor.device,
-                      address=input_tensor.address)
+        # a view reads its source on every access: a trace holds no copy of a viewed cache
+        return Tensor(None, input_tensor.dtype, input_tensor.layout, input_tensor.device, address=input_tensor.address,
+                      shape=shape, view_of=input_tensor)
 
     def _fill_cache(self, cache_tensor, input_tensor, batch_idx, *, update_idx=0):
         """In place: ``cache[batch_idx, :, update_idx : update_idx + S, :] = input`` (rounded to the
@@ -239,8 +247,7 @@ class Emulation:
         _check((n_in, d_in) == (nkv, dh) and 0 <= batch_idx < b and update_idx + s <= smax,
                f"fill_cache: input {input_tensor.shape} at batch {batch_idx}, row {update_idx} does not fit "
                f"cache {cache_tensor.shape}")
-        rows = _round(self, input_tensor.value[0], cache_tensor.dtype)
-        cache_tensor.value = cache_tensor.value.at[batch_idx, :, update_idx:update_idx + s, :].set(rows)
+        cache_tensor.write_rows(batch_idx, update_idx, _round(self, input_tensor.value[0], cache_tensor.dtype))
         return cache_tensor
 
     def _nlp_create_qkv_heads(self, input, input_kv=None, *, num_heads, num_kv_heads=None, transpose_k_heads=True,

@@ -120,17 +120,49 @@ _addresses = itertools.count(1 << 20, 1 << 12)
 class Tensor:
     """An emulated ttnn tensor: float32 values already rounded to ``dtype``, a layout, an optional
     device and a buffer address (views share their source's address). Mutable: ``fill_cache``,
-    ``copy_host_to_device_tensor`` and trace replay write into it in place."""
+    ``copy_host_to_device_tensor`` and trace replay write into it in place.
 
-    def __init__(self, value, dtype: DataType, layout: Layout, device=None, address: int | None = None):
-        self.value = jnp.asarray(value, jnp.float32)
+    A *generated* tensor (``generate``: () -> values, already in ``dtype``) holds no values: they
+    are produced on every read, with the row blocks written by ``fill_cache`` laid over them
+    (``patches``), so 64 layers of weights and caches need not exist at once (the parity script's
+    full-size emulation). A view (``view_of``) reads its source on every read."""
+
+    def __init__(self, value, dtype: DataType, layout: Layout, device=None, address: int | None = None, *,
+                 generate=None, shape: tuple[int, ...] | None = None, view_of: Tensor | None = None):
         self.dtype, self.layout, self.device = dtype, layout, device
         self.address = next(_addresses) if address is None else address
         self.deallocated = False
+        self.generate, self.view_of, self.patches = generate, view_of, {}
+        self._shape = None if shape is None else tuple(int(d) for d in shape)
+        self._value = None if value is None else jnp.asarray(value, jnp.float32)
+
+    @property
+    def value(self):
+        if self.view_of is not None:
+            return self.view_of.value.reshape(self._shape)
+        if self.generate is None:
+            return self._value
+        v = jnp.asarray(self.generate(), jnp.float32)
+        for (b, start, stop), rows in self.patches.items():
+            v = v.at[b, :, start:stop, :].set(rows)
+        return v
+
+    @value.setter
+    def value(self, v):
+        if self.view_of is not None or self.generate is not None:
+            raise ValueError("a view or generated tensor is written through fill_cache / its source only")
+        self._value = jnp.asarray(v, jnp.float32)
+
+    def write_rows(self, batch: int, start: int, rows) -> None:
+        """In place: ``self[batch, :, start : start + rows.shape[1], :] = rows`` (rows already in dtype)."""
+        if self.generate is not None:
+            self.patches[(batch, start, start + rows.shape[1])] = jnp.asarray(rows, jnp.float32)
+        else:
+            self._value = self._value.at[batch, :, start:start + rows.shape[1], :].set(rows)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.value.shape)
+        return self._shape if self._shape is not None else tuple(self._value.shape)
 
     def buffer_address(self) -> int:
         return self.address

@@ -39,7 +39,8 @@ class TTExpert:
 
     Args:
       ns: op namespace (``ttnn`` or an emulation); device: from ``ns.open_device``.
-      layers: per-layer device arrays (``device.host.layer_from_params`` / ``layer_from_hf``).
+      layers: per-layer device arrays (``device.host.layer_from_params`` / ``layer_from_hf``) or device
+        buffers already in their device format (read once, in order: a lazy sequence works).
       final_norm: [1, 1, 1, D] gamma.
       cfg: model geometry; graph: formats, attention mode, op configs.
     """
@@ -53,7 +54,10 @@ class TTExpert:
         self.ns, self.device, self.cfg, self.graph = ns, device, cfg, graph
         T, D, H, smax = cfg.num_tokens, cfg.hidden, cfg.head_dim, cfg.max_seq_len
         fmts = layer_formats(graph.weights)
-        self.weights = [{name: self._upload(a, fmts[name]) for name, a in layer.items()} for layer in layers]
+        # a layer's entries are host arrays (uploaded here) or device buffers already in their format
+        # (the emulation's generated tensors: a full-size model without 64 layers of values at once)
+        self.weights = [{name: a if hasattr(a, "buffer_address") else self._upload(a, fmts[name])
+                         for name, a in layer.items()} for layer in layers]
         self.final_norm = self._upload(final_norm, "bf16")
         self.x = self._upload(np.zeros((1, 1, T, D), np.float32), "bf16")
         self.cos = self._upload(np.zeros((1, 1, T, H), np.float32), "bf16")

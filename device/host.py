@@ -54,6 +54,28 @@ def _device_layer(hf: Mapping[str, np.ndarray], cfg: ExpertConfig) -> dict[str, 
     return out
 
 
+def params_from_device(arrays: Mapping[str, object], cfg: ExpertConfig) -> LayerParams:
+    """The inverse of ``layer_from_params``: one layer's golden ``LayerParams`` from its device arrays
+    (``jax.numpy``, traceable: the parity script converts a generated layer inside the golden's scan).
+    Fused tensors are split at their rows' HF output sizes, in table order."""
+    import jax.numpy as jnp
+
+    fields = {}
+    for name in device_names():
+        rows = [s for s in LAYER_PARAMS if s.device_name == name]
+        a = jnp.asarray(arrays[name], jnp.float32)
+        if rows[0].kind == NORM:
+            fields[rows[0].field] = a.reshape(rows[0].golden_shape(cfg))
+            continue
+        hf = a.T if rows[0].transpose else a  # [out_total, in]
+        start = 0
+        for s in rows:
+            out = s.hf_shape(cfg)[0]
+            fields[s.field] = hf[start:start + out].reshape(s.golden_shape(cfg))  # HF -> golden: a reshape
+            start += out
+    return LayerParams(**fields)
+
+
 def layer_from_params(layer: LayerParams, cfg: ExpertConfig) -> dict[str, np.ndarray]:
     """One layer's device arrays (float32, device layout) from the golden's unstacked ``LayerParams``."""
     return _device_layer({s.field: layer_to_hf(s.field, np.asarray(getattr(layer, s.field), np.float32), cfg)

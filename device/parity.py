@@ -34,18 +34,20 @@ import numpy as np
 from device.configs import GraphConfig
 from device.emulation import Emulation
 from device.graph import TTExpert
-from device.host import final_norm_from_hf, layer_from_hf, model_from_params
+from device.host import final_norm_from_hf, layer_from_hf
 from device.op_report import write_op_report
+from device.parity_model import GeneratedModel
 from device.recorder import Recorder
 from jaxref.action import action_in_proj
 from jaxref.config import ExpertConfig
-from jaxref.expert import expert_rope, expert_stack, sample, velocity
+from jaxref.expert import CacheContext, expert_rope, expert_stack, sample, velocity
 from jaxref.layers import decoder_layer
 from jaxref.numerics import compare, round_bf16
 from jaxref.numerics.formats import CACHE_GARBAGE as GARBAGE  # cache rows [S, Smax) hold this
 from jaxref.options import ExpertOptions
+from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS
 from jaxref.precision import Precision
-from jaxref.weights import from_hf_state_dict, init_cache, init_params
+from jaxref.weights import from_hf_state_dict
 
 
 class NoChip(RuntimeError):
@@ -98,20 +100,51 @@ class Problem:
 
 
 def _model(p: Problem):
-    """(params, HF state dict or None, cache, x0): bf16-valued random params, or the checkpoint's; the
-    random cache is bf16-valued with garbage in rows [S, Smax)."""
-    k_p, k_c, k_x = jax.random.split(jax.random.PRNGKey(p.seed), 3)
-    cfg, state = p.cfg, None
+    """(params, golden layer source, cache context, device layers, cache factory, x0).
+
+    Random model (default): ``device.parity_model.GeneratedModel``, layer i generated from one
+    layer of bf16-valued weights and cache rows (garbage in rows [S, Smax)); on the emulation the
+    device buffers are generated per read too, so the full 64-layer expert runs in bounded memory.
+    ``--checkpoint``: its weights (stacked for the golden, converted per layer for the device), the
+    same generated cache. ``cache factory``: (ns, device, upload) -> per-layer (k, v) device buffers.
+    """
+    k_p, k_x = jax.random.split(jax.random.PRNGKey(p.seed))
+    cfg, graph = p.cfg, p.graph
+    model = GeneratedModel.build(k_p, cfg, p.seq_len, fill=GARBAGE)
+    x0 = jax.random.normal(k_x, (cfg.num_tokens, cfg.action_dim), jnp.float32)
+
+    def caches(ns, device, upload):
+        if hasattr(ns, "generated_tensor"):
+            return model.emulation_caches(ns, device, fmt=graph.cache)
+        return [upload(*(np.asarray(a) for a in model.cache_layer(i))) for i in range(cfg.num_layers)]
+
     if p.checkpoint:
         from safetensors.numpy import load_file
 
         state = load_file(p.checkpoint)
         params = from_hf_state_dict(state, cfg, expert_prefix=p.expert_prefix, strict=False)
-    else:
-        params = jax.tree.map(round_bf16, init_params(k_p, cfg))
-    cache = init_cache(k_c, cfg, p.seq_len, max_seq_len=cfg.max_seq_len, fill=GARBAGE)
-    cache = dataclasses.replace(cache, k=round_bf16(cache.k), v=round_bf16(cache.v))
-    return params, state, cache, jax.random.normal(k_x, (cfg.num_tokens, cfg.action_dim), jnp.float32)
+        stacked = params.layers
+
+        def source(i):
+            return (jax.tree.map(lambda a: a[i], stacked), *model.cache_layer(i))
+
+        layers = _Layers(cfg.num_layers, lambda i: layer_from_hf(state, i, cfg, expert_prefix=p.expert_prefix))
+        return params, source, final_norm_from_hf(state, expert_prefix=p.expert_prefix), layers, caches, x0
+    final_norm = np.asarray(model.params.final_norm, np.float32).reshape(1, 1, 1, -1)
+    return model.params, model.layer_source(), final_norm, model, caches, x0
+
+
+class _Layers:
+    """A sequence of per-layer device arrays made on demand (one layer in host memory at a time)."""
+
+    def __init__(self, n: int, make):
+        self.n, self.make = n, make
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        return (self.make(i) for i in range(self.n))
 
 
 def _cmp(golden, got) -> dict[str, float]:
@@ -122,12 +155,10 @@ def _cmp(golden, got) -> dict[str, float]:
 def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = None, sync=None) -> dict:
     """Run the graph on (ns, device) against the golden; returns the results (see the module docstring)."""
     cfg, graph, S = p.cfg, p.graph, p.seq_len
-    params, state, cache, x0 = _model(p)
-    if state is not None:  # device weights straight from the HF keys (jaxref.param_table)
-        layers = [layer_from_hf(state, i, cfg, expert_prefix=p.expert_prefix) for i in range(cfg.num_layers)]
-        final_norm = final_norm_from_hf(state, expert_prefix=p.expert_prefix)
-    else:
-        layers, final_norm = model_from_params(params, cfg)
+    params, source, final_norm, layers, make_caches, x0 = _model(p)
+    if isinstance(layers, GeneratedModel):
+        layers = (layers.emulation_layers(ns, device, weights=graph.weights) if hasattr(ns, "generated_tensor")
+                  else _Layers(cfg.num_layers, lambda i, m=layers: m.host_layer(i)))
     rec = Recorder(ns)
     rec.state.sync = sync
     ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, graph=graph)
@@ -137,24 +168,25 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
         return ex.layer(i, *args)
 
     ex.layer_fn = tagged_layer
-    caches = [ex.upload_cache(np.asarray(cache.k[i]), np.asarray(cache.v[i])) for i in range(cfg.num_layers)]
+    caches = make_caches(ns, device, ex.upload_cache)
     ex.set_context(S)
 
     dev_prec = graph.port(cfg).precision()  # the golden's rounding points, from the same port description
+    ctx = CacheContext.create(S)
     emb = velocity_input(params, x0, cfg)
-    _, hidden = expert_stack(params.layers, params.final_norm, emb, cache, cfg=cfg, return_hidden=True)
+    _, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
     res: dict = {"backend": backend, "num_layers": cfg.num_layers, "hidden": cfg.hidden, "seq_len": S,
                  "max_seq_len": cfg.max_seq_len, "weights": graph.weights, "cache": graph.cache,
                  "attn_mode": graph.attn_mode, "layers": []}
     for i in p.layers:
         x_in = round_bf16(emb if i == 0 else hidden[i - 1])
-        layer = jax.tree.map(lambda a, i=i: a[i], params.layers)
-        gold = {name: decoder_layer(layer, x_in, (cache.k[i], cache.v[i]), S,
-                                    expert_rope(S, 0, cfg=cfg, precision=prec), cfg=cfg,
+        layer, ck, cv = source(jnp.asarray(i, jnp.int32))
+        gold = {name: decoder_layer(layer, x_in, (ck, cv), S, expert_rope(S, 0, cfg=cfg, precision=prec), cfg=cfg,
                                     options=ExpertOptions(attention=att, precision=prec))
                 for name, prec, att in (("fp32", Precision.fp32(), "exact"), ("device", dev_prec, "tail_slot"))}
         got = ex.run_layer(i, np.asarray(x_in), caches)
         res["layers"].append({"layer": i, "vs_fp32": _cmp(gold["fp32"], got), "vs_device_golden": _cmp(gold["device"], got)})
+    del hidden
 
     n_before = len(rec.state.log)
     eager = ex.forward(np.asarray(emb), caches, traced=False)
@@ -169,12 +201,12 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
         res["trace_replay_ms"] = _time_replays(ex, emb, caches)
 
     v_dev = ex.step(params.action_in, params.action_out, np.asarray(x0), 0.0, caches)
-    res["step"] = {"vs_fp32": _cmp(velocity(params, x0, 0.0, cache, cfg=cfg), v_dev),
-                   "vs_device_golden": _cmp(velocity(params, x0, 0.0, cache, cfg=cfg,
+    res["step"] = {"vs_fp32": _cmp(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source), v_dev),
+                   "vs_device_golden": _cmp(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source,
                                                      options=ExpertOptions(attention="tail_slot", precision=dev_prec)), v_dev)}
     if p.sample:
         a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S)
-        a_gold, vs_gold = sample(params, cache, jax.random.PRNGKey(0), cfg=cfg, x0=x0)
+        a_gold, vs_gold = sample(params, ctx, jax.random.PRNGKey(0), cfg=cfg, x0=x0, layers=source)
         res["sample"] = {"action_vs_fp32": _cmp(a_gold, a_dev),
                          "velocity_pcc_per_step": [_cmp(g, d)["pcc"] for g, d in zip(vs_gold, vs_dev, strict=True)]}
     res["calls"] = len(rec.state.log)
@@ -273,8 +305,8 @@ def plot_layer_pcc(results: list[dict], path: pathlib.Path) -> str:
     return path.name
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m device.parity", description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", choices=("chip", "emulation"), default="chip")
     ap.add_argument("--preset", default="alpamayo_tt", help="alpamayo_tt / alpamayo_r1 / tiny (tiny runs at H = 32)")
     ap.add_argument("--num-layers", type=int, default=None)
@@ -288,30 +320,88 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--expert-prefix", default="", help="key prefix in the checkpoint (e.g. 'expert.')")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="parity_out", help="directory for parity.json / parity.md / ops.csv")
-    return ap.parse_args(argv)
+    return ap
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def problem_from_args(a: argparse.Namespace) -> Problem:
-    over = {} if a.num_layers is None else {"num_layers": a.num_layers}
+    """The run described by the arguments; raises ValueError naming the argument, its value and
+    what was expected (checked before any computation)."""
+    over = {}
+    if a.num_layers is not None:
+        if a.num_layers < 1:
+            raise ValueError(f"--num-layers={a.num_layers} must be >= 1")
+        over["num_layers"] = a.num_layers
     if a.preset == "tiny":
         over["head_dim"] = 32  # rotary_embedding_hf needs head_dim 32 or a multiple of 64
-    cfg = ExpertConfig.preset(a.preset, **over)
+    try:
+        cfg = ExpertConfig.preset(a.preset, **over)
+    except ValueError as exc:
+        raise ValueError(f"--preset: {exc}") from None
     L = cfg.num_layers
-    layers = sorted({0, L // 2, L - 1}) if a.layers is None else [int(s) for s in a.layers.split(",")]
-    for i in layers:
-        if not 0 <= i < L:
-            raise ValueError(f"--layers entry {i} outside [0, {L})")
+    if a.layers is None:
+        layers = sorted({0, L // 2, L - 1})
+    else:
+        try:
+            layers = sorted({int(s) for s in a.layers.split(",")})
+        except ValueError:
+            raise ValueError(f"--layers={a.layers!r} must be comma-separated layer indices, e.g. '0,31,63'") from None
+        bad = [i for i in layers if not 0 <= i < L]
+        if bad:
+            raise ValueError(f"--layers={a.layers!r}: entries {bad} outside [0, {L}) (the model has {L} layers)")
     seq_len = a.seq_len if a.seq_len is not None else (100 if a.preset == "tiny" else 4600)
-    cfg.check_seq_len(seq_len)
+    try:
+        cfg.check_seq_len(seq_len)
+    except ValueError as exc:
+        raise ValueError(f"--seq-len: {exc}") from None
     return Problem(cfg=cfg, seq_len=seq_len, layers=tuple(layers), seed=a.seed, sample=not a.no_sample,
                    graph=GraphConfig(weights=a.weights, cache=a.cache, attn_mode=a.attn_mode),
                    checkpoint=a.checkpoint, expert_prefix=a.expert_prefix)
 
 
+def check_checkpoint(path: str, cfg: ExpertConfig, *, expert_prefix: str = "") -> None:
+    """Raise ValueError unless ``path`` is a readable safetensors file holding every decoder
+    parameter of ``cfg`` (and the final norm) in HF's shape. Reads only the header."""
+    from safetensors import safe_open
+
+    f = pathlib.Path(path)
+    if not f.is_file():
+        raise ValueError(f"--checkpoint={path!r}: no such file (expected an HF-format .safetensors file)")
+    try:
+        with safe_open(str(f), framework="numpy") as st:
+            shapes = {k: tuple(st.get_slice(k).get_shape()) for k in st.keys()}  # noqa: SIM118 - not a dict
+    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types for a bad file
+        raise ValueError(f"--checkpoint={path!r} is not a readable safetensors file "
+                         f"({type(exc).__name__}: {exc})") from None
+    want = {f"{expert_prefix}layers.{i}.{s.hf_suffix}": s.hf_shape(cfg)
+            for i in range(cfg.num_layers) for s in LAYER_PARAMS}
+    want[expert_prefix + FINAL_NORM_HF] = (cfg.hidden,)
+    missing = [k for k in want if k not in shapes]
+    if missing:
+        raise ValueError(f"--checkpoint={path!r} lacks {len(missing)} of the {len(want)} decoder tensors of this "
+                         f"geometry (L={cfg.num_layers}, --expert-prefix={expert_prefix!r}), e.g. {missing[0]!r}")
+    wrong = [(k, shapes[k], v) for k, v in want.items() if shapes[k] != v]
+    if wrong:
+        k, got, exp = wrong[0]
+        raise ValueError(f"--checkpoint={path!r}: {k!r} has shape {list(got)}, this geometry needs {list(exp)} "
+                         f"({len(wrong)} tensors differ; wrong --preset / --num-layers?)")
+
+
 def main(argv=None) -> int:
-    a = parse_args(argv)
-    p = problem_from_args(a)
-    out = pathlib.Path(a.out)
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    try:  # every input error before any computation: exit 2 with 'error: ...'
+        p = problem_from_args(a)
+        out = pathlib.Path(a.out)
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--out={a.out!r} is an existing file; expected a directory (existing or new)")
+        if p.checkpoint:
+            check_checkpoint(p.checkpoint, p.cfg, expert_prefix=p.expert_prefix)
+    except ValueError as exc:
+        ap.error(str(exc))
     if a.backend == "chip":
         try:
             ns, device = open_chip()

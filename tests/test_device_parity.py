@@ -122,3 +122,44 @@ def test_chip_op_report_carries_measured_durations_into_calibrate(tmp_path, monk
     report = read_report(tmp_path / "ops.csv")
     assert all(r.duration_us > 0 for r in report.rows if r.status == MODELLED)
     costmodel_main(["calibrate", "--ops-csv", str(tmp_path / "ops.csv"), "--out", str(tmp_path / "cal.json")])
+
+
+def _ckpt(tmp_path, **geometry):
+    cfg = ExpertConfig.tiny(head_dim=32, **geometry)
+    path = tmp_path / "ckpt.safetensors"
+    save_safetensors(path, init_params(jax.random.PRNGKey(1), cfg), cfg)
+    return path
+
+
+def _truncated(tmp_path):
+    path = _ckpt(tmp_path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+@pytest.mark.parametrize("make_argv,message", [
+    (lambda t: ["--preset", "huge"], r"--preset: preset='huge' unknown; expected one of"),
+    (lambda t: ["--layers", "99"], r"--layers='99': entries \[99\] outside \[0, 2\)"),
+    (lambda t: ["--layers", "a,b"], r"--layers='a,b' must be comma-separated layer indices"),
+    (lambda t: ["--seq-len", "-1"], r"--seq-len: seq_len=-1 must satisfy 0 <= seq_len"),
+    (lambda t: ["--num-layers", "0"], r"--num-layers=0 must be >= 1"),
+    (lambda t: ["--out", str(t / "file.txt")], r"--out='.*file.txt' is an existing file; expected a directory"),
+    (lambda t: ["--checkpoint", str(t / "missing.safetensors")], r"--checkpoint='.*missing.safetensors': no such file"),
+    (lambda t: ["--checkpoint", str(_truncated(t))], r"--checkpoint='.*' is not a readable safetensors file"),
+    (lambda t: ["--checkpoint", str(_ckpt(t, hidden=96))],
+     r"'layers.0.input_layernorm.weight' has shape \[96\], this geometry needs \[64\] \(19 tensors differ"),
+    (lambda t: ["--checkpoint", str(_ckpt(t)), "--num-layers", "3"], r"lacks 11 of the 34 decoder tensors"),
+])
+def test_bad_arguments_exit_2_naming_argument_value_and_expectation(make_argv, message, tmp_path, monkeypatch, capsys):
+    """Checked before anything runs (the emulation would take seconds; a chip run minutes), and
+    nothing is written: no ./parity_out appears."""
+    (tmp_path / "file.txt").write_text("keep")
+    monkeypatch.chdir(tmp_path)
+    argv = ["--backend", "emulation", "--preset", "tiny", *make_argv(tmp_path)]
+    with pytest.raises(SystemExit) as e:
+        parity.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "error: " in err and re.search(message, err), err
+    assert "Traceback" not in err and not (tmp_path / "parity_out").exists()
+    assert (tmp_path / "file.txt").read_text() == "keep"

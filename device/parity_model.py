@@ -1,0 +1,131 @@
+"""The parity script's random model, generated per layer so the 64-layer expert fits in bounded memory.
+
+One layer of random device-layout weights (``base``: HF init, bf16-valued, ``[in, out]`` as on the
+device) and one layer of random VLM cache rows are drawn once; layer ``i`` is those arrays rolled
+by layer-dependent shifts (``shifts``): rows by ``1 + 37 i`` and columns by a multiple of 16.
+Rolling columns by whole 16-element blocks permutes bfloat8_b / bfloat4_b blocks (the shared
+exponent runs over 16 consecutive values of a tile row), so rolling the *quantised* base gives
+exactly the quantised layer: the emulation's weight of layer i is ``roll(quantised base)``, no
+per-layer quantisation, and the golden's layer i is ``roll(base)`` in golden layout
+(``device.host.params_from_device``). Cache rows [0, S) are rolled along the row axis (bf16 /
+bfp8 blocks run along head_dim, so they stay whole); rows [S, Smax) hold the garbage fill.
+
+Memory: one layer of weights in three forms (fp32 base, quantised base, transient) instead of 64
+layers in fp32 next to the golden's and the emulation's copies (issue 16: 23.5 GB before).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from device.host import DTYPE_ATTR, layer_formats, layer_from_params, params_from_device
+from jaxref.config import ExpertConfig
+from jaxref.expert import CacheContext, ExpertParams
+from jaxref.numerics import round_bf16
+from jaxref.param_table import device_shapes
+from jaxref.precision import cast
+from jaxref.weights import init_cache_layer, init_layer_params, init_params
+
+BLOCK = 16  # bfp block length along a tile row
+
+
+def shifts(i, shape: tuple[int, ...]):
+    """(row shift, column shift) of layer i (an int, or a traced int32 in the golden's scan) for a
+    [.., rows, cols] array; the column shift is a multiple of 16."""
+    rows, cols = max(shape[-2], 1), shape[-1]
+    return (1 + 37 * i) % rows, BLOCK * ((3 + 11 * i) % max(cols // BLOCK, 1))
+
+
+def _roll(a, i, shape):
+    r, c = shifts(i, shape)
+    return jnp.roll(jnp.roll(a, r, axis=-2), c, axis=-1)
+
+
+@dataclasses.dataclass
+class GeneratedModel:
+    """Random bf16-valued weights and cache generated per layer (see the module docstring).
+
+    Attributes:
+      cfg, seq_len, fill: geometry, valid cache rows S, value of rows [S, Smax).
+      base: device-layout arrays of one layer (fp32, bf16-valued), by device tensor name.
+      cache_rows: (k, v) [K, S, H] bf16-valued random rows.
+      params: ``ExpertParams`` with ``layers=None`` (action projections, final norm; bf16-valued).
+    """
+
+    cfg: ExpertConfig
+    seq_len: int
+    fill: float
+    base: dict[str, jax.Array]
+    cache_rows: tuple[jax.Array, jax.Array]
+    params: ExpertParams
+
+    @classmethod
+    def build(cls, key: jax.Array, cfg: ExpertConfig, seq_len: int, *, fill: float) -> GeneratedModel:
+        cfg.check_seq_len(seq_len)
+        k_l, k_c, k_p = jax.random.split(key, 3)
+        one = dataclasses.replace(cfg, num_layers=1)
+        layer = jax.tree.map(round_bf16, init_layer_params(k_l, one))
+        base = {name: jnp.asarray(a) for name, a in layer_from_params(layer, one).items()}
+        k, v = init_cache_layer(k_c, cfg, seq_len, max_seq_len=seq_len)
+        rest = init_params(k_p, dataclasses.replace(cfg, num_layers=1))
+        params = jax.tree.map(round_bf16, dataclasses.replace(rest, layers=None))
+        return cls(cfg, seq_len, fill, base, (round_bf16(k), round_bf16(v)), params)
+
+    # ---- the device side ---------------------------------------------------------------------
+    def device_layer(self, i: int, *, weights: str) -> dict[str, jax.Array]:
+        """Layer i's device arrays, each rounded to its device format (``layer_formats(weights)``)."""
+        fmts = layer_formats(weights)
+        return {name: _roll(cast(a, fmts[name]), i, a.shape) for name, a in self.base.items()}
+
+    def host_layer(self, i: int) -> dict[str, np.ndarray]:
+        """Layer i's device arrays on the host (float32, bf16-valued; ``host_tensor`` quantises them)."""
+        return {name: np.asarray(_roll(a, i, a.shape), np.float32) for name, a in self.base.items()}
+
+    def cache_layer(self, i: int, *, fmt: str = "fp32") -> tuple[jax.Array, jax.Array]:
+        """Layer i's VLM cache (k, v) [K, Smax, H] in ``fmt``: rolled random rows, then the fill
+        (``i`` may be traced)."""
+        K, H, smax, S = self.cfg.num_kv_heads, self.cfg.head_dim, self.cfg.max_seq_len, self.seq_len
+        pad = jnp.full((K, smax - S, H), self.fill, jnp.float32)
+        return tuple(cast(jnp.concatenate([jnp.roll(a, shifts(i, a.shape[1:])[0], axis=1), pad], axis=1), fmt)
+                     for a in self.cache_rows)
+
+    def emulation_layers(self, ns, device, *, weights: str) -> list[dict]:
+        """Generated emulation buffers of every layer's weights (values produced per read)."""
+        fmts = layer_formats(weights)
+        shapes = device_shapes(self.cfg)
+        quantised = {name: cast(a, fmts[name]) for name, a in self.base.items()}
+        roll = jax.jit(_roll, static_argnums=(2,))  # i traced: one compilation per shape, not per layer
+        return [{name: ns.generated_tensor(device, lambda q=q, i=i, s=shapes[name]: roll(q, jnp.int32(i), s), shapes[name],
+                                           getattr(ns, DTYPE_ATTR[fmts[name]]))
+                 for name, q in quantised.items()} for i in range(self.cfg.num_layers)]
+
+    def emulation_caches(self, ns, device, *, fmt: str) -> list[tuple]:
+        """Generated emulation cache buffers [1, K, Smax, H] of every layer (fill_cache rows kept)."""
+        shape = (1, self.cfg.num_kv_heads, self.cfg.max_seq_len, self.cfg.head_dim)
+        gen = jax.jit(lambda i, j: self.cache_layer(i, fmt=fmt)[j][None], static_argnums=(1,))
+        return [tuple(ns.generated_tensor(device, lambda i=i, j=j: gen(jnp.int32(i), j), shape, getattr(ns, DTYPE_ATTR[fmt]))
+                      for j in (0, 1)) for i in range(self.cfg.num_layers)]
+
+    # ---- the golden side -----------------------------------------------------------------------
+    def layer_source(self):
+        """The golden's ``LayerSource``: traced i -> (LayerParams, cache_k, cache_v), generated in the scan."""
+        cfg = self.cfg
+
+        def layer_at(i):
+            dev = {name: _roll(a, i, a.shape) for name, a in self.base.items()}
+            ck, cv = self.cache_layer(i)
+            return params_from_device(dev, cfg), ck, cv
+
+        return layer_at
+
+    def context(self) -> CacheContext:
+        return CacheContext.create(self.seq_len)
+
+    def golden_layer(self, i: int):
+        """(LayerParams, cache_k, cache_v) of layer i for eager golden calls (concrete i)."""
+        p, k, v = self.layer_source()(jnp.asarray(i, jnp.int32))
+        return p, np.asarray(k), np.asarray(v)

@@ -1,0 +1,77 @@
+"""Peak resident memory and wall time of ``python -m device.parity --backend emulation``.
+
+  python -m experiments.bench_parity_memory                       # tiny, then alpamayo_tt at 4 layers
+  python -m experiments.bench_parity_memory --full                # + the default 64-layer alpamayo_tt run
+
+Each run is a subprocess watched by polling ``/proc/<pid>/status`` (VmRSS of the process and its
+children) every 0.2 s; a run above ``--limit-gb`` (default 7, the shared machine's safety margin) is
+killed and reported as such. Prints one table row per run: preset, layers, peak RSS (GB), wall (s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def _rss_kb(pid: int) -> int:
+    """VmRSS of ``pid`` and all its descendants, kB (0 once gone)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return total
+
+
+def measure(args: list[str], *, limit_gb: float) -> dict:
+    """Run ``python -m device.parity --backend emulation ARGS`` under the watchdog."""
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, "-m", "device.parity", "--backend", "emulation", "--out", os.path.join(out, "o"), *args]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        peak, killed = 0, False
+        while proc.poll() is None:
+            peak = max(peak, _rss_kb(proc.pid))
+            if peak > limit_gb * 1024**2:
+                proc.kill()
+                killed = True
+                break
+            time.sleep(0.2)
+        tail = proc.communicate()[0][-2000:]
+        return {"args": " ".join(args), "peak_gb": peak / 1024**2, "wall_s": time.perf_counter() - t0,
+                "rc": proc.returncode, "killed": killed, "tail": tail}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--full", action="store_true", help="also the default 64-layer alpamayo_tt run")
+    ap.add_argument("--limit-gb", type=float, default=7.0, help="kill a run above this resident size")
+    ap.add_argument("--no-sample", action="store_true", help="pass --no-sample to every run")
+    a = ap.parse_args(argv)
+    extra = ["--no-sample"] if a.no_sample else []
+    runs = [["--preset", "tiny"], ["--preset", "alpamayo_tt", "--num-layers", "4"]]
+    if a.full:
+        runs.append([])
+    print("| run | peak RSS (GB) | wall (s) | exit |\n|---|---|---|---|")
+    for r in runs:
+        m = measure(r + extra, limit_gb=a.limit_gb)
+        status = f"killed above {a.limit_gb} GB" if m["killed"] else str(m["rc"])
+        print(f"| {m['args'] or 'default (alpamayo_tt, 64 layers)'} | {m['peak_gb']:.2f} | {m['wall_s']:.0f} | {status} |",
+              flush=True)
+        if m["rc"] not in (0, None) and not m["killed"]:
+            print(m["tail"], file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
