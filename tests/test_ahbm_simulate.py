@@ -169,7 +169,7 @@ def test_all_reduce_contention_on_cube_links():
     link (0, 1) -> (0, 2), each with its 8 PEs' (O, m, l): that link carries 16 partials in one
     round, the busiest of the reduce. The CUBE's shared injection port serialises its 8 PEs'
     messages in every cross-CUBE round, so the reduce is slower than the same rounds at P = 1."""
-    base = dict(tile=128, cubes=8, pipeline="opt3", reduce="all_reduce")
+    base = {"tile": 128, "cubes": 8, "pipeline": "opt3", "reduce": "all_reduce"}
     S = 8 * 8 * 128
     p8 = simulate(AhbmConfig("decode_sp", S, pes=8, **base), HW)
     p1 = simulate(AhbmConfig("decode_sp", S, pes=1, **base), HW)

@@ -70,9 +70,8 @@ def visit(pe: PE, *, rows: int, d: int, keys: tuple[int, ...], masked: tuple[boo
     env, n = pe.env, len(keys)
     o_elems = rows * d
     # q = tl.load(...) (lazy: the DMA runs, its first use -- S_0's GEMM -- waits for it)
-    if kind != "final":
-        if (ev := pe.issue("primitive")) is not None:
-            yield ev
+    if kind != "final" and (ev := pe.issue("primitive")) is not None:
+        yield ev
     q_ready = _at(env, pe.hbm.transfer(rows * d * BF16_BYTES)) if kind != "final" else None
     acc_ready = None
     if kind in ("ring", "final"):
