@@ -25,7 +25,6 @@ import json
 import os
 import pathlib
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +46,8 @@ from jaxref.numerics.formats import CACHE_GARBAGE as GARBAGE  # cache rows [S, S
 from jaxref.options import ExpertOptions
 from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS
 from jaxref.precision import Precision
+from jaxref.render import figure, md_table, save
+from jaxref.timing import time_repeats
 from jaxref.weights import from_hf_state_dict
 
 
@@ -220,31 +221,27 @@ def velocity_input(params, x0, cfg: ExpertConfig):
 
 def _time_replays(ex: TTExpert, emb, caches, n: int = 20) -> dict[str, float]:
     """Chip only: wall time of ``forward`` (upload + trace replay + readback), median / min over n."""
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        ex.forward(np.asarray(emb), caches)
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return {"median_ms": float(np.median(ts)), "min_ms": float(np.min(ts)), "n": n}
+    t = time_repeats({"forward": lambda: ex.forward(np.asarray(emb), caches)}, reps=n, warmup=0)["forward"]
+    return {"median_ms": t.median_s * 1e3, "min_ms": t.min_s * 1e3, "n": n}
 
 
 def markdown(results: list[dict]) -> str:
     """The parity tables of one or more runs."""
-    lines = ["| run | layer / quantity | PCC vs fp32 | max-abs vs fp32 | PCC vs device golden | max-abs vs device golden |",
-             "|---|---|---|---|---|---|"]
+    header = ["run", "layer / quantity", "PCC vs fp32", "max-abs vs fp32", "PCC vs device golden",
+              "max-abs vs device golden"]
+    table = []
     for r in results:
         run = f"{r['backend']}, L={r['num_layers']} D={r['hidden']} S={r['seq_len']} Smax={r['max_seq_len']}, " \
               f"{r['weights']} w, {r['attn_mode']}"
         rows = [(f"layer {x['layer']}", x["vs_fp32"], x["vs_device_golden"]) for x in r["layers"]]
         rows.append(("step velocity (traced)", r["step"]["vs_fp32"], r["step"]["vs_device_golden"]))
         for q, a, b in rows:
-            lines.append(f"| {run} | {q} | {a['pcc']:.7f} | {a['max_abs']:.2e} | {b['pcc']:.7f} | {b['max_abs']:.2e} |")
+            table.append([run, q, f"{a['pcc']:.7f}", f"{a['max_abs']:.2e}", f"{b['pcc']:.7f}", f"{b['max_abs']:.2e}"])
         if "sample" in r:
-            s = r["sample"]
-            lines.append(f"| {run} | 10-step sample, final action | {s['action_vs_fp32']['pcc']:.7f} | "
-                         f"{s['action_vs_fp32']['max_abs']:.2e} | - | - |")
-        lines.append(f"| {run} | traced vs eager stack, max-abs | - | {r['traced_vs_eager_max_abs']:.1e} | - | - |")
-    return "\n".join(lines)
+            s = r["sample"]["action_vs_fp32"]
+            table.append([run, "10-step sample, final action", f"{s['pcc']:.7f}", f"{s['max_abs']:.2e}", "-", "-"])
+        table.append([run, "traced vs eager stack, max-abs", "-", f"{r['traced_vs_eager_max_abs']:.1e}", "-", "-"])
+    return md_table(header, table)
 
 
 def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
@@ -274,20 +271,15 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
           "kernels) against the fp32 golden (exact attention) and the device-precision golden "
           "(`Precision.device`, tail-slot attention); layer inputs are the fp32 golden's, uploaded as bf16; "
           f"cache rows [S, Smax - T) hold garbage ({GARBAGE}).\n\n" + markdown(results) + "\n\n" + chip)
-    figure = plot_layer_pcc(results, pathlib.Path(out_dir) / "device_parity_layers.png")
-    md += f"\n\n![per-layer 1 - PCC of the emulated graph]({figure})"
-    return {"markdown": md, "results": {"runs": results, "chip": status or "available"}, "figures": [figure]}
+    fig_name = plot_layer_pcc(results, pathlib.Path(out_dir) / "device_parity_layers.png")
+    md += f"\n\n![per-layer 1 - PCC of the emulated graph]({fig_name})"
+    return {"markdown": md, "results": {"runs": results, "chip": status or "available"}, "figures": [fig_name]}
 
 
 def plot_layer_pcc(results: list[dict], path: pathlib.Path) -> str:
     """Per-layer 1 - PCC (log scale) of each run vs the fp32 and the device-precision golden; returns the
-    file name. matplotlib is imported here: the parity script itself needs no plotting library."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.0, 3.6))
+    file name (``jaxref.render`` imports matplotlib on first use: the parity script needs no plotting library)."""
+    fig, (ax,) = figure(width=7.0, height=3.6)
     for r in results:
         label = f"D={r['hidden']} S={r['seq_len']} {r['weights']} {r['attn_mode']}"
         layers = [row["layer"] for row in r["layers"]]
@@ -299,10 +291,7 @@ def plot_layer_pcc(results: list[dict], path: pathlib.Path) -> str:
     ax.set_ylabel("1 - PCC")
     ax.set_title("ttnn graph on the emulation backend vs the golden")
     ax.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
+    return save(fig, path.parent, path.name, dpi=110)
 
 
 def build_parser() -> argparse.ArgumentParser:

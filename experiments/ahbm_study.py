@@ -15,10 +15,6 @@ import dataclasses
 import pathlib
 import time
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 
 from costmodel.ahbm import counts
@@ -29,8 +25,7 @@ from costmodel.ahbm.tune import exhaustive, stack_knobs, sweep_latency, tune
 from costmodel.hardware import ahbm_sip
 from costmodel.overrides import apply_overrides
 from experiments import ahbm_sim_check as sim_check
-from experiments.report import plots
-from experiments.report.tables import md_table
+from jaxref.render import figure, md_table, save
 from jaxref.validation import output_dir
 
 K = 1024
@@ -277,14 +272,14 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     cross = next((S for S, b, _, _ in opt["decode_sp"] if b.cubes >= G), None)
     res["decode_c_reaches_prefill_c_at_S"] = cross
     md.append(f"\nPrefill-SP's C is G = {G} (head-parallel); decode-SP's optimal C reaches it at S = {cross}.\n")
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, (ax,) = figure(width=5, height=3.5)
     Ss = [S for S, *_ in opt["decode_sp"]]
     ax.semilogx(Ss, [b.cubes * b.pes for _, b, _, _ in opt["decode_sp"]], "o-", label="decode-SP ranks C*P")
     ax.semilogx(Ss, [b.tile for _, b, _, _ in opt["decode_sp"]], "s--", label="decode-SP TILE")
     ax.semilogx(Ss, [b.tile for _, b, _, _ in opt["prefill_sp"]], "^:", label="prefill-SP TILE")
     ax.set_xlabel("context S")
     ax.legend()
-    figs.append(plots.save(fig, out_dir, "ahbm_optimum_vs_s.png"))
+    figs.append(save(fig, out_dir, "ahbm_optimum_vs_s.png"))
     md.append("![optimum vs S](ahbm_optimum_vs_s.png)\n")
 
     costs, tab = issue_cost_table(hw)
@@ -292,13 +287,13 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     md.append(md_table(["issue cost (ns)", *PIPELINES],
                        [[f"{c * 1e9:g}", *(f"{tab[p][i]:.3f}" for p in PIPELINES)] for i, c in enumerate(costs)]))
     res["opt2_over_opt3_at_max_issue"] = tab["opt2"][-1] / tab["opt3"][-1]
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, (ax,) = figure(width=5, height=3.5)
     for p in PIPELINES:
         ax.plot([c * 1e9 for c in costs], tab[p], "o-", label=p)
     ax.set_xlabel("CPU issue cost per op (ns)")
     ax.set_ylabel("latency (us)")
     ax.legend()
-    figs.append(plots.save(fig, out_dir, "ahbm_pipelining.png"))
+    figs.append(save(fig, out_dir, "ahbm_pipelining.png"))
     md.append("\n![pipelining](ahbm_pipelining.png)\n")
 
     combos, red = reduce_table(hw)
@@ -322,13 +317,13 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     md.append(md_table(["config", *keep],
                        [[f"{cfg.case} S {cfg.seq_len}", *(f"{e[n]:+.2f}" for n in keep)] for cfg, e in el]))
     res["elasticities"] = [{"case": c.case, "S": c.seq_len, **e} for c, e in el]
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    fig, (ax,) = figure(width=8, height=3.5)
     mat = np.array([[e[n] for n in keep] for _, e in el])
     im = ax.imshow(mat, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
     ax.set_xticks(range(len(keep)), keep, rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(len(el)), [f"{c.case} {c.seq_len}" for c, _ in el], fontsize=7)
     fig.colorbar(im)
-    figs.append(plots.save(fig, out_dir, "ahbm_elasticities.png"))
+    figs.append(save(fig, out_dir, "ahbm_elasticities.png"))
     md.append("\n![elasticities](ahbm_elasticities.png)\n")
     return {"markdown": "\n".join(md), "results": res, "figures": figs}
 

@@ -19,8 +19,6 @@ import argparse
 import json
 import pathlib
 
-from matplotlib.figure import Figure  # the object API renders with Agg, no pyplot backend state
-
 from costmodel.blackhole import BlackholeConfig, evaluate, plans, tune
 from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.intervals import delta_intervals, intervals
@@ -30,6 +28,7 @@ from costmodel.blackhole.validation import validate_rows
 from costmodel.hardware import Blackhole, blackhole_p150a
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
 from jaxref.config import ExpertConfig
+from jaxref.render import figure, md_table, save
 from jaxref.validation import output_dir
 
 CFG = ExpertConfig.alpamayo_tt()
@@ -50,12 +49,11 @@ def whatifs(port: BlackholeConfig) -> list[tuple[str, BlackholeConfig]]:
             ("ttnn default matmul configs", BlackholeConfig.port(CFG, matmuls="default"))]
 
 
-def _per_op_figure(path: pathlib.Path, iv: dict, measured: dict[str, float]) -> None:
+def _per_op_figure(out_dir: pathlib.Path, iv: dict, measured: dict[str, float]) -> str:
     names = list(iv["ops"])
     pred = [iv["ops"][k][0] for k in names]
     err = [[p - iv["ops"][k][1] for k, p in zip(names, pred)], [iv["ops"][k][2] - p for k, p in zip(names, pred)]]
-    fig = Figure(figsize=(10, 4))
-    ax = fig.subplots()
+    fig, (ax,) = figure(width=10, height=4)
     x = range(len(names))
     ax.bar(x, pred, yerr=err, capsize=3, color="#7aa6c2", label="predicted, 90% interval")
     ax.scatter(x, [measured.get(k, float("nan")) for k in names], color="#c0392b", zorder=3, label="measured (notes)")
@@ -64,13 +62,11 @@ def _per_op_figure(path: pathlib.Path, iv: dict, measured: dict[str, float]) -> 
     ax.set_ylabel("us per layer")
     ax.set_title("Blackhole per-op device time, one layer (port setting)")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    return save(fig, out_dir, "blackhole_per_op.png", dpi=120)
 
 
-def _delta_figure(path: pathlib.Path, deltas: list[tuple[str, tuple]]) -> None:
-    fig = Figure(figsize=(8, 3))
-    ax = fig.subplots()
+def _delta_figure(out_dir: pathlib.Path, deltas: list[tuple[str, tuple]]) -> str:
+    fig, (ax,) = figure(width=8, height=3)
     labels = [k for k, _ in deltas]
     d = [v[0] / 1e3 for _, v in deltas]
     err = [[(v[0] - v[1]) / 1e3 for _, v in deltas], [(v[2] - v[0]) / 1e3 for _, v in deltas]]
@@ -78,8 +74,7 @@ def _delta_figure(path: pathlib.Path, deltas: list[tuple[str, tuple]]) -> None:
     ax.set_yticks(range(len(d)), labels, fontsize=8)
     ax.axvline(0, color="k", lw=0.8)
     ax.set_xlabel("step time change vs the port, ms (90% interval, correlated)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    return save(fig, out_dir, "blackhole_whatifs.png", dpi=120)
 
 
 def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
@@ -91,7 +86,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     port = BlackholeConfig.port(CFG)
     iv = intervals(cal, hw, port, cfg=CFG)
     measured = measured_op_times()
-    _per_op_figure(out_dir / "blackhole_per_op.png", iv, measured)
+    figures = [_per_op_figure(out_dir, iv, measured)]
     st, sa = iv["step_us"], iv["sample_us"]
     results = {"hw_overrides": {k: v for k, v in overrides.items() if k.startswith("blackhole.")},
                "sigma_log": cal.sigma, "dof": cal.dof,
@@ -102,31 +97,31 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     lines = [(f"Calibrated roofline of the expert's ttnn graph (p150a{hw_note}; fit: {cal.info.get('n_rows', '?')} "
              f"measured rows, per-row model error {100 * cal.sigma:.1f}% (log sd)). Numbers are predictions with "
              "90% prediction intervals, not measurements."), "",
-             "| op | predicted us [90%] | measured us |", "|---|---|---|"]
-    for k, (v, lo, hi) in iv["ops"].items():
-        lines.append(f"| {k} | {v:.1f} [{lo:.1f}, {hi:.1f}] | {measured.get(k, float('nan')):.1f} |")
+             md_table(["op", "predicted us [90%]", "measured us"],
+                      [[k, f"{v:.1f} [{lo:.1f}, {hi:.1f}]", f"{measured.get(k, float('nan')):.1f}"]
+                       for k, (v, lo, hi) in iv["ops"].items()])]
     lines += ["", (f"Step (traced, incl. I/O): **{st[0] / 1e3:.2f} ms** [{st[1] / 1e3:.2f}, {st[2] / 1e3:.2f}] "
                   f"(measured {measured_step_ms():.1f} ms); 10-step sample: {sa[0] / 1e3:.1f} ms "
                   f"[{sa[1] / 1e3:.1f}, {sa[2] / 1e3:.1f}] (measured ~{MEASURED_SAMPLE_MS:.0f} ms)."), "",
-              "![per-op](blackhole_per_op.png)", "", "DRAM floor (weights + KV at peak) and the gap, per step:", "",
-              "| class | floor ms | predicted ms | gap ms |", "|---|---|---|---|"]
+              "![per-op](blackhole_per_op.png)", "", "DRAM floor (weights + KV at peak) and the gap, per step:", ""]
     gaps = gap_table(hw, cal.params, port, cfg=CFG, measured_ops=measured)
-    for r in gaps:
-        lines.append(f"| {r['class']} | {r['floor_ms']:.2f} | {r['predicted_ms']:.2f} | {r['gap_ms']:.2f} |")
+    lines.append(md_table(["class", "floor ms", "predicted ms", "gap ms"],
+                          [[r["class"], f"{r['floor_ms']:.2f}", f"{r['predicted_ms']:.2f}", f"{r['gap_ms']:.2f}"]
+                           for r in gaps]))
     results["gap_ms"] = {r["class"]: r["gap_ms"] for r in gaps}
     results["floor_ms"] = gaps[-1]["floor_ms"]
     lines += ["", ("What-ifs (delta vs the port's step; intervals correlated: shared parameters and op-model errors "
-                  "cancel):"), "", "| setting | step ms [90%] | delta ms [90%] |", "|---|---|---|"]
-    deltas, results["whatifs"] = [], {}
+                  "cancel):"), ""]
+    deltas, rows, results["whatifs"] = [], [], {}
     for label, bc in whatifs(port):
         w, d = intervals(cal, hw, bc, cfg=CFG)["step_us"], delta_intervals(cal, hw, bc, port, cfg=CFG)["step_us"]
         deltas.append((label, d))
         results["whatifs"][label] = {"step_ms": [v / 1e3 for v in w], "delta_ms": [v / 1e3 for v in d]}
-        lines.append(f"| {label} | {w[0] / 1e3:.2f} [{w[1] / 1e3:.2f}, {w[2] / 1e3:.2f}] | "
-                     f"{d[0] / 1e3:+.2f} [{d[1] / 1e3:+.2f}, {d[2] / 1e3:+.2f}] |")
-    _delta_figure(out_dir / "blackhole_whatifs.png", deltas)
+        rows.append([label, f"{w[0] / 1e3:.2f} [{w[1] / 1e3:.2f}, {w[2] / 1e3:.2f}]",
+                     f"{d[0] / 1e3:+.2f} [{d[1] / 1e3:+.2f}, {d[2] / 1e3:+.2f}]"])
+    lines.append(md_table(["setting", "step ms [90%]", "delta ms [90%]"], rows))
+    figures.append(_delta_figure(out_dir, deltas))
     lines += ["", "![what-ifs](blackhole_whatifs.png)"]
-    figures = ["blackhole_per_op.png", "blackhole_whatifs.png"]
     target = TARGET_STEP_MS
     found = plans.search(target, hw=hw, cal=cal, draws=64 if quick else 256,
                          options=plans.QUICK_OPTIONS if quick else None)
@@ -136,13 +131,14 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     lines += ["", (f"Plan search for < {target:g} ms/step ({found['n_plans']} combinations of the notes' options"
                    f"{' (quick: a subset)' if quick else ''}; P from {found['draws']} correlated draws of parameters "
                    f"and per-op model error, anchored on the measured {found['measured_port_ms']:.1f} ms; PCC: layer 0 "
-                   "vs the fp32 golden under the device-precision emulation, a cached estimate):"), "",
-              "| plan | model ms | 90% of draws | P(reach) | layer-0 PCC |", "|---|---|---|---|---|"]
+                   "vs the fp32 golden under the device-precision emulation, a cached estimate):"), ""]
+    rows = []
     for r in found["plans"][:8]:
         iv_txt = "-" if r["interval_ms"] is None else f"[{r['interval_ms'][0]:.1f}, {r['interval_ms'][1]:.1f}]"
         p_txt = "-" if r["p_reach"] is None else f"{r['p_reach']:.2f}"
         pcc_txt = "-" if r["pcc"] is None else f"{r['pcc']:.6f}"
-        lines.append(f"| {plans.describe(r)} | {r['step_ms']:.2f} | {iv_txt} | {p_txt} | {pcc_txt} |")
+        rows.append([plans.describe(r), f"{r['step_ms']:.2f}", iv_txt, p_txt, pcc_txt])
+    lines.append(md_table(["plan", "model ms", "90% of draws", "P(reach)", "layer-0 PCC"], rows))
     if not quick:
         start = BlackholeConfig.port(CFG, matmuls="default")
         gr, ex = tune.gradient_tune(hw, cal.params, start, cfg=CFG), tune.exhaustive(hw, cal.params, start, cfg=CFG)
