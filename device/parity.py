@@ -46,7 +46,7 @@ from jaxref.numerics.formats import CACHE_GARBAGE as GARBAGE  # cache rows [S, S
 from jaxref.options import ExpertOptions
 from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS
 from jaxref.precision import Precision
-from jaxref.render import figure, md_table, save
+from jaxref.render import SectionResult, figure, md_table, save
 from jaxref.timing import time_repeats
 from jaxref.weights import from_hf_state_dict
 
@@ -244,7 +244,7 @@ def markdown(results: list[dict]) -> str:
     return md_table(header, table)
 
 
-def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
+def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult:
     """Report section: the ttnn graph on the emulation backend vs the golden, and the chip status.
 
     quick: tiny (H = 32, S = 100, 2 layers), decode attention, bfp8 weights; full: also its 10-step
@@ -273,7 +273,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
           f"cache rows [S, Smax - T) hold garbage ({GARBAGE}).\n\n" + markdown(results) + "\n\n" + chip)
     fig_name = plot_layer_pcc(results, pathlib.Path(out_dir) / "device_parity_layers.png")
     md += f"\n\n![per-layer 1 - PCC of the emulated graph]({fig_name})"
-    return {"markdown": md, "results": {"runs": results, "chip": status or "available"}, "figures": [fig_name]}
+    return SectionResult(md, {"runs": results, "chip": status or "available"}, (fig_name,))
 
 
 def plot_layer_pcc(results: list[dict], path: pathlib.Path) -> str:

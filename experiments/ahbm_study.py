@@ -25,7 +25,7 @@ from costmodel.ahbm.tune import exhaustive, stack_knobs, sweep_latency, tune
 from costmodel.hardware import ahbm_sip
 from costmodel.overrides import apply_overrides
 from experiments import ahbm_sim_check as sim_check
-from jaxref.render import figure, md_table, save
+from jaxref.render import SectionResult, figure, md_table, save
 from jaxref.validation import output_dir
 
 K = 1024
@@ -225,7 +225,20 @@ def _fmt_cfg(c: AhbmConfig) -> str:
     return f"TILE {c.tile}, C {c.cubes}, P {c.pes}, {c.pipeline}"
 
 
-def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
+def _line_figure(out_dir: pathlib.Path, name: str, x: list[float], series: list[tuple[str, str, list[float]]], *,
+                 xlabel: str, ylabel: str | None = None, logx: bool = False) -> str:
+    """One 5 x 3.5 in axes of (label, style, y) lines over ``x``, with a legend; saved as ``name``."""
+    fig, (ax,) = figure(width=5, height=3.5)
+    for label, style, y in series:
+        (ax.semilogx if logx else ax.plot)(x, y, style, label=label)
+    ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+    ax.legend()
+    return save(fig, out_dir, name)
+
+
+def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult:
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     hw = apply_overrides(ahbm_sip(), overrides)
@@ -272,14 +285,11 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     cross = next((S for S, b, _, _ in opt["decode_sp"] if b.cubes >= G), None)
     res["decode_c_reaches_prefill_c_at_S"] = cross
     md.append(f"\nPrefill-SP's C is G = {G} (head-parallel); decode-SP's optimal C reaches it at S = {cross}.\n")
-    fig, (ax,) = figure(width=5, height=3.5)
     Ss = [S for S, *_ in opt["decode_sp"]]
-    ax.semilogx(Ss, [b.cubes * b.pes for _, b, _, _ in opt["decode_sp"]], "o-", label="decode-SP ranks C*P")
-    ax.semilogx(Ss, [b.tile for _, b, _, _ in opt["decode_sp"]], "s--", label="decode-SP TILE")
-    ax.semilogx(Ss, [b.tile for _, b, _, _ in opt["prefill_sp"]], "^:", label="prefill-SP TILE")
-    ax.set_xlabel("context S")
-    ax.legend()
-    figs.append(save(fig, out_dir, "ahbm_optimum_vs_s.png"))
+    figs.append(_line_figure(out_dir, "ahbm_optimum_vs_s.png", Ss, [
+        ("decode-SP ranks C*P", "o-", [b.cubes * b.pes for _, b, _, _ in opt["decode_sp"]]),
+        ("decode-SP TILE", "s--", [b.tile for _, b, _, _ in opt["decode_sp"]]),
+        ("prefill-SP TILE", "^:", [b.tile for _, b, _, _ in opt["prefill_sp"]])], xlabel="context S", logx=True))
     md.append("![optimum vs S](ahbm_optimum_vs_s.png)\n")
 
     costs, tab = issue_cost_table(hw)
@@ -287,13 +297,9 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     md.append(md_table(["issue cost (ns)", *PIPELINES],
                        [[f"{c * 1e9:g}", *(f"{tab[p][i]:.3f}" for p in PIPELINES)] for i, c in enumerate(costs)]))
     res["opt2_over_opt3_at_max_issue"] = tab["opt2"][-1] / tab["opt3"][-1]
-    fig, (ax,) = figure(width=5, height=3.5)
-    for p in PIPELINES:
-        ax.plot([c * 1e9 for c in costs], tab[p], "o-", label=p)
-    ax.set_xlabel("CPU issue cost per op (ns)")
-    ax.set_ylabel("latency (us)")
-    ax.legend()
-    figs.append(save(fig, out_dir, "ahbm_pipelining.png"))
+    figs.append(_line_figure(out_dir, "ahbm_pipelining.png", [c * 1e9 for c in costs],
+                             [(p, "o-", tab[p]) for p in PIPELINES], xlabel="CPU issue cost per op (ns)",
+                             ylabel="latency (us)"))
     md.append("\n![pipelining](ahbm_pipelining.png)\n")
 
     combos, red = reduce_table(hw)
@@ -325,7 +331,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     fig.colorbar(im)
     figs.append(save(fig, out_dir, "ahbm_elasticities.png"))
     md.append("\n![elasticities](ahbm_elasticities.png)\n")
-    return {"markdown": "\n".join(md), "results": res, "figures": figs}
+    return SectionResult("\n".join(md), res, tuple(figs))
 
 
 def main(argv=None) -> None:
@@ -335,8 +341,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     sec = report_section(pathlib.Path(args.out), quick=args.quick, overrides={})
-    print(sec["markdown"])
-    print(f"\n(figures in {args.out}: {', '.join(sec['figures'])}; {time.perf_counter() - t0:.0f} s)")
+    print(sec.markdown)
+    print(f"\n(figures in {args.out}: {', '.join(sec.figures)}; {time.perf_counter() - t0:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from costmodel.blackhole.validation import validate_rows
 from costmodel.hardware import Blackhole, blackhole_p150a
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
 from jaxref.config import ExpertConfig
-from jaxref.render import figure, md_table, save
+from jaxref.render import SectionResult, figure, md_table, save
 from jaxref.validation import output_dir
 
 CFG = ExpertConfig.alpamayo_tt()
@@ -77,8 +77,8 @@ def _delta_figure(out_dir: pathlib.Path, deltas: list[tuple[str, tuple]]) -> str
     return save(fig, out_dir, "blackhole_whatifs.png", dpi=120)
 
 
-def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
-    """The Blackhole cost-model section (report contract: markdown, results, figures)."""
+def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult:
+    """The Blackhole cost-model section (report contract: a ``SectionResult``)."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     hw = hardware_with(overrides)
@@ -161,7 +161,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
                        f"({100 * ov['coverage0']:.0f}% without), MAPE {100 * ov['mape']:.1f}%; public rows "
                        f"{100 * pub['coverage']:.0f}% ({100 * pub['coverage0']:.0f}%), MAPE {100 * pub['mape']:.1f}%; "
                        f"worst: {worst_text}.")]
-    return {"markdown": "\n".join(lines), "results": results, "figures": figures}
+    return SectionResult("\n".join(lines), results, tuple(figures))
 
 
 def main(argv=None):
@@ -175,8 +175,8 @@ def main(argv=None):
     except ValueError as e:
         ap.error(str(e))
     sec = report_section(pathlib.Path(args.out), quick=args.quick, overrides=overrides)
-    print(sec["markdown"])
-    print(json.dumps(sec["results"], indent=1, allow_nan=False)[:2000])
+    print(sec.markdown)
+    print(json.dumps(sec.results, indent=1, allow_nan=False)[:2000])
 
 
 if __name__ == "__main__":

@@ -1,16 +1,41 @@
-"""The one table type and the one figure helper of every report: the report's sections, the benchmark
-scripts, ``python -m device.parity`` and the cost-model CLIs.
+"""The one table type, the one figure helper and the one section result of every report: the report's
+sections, the benchmark scripts, ``python -m device.parity`` and the cost-model CLIs.
 
 * ``md_table`` (GitHub Markdown) and ``format_table`` (aligned plain text): a header and rows of cells,
   floats formatted by the caller;
 * ``figure`` / ``save``: matplotlib's object API (``matplotlib.figure.Figure``, rendered by Agg when
   saved as PNG): no pyplot, so no global figure state or display backend. matplotlib is imported on
-  first use, so importing this module needs no plotting library.
+  first use, so importing this module needs no plotting library;
+* ``SectionResult``: what a report section's ``report_section`` returns (compute -> this typed result ->
+  the runner writes it), checked once by ``experiments.report.runner.check_result``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
+from collections.abc import Mapping
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class SectionResult:
+    """One report section, rendered: ``markdown`` (its text, showing each figure), ``results`` (JSON-able
+    numbers under string keys, for results.json) and ``figures`` (PNG file names in the section's output
+    folder, as ``save`` returns them)."""
+
+    markdown: str
+    results: Mapping[str, Any]
+    figures: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if not isinstance(self.markdown, str):
+            raise TypeError(f"markdown must be a str, got {type(self.markdown).__name__}")
+        if not isinstance(self.results, Mapping):
+            raise TypeError(f"results must be a mapping, got {type(self.results).__name__}")
+        if isinstance(self.figures, str):
+            raise TypeError(f"figures={self.figures!r}: expected a sequence of file names, not one str")
+        object.__setattr__(self, "figures", tuple(self.figures))
 
 
 def format_table(header: list[str], rows: list[list[object]]) -> str:

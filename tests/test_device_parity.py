@@ -16,6 +16,7 @@ from _report_util import check_matmul_rows, tt_perf_report
 
 from device import parity
 from jaxref.config import ExpertConfig
+from jaxref.render import SectionResult
 from jaxref.weights import init_params, save_safetensors
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,13 +90,13 @@ def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
 
 def test_report_section_contract(tmp_path):
     sec = parity.report_section(tmp_path, quick=True, overrides={"blackhole.dram_peak_bytes_per_s": 1.0})
-    assert set(sec) == {"markdown", "results", "figures"} and sec["figures"] == ["device_parity_layers.png"]
+    assert isinstance(sec, SectionResult) and sec.figures == ("device_parity_layers.png",)
     assert (tmp_path / "device_parity_layers.png").read_bytes().startswith(b"\x89PNG")
-    assert f"]({sec['figures'][0]})" in sec["markdown"]
-    json.dumps(sec["results"])
-    assert "Chip run:" in sec["markdown"] and "| layer 1 |" in sec["markdown"]
+    assert f"]({sec.figures[0]})" in sec.markdown
+    json.dumps(sec.results)
+    assert "Chip run:" in sec.markdown and "| layer 1 |" in sec.markdown
     if NO_CHIP is not None:
-        assert "skipped" in sec["markdown"]
+        assert "skipped" in sec.markdown
 
 
 @pytest.mark.blackhole

@@ -15,6 +15,7 @@ import pytest
 
 from costmodel.overrides import parse_overrides
 from experiments.report import runner
+from jaxref.render import SectionResult
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECTION_KEYS = ["golden", "precision", "blackhole", "ahbm", "device", "performance"]
@@ -131,13 +132,13 @@ def test_failing_section_is_reported_in_place_and_the_rest_is_written(tmp_path, 
         plt.plot([1, 2], [3, 4])
         fig.savefig(out_dir / "ok.png")
         plt.close(fig)
-        return {"markdown": "all fine ![x](ok.png)", "results": {"value": 1.5}, "figures": ["ok.png"]}
+        return SectionResult("all fine ![x](ok.png)", {"value": 1.5}, ["ok.png"])
 
     def boom(out_dir, *, quick, overrides):
         raise RuntimeError("the cost model diverged")
 
     def liar(out_dir, *, quick, overrides):  # claims a figure it did not write
-        return {"markdown": "", "results": {}, "figures": ["never.png"]}
+        return SectionResult("", {}, ["never.png"])
 
     for name, fn in (("fake_ok", ok), ("fake_boom", boom), ("fake_liar", liar)):
         fake_module(name, fn, monkeypatch)
@@ -172,9 +173,9 @@ def test_failing_section_is_reported_in_place_and_the_rest_is_written(tmp_path, 
     ("gpu.dram_peak_bytes_per_s=1", "HW one of"),
     ("blackhole.dram_bytes=1", "not a field of costmodel.hardware.Blackhole"),
     ("blackhole.grid_x=10", "is static structure"),  # static structure, not a number to sweep
-    ("ahbm.ucie_bytes_per_s=fast", "expected a number"),
-    ("ahbm.ucie_bytes_per_s=-1", "expected a finite number in"),
-    ("ahbm.ucie_bytes_per_s=nan", "expected a finite number in"),
+    ("ahbm.cube_noc_bytes_per_s=fast", "expected a number"),
+    ("ahbm.cube_noc_bytes_per_s=-1", "expected a finite number in"),
+    ("ahbm.cube_noc_bytes_per_s=nan", "expected a finite number in"),
 ], ids=["no-value", "unknown-hw", "unknown-field", "static-field", "not-a-number", "negative", "nan"])
 def test_set_rejects_bad_overrides(item, message):
     with pytest.raises(ValueError, match=message):
@@ -191,7 +192,21 @@ def test_set_parses_both_hardware_and_rejects_repeats():
 @pytest.mark.parametrize("name", ["../escape.png", "/tmp/abs.png", "plot.jpg", 3])
 def test_section_figures_must_be_pngs_inside_the_output_folder(tmp_path, name):
     with pytest.raises(ValueError, match="must be a .png file name relative to the output folder"):
-        runner.check_result({"markdown": "", "results": {}, "figures": [name]}, tmp_path)
+        runner.check_result(SectionResult("", {}, [name]), tmp_path)
+
+
+def test_section_result_is_the_contract(tmp_path):
+    """A dict (the old ad-hoc shape) is refused; so are fields of the wrong type, when the result is made."""
+    with pytest.raises(TypeError, match="must return a jaxref.render.SectionResult; got dict"):
+        runner.check_result({"markdown": "", "results": {}, "figures": []}, tmp_path)
+    with pytest.raises(TypeError, match="markdown must be a str, got list"):
+        SectionResult(["text"], {})
+    with pytest.raises(TypeError, match="results must be a mapping, got list"):
+        SectionResult("", [1.5])
+    with pytest.raises(TypeError, match="figures='a.png': expected a sequence of file names"):
+        SectionResult("", {}, "a.png")
+    with pytest.raises(TypeError, match="results.x: set is not JSON-serialisable"):
+        runner.check_result(SectionResult("", {"x": {1}}), tmp_path)
 
 
 def test_results_must_be_plain_json():

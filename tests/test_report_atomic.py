@@ -17,12 +17,14 @@ import time
 import pytest
 
 from experiments.report import runner
+from jaxref.render import SectionResult
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 SECTION_SRC = textwrap.dedent('''
     import os, time
     from matplotlib.figure import Figure
+    from jaxref.render import SectionResult
 
     def report_section(out_dir, *, quick, overrides):
         fig = Figure(figsize=(2, 2))
@@ -31,8 +33,7 @@ SECTION_SRC = textwrap.dedent('''
         if {sleep}:
             time.sleep(60)  # until interrupted
         tag = os.environ.get("TAG", "")
-        return {{"markdown": "{name} " + tag + " ![x]({name}.png)", "results": {{"tag": tag}},
-                 "figures": ["{name}.png"]}}
+        return SectionResult("{name} " + tag + " ![x]({name}.png)", {{"tag": tag}}, ["{name}.png"])
 ''')
 
 DRIVER = textwrap.dedent('''
@@ -166,7 +167,7 @@ def test_interrupting_the_real_report_loses_nothing(fake, tmp_path):
 def test_cleanup_removes_only_the_previous_reports_own_figures(tmp_path, monkeypatch):
     def section(out_dir, *, quick, overrides):
         (out_dir / "new.png").write_bytes(runner.PNG_SIGNATURE + b"new")
-        return {"markdown": "", "results": {}, "figures": ["new.png"]}
+        return SectionResult("", {}, ["new.png"])
 
     mod = type(sys)("cleanup_section")
     mod.report_section = section

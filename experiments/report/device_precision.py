@@ -26,6 +26,7 @@ from jaxref.action import action_in_proj
 from jaxref.config import ExpertConfig
 from jaxref.numerics import compare, round_bf16
 from jaxref.precision import Precision
+from jaxref.render import SectionResult
 from jaxref.testing import LayerwiseBf16Model
 
 FP32 = Precision.fp32()
@@ -212,9 +213,9 @@ def markdown(setup: LayerwiseBf16Model, res: dict, figure: str) -> str:
     return "\n".join(lines)
 
 
-def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
+def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult:
     """Section 2 (report contract). ``overrides`` name hardware only: nothing here depends on them."""
     setup = setup_for(quick)
     res = summarise(setup, expert_runs(setup, decompose=not quick))  # quick: the report test stays fast
     figure = plot(out_dir, res)
-    return {"markdown": markdown(setup, res, figure), "results": res, "figures": [figure]}
+    return SectionResult(markdown(setup, res, figure), res, (figure,))

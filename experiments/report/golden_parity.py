@@ -26,6 +26,7 @@ from jaxref.config import ExpertConfig
 from jaxref.expert import expert_stack
 from jaxref.numerics import pcc
 from jaxref.options import ExpertOptions
+from jaxref.render import SectionResult
 from jaxref.testing import random_setup
 
 HF_PCC_MIN, HF_MAX_ABS = 0.999999, 1e-4
@@ -114,7 +115,7 @@ def markdown(models, hf: list[dict], probs, attn: list[dict], figure: str, colle
     return "\n".join(lines)
 
 
-def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
+def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult:
     """Section 1 (report contract). ``overrides`` name hardware only: nothing here depends on them."""
     models = hf_models(quick)
     hf = []
@@ -134,4 +135,4 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
                       "problems": {k: vars(p) for k, p in probs.items()}, "devices": jax.device_count()},
         "collectives": coll,
     }
-    return {"markdown": markdown(models, hf, probs, attn, figure, coll_md), "results": results, "figures": [figure]}
+    return SectionResult(markdown(models, hf, probs, attn, figure, coll_md), results, (figure,))

@@ -25,6 +25,7 @@ from experiments.report.golden_sample import run_sample
 from experiments.report.progress import note
 from experiments.report.tables import md_table
 from jaxref.config import ExpertConfig
+from jaxref.render import SectionResult
 from jaxref.timing import time_call, time_repeats
 
 CFG = ExpertConfig.alpamayo_tt()
@@ -153,7 +154,7 @@ def markdown(layer: dict, sample: dict, flash: list[dict], sweep: dict, figure: 
     ])
 
 
-def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict:
+def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult:
     """Section 6 (report contract). ``blackhole.*`` overrides apply to the cost-model sweep."""
     sz = shapes(quick)
     note(f"golden vs HF eager / SDPA, one layer, S={sz['layer']['seq_len']}")
@@ -169,4 +170,4 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
                "costmodel_sweep": sweep}
     results["layer"]["speedup_vs_hf_eager"] = layer["median_s"]["hf eager"] / layer["median_s"]["jax exact"]
     results["layer"]["speedup_vs_hf_sdpa"] = layer["median_s"]["hf sdpa"] / layer["median_s"]["jax exact"]
-    return {"markdown": markdown(layer, sample, flash, sweep, figure), "results": results, "figures": [figure]}
+    return SectionResult(markdown(layer, sample, flash, sweep, figure), results, (figure,))

@@ -2,9 +2,10 @@
 
 Every section is a module with the report contract
 
-    report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> dict
+    report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult
 
-returning {"markdown": str, "results": JSON-able dict, "figures": [PNG file names in out_dir]}.
+returning ``jaxref.render.SectionResult(markdown, results, figures)``: its text, JSON-able numbers and
+the PNG file names it wrote into out_dir, checked here (``check_result``) and nowhere else.
 The module is imported when its section runs, so a section whose module is missing (or raises,
 or breaks the contract) is reported in its own place with the error and its traceback tail; the
 other sections are still run and written, and ``main`` returns 1.
@@ -35,6 +36,7 @@ import types
 
 from costmodel.overrides import add_set_argument, parse_overrides
 from experiments.report.progress import Progress
+from jaxref.render import SectionResult
 from jaxref.validation import output_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -84,16 +86,11 @@ def jsonable(obj, path: str = "results"):
 
 
 def check_result(res, out_dir: pathlib.Path) -> dict:
-    """Validate a ``report_section`` return value; returns it with ``results`` made JSON-plain."""
-    if not isinstance(res, dict) or not {"markdown", "results", "figures"} <= set(res):
-        got = sorted(res) if isinstance(res, dict) else type(res).__name__
-        raise TypeError(f"report_section must return a dict with markdown, results, figures; got {got}")
-    if not isinstance(res["markdown"], str):
-        raise TypeError(f"markdown must be a str, got {type(res['markdown']).__name__}")
-    if not isinstance(res["results"], dict):
-        raise TypeError(f"results must be a dict, got {type(res['results']).__name__}")
-    figures = list(res["figures"])
-    for name in figures:
+    """Validate a ``report_section`` return value (a ``SectionResult``: its fields' types are checked when
+    it is made); returns the results.json entry, ``results`` made JSON-plain."""
+    if not isinstance(res, SectionResult):
+        raise TypeError(f"report_section must return a jaxref.render.SectionResult; got {type(res).__name__}")
+    for name in res.figures:
         if not isinstance(name, str) or not inside(out_dir, name) or not name.endswith(".png"):
             raise ValueError(f"figure {name!r} must be a .png file name relative to the output folder")
         path = out_dir / name
@@ -102,7 +99,7 @@ def check_result(res, out_dir: pathlib.Path) -> dict:
         with open(path, "rb") as f:
             if f.read(8) != PNG_SIGNATURE:
                 raise ValueError(f"figure {name!r} is not a PNG file")
-    return {"markdown": res["markdown"], "results": jsonable(res["results"]), "figures": [str(n) for n in figures]}
+    return {"markdown": res.markdown, "results": jsonable(dict(res.results)), "figures": list(res.figures)}
 
 
 def error_text(exc: BaseException, section: Section) -> str:
