@@ -83,6 +83,19 @@ def _log_dist(c: Candidate, point: dict[str, float]) -> float:
     return sum(math.log(c[k] / point[k]) ** 2 for k in point)
 
 
+def _keep_legal(cands: Sequence[Candidate], legal: Callable[[Candidate], str | None],
+                reasons: collections.Counter) -> list[Candidate]:
+    """The legal ones of ``cands``; each illegal one counts its reason into ``reasons``."""
+    out = []
+    for c in cands:
+        why = legal(c)
+        if why is None:
+            out.append(c)
+        else:
+            reasons[why] += 1
+    return out
+
+
 def project(point: dict[str, float], axes: Sequence[Axis], legal: Callable[[Candidate], str | None], *,
             radii: Sequence[int] = (1, 2), everything: Callable[[], list[Candidate]] | None = None,
             what: str = "config") -> list[Candidate]:
@@ -92,26 +105,13 @@ def project(point: dict[str, float], axes: Sequence[Axis], legal: Callable[[Cand
     reasons: collections.Counter = collections.Counter()
     seen: list[Candidate] = []
     for r in radii:
-        out = []
-        for c in neighbours(point, axes, r):
-            if c in seen:
-                continue
-            seen.append(c)
-            why = legal(c)
-            if why is None:
-                out.append(c)
-            else:
-                reasons[why] += 1
+        fresh = [c for c in neighbours(point, axes, r) if c not in seen]
+        seen += fresh
+        out = _keep_legal(fresh, legal, reasons)
         if out:
             return out
     if everything is not None:
-        pool = []
-        for c in everything():
-            why = legal(c)
-            if why is None:
-                pool.append(c)
-            else:
-                reasons[why] += 1
+        pool = _keep_legal(everything(), legal, reasons)
         if pool:
             return [min(pool, key=lambda c: _log_dist(c, point))]
     if not reasons:
