@@ -34,11 +34,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.report.tables import format_table
 from jaxref.config import ExpertConfig
 from jaxref.expert import KVCache, expert_rope
 from jaxref.layers import decoder_layer
 from jaxref.options import ExpertOptions
+from jaxref.render import format_table
 from jaxref.testing import walk_jaxpr_shapes
 from jaxref.timing import time_call, time_repeats
 from jaxref.validation import positive_int

@@ -12,9 +12,5 @@ in the run on embedded defaults, without a Tenstorrent chip:
 6. performance of the references (``performance``).
 
 ``runner`` holds the section list, failure isolation and the output files; see its docstring for
-the section contract.
+the section contract (``jaxref.render.SectionResult``); tables and figures come from ``jaxref.render``.
 """
-
-from experiments.report.tables import format_table, md_table
-
-__all__ = ["format_table", "md_table"]

@@ -15,7 +15,7 @@ import pathlib
 import subprocess
 import sys
 
-from experiments.report.tables import md_table
+from jaxref.render import md_table
 
 PES = 8
 

@@ -19,14 +19,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.report import plots
 from experiments.report.progress import note
-from experiments.report.tables import md_table
+from jaxref import render
 from jaxref.action import action_in_proj
 from jaxref.config import ExpertConfig
 from jaxref.numerics import compare, round_bf16
 from jaxref.precision import Precision
-from jaxref.render import SectionResult
+from jaxref.render import SectionResult, md_table
 from jaxref.testing import LayerwiseBf16Model
 
 FP32 = Precision.fp32()
@@ -122,7 +121,7 @@ def notes_pcc(name: str, layer: int) -> float | None:
 
 
 def plot(out_dir: pathlib.Path, res: dict) -> str:
-    fig, (a, b) = plots.figure(2)
+    fig, (a, b) = render.figure(2)
     L, ids = len(res["floor_pcc"]), res["layer_ids"]
     x = np.arange(L)
     gap = lambda ps: np.maximum(1.0 - np.asarray(ps, float), 1e-9)
@@ -139,7 +138,7 @@ def plot(out_dir: pathlib.Path, res: dict) -> str:
     for ax in (a, b):
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.legend(fontsize=7)
-    return plots.save(fig, out_dir, "precision_layers.png")
+    return render.save(fig, out_dir, "precision_layers.png")
 
 
 def summarise(setup: LayerwiseBf16Model, runs: dict) -> dict:

@@ -17,16 +17,15 @@ import pathlib
 import jax
 import numpy as np
 
-from experiments.report import plots
 from experiments.report.attention_parity import MAX_ABS_TOL, attention_rows
 from experiments.report.collectives import collectives_part
 from experiments.report.progress import note
-from experiments.report.tables import md_table
+from jaxref import render
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_stack
 from jaxref.numerics import pcc
 from jaxref.options import ExpertOptions
-from jaxref.render import SectionResult
+from jaxref.render import SectionResult, md_table
 from jaxref.testing import random_setup
 
 HF_PCC_MIN, HF_MAX_ABS = 0.999999, 1e-4
@@ -65,7 +64,7 @@ def hf_models(quick: bool) -> list[tuple[str, ExpertConfig, int]]:
 
 
 def plot(out_dir: pathlib.Path, hf: list[dict], attn: list[dict]) -> str:
-    fig, (a, b) = plots.figure(2)
+    fig, (a, b) = render.figure(2)
     for label in dict.fromkeys(r["model"] for r in hf):
         for mode, marker in zip(MODES, "os", strict=True):
             rs = [r for r in hf if r["model"] == label and r["attention"] == mode]
@@ -83,7 +82,7 @@ def plot(out_dir: pathlib.Path, hf: list[dict], attn: list[dict]) -> str:
     b.invert_yaxis()
     b.set(title="attention algorithms vs dense reference", xlabel="max-abs error")
     b.legend(fontsize=7)
-    return plots.save(fig, out_dir, "golden_parity.png")
+    return render.save(fig, out_dir, "golden_parity.png")
 
 
 def markdown(models, hf: list[dict], probs, attn: list[dict], figure: str, collectives: str) -> str:

@@ -20,12 +20,11 @@ import numpy as np
 
 from costmodel.overrides import apply_overrides
 from experiments import bench_expert, bench_flash
-from experiments.report import plots
 from experiments.report.golden_sample import run_sample
 from experiments.report.progress import note
-from experiments.report.tables import md_table
+from jaxref import render
 from jaxref.config import ExpertConfig
-from jaxref.render import SectionResult
+from jaxref.render import SectionResult, md_table
 from jaxref.timing import time_call, time_repeats
 
 CFG = ExpertConfig.alpamayo_tt()
@@ -93,7 +92,7 @@ def costmodel_throughput(*, n: int, reps: int, single: int, overrides: dict[str,
 
 
 def plot(out_dir: pathlib.Path, layer: dict, flash: list[dict]) -> str:
-    fig, (a, b) = plots.figure(2)
+    fig, (a, b) = render.figure(2)
     names = ["jax exact", "jax tail_slot", "hf eager", "hf sdpa"]
     med = [layer["median_s"][k] * 1e3 for k in names]
     a.bar(names, med, color=["tab:blue", "tab:blue", "tab:gray", "tab:gray"])
@@ -105,7 +104,7 @@ def plot(out_dir: pathlib.Path, layer: dict, flash: list[dict]) -> str:
     b.loglog(S, [r["flash_bytes"] / 2**20 for r in flash], "o-", color="tab:blue", label="flash")
     b.set(title="causal prefill, compiled buffers", xlabel="S = T", ylabel="MiB (args + out + temp)")
     b.legend()
-    return plots.save(fig, out_dir, "performance.png")
+    return render.save(fig, out_dir, "performance.png")
 
 
 def markdown(layer: dict, sample: dict, flash: list[dict], sweep: dict, figure: str) -> str:
