@@ -36,7 +36,7 @@ import types
 
 from costmodel.overrides import add_set_argument, parse_overrides
 from experiments.report.progress import Progress
-from jaxref.render import SectionResult
+from jaxref.render import SectionResult, md_table
 from jaxref.validation import output_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -345,11 +345,10 @@ def render_markdown(payload: dict) -> str:
     ]
     if rep["overrides"]:
         lines.append("Hardware overrides: " + ", ".join(f"`{k}={v:g}`" for k, v in rep["overrides"].items()) + ".")
-    lines += ["", "| # | section | status | time |", "|---|---|---|---|"]
-    for key, e in secs.items():
-        status = "ok" if e["status"] == "ok" else f"**failed** ({e['error'].split(':')[0]})"
-        lines.append(f"| {e['number']} | [{e['title']}](#{e['number']}-{anchor(e['title'])}) (`{key}`) | "
-                     f"{status.replace('|', '/')} | {e['wall_s']:.1f} s |")
+    rows = [[e["number"], f"[{e['title']}](#{e['number']}-{anchor(e['title'])}) (`{key}`)",
+             "ok" if e["status"] == "ok" else f"**failed** ({e['error'].split(':')[0]})", f"{e['wall_s']:.1f} s"]
+            for key, e in secs.items()]
+    lines += ["", md_table(["#", "section", "status", "time"], rows)]
     for e in secs.values():
         lines += ["", f"## {e['number']}. {e['title']}", ""]
         if e["status"] == "ok":
