@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+from jaxref.render import md_table
+
 
 def _rss_kb(pid: int) -> int:
     """VmRSS of ``pid`` and all its descendants, kB (0 once gone)."""
@@ -62,14 +64,15 @@ def main(argv=None) -> int:
     runs = [["--preset", "tiny"], ["--preset", "alpamayo_tt", "--num-layers", "4"]]
     if a.full:
         runs.append([])
-    print("| run | peak RSS (GB) | wall (s) | exit |\n|---|---|---|---|")
+    rows = []
     for r in runs:
         m = measure(r + extra, limit_gb=a.limit_gb)
         status = f"killed above {a.limit_gb} GB" if m["killed"] else str(m["rc"])
-        print(f"| {m['args'] or 'default (alpamayo_tt, 64 layers)'} | {m['peak_gb']:.2f} | {m['wall_s']:.0f} | {status} |",
-              flush=True)
+        rows.append([m["args"] or "default (alpamayo_tt, 64 layers)", f"{m['peak_gb']:.2f}", f"{m['wall_s']:.0f}", status])
+        print(f"done: {rows[-1][0]} ({rows[-1][2]} s)", file=sys.stderr, flush=True)  # runs take minutes
         if m["rc"] not in (0, None) and not m["killed"]:
             print(m["tail"], file=sys.stderr)
+    print(md_table(["run", "peak RSS (GB)", "wall (s)", "exit"], rows))
     return 0
 
 
