@@ -80,12 +80,14 @@ def test_all_reduce_contention_counts_messages_sharing_a_cube_port(C, P):
         for s, d, lv in rnd_plan:
             if lv == 1:
                 per_src_cube[s // P] = per_src_cube.get(s // P, 0) + 1
+        last_units = {}  # FIFO: the last message through a CUBE's injection port waits for all of them
         for s, d, lv, h, units in rnd:
             if lv == 1:
-                assert units >= per_src_cube[s // P]
+                last_units[s // P] = max(last_units.get(s // P, 0), units)
                 assert h >= 1
             else:
                 assert units == 1  # one message per PE port and round in recursive doubling
+        assert all(last_units[a] >= n for a, n in per_src_cube.items())
     assert max(u for rnd in rounds for *_, lv, _h, u in rnd if lv == 1) >= P
     # the tree never shares a resource more than twice (two children converging on one CUBE)
     tree, _, _ = counts.reduce_rounds(C, P, "tree")

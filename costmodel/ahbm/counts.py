@@ -108,10 +108,12 @@ def _hops(src: int, dst: int, P: int, cols: int) -> int:
 def reduce_rounds(C: int, P: int, kind: str, orientation: str = "wide") -> tuple:
     """``jaxref.attention.reduce_plan``'s rounds as (src, dst, level, hops, units) messages.
 
-    ``units``: the message's transfer time in multiples of payload / link rate under contention
-    within its round: the most messages of the round sharing one of its resources (Level-1:
+    ``units``: the message's delivery time in multiples of payload / link rate under FIFO
+    contention within its round (the round's sends leave together, in plan order): the most
+    messages of the round up to and including this one that share one of its resources (Level-1:
     the source CUBE's NOC injection port, each directed link of its XY route, the destination's
-    ejection port; Level-2: the sender's IPCQ tx and the receiver's rx port). For ``all_reduce``
+    ejection port; Level-2: the sender's IPCQ tx and the receiver's rx port), so the k-th message
+    through a shared port lands after k transfers and its receiver proceeds then. For ``all_reduce``
     the rounds are the plan's recursive-doubling exchanges; every received message is merged.
     """
     plan = reduce_plan(C, P, kind=kind, cube_mesh=mesh_of(C, orientation))
@@ -119,47 +121,83 @@ def reduce_rounds(C: int, P: int, kind: str, orientation: str = "wide") -> tuple
     rounds = []
     for rnd in plan.rounds:
         use: dict = {}
-        res = []
+        units = []
         for s, d, lv in rnd:
             if lv == 2:
                 r = [("tx", s), ("rx", d)]
             else:
                 a, b = s // P, d // P
                 r = [("inj", a), ("ej", b), *(("link", ln) for ln in xy_route(a, b, cols))]
-            res.append(r)
-            for x in r:
+            for x in r:  # FIFO: this message queues behind the round's earlier ones on each resource
                 use[x] = use.get(x, 0) + 1
-        rounds.append(tuple((s, d, lv, _hops(s, d, P, cols), max(use[x] for x in r))
-                            for (s, d, lv), r in zip(rnd, res, strict=True)))
+            units.append(max(use[x] for x in r))
+        rounds.append(tuple((s, d, lv, _hops(s, d, P, cols), u) for (s, d, lv), u in zip(rnd, units, strict=True)))
     return tuple(rounds), plan.root, plan.sends
 
 
 PATH_COLUMNS = ("l2_messages", "l2_units", "l1_messages", "l1_units", "hops", "merges")
 
 
+def _resources(s: int, d: int, lv: int, P: int, cols: int) -> list[tuple]:
+    """Queues a message holds while it transfers: Level-2 the sender's IPCQ tx and the receiver's
+    rx port; Level-1 the source CUBE's NOC injection port, each directed link of its XY route and
+    the destination CUBE's ejection port."""
+    if lv == 2:
+        return [("tx", s), ("rx", d)]
+    a, b = s // P, d // P
+    return [("inj", a), ("ej", b), *(("link", ln) for ln in xy_route(a, b, cols))]
+
+
 @functools.cache
 def reduce_paths(C: int, P: int, kind: str, orientation: str = "wide") -> np.ndarray:
     """Critical-path candidates of the data-driven reduce: rows over ``PATH_COLUMNS``. Every rank
     runs its rounds in order: sends (its current state) go out at once, each receive waits for
-    the message and merges it on the rank's MATH engine. The latency is the max over rows of
-    the row's linear cost; only Pareto-maximal rows are kept."""
+    the message and merges it on the rank's MATH engine. A message holds its resources
+    (``_resources``, FIFO queues served in plan order) for one payload transfer, so it starts at
+    the later of its sender reaching the round and each resource's previous transfer ending; it
+    lands its latency after its transfer. The latency is the max over rows of the row's linear
+    cost (a max-plus program over symbolic times); only Pareto-maximal rows are kept."""
     rounds, root, _ = reduce_rounds(C, P, kind, orientation)
+    cols = mesh_of(C, orientation)[1]
     R = C * P
     zero = (0,) * len(PATH_COLUMNS)
+    add = lambda paths, v: {tuple(a + b for a, b in zip(p, v)) for p in paths}
     front = {r: {zero} for r in range(R)}  # paths ending at rank r's current time
+    free: dict = {}  # paths ending when a resource's last transfer ended
     for rnd in rounds:
         out = {s: front[s] for s, *_ in rnd}  # a send leaves when its rank reaches this round
-        for s, d, lv, h, u in rnd:
-            msg = (1, u, 0, 0, 0, 0) if lv == 2 else (0, 0, 1, u, h, 0)
-            arrive = {tuple(a + b for a, b in zip(p, msg)) for p in out[s]}
-            front[d] = {tuple(a + b for a, b in zip(p, (0, 0, 0, 0, 0, 1))) for p in front[d] | arrive}
-        front = {r: _pareto(paths) for r, paths in front.items()}
+        for s, d, lv, h, _u in rnd:
+            res = _resources(s, d, lv, P, cols)
+            start = _pareto(out[s].union(*(free.get(x, set()) for x in res)))
+            xfer = (0, 1, 0, 0, 0, 0) if lv == 2 else (0, 0, 0, 1, 0, 0)  # one payload / rate
+            ended = _pareto(add(start, xfer))
+            for x in res:
+                free[x] = ended
+            lat = (1, 0, 0, 0, 0, 0) if lv == 2 else (0, 0, 1, 0, h, 0)  # issue, latency, hops
+            front[d] = _pareto(add(front[d] | add(ended, lat), (0, 0, 0, 0, 0, 1)))
     ends = set().union(*front.values()) if kind != "tree" else front[root]
     return np.array(sorted(_pareto(ends)), dtype=np.float64)
 
 
+# Large plans (C x P = 128, all-reduce) grow Pareto fronts of thousands of rows; a front is capped
+# to the rows that are the maximum under one of these positive cost directions (log-uniform over
+# four decades per column, fixed seed), which keeps the max exact wherever the hardware's column
+# costs are near one of them and a lower bound elsewhere.
+_DIRECTIONS = 10.0 ** np.random.default_rng(0).uniform(-2.0, 2.0, (12, len(PATH_COLUMNS)))
+_FRONT_CAP = 12
+
+
 def _pareto(paths: set) -> set:
-    return {p for p in paths if not any(q != p and all(a >= b for a, b in zip(q, p)) for q in paths)}
+    if len(paths) > 4 * _FRONT_CAP:  # pre-cap: the dominance scan is quadratic
+        paths = _cap(paths)
+    front = {p for p in paths if not any(q != p and all(a >= b for a, b in zip(q, p)) for q in paths)}
+    return _cap(front) if len(front) > _FRONT_CAP else front
+
+
+def _cap(paths: set) -> set:
+    rows = sorted(paths)
+    arr = np.array(rows, dtype=np.float64)
+    return {rows[i] for i in np.unique(np.argmax(arr @ _DIRECTIONS.T, axis=0))}
 
 
 @functools.cache
