@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import pathlib
 import re
 
 import jax
 import numpy as np
 import pytest
+from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.program_config import (
     DRAM_SHARDED,
@@ -28,12 +28,7 @@ from costmodel.hardware import blackhole_p150a
 from device.emulation import Emulation
 
 HW = blackhole_p150a()
-# the project's shared data folder: next to the main checkout (../shared) or to a worktree's parent
-_ROOT = pathlib.Path(__file__).resolve().parents[1]
-DEEPSEEK = next((d / "shared" / "data" / "profiler_reports" / "bh_8xp150_deepseek_v3_d_p.csv"
-                 for d in (_ROOT.parent, _ROOT.parent.parent)
-                 if (d / "shared" / "data" / "profiler_reports").is_dir()),
-                _ROOT.parent / "shared" / "data" / "profiler_reports" / "bh_8xp150_deepseek_v3_d_p.csv")
+DEEPSEEK = profiler_reports_dir() / "bh_8xp150_deepseek_v3_d_p.csv"
 needs_reports = pytest.mark.skipif(not DEEPSEEK.exists(), reason=f"{DEEPSEEK} not present")
 
 

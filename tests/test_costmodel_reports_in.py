@@ -5,10 +5,10 @@ calibrations that stay physical; and every malformed report a clear error naming
 
 import csv
 import json
-import pathlib
 import re
 
 import pytest
+from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole import BlackholeConfig, evaluate, fit
 from costmodel.blackhole.cli import main
@@ -18,9 +18,7 @@ from costmodel.blackhole.profiler_csv import MODELLED, invalid_duration, read_re
 from costmodel.hardware import blackhole
 from jaxref.config import ExpertConfig
 
-DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "profiler_reports"
-if not DATA.is_dir():
-    DATA = pathlib.Path("/work/shared/data/profiler_reports")
+DATA = profiler_reports_dir()
 DEEPSEEK = DATA / "bh_8xp150_deepseek_v3_d_p.csv"
 CLIP = DATA / "bh_64_clip_encoder_1.csv"
 WORMHOLE = DATA / "wh_clip_encoder_2.csv"
