@@ -38,6 +38,10 @@ def tune(argv: list[str], p: argparse.ArgumentParser, config_from_args) -> dict:
     p.add_argument("--steps", type=int, default=300, help="gradient steps on the relaxed knobs")
     args = p.parse_args(argv)
     positive_steps(p, args.steps)
+    unused = [flag for flag, v in (("--vs", args.vs is not None), ("--draws", args.draws), ("--emit-csv", args.emit_csv),
+                                   ("--json", args.json)) if v]
+    if unused:
+        p.error(f"{', '.join(unused)}: what-if output flags, not used by tune (expected setting flags only)")
     fit = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration).params
     try:
         hw, cfg, start = config_from_args(args)
