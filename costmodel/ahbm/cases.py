@@ -181,10 +181,10 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
                 if contiguous:  # ranks < f full, rank f the rest, ranks > f empty
                     f = jnp.floor(S / slots)
                     segs = [("prefix", f, sweep), ("single", f, sweep_keys(S - f * slots)), ("suffix", f + 1.0, 0.0)]
-                else:  # local indices < t hold q + 1 keys, the others q
+                else:  # local indices < t hold q + 1 keys (the critical rank's, when t > 0), the others q
                     q = jnp.floor(S / ranks)
                     t = S - q * ranks
-                    segs = [("prefix", t, sweep_keys(q + 1.0)), ("suffix", t, sweep_keys(q))]
+                    segs = [("prefix", t, sweep), ("suffix", t, sweep_keys(q))]
                 end = sweep_then_reduce(hw, C, P, segs, payload, B * rows, d, reduce, mesh, placement)
                 red = end - sweep
         busy = [{k: B * (v + _busy(tr, 1.0, p)[k]) for k, v in _busy(tf, n - 1.0, p).items()} for p in PIPELINES]
