@@ -13,6 +13,8 @@ Sources (see shared REFERENCE.md §2/§3):
   [BH-specs]  docs.tenstorrent.com Blackhole p150a / p100a specifications
   [tile]      tt-metal tile sizes (tt::tile_size(DataFormat)): 32x32 tile, bfp formats carry one
               8-bit exponent per 16-element face row -> 64 exponent bytes per tile
+  [BH-dram-req] tenstorrent/tt-metal issue #55898 (2026-09-09, "Blackhole DRAM endpoints take one read
+              request per ~16 cycles per NoC"), measured on p150 with ttnn reads of bf16 / bfp8_b / bfp4_b tiles
   [ADR-0060]  kernbench ADR-0003/0004/0017/0023 numbers quoted in seeds/ADR-0060-...md
   [assumed]   not public; a documented default, to be replaced by a measurement
 """
@@ -91,6 +93,10 @@ class Blackhole:
     grid_y: int = spec("cores", "[BH-guide] ttnn compute grid 11x10", static=True, default=10)
     dram_banks: int = spec("banks", "[BH-specs] 8 on p150a; 7 on p100a derived from 28 GB / 4 GB",
                            static=True, default=8)
+    dram_request_cycles: float = spec(
+        "cycles", "[BH-dram-req] a DRAM NoC endpoint accepts one read request per ~16.4 cycles (12 ns) per NoC, "
+        "whatever the request size and however many cores issue: a 576 B bfp4 tile reaches 62% of channel peak, "
+        "1088 B bfp8 91%, 2 KB bf16 98%; upper bound [assumed] 1000 cycles", default=16.4, bounds=(0.0, 1e3))
 
     @property
     def grid_cores(self) -> int:

@@ -21,7 +21,7 @@ from costmodel.blackhole.ops import (
     rope_us,
 )
 from costmodel.blackhole.params import FitParams
-from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_2D, MatmulProgramConfig
+from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_decode_us, sdpa_standard_us
 from costmodel.hardware import Blackhole, blackhole
 from costmodel.smooth import Relax
@@ -32,7 +32,7 @@ _frozen = dataclasses.dataclass(frozen=True)
 @_frozen
 class MatmulSpec:
     """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
-    ``mcast_1d_in0`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``; other kinds raise."""
+    ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``; other kinds raise."""
 
     M: int
     K: int
@@ -52,9 +52,9 @@ class MatmulSpec:
             return matmul_2d_us(hw, fit, M=self.M, K=self.K, N=self.N, in0_block_w=c.in0_block_w,
                                 per_core_M=c.per_core_M, per_core_N=c.per_core_N, weight_dtype=self.weight_dtype,
                                 act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
-        if c.kind != MCAST_1D_IN0:
+        if c.kind not in (MCAST_1D_IN0, MCAST_1D_IN1):
             raise ValueError(f"matmul program config kind={c.kind!r} is not modelled; the cost model prices "
-                             f"{[MCAST_1D_IN0, MCAST_2D]}")
+                             f"{[MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D]}")
         return matmul_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
                          act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
                          relax=relax)
