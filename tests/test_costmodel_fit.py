@@ -59,6 +59,16 @@ def test_port_tables_fit(table):
     assert max(abs(r["error"]) for r in ops) < 0.25
 
 
+def test_port_per_op_table_and_matmul_rows_within_10_percent(table):
+    """Issue 17's must-show: every row of the port's per-op table (op_times) and of its matmul table within
+    10% (a range counts from its nearest end). The notes measure w2 twice with one config (44.6 us in the
+    per-op table, 41 us in the matmul table): both are fitted, so the prediction sits between them."""
+    got = {(r["table"], r["name"]): r["error"] for r in table if r["table"] in ("op_times", "matmul_table")}
+    assert len(got) == 19 + 10
+    assert max(abs(e) for e in got.values()) <= 0.10, sorted(got.items(), key=lambda kv: -abs(kv[1]))[:3]
+    assert got[("op_times", "w2")] < 0 < got[("matmul_table", "w2/tuned")]
+
+
 def test_public_decode_rows_fit(table):
     """Flash-decode vs KV length, bf16 and bfp8 cache (another port's measurements) within 15%."""
     pub = [r for r in table if r["table"] == "public_sdpa_decode"]

@@ -8,10 +8,12 @@ handshake) by a q-norm. Work is split across cores the way the ttnn program fact
 
 Shared building blocks (``FitParams`` names in brackets):
   * one core reading ``n`` tiles (``b`` bytes) while ``r`` cores read at once takes
-    max(n / [core_read_tiles_per_s], b / noc_link, b * r / (dram_peak * [dram_eff])): its own
-    request rate (a DRAM read is one request per tile-sized page, so small bfp8 pages move fewer
-    bytes per request than bf16 pages), its NoC link, or its fair share of the achievable
-    aggregate bandwidth;
+    max(n / [core_read_tiles_per_s], b / noc_link, b * r / agg(b / n)): its own request rate (a
+    DRAM read is one request per tile-sized page, so small bfp8 pages move fewer bytes per request
+    than bf16 pages), its NoC link, or its fair share of the achievable aggregate bandwidth
+    agg(page) = dram_peak * [dram_eff] / endpoint_slowdown(page): the DRAM endpoints take one
+    request per ``hw.dram_request_cycles`` (tt-metal #55898), which costs small pages (bfp4 tiles)
+    part of the byte rate;
   * a blocking read costs at least one [dram_latency_us] round trip;
   * stages that run concurrently (handshake, round trip, read, math) combine as a q-norm
     (``overlap``): between a sum (serial) and a max (perfect overlap), q = [overlap_exponent];
