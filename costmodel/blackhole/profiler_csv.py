@@ -42,7 +42,7 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
-from costmodel.blackhole.program_config import MCAST_1D_IN0, MatmulProgramConfig
+from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MatmulProgramConfig
 from costmodel.blackhole.rows import Row
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, blackhole
@@ -383,7 +383,7 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
         if "is not a matmul config this project models" in str(e):
             raise _Skip(f"program-config kind not modelled: {name}") from None
         raise ln.fail("ATTRIBUTES", str(e)) from None
-    if cfg.kind != MCAST_1D_IN0:  # the op model prices the in0-multicast 1D config only
+    if cfg.kind not in (MCAST_1D_IN0, MCAST_1D_IN1):  # the 1D kinds ops.matmul_us prices (2D: validation only)
         raise _Skip(f"program-config kind not modelled: {KIND_NAMES[cfg.kind]}")
     _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
     act, wdt = ln.dtype("INPUT_0", ACT_DTYPES), ln.dtype("INPUT_1", WEIGHT_DTYPES)
@@ -395,7 +395,7 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
     try:
         cfg.validate("matmul", hw, M=M, K=K, N=N, weight_dtype=wdt, act_dtype=act)
     except ValueError as e:
-        raise _Skip(f"program config outside the model's 1D in0-multicast form ({e})") from None
+        raise _Skip(f"program config outside the model's 1D multicast form ({e})") from None
     return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu")
 
 
