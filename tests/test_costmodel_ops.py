@@ -47,6 +47,29 @@ def test_matmul_dram_roofline_limit(name, K, N, ibw, pcn):
     assert float(t) == pytest.approx(bytes_ / 512e9 * 1e6, rel=1e-4)
 
 
+@pytest.mark.parametrize("in0_l1,out_l1", [(False, True), (True, False), (True, True)])
+def test_l1_resident_activations_leave_the_dram_bound(in0_l1, out_l1):
+    """Same DRAM limit as above, but the L1-interleaved activation / output bytes are not DRAM traffic."""
+    M, K, N = 64, 6144, 1536
+    t = ops.matmul_us(HW_ANY_RATE, _ideal_fit(), MatmulProgramConfig(48.0, 1.0, 2.0), M=M, K=K, N=N,
+                      weight_dtype="bfp8", in0_l1=in0_l1, out_l1=out_l1)
+    bytes_ = K * N * 1088 / 1024 + (0 if in0_l1 else M * K * 2) + (0 if out_l1 else M * N * 2)
+    assert float(t) == pytest.approx(bytes_ / 512e9 * 1e6, rel=1e-4)
+
+
+def test_l1_resident_in0_skips_the_dram_round_trip_of_the_sender_not_its_page_rate():
+    """The in0 sender of a w2-like config reads its 2 x 48 tiles per block from L1 at its page rate either
+    way; from DRAM it also shares the bandwidth, so L1 is never slower, and equal when the page rate binds."""
+    fit, cfg = load_fitted(), MatmulProgramConfig(48.0, 1.0, 2.0)
+    dram, l1 = (float(ops.matmul_us(HW, fit, cfg, M=64, K=6144, N=1536, weight_dtype="bfp8", in0_l1=v))
+                for v in (False, True))
+    assert l1 <= dram
+    slow = dataclasses.replace(fit, core_read_tiles_per_s=1e6)
+    dram, l1 = (float(ops.matmul_us(HW, slow, cfg, M=64, K=6144, N=1536, weight_dtype="bfp8", in0_l1=v))
+                for v in (False, True))
+    assert l1 == pytest.approx(dram, rel=1e-3)
+
+
 @pytest.mark.parametrize("fidelity,passes", [("LoFi", 1), ("HiFi2", 2), ("HiFi4", 4)])
 def test_matmul_compute_limit_matches_tt_metal_op_model(fidelity, passes):
     """With infinite bandwidth (DRAM and the NoC link that carries the in0 multicast) the op is its math:

@@ -100,6 +100,12 @@ def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, relax: Rel
                 readers * dram_us(hw, fit, tiles, nbytes), relax=relax)
 
 
+def l1_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, *, relax: Relax | None):
+    """One core reading ``tiles`` pages (``nbytes`` bytes) of an L1-interleaved tensor (pages spread over
+    the cores' L1 banks), us: its own page-request rate or its NoC link; no DRAM bank, endpoint or share."""
+    return smax(us_of(tiles / fit.core_read_tiles_per_s), us_of(nbytes / hw.noc_link_bytes_per_s), relax=relax)
+
+
 def overlap(fit: FitParams, *stage_us):
     """Time of pipeline stages that run concurrently on different engines, us.
 
@@ -131,7 +137,8 @@ def check_dtype(name: str, value: str, allowed: tuple[str, ...]) -> None:
 # ---- matmul (1D multicast; config type and legality: program_config) ------------------------------
 def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
               weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
-              fused_activation: bool = False, relax: Relax | None = None):
+              fused_activation: bool = False, in0_l1: bool = False, out_l1: bool = False,
+              relax: Relax | None = None):
     """Time of ``linear([M,K] act, [K,N] weights)`` with a 1D multicast program config, us.
 
     ``cfg.kind`` 'mcast_1d_in0' (``mcast_in0=True``): N is split over ceil(N/32/per_core_N) cores,
@@ -146,6 +153,10 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     rate, then the multicast over one NoC link: serial on its one data-movement RISC), and the tile
     products. The whole op is also bounded by all its bytes at the achievable aggregate bandwidth
     of their page sizes (``dram_us``), so DRAM-bound ops land at bytes / achieved bandwidth + overhead.
+
+    ``in0_l1`` / ``out_l1``: the activation input / the output is L1-interleaved (ttnn
+    ``L1_MEMORY_CONFIG``): in0 pages are read over the NoC at the reader's page rate and link
+    (``l1_read_us``), and those bytes leave the DRAM bound; the weights always stream from DRAM.
     """
     if cfg.mcast_in0 is None:
         raise ValueError(f"matmul_us prices the 1D kinds (mcast_1d_in0 / mcast_1d_in1); got kind={cfg.kind!r}")
@@ -158,15 +169,21 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
         cores = sceil(Mt / cfg.per_core_M, relax=relax)
         own_tiles, own_b, sent_tiles, sent_b = cfg.per_core_M * cfg.in0_block_w, act, cfg.in0_block_w * cfg.per_core_N, w
     blocks = Kt / cfg.in0_block_w
-    t_own = read_us(hw, fit, own_tiles, own_tiles * own_b, cores, relax=relax)
+
+    def read(tiles, nbytes, readers, from_l1):
+        return l1_read_us(hw, fit, tiles, nbytes, relax=relax) if from_l1 else read_us(hw, fit, tiles, nbytes,
+                                                                                        readers, relax=relax)
+
+    t_own = read(own_tiles, own_tiles * own_b, cores, in0_l1 and not cfg.mcast_in0)
     # the sender's read is one core's stream (its own rate), not a fair share: the aggregate bound below
     # counts its bytes with everyone else's
-    t_send = (read_us(hw, fit, sent_tiles, sent_tiles * sent_b, 1.0, relax=relax)
+    t_send = (read(sent_tiles, sent_tiles * sent_b, 1.0, in0_l1 and cfg.mcast_in0)
               + us_of(sent_tiles * sent_b / hw.noc_link_bytes_per_s))
     t_math = cycles_us(hw, cfg.per_core_M * cfg.in0_block_w * cfg.per_core_N * hw.tile_matmul_cycles(fidelity))
     t_block = overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, t_own, t_send, t_math)
     t_pipe = blocks * t_block + fit.dram_latency_us  # + pipeline fill
-    t_agg = dram_us(hw, fit, Kt * Nt, Kt * Nt * w) + dram_us(hw, fit, Mt * Kt + Mt * Nt, (Mt * Kt + Mt * Nt) * act)
+    act_tiles = (0 if in0_l1 else Mt * Kt) + (0 if out_l1 else Mt * Nt)
+    t_agg = dram_us(hw, fit, Kt * Nt, Kt * Nt * w) + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0)
     t_act = (cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
              if fused_activation else 0.0)
     return fit.launch_matmul_us + smax(t_pipe, t_agg, relax=relax) + t_act
@@ -301,6 +318,7 @@ __all__ = [
     "endpoint_slowdown",
     "fill_cache_us",
     "heads_us",
+    "l1_read_us",
     "matmul_2d_us",
     "matmul_us",
     "matmul_weight_bytes",

@@ -32,7 +32,8 @@ _frozen = dataclasses.dataclass(frozen=True)
 @_frozen
 class MatmulSpec:
     """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
-    ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``; other kinds raise."""
+    ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``; other kinds raise.
+    ``in0_l1`` / ``out_l1``: activation input / output L1-interleaved (1D kinds; DRAM-interleaved otherwise)."""
 
     M: int
     K: int
@@ -42,13 +43,17 @@ class MatmulSpec:
     act_dtype: str = "bf16"
     fidelity: str = "HiFi2"
     fused_activation: bool = False
+    in0_l1: bool = False
+    out_l1: bool = False
     op_class = "matmul"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         c = self.cfg
         if c.kind == MCAST_2D:
-            if self.fused_activation:
-                raise ValueError("a fused activation is not modelled for the mcast_2d matmul")
+            if self.fused_activation or self.in0_l1 or self.out_l1:
+                raise ValueError(f"the mcast_2d matmul models neither a fused activation nor L1-resident operands; "
+                                 f"got fused_activation={self.fused_activation}, in0_l1={self.in0_l1}, "
+                                 f"out_l1={self.out_l1}")
             return matmul_2d_us(hw, fit, M=self.M, K=self.K, N=self.N, in0_block_w=c.in0_block_w,
                                 per_core_M=c.per_core_M, per_core_N=c.per_core_N, weight_dtype=self.weight_dtype,
                                 act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
@@ -57,7 +62,7 @@ class MatmulSpec:
                              f"{[MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D]}")
         return matmul_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
                          act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
-                         relax=relax)
+                         in0_l1=self.in0_l1, out_l1=self.out_l1, relax=relax)
 
 
 @_frozen
