@@ -100,9 +100,9 @@ def test_validate_cli_held_out_coverage(tmp_path, capsys):
     doc = main(["validate", "--json", "--out", str(out)])
     assert json.loads(capsys.readouterr().out)["overall"] == doc["overall"]
     rows = doc["rows"]
-    assert len(rows) == 66 and {r["table"] for r in rows} >= {"op_times", "public_ops", "public_sdpa_decode"}
+    assert len(rows) == 67 and {r["table"] for r in rows} >= {"op_times", "public_ops", "public_sdpa_decode"}
     gaps = [r for r in rows if r["role"] == "scope_gap"]  # kernel-only durations of short adds: reported apart
-    assert len(gaps) == 6 and doc["summary"]["outside scope"]["n"] == 6 and doc["overall"]["n"] == 60
+    assert len(gaps) == 6 and doc["summary"]["outside scope"]["n"] == 6 and doc["overall"]["n"] == 61
     for r in rows:  # inside means the measured range meets the interval
         assert r["lo"] < r["predicted"] < r["hi"]
         assert r["inside"] == (r["lo"] <= r["measured_hi"] and r["measured_lo"] <= r["hi"])

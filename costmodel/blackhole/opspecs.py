@@ -16,6 +16,7 @@ from costmodel.blackhole.ops import (
     heads_us,
     matmul_2d_us,
     matmul_us,
+    overlap,
     read_us,
     rms_norm_us,
     rope_us,
@@ -191,16 +192,26 @@ class SdpaStandardSpec:
 @_frozen
 class DramReadSpec:
     """A read-only DRAM stream (microbenchmark): ``readers`` cores each read ``total_bytes / readers``
-    in pages of ``page_bytes``; the shared building block ``ops.read_us`` of every op above."""
+    in pages of ``page_bytes``; the shared building block ``ops.read_us`` of every op above.
+
+    ``pages_per_barrier``: None, the reader keeps reads in flight (double-buffered: the round trip is
+    hidden); n, it issues n pages and waits for them, so each group of n pages costs the overlap of a
+    DRAM round trip and their read, the same block cost as a matmul reader's (``ops.overlap``)."""
 
     readers: int
     total_bytes: float
     page_bytes: float
+    pages_per_barrier: int | None = None
     op_class = "dram_read"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         per_reader = self.total_bytes / self.readers
-        return read_us(hw, fit, per_reader / self.page_bytes, per_reader, self.readers, relax=relax)
+        pages = per_reader / self.page_bytes
+        if self.pages_per_barrier is None:
+            return read_us(hw, fit, pages, per_reader, self.readers, relax=relax)
+        n = self.pages_per_barrier
+        t_group = overlap(fit, fit.dram_latency_us, read_us(hw, fit, n, n * self.page_bytes, self.readers, relax=relax))
+        return pages / n * t_group
 
 
 @_frozen
