@@ -4,6 +4,7 @@ V1 column names) and refit to the same parameters; the real tool, tt-perf-report
 derives from them are the model's."""
 
 import csv
+import dataclasses
 import math
 import re
 
@@ -14,7 +15,7 @@ from _report_util import check_matmul_rows, tt_perf_report
 from costmodel.blackhole import BlackholeConfig, fit, layer_op_specs, rows
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.opreport import DURATION
-from costmodel.blackhole.opspecs import MatmulSpec
+from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec
 from costmodel.blackhole.params import PARAM_NAMES
 from costmodel.blackhole.profiler_csv import MODELLED, read_report, read_rows, write_csv
 from costmodel.hardware import blackhole
@@ -34,9 +35,10 @@ def notes_csv(tmp_path_factory):
 
 
 def test_csv_reads_back_the_same_ops(notes_csv):
+    """The same op specs, priced kernel-only: a report's duration column is DEVICE KERNEL DURATION."""
     path, ops = notes_csv
     back = read_rows(path)
-    assert [r.spec for r in back] == [r.spec for r in ops]
+    assert [r.spec for r in back] == [KernelSpec(r.spec) for r in ops]
     assert [r.target for r in back] == pytest.approx([r.target for r in ops], rel=1e-9)
     header = next(csv.reader(path.open()))
     for col in ("OP CODE", "OP TYPE", "DEVICE ID", "DEVICE ARCH", "CORE COUNT", "MATH FIDELITY", "ATTRIBUTES",
@@ -81,7 +83,7 @@ def test_v1_column_names_read_the_same(notes_csv, tmp_path):
 @pytest.mark.slow  # compiles the residual Jacobian of every measured row (~10-20 s)
 def test_csv_refits_to_the_json_parameters(notes_csv):
     path, ops = notes_csv
-    from_json = fit.fit(ops, steps=30)
+    from_json = fit.fit([dataclasses.replace(r, spec=KernelSpec(r.spec)) for r in ops], steps=30)
     from_csv = fit.fit(read_rows(path), steps=30)
     a, b = from_json.theta, from_csv.theta
     assert np.max(np.abs(a - b)) < 1e-3, dict(zip(PARAM_NAMES, a - b))

@@ -75,7 +75,10 @@ def test_intervals_widen_where_the_model_extrapolates():
         _, lo, hi = iv["ops"]["wqkv"]
         rel[name] = (hi / lo, iv["extrapolating"])
     assert "wqkv" not in rel["port"][1] and "wqkv" in rel["bfp4 weights"][1]
-    assert rel["bfp4 weights"][0] > 1.3 * rel["port"][0]
+    # wider by the extrapolation term (its size is estimated from held-out rows: 0.06 in log sd when
+    # written, since the SDPA softmax is counted in eltwise passes and the held-out standard-SDPA rows
+    # are no longer off by half)
+    assert rel["bfp4 weights"][0] > 1.02 * rel["port"][0]
     no_disc = intervals(cal, HW, PORT, cfg=CFG, discrepancy=None)
     with_disc = intervals(cal, HW, PORT, cfg=CFG)
     assert with_disc["step_us"][2] - with_disc["step_us"][1] > no_disc["step_us"][2] - no_disc["step_us"][1]
@@ -90,16 +93,17 @@ def test_validate_cli_held_out_coverage(tmp_path, capsys):
     doc = main(["validate", "--json", "--out", str(out)])
     assert json.loads(capsys.readouterr().out)["overall"] == doc["overall"]
     rows = doc["rows"]
-    assert len(rows) == 66 and {r["table"] for r in rows} >= {"op_times", "public_ops", "public_sdpa_decode"}
-    gaps = [r for r in rows if r["role"] == "scope_gap"]  # kernel-only durations of short adds: reported apart
-    assert len(gaps) == 6 and doc["summary"]["outside scope"]["n"] == 6 and doc["overall"]["n"] == 60
+    assert len(rows) == 78 and {r["table"] for r in rows} >= {"op_times", "public_ops", "public_sdpa_decode"}
+    # every row is in scope now: the kernel-only short adds are priced without dispatch
+    assert not [r for r in rows if r["role"] == "scope_gap"] and "outside scope" not in doc["summary"]
+    assert doc["overall"]["n"] == 78
     for r in rows:  # inside means the measured range meets the interval
         assert r["lo"] < r["predicted"] < r["hi"]
         assert r["inside"] == (r["lo"] <= r["measured_hi"] and r["measured_lo"] <= r["hi"])
         assert r["hi"] / r["lo"] >= r["hi0"] / r["lo0"] - 1e-9
     assert 0.85 <= doc["overall"]["coverage"] <= 0.95 and doc["overall"]["coverage"] > doc["overall"]["coverage0"]
     assert doc["summary"]["public rows"]["coverage"] >= 0.75
-    mape = np.mean([abs(r["predicted"] / r["target"] - 1) for r in rows if r["role"] != "scope_gap"])
+    mape = np.mean([abs(r["predicted"] / r["target"] - 1) for r in rows])
     assert doc["overall"]["mape"] == pytest.approx(mape)
     stored, fresh = load_discrepancy(), load_discrepancy(out)
     assert stored.tau_extrap == pytest.approx(fresh.tau_extrap, abs=1e-3)
