@@ -4,7 +4,7 @@ Data files (``costmodel/data``), each row quoting its source:
   op_times, matmul_table, attention_table, step_times  the port's tables (seeds/EXPERT_NOTES.md)
   public_sdpa_decode   flash-decode vs KV length, bf16 / bfp8 cache, another Blackhole model port
   public_dram_read     DRAM read microbenchmark (validation only: not a ttnn op)
-  public_ops           other models' ops on p150a / p100a: rms_norm, eltwise add / mul, 2D-multicast
+  public_ops           other models' ops on p150a / p100a: rms_norm, eltwise add / mul, heads, 2D-multicast
                        matmuls, flash-decode; each group 'op' scope (a traced or host-timed per-op
                        time, dispatch included, like the port's table) or 'kernel' scope (a profiler
                        report's DEVICE KERNEL DURATION: ``opspecs.KernelSpec``); validation rows
@@ -35,6 +35,7 @@ from costmodel.blackhole.opspecs import (
     ChipSpec,
     DramReadSpec,
     EltwiseSpec,
+    HeadsSpec,
     KernelSpec,
     MatmulSpec,
     NormSpec,
@@ -155,6 +156,8 @@ def _public_op_spec(kind: str, g: dict, r: dict):
     """The op spec of one row of ``public_ops.json`` (``kind`` of its group)."""
     if kind == "rms_norm":
         return NormSpec(int(r["rows"]), int(r["width"]))
+    if kind == "heads":
+        return HeadsSpec(r["heads_kind"], int(r["rows"]), int(r["tiles_per_row"]), head_dim=int(r["head_dim"]))
     if kind in ("eltwise_add", "eltwise_mul"):
         return EltwiseSpec(kind.removeprefix("eltwise_"), int(r["rows"]), int(r["width"]),
                            n_inputs=int(r.get("n_inputs", 2)))
@@ -168,7 +171,7 @@ def _public_op_spec(kind: str, g: dict, r: dict):
         return SdpaDecodeSpec(attn, float(r["cache_rows"]), int(g["users"]), int(g["q_rows"]), int(g["head_dim"]),
                               r["kv_dtype"], None)
     raise ValueError(f"public_ops group {g['group']!r}: kind={kind!r} unknown; expected rms_norm, eltwise_add, "
-                     "eltwise_mul, matmul_2d or sdpa_decode")
+                     "eltwise_mul, heads, matmul_2d or sdpa_decode")
 
 
 def _public_op_rows(data_dir: pathlib.Path) -> list[Row]:
