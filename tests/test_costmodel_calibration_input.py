@@ -11,7 +11,7 @@ import pytest
 
 from costmodel.blackhole import fit
 from costmodel.blackhole.cli import main
-from costmodel.blackhole.params import CALIBRATION_PATH
+from costmodel.blackhole.params import CALIBRATION_PATH, PARAM_NAMES
 
 
 def _exit2(argv, capsys) -> str:
@@ -36,7 +36,8 @@ CALIBRATIONS = [
     ("json_number", "3.5", r"a JSON float; expected an object"),
     ("json_string", '"calibration"', r"a JSON str; expected an object"),
     ("params_null", _doc(lambda d: d.update(params=None)), r"params=None: expected an object"),
-    ("cov_bad", _doc(lambda d: d.update(cov="bad")), r"cov='bad': expected numbers of shape \[17, 17\]"),
+    ("cov_bad", _doc(lambda d: d.update(cov="bad")),
+     rf"cov='bad': expected numbers of shape \[{len(PARAM_NAMES)}, {len(PARAM_NAMES)}\]"),
     ("dram_eff_nan", _doc(lambda d: d["params"].update(dram_eff=float("nan"))),
      r"params.dram_eff=nan: expected a finite number"),
     ("dram_eff_negative", _doc(lambda d: d["params"].update(dram_eff=-0.7)),

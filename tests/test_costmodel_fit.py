@@ -26,7 +26,7 @@ def table(stored):
 
 def test_every_row_quotes_its_source():
     data = rows.load_rows()
-    assert len(data) == 67 and sum(r.role == "calibration" for r in data) == 45
+    assert len(data) == 81 and sum(r.role == "calibration" for r in data) == 51
     for r in data:
         if "/issues/" in r.source:  # an issue thread: its address and the commit it measured at
             assert re.search(r"github\.com/tenstorrent/tt-metal/issues/\d+.* @ [0-9a-f]{11}", r.source), r.source
@@ -140,7 +140,7 @@ def test_refit_on_few_rows_holds_what_they_do_not_pin_at_the_prior(few_rows):
     assert info["n_rows"] == 3 and info["prior"] == "calibration"
     assert set(info["pinned"]) | set(info["held_at_prior"]) == set(PARAM_NAMES)
     assert not set(info["pinned"]) & set(info["held_at_prior"])
-    for k in ("launch_matmul_us", "launch_sdpa_us", "host_proj_us", "softmax_cycles_per_tile"):
+    for k in ("launch_matmul_us", "launch_sdpa_us", "host_proj_us", "mm_block_sync_us"):
         assert k in info["held_at_prior"]
     for k in info["held_at_prior"]:
         assert getattr(cal.params, k) == pytest.approx(getattr(stored.params, k), rel=1e-5), k

@@ -30,7 +30,7 @@ HW_ANY_RATE = dataclasses.replace(HW, dram_request_cycles=0.0)
 def _ideal_fit(**kw) -> FitParams:
     """No latency, no launch, no compute cost, ideal overlap (q-norm ~ max), unlimited core rate."""
     base = {"dram_eff": 1.0, "core_read_tiles_per_s": 1e30, "dram_latency_us": 0.0, "overlap_exponent": 400.0,
-                "mm_block_sync_us": 0.0, "eltwise_cycles_per_tile": 0.0, "softmax_cycles_per_tile": 0.0,
+                "mm_block_sync_us": 0.0, "eltwise_cycles_per_tile": 0.0, "dispatch_us": 0.0, "dispatch_core_us": 0.0,
                 "launch_matmul_us": 0.0, "launch_norm_us": 0.0, "launch_rope_us": 0.0, "launch_heads_us": 0.0,
                 "launch_fill_cache_us": 0.0, "launch_eltwise_us": 0.0, "launch_sdpa_us": 0.0, "trace_overlap_us": 0.0,
                 "host_bytes_per_s": 1e30, "host_proj_us": 0.0}

@@ -15,7 +15,7 @@ from _report_util import check_matmul_rows, tt_perf_report
 from costmodel.blackhole import BlackholeConfig, fit, layer_op_specs, rows
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.opreport import DURATION
-from costmodel.blackhole.opspecs import MatmulSpec
+from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec
 from costmodel.blackhole.params import PARAM_NAMES
 from costmodel.blackhole.profiler_csv import MODELLED, read_report, read_rows, write_csv
 from costmodel.hardware import blackhole
@@ -35,9 +35,10 @@ def notes_csv(tmp_path_factory):
 
 
 def test_csv_reads_back_the_same_ops(notes_csv):
+    """The same op specs, priced kernel-only: a report's duration column is DEVICE KERNEL DURATION."""
     path, ops = notes_csv
     back = read_rows(path)
-    assert [r.spec for r in back] == [r.spec for r in ops]
+    assert [r.spec for r in back] == [KernelSpec(r.spec) for r in ops]
     assert [r.target for r in back] == pytest.approx([r.target for r in ops], rel=1e-9)
     header = next(csv.reader(path.open()))
     for col in ("OP CODE", "OP TYPE", "DEVICE ID", "DEVICE ARCH", "CORE COUNT", "MATH FIDELITY", "ATTRIBUTES",
@@ -54,7 +55,7 @@ def test_l1_resident_matmul_operands_round_trip_and_l1_weights_are_skipped(tmp_p
              dataclasses.replace(port["w2"], in0_l1=True, out_l1=True)]
     path = tmp_path / "l1.csv"
     write_csv(path, [(sp, 20.0) for sp in specs])
-    assert [r.spec for r in read_rows(path)] == specs
+    assert [r.spec for r in read_rows(path)] == [KernelSpec(sp) for sp in specs]  # report rows: kernel-only
     recs = list(csv.DictReader(path.open()))
     assert [r["INPUT_0_MEMORY"] for r in recs] == ["DEV_0_DRAM_INTERLEAVED", "DEV_0_L1_INTERLEAVED",
                                                    "DEV_0_L1_INTERLEAVED"]
@@ -104,7 +105,7 @@ def test_v1_column_names_read_the_same(notes_csv, tmp_path):
 @pytest.mark.slow  # compiles the residual Jacobian of every measured row (~10-20 s)
 def test_csv_refits_to_the_json_parameters(notes_csv):
     path, ops = notes_csv
-    from_json = fit.fit(ops, steps=30)
+    from_json = fit.fit([dataclasses.replace(r, spec=KernelSpec(r.spec)) for r in ops], steps=30)
     from_csv = fit.fit(read_rows(path), steps=30)
     a, b = from_json.theta, from_csv.theta
     assert np.max(np.abs(a - b)) < 1e-3, dict(zip(PARAM_NAMES, a - b))
@@ -118,7 +119,12 @@ def test_emit_csv_writes_the_prediction(tmp_path, capsys):
     specs = layer_op_specs(BlackholeConfig.port(CFG, smax=5120.0, kv_dtype="bfp8"), cfg=CFG)
     assert all(r.status == MODELLED for r in back.rows)
     assert [r.spec for r in back.rows] == list(specs.values())
-    assert [r.duration_us for r in back.rows] == pytest.approx(list(result["per_op_us"].values()), rel=1e-6)
+    # kernel-only durations (DEVICE KERNEL DURATION has no dispatch): each op's time less its dispatch
+    assert [r.duration_us for r in back.rows] == pytest.approx(list(result["kernel_us"].values()), rel=1e-6)
+    gaps = [result["per_op_us"][k] - result["kernel_us"][k] for k in result["per_op_us"]]
+    stored = fit.load_calibration().params
+    assert all(stored.dispatch_us * (1 - 1e-5) <= g <= stored.dispatch_us + 110 * stored.dispatch_core_us + 1e-3
+               for g in gaps)
     heads = next(r for r in csv.DictReader(path.open()) if r["OP CODE"] == "NlpCreateHeadsDeviceOperation")
     assert f"'num_q_heads': '{CFG.num_heads}'" in heads["ATTRIBUTES"]
     assert f"'head_dim': '{CFG.head_dim}'" in heads["ATTRIBUTES"]
@@ -130,9 +136,9 @@ def test_tt_perf_report_reads_emit_csv(tmp_path, capsys):
     result = main(["--emit-csv", str(path), "--json"])
     out = tt_perf_report(path, tmp_path)
     assert len(out) == len(result["per_op_us"])
-    assert [float(r["Device Time"]) for r in out] == pytest.approx(list(result["per_op_us"].values()), rel=1e-6)
+    assert [float(r["Device Time"]) for r in out] == pytest.approx(list(result["kernel_us"].values()), rel=1e-6)
     specs = layer_op_specs(BlackholeConfig.port(CFG), cfg=CFG)
-    mm = [(s, result["per_op_us"][k]) for k, s in specs.items() if isinstance(s, MatmulSpec)]
+    mm = [(s, result["kernel_us"][k]) for k, s in specs.items() if isinstance(s, MatmulSpec)]
     check_matmul_rows(out, blackhole("p150a"), mm)
 
 

@@ -16,6 +16,7 @@ from costmodel.blackhole import (
     step_breakdown,
     step_us,
 )
+from costmodel.blackhole.params import PARAM_NAMES
 from costmodel.hardware import blackhole_p100a, blackhole_p150a
 from costmodel.smooth import Relax
 from jaxref.config import ExpertConfig
@@ -104,7 +105,7 @@ def test_grad_matches_central_differences(mode):
         f0 = float(f(args))
         grads = jax.tree_util.tree_leaves(jax.jit(jax.grad(f))(args))
         leaves, treedef = jax.tree_util.tree_flatten(args)
-        assert len(leaves) == 9 + 17 + 2 + 15 + 3  # hardware (with dram_request_cycles), fit, config leaves
+        assert len(leaves) == 9 + len(PARAM_NAMES) + 2 + 15 + 3  # hardware (with dram_request_cycles), fit, config leaves
         nonzero = 0
         for i, (x, g) in enumerate(zip(leaves, grads)):
             h = 1e-6 * abs(float(x))

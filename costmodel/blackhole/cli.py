@@ -38,6 +38,7 @@ from costmodel.blackhole.graph import (
     matmul_configs,
 )
 from costmodel.blackhole.intervals import LEVEL, delta_intervals, intervals
+from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.params import CALIBRATION_PATH, PARAM_NAMES, param_info
 from costmodel.blackhole.profiler_csv import read_report, write_csv
 from costmodel.blackhole.rows import load_rows
@@ -84,7 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--draws", type=nonnegative_int, default=0, metavar="N",
                    help="propagate parameter uncertainty by Monte Carlo with N draws (default: linearised)")
     p.add_argument("--emit-csv", type=output_file, default=None, metavar="FILE",
-                   help="write the predicted per-op times of one layer as a device-profiler op report CSV")
+                   help="write the predicted per-op times of one layer as a device-profiler op report CSV "
+                        "(kernel-only, as its DEVICE KERNEL DURATION column: no dispatch)")
     p.add_argument("--json", action="store_true", help="print JSON")
     return p
 
@@ -179,8 +181,11 @@ def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
                         "delta_ms": {ms: d[us][0] / 1e3 for us, ms in TOTALS_MS.items()},
                         "delta_interval_ms": {ms: [d[us][1] / 1e3, d[us][2] / 1e3] for us, ms in TOTALS_MS.items()}}
     if args.emit_csv is not None:
+        # a report's duration column is DEVICE KERNEL DURATION: the kernel-only time (no dispatch), which
+        # `calibrate --ops-csv` reads back as such
         specs = layer_op_specs(bc, cfg=cfg)
-        write_csv(args.emit_csv, [(specs[k], result["per_op_us"][k]) for k in result["per_op_us"]], hw=hw,
+        result["kernel_us"] = {k: float(KernelSpec(specs[k]).us(hw, cal.params)) for k in result["per_op_us"]}
+        write_csv(args.emit_csv, [(specs[k], result["kernel_us"][k]) for k in result["per_op_us"]], hw=hw,
                   heads=(cfg.num_heads, cfg.num_kv_heads))
     return result
 

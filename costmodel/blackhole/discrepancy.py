@@ -47,8 +47,13 @@ def op_kind(spec) -> str:
     'NormSpec[act_dtype=bf16]'
     """
     inner = getattr(spec, "inner", None)
-    if inner is not None:
-        return f"{spec.chip}:{op_kind(inner)}"
+    if inner is not None and not hasattr(spec, "chip"):
+        # a KernelSpec: its kernel/dispatch split is tested only where a kernel-only row of the same
+        # kind was fitted, so a kernel-only row is a kind of its own
+        return f"kernel:{op_kind(inner)}"
+    if inner is not None:  # a ChipSpec: the board (and its grid, where the report ran a smaller one)
+        grid = getattr(spec, "grid", None)
+        return f"{spec.chip}{'' if grid is None else f'/{grid[0]}x{grid[1]}'}:{op_kind(inner)}"
     if not dataclasses.is_dataclass(spec):
         return type(spec).__name__
     parts = []

@@ -1,6 +1,12 @@
 """Roofline models of the ttnn ops of the expert layer on Blackhole (times in microseconds); SDPA in ``sdpa``.
 
-Every op is ``launch (per op class) + body``. The body combines what bounds the op: hard limits
+Every op is ``launch + body``. The launch (``launch_us``) is the op class's device-kernel fixed
+time ([launch_matmul_us], [launch_norm_us], ...) plus the host/dispatch time a traced per-op table
+includes: [dispatch_us] + [dispatch_core_us] per
+core the program is sent to. A kernel-only measurement (a profiler report's DEVICE KERNEL DURATION)
+is priced with ``kernel_only(fit)``, which drops the dispatch part.
+
+The body combines what bounds the op: hard limits
 (the core's own DRAM stream, its share of the chip's achievable bandwidth, all the op's bytes at
 that bandwidth) by max, and pipeline stages that run concurrently (round trip, read, math,
 handshake) by a q-norm. Work is split across cores the way the ttnn program factory splits it. Bytes are counted per
@@ -17,8 +23,8 @@ Shared building blocks (``FitParams`` names in brackets):
   * a blocking read costs at least one [dram_latency_us] round trip;
   * stages that run concurrently (handshake, round trip, read, math) combine as a q-norm
     (``overlap``): between a sum (serial) and a max (perfect overlap), q = [overlap_exponent];
-  * an elementwise pass over a tile costs [eltwise_cycles_per_tile], an online-softmax step over a
-    score tile [softmax_cycles_per_tile], a 32x32x32 tile product 2*32^3 / FLOP-per-cycle x passes.
+  * an elementwise pass over a tile costs [eltwise_cycles_per_tile] (an online-softmax step over a
+    score tile is ``SOFTMAX_PASSES`` of them), a 32x32x32 tile product 2*32^3 / FLOP-per-cycle x passes.
 
 Knobs that ttnn takes as integers (in0_block_w, per_core_N, k_chunk, q_chunk, cores per head) are
 float leaves here so that the relaxed evaluator (``relax=Relax(...)``) can differentiate through
@@ -28,6 +34,7 @@ infeasible values before the exact evaluator runs.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import TYPE_CHECKING
@@ -50,6 +57,12 @@ ROPE_PASSES = 3.5  # x*cos, rotate_half(x)*sin, add; negating half the tiles of 
 ROPE_READS_PER_TILE = 4  # x tile, its rotate_half partner tile, cos tile, sin tile
 ELTWISE_PASSES = 1
 SILU_PASSES = 4  # fused SiLU epilogue on the output block: sigmoid (exp, add, reciprocal) and multiply
+# online softmax per 32x32 score tile (ttnn SDPA compute kernel, per K chunk): add the mask, row
+# max, subtract the max, exp, row sum; the running-max rescale of the output and of the sum is per
+# output tile (q_chunk x head_dim), not per score tile, and is counted apart (SDPA_RESCALE_PASSES)
+SOFTMAX_PASSES = 5
+SOFTMAX_PASSES_NO_MASK = 4  # causal decode with cur_pos: no mask tile to add
+SDPA_RESCALE_PASSES = 2  # per output tile per chunk: out * exp(m_old - m_new), + P.V
 SDPA_COMBINE_PASSES = 3  # worker partial merge at the reducer: rescale own, rescale other, add
 MAX_CORES_PER_HEAD = 16  # SDPAProgramConfig.max_cores_per_head_batch cap (REFERENCE §2)
 KV_DTYPES = ("bf16", "bfp8", "bfp4")
@@ -90,6 +103,18 @@ def agg_bytes_per_s(hw: Blackhole, fit: FitParams, page_bytes):
 def dram_us(hw: Blackhole, fit: FitParams, tiles, nbytes):
     """``tiles`` pages (``nbytes`` bytes in all) at the achievable aggregate bandwidth of their page size, us."""
     return us_of(nbytes / agg_bytes_per_s(hw, fit, nbytes / tiles))
+
+
+def launch_us(fit: FitParams, cores, kernel_fixed_us):
+    """Fixed time of one op, us: its class's device-kernel fixed time ``kernel_fixed_us`` +
+    [dispatch_us] + [dispatch_core_us] x ``cores`` (the cores the program is sent to). Zero dispatch
+    terms (``kernel_only``) give the kernel-only time (DEVICE KERNEL DURATION)."""
+    return kernel_fixed_us + fit.dispatch_us + fit.dispatch_core_us * cores
+
+
+def kernel_only(fit: FitParams) -> FitParams:
+    """``fit`` without the host/dispatch part of the launch: prices DEVICE KERNEL DURATION rows."""
+    return dataclasses.replace(fit, dispatch_us=0.0, dispatch_core_us=0.0)
 
 
 def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, relax: Relax | None):
@@ -186,7 +211,7 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     t_agg = dram_us(hw, fit, Kt * Nt, Kt * Nt * w) + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0)
     t_act = (cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
              if fused_activation else 0.0)
-    return fit.launch_matmul_us + smax(t_pipe, t_agg, relax=relax) + t_act
+    return launch_us(fit, cores, fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax) + t_act
 
 
 # ---- matmul (2D multicast) ------------------------------------------------------------------------
@@ -216,7 +241,8 @@ def matmul_2d_us(hw: Blackhole, fit: FitParams, *, M: int, K: int, N: int, in0_b
     cores = rows_used * cols_used
     t_out = read_us(hw, fit, per_core_M * per_core_N, per_core_M * per_core_N * act, cores, relax=relax)
     t_agg = dram_us(hw, fit, Kt * Nt, Kt * Nt * w) + dram_us(hw, fit, Mt * Kt + Mt * Nt, (Mt * Kt + Mt * Nt) * act)
-    return fit.launch_matmul_us + smax(blocks * t_block + fit.dram_latency_us + t_out, t_agg, relax=relax)
+    t_pipe = blocks * t_block + fit.dram_latency_us + t_out
+    return launch_us(fit, cores, fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax)
 
 
 def matmul_weight_bytes(*, K: int, N: int, weight_dtype: str) -> int:
@@ -233,6 +259,13 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     expert's [64, 1536] input keeps 2 cores busy with 48 tiles each, a per-head q norm [16*64, 128]
     32 cores with 4 tiles each. Gamma is a [1,1,width/32,32] row-major stick (bytes negligible).
     ``fused_residual`` models an add+rms_norm kernel: two inputs, two outputs, one more pass.
+
+    The input is read from DRAM once: the interleaved factory sizes the input circular buffer to a
+    whole tile row (``in0_t = Wt_next_block_up``) and switches to the large-tensor kernels, which
+    re-read it, only when the buffers do not fit L1 (tenstorrent/tt-metal ttnn/cpp/ttnn/operations/
+    normalization/layernorm/device/layernorm_op_multi_core.cpp @ 015365c6); the x^2 and x * rstd
+    passes re-read the row from L1 (``NORM_PASSES``). Reading it twice from DRAM would put the p150
+    prefill rows (3200 x 1536 in 59.5 us, DEVICE KERNEL DURATION) at 97% of the DRAM peak.
     """
     act = tile_bytes(act_dtype)
     tile_rows, wt = rows // TILE, width // TILE
@@ -243,7 +276,8 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     t_read = read_us(hw, fit, rows_per_core * wt * n_in, rows_per_core * wt * n_in * act, cores, relax=relax)
     t_math = cycles_us(hw, rows_per_core * wt * passes * fit.eltwise_cycles_per_tile)
     t_agg = dram_us(hw, fit, tile_rows * wt * (n_in + n_out), tile_rows * wt * (n_in + n_out) * act)
-    return fit.launch_norm_us + fit.dram_latency_us + smax(overlap(fit, t_read, t_math), t_agg, relax=relax)
+    return (launch_us(fit, cores, fit.launch_norm_us) + fit.dram_latency_us
+            + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
 
 
 def rope_us(hw: Blackhole, fit: FitParams, *, heads: int, rows: int, head_dim: int, act_dtype: str = "bf16",
@@ -261,7 +295,8 @@ def rope_us(hw: Blackhole, fit: FitParams, *, heads: int, rows: int, head_dim: i
                      relax=relax)
     t_math = cycles_us(hw, per_core * ROPE_PASSES * fit.eltwise_cycles_per_tile)
     t_agg = dram_us(hw, fit, tiles * (ROPE_READS_PER_TILE + 1), tiles * (ROPE_READS_PER_TILE + 1) * act)
-    return fit.launch_rope_us + fit.dram_latency_us + smax(overlap(fit, t_read, t_math), t_agg, relax=relax)
+    return (launch_us(fit, cores, fit.launch_rope_us) + fit.dram_latency_us
+            + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
 
 
 def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, act_dtype: str = "bf16",
@@ -277,7 +312,7 @@ def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, ac
     cores = min(tile_rows, hw.grid_cores)
     tiles_per_core = math.ceil(tile_rows / cores) * tiles_per_row
     t_tile = overlap(fit, fit.dram_latency_us, read_us(hw, fit, 1, act, cores, relax=relax))
-    return fit.launch_heads_us + tiles_per_core * t_tile
+    return launch_us(fit, cores, fit.launch_heads_us) + tiles_per_core * t_tile
 
 
 def fill_cache_us(hw: Blackhole, fit: FitParams, *, kv_heads: int, rows: int, head_dim: int,
@@ -292,7 +327,7 @@ def fill_cache_us(hw: Blackhole, fit: FitParams, *, kv_heads: int, rows: int, he
     per_core = math.ceil(tile_rows / cores) * ht
     t_in = read_us(hw, fit, per_core, per_core * tile_bytes(act_dtype), cores, relax=relax)
     t_out = read_us(hw, fit, per_core, per_core * tile_bytes(kv_dtype), cores, relax=relax)
-    return fit.launch_fill_cache_us + fit.dram_latency_us + overlap(fit, t_in, t_out)
+    return launch_us(fit, cores, fit.launch_fill_cache_us) + fit.dram_latency_us + overlap(fit, t_in, t_out)
 
 
 def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs: int = 2,
@@ -305,7 +340,10 @@ def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs
     t_read = read_us(hw, fit, per_core * n_inputs, per_core * n_inputs * act, cores, relax=relax)
     t_math = cycles_us(hw, per_core * ELTWISE_PASSES * fit.eltwise_cycles_per_tile)
     t_agg = dram_us(hw, fit, tiles * (n_inputs + 1), tiles * (n_inputs + 1) * act)
-    return fit.launch_eltwise_us + fit.dram_latency_us + smax(overlap(fit, t_read, t_math), t_agg, relax=relax)
+    # binary_ng sends its program to the whole grid, cores without tiles included (a 24-tile add on
+    # a 64-core grid reports CORE COUNT 64: shared/data/profiler_reports/bh_64_clip_encoder_1.csv)
+    return (launch_us(fit, hw.grid_cores, fit.launch_eltwise_us) + fit.dram_latency_us
+            + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
 
 
 __all__ = [
@@ -318,7 +356,9 @@ __all__ = [
     "endpoint_slowdown",
     "fill_cache_us",
     "heads_us",
+    "kernel_only",
     "l1_read_us",
+    "launch_us",
     "matmul_2d_us",
     "matmul_us",
     "matmul_weight_bytes",

@@ -14,6 +14,7 @@ from costmodel.blackhole.ops import (
     eltwise_us,
     fill_cache_us,
     heads_us,
+    kernel_only,
     matmul_2d_us,
     matmul_us,
     overlap,
@@ -131,16 +132,19 @@ class FillCacheSpec:
 
 @_frozen
 class EltwiseSpec:
-    """Binary ``ttnn.add`` (kind 'add') / ``ttnn.mul`` ('mul') on [rows, width]."""
+    """Binary ``ttnn.add`` (kind 'add') / ``ttnn.mul`` ('mul') on [rows, width]; ``n_inputs`` 1 for a
+    scalar second operand (one tensor read per output tile)."""
 
     kind: str
     rows: int
     width: int
     act_dtype: str = "bf16"
+    n_inputs: int = 2
     op_class = "eltwise"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
-        return eltwise_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype, relax=relax)
+        return eltwise_us(hw, fit, rows=self.rows, width=self.width, n_inputs=self.n_inputs,
+                          act_dtype=self.act_dtype, relax=relax)
 
 
 @_frozen
@@ -215,20 +219,49 @@ class DramReadSpec:
 
 
 @_frozen
-class ChipSpec:
-    """``inner`` measured on another Blackhole board (``chip``: a ``hardware.blackhole`` preset name):
-    priced on that board's spec with the same fitted parameters (the ``hw`` argument is ignored)."""
+class KernelSpec:
+    """``inner`` measured as a profiler report's DEVICE KERNEL DURATION: the device kernel only,
+    without the host/dispatch part of the launch that a traced per-op table includes
+    (``ops.kernel_only``)."""
 
     inner: object
-    chip: str
+    scope = "kernel"
 
     @property
     def op_class(self) -> str:
         return self.inner.op_class
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
-        return self.inner.us(blackhole(self.chip), fit, relax=relax)
+        return self.inner.us(hw, kernel_only(fit), relax=relax)
+
+
+@_frozen
+class ChipSpec:
+    """``inner`` measured on another Blackhole board (``chip``: a ``hardware.blackhole`` preset name;
+    ``grid``: (x, y) worker grid where the report's board ran a smaller one): priced on that board's
+    spec with the same fitted parameters (the ``hw`` argument is ignored)."""
+
+    inner: object
+    chip: str
+    grid: tuple[int, int] | None = None
+
+    @property
+    def op_class(self) -> str:
+        return self.inner.op_class
+
+    def board(self) -> Blackhole:
+        hw = blackhole(self.chip)
+        if self.grid is None:
+            return hw
+        gx, gy = self.grid
+        if not (1 <= gx <= hw.grid_x and 1 <= gy <= hw.grid_y):
+            raise ValueError(f"grid={self.grid}: expected a worker grid within {self.chip}'s "
+                             f"{hw.grid_x}x{hw.grid_y}")
+        return dataclasses.replace(hw, grid_x=int(gx), grid_y=int(gy))
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return self.inner.us(self.board(), fit, relax=relax)
 
 
 OpSpec = (MatmulSpec | NormSpec | RopeSpec | HeadsSpec | FillCacheSpec | EltwiseSpec | SdpaDecodeSpec
-          | SdpaStandardSpec | DramReadSpec | ChipSpec)
+          | SdpaStandardSpec | DramReadSpec | KernelSpec | ChipSpec)

@@ -36,6 +36,7 @@ from costmodel.blackhole.opspecs import (
     EltwiseSpec,
     FillCacheSpec,
     HeadsSpec,
+    KernelSpec,
     MatmulSpec,
     NormSpec,
     RopeSpec,
@@ -236,10 +237,11 @@ class Report:
     warnings: tuple[str, ...]
 
     def measured_rows(self) -> list[Row]:
-        """The modelled lines as fit rows (group ``profiler_csv/<op class>``)."""
+        """The modelled lines as fit rows (group ``profiler_csv/<op class>``), priced kernel-only
+        (``KernelSpec``): the column read is DEVICE KERNEL DURATION, which has no dispatch time."""
         name = pathlib.Path(self.path).name
         return [Row("profiler_csv", f"{r.line:05d}_{r.op_code}", f"profiler_csv/{r.spec.op_class}", "calibration",
-                    r.duration_us, r.duration_us, f"{name} line {r.line}", r.spec)
+                    r.duration_us, r.duration_us, f"{name} line {r.line}", KernelSpec(r.spec))
                 for r in self.rows if r.status == MODELLED]
 
     def summary(self) -> dict[str, dict[str, int]]:

@@ -4,8 +4,11 @@ Data files (``costmodel/data``), each row quoting its source:
   op_times, matmul_table, attention_table, step_times  the port's tables (seeds/EXPERT_NOTES.md)
   public_sdpa_decode   flash-decode vs KV length, bf16 / bfp8 cache, another Blackhole model port
   public_dram_read     DRAM read microbenchmark (validation only: not a ttnn op)
-  public_ops           other models' ops on p150a / p100a: rms_norm, 2D-multicast matmuls, flash-decode
-                       (validation only; ``python -m costmodel.blackhole validate`` prints them)
+  public_ops           other models' ops on p150a / p100a: rms_norm, eltwise add / mul, heads, 2D-multicast
+                       matmuls, flash-decode; each group 'op' scope (a traced or host-timed per-op
+                       time, dispatch included, like the port's table) or 'kernel' scope (a profiler
+                       report's DEVICE KERNEL DURATION: ``opspecs.KernelSpec``); validation rows
+                       except the CLIP eltwise mul groups, which pin the kernel-only launch
 
 Every row belongs to a leave-one-group-out ``group`` (per op class of the per-op table, the
 default / tuned matmul columns, the standard / decode SDPA rows, the step rows, each public data
@@ -32,6 +35,8 @@ from costmodel.blackhole.opspecs import (
     ChipSpec,
     DramReadSpec,
     EltwiseSpec,
+    HeadsSpec,
+    KernelSpec,
     MatmulSpec,
     NormSpec,
     OpSpec,
@@ -151,8 +156,11 @@ def _public_op_spec(kind: str, g: dict, r: dict):
     """The op spec of one row of ``public_ops.json`` (``kind`` of its group)."""
     if kind == "rms_norm":
         return NormSpec(int(r["rows"]), int(r["width"]))
-    if kind == "eltwise_add":
-        return EltwiseSpec("add", int(r["rows"]), int(r["width"]))
+    if kind == "heads":
+        return HeadsSpec(r["heads_kind"], int(r["rows"]), int(r["tiles_per_row"]), head_dim=int(r["head_dim"]))
+    if kind in ("eltwise_add", "eltwise_mul"):
+        return EltwiseSpec(kind.removeprefix("eltwise_"), int(r["rows"]), int(r["width"]),
+                           n_inputs=int(r.get("n_inputs", 2)))
     if kind == "matmul_2d":
         pc = MatmulProgramConfig(float(r["in0_block_w"]), float(r["per_core_N"]), float(r["per_core_M"]), kind=MCAST_2D,
                                  grid_x=11, grid_y=10, out_subblock_h=int(r["out_subblock_h"]),
@@ -163,7 +171,7 @@ def _public_op_spec(kind: str, g: dict, r: dict):
         return SdpaDecodeSpec(attn, float(r["cache_rows"]), int(g["users"]), int(g["q_rows"]), int(g["head_dim"]),
                               r["kv_dtype"], None)
     raise ValueError(f"public_ops group {g['group']!r}: kind={kind!r} unknown; expected rms_norm, eltwise_add, "
-                     "matmul_2d or sdpa_decode")
+                     "eltwise_mul, heads, matmul_2d or sdpa_decode")
 
 
 def _public_op_rows(data_dir: pathlib.Path) -> list[Row]:
@@ -173,14 +181,22 @@ def _public_op_rows(data_dir: pathlib.Path) -> list[Row]:
         for key in ("repo", "file", "commit"):
             if not g.get(key):
                 raise ValueError(f"public_ops group {g.get('group')!r} lacks its source field {key!r}")
+        scope = g.get("scope", "op")
+        if scope not in ("op", "kernel"):
+            raise ValueError(f"public_ops group {g['group']!r}: scope={scope!r}; expected 'op' (a traced or "
+                             "host-timed per-op time, dispatch included) or 'kernel' (DEVICE KERNEL DURATION)")
+        role = g.get("role", "validation")
+        if role not in ("calibration", "validation", "scope_gap"):
+            raise ValueError(f"public_ops group {g['group']!r}: role={role!r}; expected 'calibration', 'validation' "
+                             "or 'scope_gap'")
         for r in g["rows"]:
             spec = _public_op_spec(g["kind"], g, r)
-            if g["chip"] != "p150a":
-                spec = ChipSpec(spec, g["chip"])
+            if scope == "kernel":
+                spec = KernelSpec(spec)
+            grid = tuple(int(v) for v in g["grid"]) if g.get("grid") else None
+            if g["chip"] != "p150a" or grid is not None:
+                spec = ChipSpec(spec, g["chip"], grid)
             src = f"{g['repo']} {g['file']} @ {g['commit']}: {r['quote']}"
-            role = g.get("role", "validation")
-            if role not in ("validation", "scope_gap"):
-                raise ValueError(f"public_ops group {g['group']!r}: role={role!r}; expected 'validation' or 'scope_gap'")
             rows.append(Row("public_ops", r["name"], g["group"], role, float(r["us"]), float(r["us"]), src, spec))
     return rows
 

@@ -12,9 +12,13 @@ from costmodel.blackhole.ops import (
     MASK_DTYPES,
     MAX_CORES_PER_HEAD,
     SDPA_COMBINE_PASSES,
+    SDPA_RESCALE_PASSES,
+    SOFTMAX_PASSES,
+    SOFTMAX_PASSES_NO_MASK,
     check_dtype,
     check_int,
     cycles_us,
+    launch_us,
     overlap,
     read_us,
     us_of,
@@ -48,6 +52,18 @@ def sdpa_l1_bytes(*, q_rows, k_chunk, head_dim: int, kv_dtype: str, mask_dtype: 
     return qt * ht * act + 2 * 2 * kc * ht * kv + 2 * qt * kc * mk + qt * kc * act + 3 * qt * ht * act
 
 
+def chunk_math_us(hw: Blackhole, fit: FitParams, *, q_tiles, k_tiles, head_tiles, masked: bool, fidelity: str):
+    """Compute time of one K chunk of an SDPA work item, us: the QK^T and PV tile products
+    (2 x q_tiles x k_tiles x head_tiles) and the online softmax, counted in elementwise passes over
+    tiles: ``SOFTMAX_PASSES`` (``SOFTMAX_PASSES_NO_MASK`` without a mask) per score tile
+    (q_tiles x k_tiles) and ``SDPA_RESCALE_PASSES`` per output tile (q_tiles x head_tiles), each at
+    [eltwise_cycles_per_tile]. Shapes: tile counts, floats (relaxable)."""
+    passes = SOFTMAX_PASSES if masked else SOFTMAX_PASSES_NO_MASK
+    eltwise_tiles = q_tiles * k_tiles * passes + q_tiles * head_tiles * SDPA_RESCALE_PASSES
+    return cycles_us(hw, 2 * q_tiles * k_tiles * head_tiles * hw.tile_matmul_cycles(fidelity)
+                     + eltwise_tiles * fit.eltwise_cycles_per_tile)
+
+
 def decode_cores_per_user(hw: Blackhole, attn: AttnConfig, *, users: int, grid_cores: int | None = None,
                           relax: Relax | None = None):
     """Cores per (batch, kv head): min(max_cores_per_head_batch, grid cores // users) (sdpa_decode
@@ -64,8 +80,8 @@ def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows
     The port views the cache as ``users`` = kv heads with one head each and the q heads x tokens
     of a group as ``q_rows`` "heads". Non-causal with a mask, the kernel reads all ``smax_rows``
     cache rows (``mask_dtype=None``: causal decode with ``cur_pos``, no mask read, ``smax_rows`` =
-    the rows up to cur_pos rounded up to whole chunks). Each user gets C = min(cores_per_head, grid // users) cores; the Smax/k_chunk
-    chunks are split over A = min(chunks, C) of them; a chunk costs its DRAM round trip, its
+    the rows up to cur_pos rounded up to whole chunks). Each user gets C = min(cores_per_head,
+    grid // users) cores; the Smax/k_chunk chunks are split over A = min(chunks, C) of them; a chunk costs its DRAM round trip, its
     K+V+mask pages at the core's request rate or its bytes at the core's share of the bandwidth
     (shared with the average number of busy cores), and its compute
     (QK^T and PV tile products, online softmax over the score tiles). Then A-1 workers send their
@@ -85,7 +101,8 @@ def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows
     # critical core shares DRAM with the average number of busy readers over its run
     readers = users * chunks / chunks_per_core
     t_read = read_us(hw, fit, chunk_tiles, chunk_bytes, readers, relax=relax)
-    t_math = cycles_us(hw, 2 * qt * kc * ht * hw.tile_matmul_cycles(fidelity) + qt * kc * fit.softmax_cycles_per_tile)
+    t_math = chunk_math_us(hw, fit, q_tiles=qt, k_tiles=kc, head_tiles=ht, masked=mask_dtype is not None,
+                           fidelity=fidelity)
     t_chunk = overlap(fit, fit.dram_latency_us, t_read, t_math)
     t_q = read_us(hw, fit, qt * ht, qt * ht * act, users, relax=relax)  # one read per user, multicast to its cores
     partial_bytes = qt * ht * act + 2 * qt * act  # output tiles + max and sum columns
@@ -93,7 +110,8 @@ def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows
     t_merge = (us_of(partial_bytes / hw.noc_link_bytes_per_s) + cycles_us(hw, hops * hw.noc_hop_cycles)
                + cycles_us(hw, (qt * ht + 2 * qt) * SDPA_COMBINE_PASSES * fit.eltwise_cycles_per_tile))
     t_final = cycles_us(hw, qt * ht * fit.eltwise_cycles_per_tile)  # 1/sum normalisation
-    return (fit.launch_sdpa_us + fit.dram_latency_us + t_q + chunks_per_core * t_chunk
+    return (launch_us(fit, users * cores, fit.launch_sdpa_us) + fit.dram_latency_us + t_q
+            + chunks_per_core * t_chunk
             + (active - 1.0) * t_merge + t_final)
 
 
@@ -117,11 +135,12 @@ def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_ro
     chunk_tiles, chunk_bytes = 2 * kc * ht + qc * kc, 2 * kc * ht * kv + qc * kc * mk
     readers = items / items_per_core  # average busy cores over the critical core's run
     t_read = read_us(hw, fit, chunk_tiles, chunk_bytes, readers, relax=relax)
-    t_math = cycles_us(hw, 2 * qc * kc * ht * hw.tile_matmul_cycles(fidelity) + qc * kc * fit.softmax_cycles_per_tile)
+    t_math = chunk_math_us(hw, fit, q_tiles=qc, k_tiles=kc, head_tiles=ht, masked=True, fidelity=fidelity)
     t_chunk = overlap(fit, fit.dram_latency_us, t_read, t_math)
     t_q = read_us(hw, fit, qc * ht, qc * ht * act, cores, relax=relax)
     t_final = cycles_us(hw, qc * ht * fit.eltwise_cycles_per_tile)
-    return fit.launch_sdpa_us + fit.dram_latency_us + items_per_core * (t_q + chunks * t_chunk + t_final)
+    return (launch_us(fit, cores, fit.launch_sdpa_us) + fit.dram_latency_us
+            + items_per_core * (t_q + chunks * t_chunk + t_final))
 
 
 def validate_attention(attn: AttnConfig, hw: Blackhole, *, mode: str, fold_heads: bool, smax_rows,
