@@ -26,6 +26,7 @@ from costmodel.ahbm.pipeline import (
     dma_time,
     hbm_rate,
     issues_per_tile,
+    q_load_time,
     sweep_terms,
     tcm_bytes,
     tile_times,
@@ -133,7 +134,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         rows = G
         tf = tile_times(hw, rows, te, d, relax=relax)
         tr = tile_times(hw, rows, k_last, d, relax=relax)
-        pre = dma_time(hw, rows * d * DTYPE_BYTES)
+        pre = q_load_time(hw, rows * d * DTYPE_BYTES)
         sweep = B * (pre + _wsum(w, [visit_time(tf, tr, n, p, relax=relax) for p in PIPELINES]))
         red, link = 0.0 * S, 0.0 * S
         if case == "decode_sp":
@@ -154,7 +155,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         tfr = tile_times(hw, rows, r, d, relax=relax)  # full rows, ragged keys
         trf = tile_times(hw, rows_r, te, d, relax=relax)  # ragged rows, full keys
         trr = tile_times(hw, rows_r, r, d, relax=relax)  # ragged rows, ragged keys
-        over = lambda R: 2 * dma_time(hw, R * d * DTYPE_BYTES) + _math_s(hw, R * d)
+        over = lambda R: q_load_time(hw, R * d * DTYPE_BYTES) + dma_time(hw, R * d * DTYPE_BYTES) + _math_s(hw, R * d)
         nf = n - 1.0  # full-row q blocks
 
         def one(p):
