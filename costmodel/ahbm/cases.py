@@ -216,8 +216,7 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
                                       jnp.arange(C, dtype=jnp.result_type(float)), relax=relax)  # each [..., C]
     block_bytes = 2 * Bk * d * DTYPE_BYTES
     depth = hw.ring_recv_depth
-    over = (dma_time(hw, rows * d * DTYPE_BYTES + rows * (d + 2) * ACC_BYTES)
-            + dma_time(hw, rows * (d + 2) * ACC_BYTES))
+    q_bytes, acc_bytes = rows * d * DTYPE_BYTES, rows * (d + 2) * ACC_BYTES
     xfer = US * block_bytes / hw.cube_noc_bytes_per_s
     lat = US * (hw.cube_noc_transaction_s + hw.cube_hop_latency_s)
     final = jnp.maximum(sceil(S / te / P, relax=relax), 1.0) * (_math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
@@ -229,6 +228,13 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     t_tcm, t_hbm = (tile_times(hw, jnp.expand_dims(rows, -1), jnp.expand_dims(te, -1), d, src=src, relax=relax)
                     for src in ("tcm", "hbm"))
     t = jax.tree.map(lambda a, b: jnp.where(fits[..., None], a, b), t_tcm, t_hbm)
+    # a ring visit loads q and its (m, l, O) and stores (m, l, O) after. The (m, l, O) load only
+    # gates the first softmax, long after; the first Q.K^T needs q and its first K sub-tile:
+    # staged K queues behind both loads on the controller (its fill carries the latency), a
+    # TCM-held K is read on the TCM port while q loads
+    first_in = jnp.where(fits, jnp.maximum(dma_time(hw, q_bytes) - t_tcm["K"]["fill"][..., 0], 0.0),
+                         q_load_time(hw, q_bytes + acc_bytes))
+    over = first_in + dma_time(hw, acc_bytes)
     work = sum(w[i] * visits_time(sweep_terms(t, p, relax=relax), *blocks, jnp.expand_dims(over, -1))
                for i, p in enumerate(PIPELINES))
     busy = [{k: v[..., 0] for k, v in _busy(t, tiles[..., None], p).items()} for p in PIPELINES]

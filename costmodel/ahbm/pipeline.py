@@ -147,35 +147,63 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         D = mx(q_busy + pre + m_p, q_busy + pre + cc + V["fill"]) + v_tail
         return {"single": single, "first": single, "last": D, "D": D, "drain": drain}
     sat = K["gemm_busy"] + V["gspan"]  # the GEMM engine never idles
+    # opt3 / opt2 issue QK_1 right after QK_0: QK_1's sub-tiles, landed while QK_0's run, take the
+    # engine between QK_0's (a sub-tile requests it only when its predecessor ends), which delays
+    # S_0 by one QK_1 sub-tile per QK_0 sub-tile after the first, less the engine's idle gaps
+    m_k, m_k1 = K["gemm_busy"] / K["g"], K1["gemm_busy"] / K1["g"]
+    gap = mx(K["gspan"] / jnp.maximum(m_k, 1.0) * 0.0 + (K["gspan"] - K["g"]) / jnp.maximum(m_k - 1.0, 1.0) - K["g"],
+             0.0 * q)
+    credit = mn(mx(m_k - 1.0, 0.0 * q), m_k1) * mx(K1["g"] - gap, 0.0 * q)
+    q_inter = q + credit  # ... and that QK_1 work is done: the next tile's engine-bound term is shorter
     if pipeline == "opt3":
         # iteration 0: prime QK_0 at [0, cc], issue QK_1 at [cc, 2cc] (its DMA after K_0's head)
         k1_start = mx(2 * cc, cc + K["a_head"])
-        w0 = mx(2 * cc, q)
+        w0 = mx(2 * cc, q_inter)
         r0 = mx(w0 + pre + m_p, mx(w0 + pre + cc, k1_start + K1["a_head"]) + V["fill"])
         q1_end = mx(k1_start + K1["fill"], cc + K["fill"] + K["gspan"]) + K1["gspan"]
-        pv0 = mx(r0, mn(q1_end, r0 + K1["g"]))
+        pv0 = pv_start(r0, mx(k1_start + K1["fill"], cc + K["fill"] + K["gspan"]), q1_end, K1, relax=relax)
         first = pv0 + v_tail
         # steady: issue QK_{j+1} at [0, cc] (MATH busy with merge j - 1 for m_a); S_j is done;
         # P_j after the issues and the merge; V_j's DMA behind QK_{j+1}'s head
         r = mx(mx(cc + pre, m_a) + m_p, mx(2 * cc + pre, cc + K1["a_head"]) + V["fill"])
         k_end = cc + K1["fill"] + K1["gspan"]
-        pv = mx(r, mn(k_end, r + K1["g"]))
+        pv = pv_start(r, cc + K1["fill"], k_end, K1, relax=relax)
         D = mx(pv + v_tail, sat + post, 2 * cc + pre + post)
+        D_c = mx(pv + v_tail, sat - credit + post, 2 * cc + pre + post)  # the tile after the first
         # S_{j+1} done: QK_{j+1} ends at k_end, or (P.V_j started inside it) after P.V_j's span
         # too: a ramp over one Q.K^T sub-tile of overlap (continuous in the relaxed form)
         s_wait = lambda k_e, p_s, end: (k_e + mn(V["gspan"], mx(k_e - p_s, 0.0 * k_e) * V["gspan"] / K1["g"])
                                         + K1["tail"] - end)
         s_d = s_wait(k_end, pv, pv + v_tail)
-        return {"single": single, "first": first, "last": last_opt3(t, s_d, relax=relax), "D": D, "drain": drain,
+        return {"single": single, "first": first + D_c - D, "first_two": first,
+                "last": last_opt3(t, s_d, relax=relax), "D": D, "drain": drain,
                 "s_after_first": s_wait(q1_end, pv0, first), "s_after_D": s_d}
     if pipeline == "opt2":
         v_start = mx(2 * cc, cc + K["a_head"])
         single2 = mx(q + m_p, v_start + V["fill"]) + V["body"]
+        first2 = mx(q_inter + m_p, v_start + V["fill"]) + V["body"]
         # the accumulator chain: P.V_j's write-back -> merge j -> P_{j+1} -> P.V_{j+1}
         D = mx(K["dma_busy"] + V["dma_busy"], sat, m_s_all(t), 2 * cc, V["body"] + m_a + m_p)
-        return {"single": single2, "first": single2, "last": D, "D": D, "drain": drain}
+        D_c = mx(K["dma_busy"] + V["dma_busy"], sat - credit, m_s_all(t), 2 * cc, V["body"] + m_a + m_p)
+        return {"single": single2, "first": first2 + D_c - D, "last": D, "D": D, "drain": drain}
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
+
+
+def pv_start(r, k0, k_end, K: dict, *, relax: Relax | None):
+    """GEMM start of a P.V whose operands are ready at ``r`` while a Q.K^T stream runs on the
+    engine from ``k0`` to ``k_end`` in sub-tiles of ``K['g']``: a Q.K^T sub-tile requests the
+    engine's accumulators when its predecessor ends, so the P.V waits for the sub-tile running at
+    ``r`` (the end of its step of the staircase) and, when the next one requested first (its
+    request races the P.V's within the stream's period), for that one too; the model takes the
+    mean of the two. Relaxed: the staircase's mean, r + g / 2."""
+    g, mx = K["g"], (lambda *a: smax(*a, relax=relax))
+    mn = lambda a, b: -smax(-a, -b, relax=relax)
+    if relax is None:
+        step = k0 + jnp.ceil(jnp.maximum(r - k0, 0.0) / g) * g
+    else:
+        step = r + 0.5 * g
+    return mx(r, mn(k_end, 0.5 * (step + r + g)))
 
 
 def last_opt3(t: dict, s_wait, *, relax: Relax | None = None):
@@ -202,7 +230,7 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
     if pipeline == "opt3":  # the iteration before the ragged tile issues its (smaller) Q.K^T
         before = sweep_terms(tf, pipeline, relax=relax, nxt=tr)
         two = v < 2.5
-        first = jnp.where(two, before["first"], first)
+        first = jnp.where(two, before["first_two"], first)
         pre_last = jnp.where(two, 0.0, before["D"] - full["D"])
         last = last_opt3(tr, jnp.where(two, before["s_after_first"], before["s_after_D"]), relax=relax)
     multi = jnp.clip(v - 1.0, 0.0, 1.0)
