@@ -6,8 +6,9 @@ inner tile. A composite GEMM streams its K / V operand DMA -> GEMM -> write-back
 operand buffers. As a pipeline of m sub-tiles it is summarised by
 
 * ``fill``: DMA start -> first sub-tile landed (one sub-tile's transfer + the DMA latency),
-* ``body``: first GEMM start -> composite done = g + (m - 1) x period + write-back, the period
-  being the slowest of DMA, GEMM, write-back and the buffer cycle (a + latency + g) / depth,
+* ``body``: first GEMM start -> composite done = ``gspan`` (g + (m - 1) x period) + the last
+  sub-tile's epilogue (Q.K^T's scale, on MATH) and write-back, the period being the slowest of
+  DMA, GEMM, epilogue, write-back and the buffer cycle (a + latency + g) / depth,
 * ``dma_span``: DMA start -> last transfer end (the HBM controller is busy that long),
 
 so a composite whose DMA starts at t0 and whose GEMM may start at t1 ends at
@@ -17,8 +18,13 @@ max(t0 + fill, t1) + body. The options (what the kernel CPU waits for):
 * opt3: as opt1 but QK_{j+1} is issued first (double-buffered S): it runs during SM_j.
 * opt2: two composites per tile (QK_j; ex_composite = V_j stream, SM_j, PV_j, MG_j), no CPU wait.
 
+Inside a tile the MATH work follows the kernel text: P ready after ``m_p``; the rest of the
+softmax and O * corr (``m_r``) overlap the P.V; only the merge's + (``m_a``) follows it. Under
+opt3 / opt2 the GEMM engine serves the sub-tiles of concurrent composites as they request it
+(``pv_start``; the engine-saturated period ``sat``), not in composite issue order.
+
 A visit of v tiles takes ``single`` (v = 1) or ``first + (v - 2) * D + last`` (v >= 2), then the
-last merge drains (``m_o``). ``last`` may be evaluated at a ragged tile's real key count.
+last merge drains (``drain``). ``last`` may be evaluated at a ragged tile's real key count.
 """
 
 from __future__ import annotations
@@ -151,17 +157,24 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
     # engine between QK_0's (a sub-tile requests it only when its predecessor ends), which delays
     # S_0 by one QK_1 sub-tile per QK_0 sub-tile after the first, less the engine's idle gaps
     m_k, m_k1 = K["gemm_busy"] / K["g"], K1["gemm_busy"] / K1["g"]
-    gap = mx(K["gspan"] / jnp.maximum(m_k, 1.0) * 0.0 + (K["gspan"] - K["g"]) / jnp.maximum(m_k - 1.0, 1.0) - K["g"],
-             0.0 * q)
-    credit = mn(mx(m_k - 1.0, 0.0 * q), m_k1) * mx(K1["g"] - gap, 0.0 * q)
-    q_inter = q + credit  # ... and that QK_1 work is done: the next tile's engine-bound term is shorter
+    idle = lambda S: mx((S["gspan"] - S["g"]) / jnp.maximum(S["gemm_busy"] / S["g"] - 1.0, 1.0) - S["g"], 0.0 * q)
+    gap, gap1 = idle(K), idle(K1)  # the engine's idle time between a stream's sub-tiles (DMA-bound)
+    slots = mn(mx(m_k - 1.0, 0.0 * q), m_k1)  # QK_1 sub-tiles run between QK_0's
+    q_inter = q + slots * mx(K1["g"] - gap, 0.0 * q)
+    k0_end = cc + K["fill"] + K["gspan"] + slots * mx(K1["g"] - gap, 0.0 * q)  # QK_0's last GEMM end
+    credit = slots * K1["g"]  # ... that QK_1 work is done: the next tile's engine-bound term is shorter
     if pipeline == "opt3":
         # iteration 0: prime QK_0 at [0, cc], issue QK_1 at [cc, 2cc] (its DMA after K_0's head)
         k1_start = mx(2 * cc, cc + K["a_head"])
         w0 = mx(2 * cc, q_inter)
         r0 = mx(w0 + pre + m_p, mx(w0 + pre + cc, k1_start + K1["a_head"]) + V["fill"])
-        q1_end = mx(k1_start + K1["fill"], cc + K["fill"] + K["gspan"]) + K1["gspan"]
-        pv0 = pv_start(r0, mx(k1_start + K1["fill"], cc + K["fill"] + K["gspan"]), q1_end, K1, relax=relax)
+        # QK_1's last GEMM: its own stream delayed by QK_0's sub-tiles, or its sub-tiles left after QK_0's
+        # (only QK_0's sub-tiles after QK_1's first landed delay it)
+        before = mx((k1_start + K1["fill"] - cc - K["fill"]) / K["g"], 0.0 * q)
+        q1_end = mx(k1_start + K1["fill"] + K1["gspan"]
+                    + mn(mx(m_k1 - 1.0, 0.0 * q), mx(m_k - before, 0.0 * q)) * mx(K["g"] - gap1, 0.0 * q),
+                    k0_end + mx(m_k1 - slots, 0.0 * q) * K1["g"])
+        pv0 = pv_start(r0, k0_end, q1_end, K1, relax=relax)
         first = pv0 + v_tail
         # steady: issue QK_{j+1} at [0, cc] (MATH busy with merge j - 1 for m_a); S_j is done;
         # P_j after the issues and the merge; V_j's DMA behind QK_{j+1}'s head
@@ -183,8 +196,8 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         single2 = mx(q + m_p, v_start + V["fill"]) + V["body"]
         first2 = mx(q_inter + m_p, v_start + V["fill"]) + V["body"]
         # the accumulator chain: P.V_j's write-back -> merge j -> P_{j+1} -> P.V_{j+1}
-        D = mx(K["dma_busy"] + V["dma_busy"], sat, m_s_all(t), 2 * cc, V["body"] + m_a + m_p)
-        D_c = mx(K["dma_busy"] + V["dma_busy"], sat - credit, m_s_all(t), 2 * cc, V["body"] + m_a + m_p)
+        D = mx(K["dma_busy"] + V["dma_busy"], sat, _tile_math(t), 2 * cc, V["body"] + m_a + m_p)
+        D_c = mx(K["dma_busy"] + V["dma_busy"], sat - credit, _tile_math(t), 2 * cc, V["body"] + m_a + m_p)
         return {"single": single2, "first": first2 + D_c - D, "last": D, "D": D, "drain": drain}
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
@@ -215,7 +228,7 @@ def last_opt3(t: dict, s_wait, *, relax: Relax | None = None):
     return mx(mx(s0 + pre, t["m_a"]) + t["m_p"], s0 + pre + cc + V["fill"]) + V["body"] + post
 
 
-def m_s_all(t: dict):
+def _tile_math(t: dict):
     """All MATH of one tile (softmax with the scale epilogue, merge)."""
     return t["m_s"] + t["m_o"]
 
@@ -286,7 +299,9 @@ __all__ = [
     "dma_time",
     "hbm_rate",
     "issues_per_tile",
+    "last_opt3",
     "pad",
+    "pv_start",
     "q_load_time",
     "sweep_terms",
     "tcm_bytes",
