@@ -33,8 +33,11 @@ report: $(VENV)/.installed
 
 test: test-core test-ttnn
 
+# Whole files per worker, in the order tests/conftest.py gives (longest first): module fixtures are
+# built once, and no long file starts last (--no-loadscope-reorder: pytest-xdist >= 3.8). The workers
+# share one fresh JAX compilation cache per run (tests/conftest.py).
 test-core: $(VENV)/.installed
-	$(VPY) -m pytest -q -n auto
+	$(VPY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 # quantize_bfp / round_bf16 bit for bit against ttnn's host converter (mock Blackhole, no chip needed).
 test-ttnn: $(TTNN_VENV)/.installed

@@ -13,6 +13,8 @@ Sources (see shared REFERENCE.md §2/§3):
   [BH-specs]  docs.tenstorrent.com Blackhole p150a / p100a specifications
   [tile]      tt-metal tile sizes (tt::tile_size(DataFormat)): 32x32 tile, bfp formats carry one
               8-bit exponent per 16-element face row -> 64 exponent bytes per tile
+  [BH-dram-req] tenstorrent/tt-metal issue #55898 (2026-09-09, "Blackhole DRAM endpoints take one read
+              request per ~16 cycles per NoC"), measured on p150 with ttnn reads of bf16 / bfp8_b / bfp4_b tiles
   [ADR-0060]  kernbench ADR-0003/0004/0017/0023 numbers quoted in seeds/ADR-0060-...md
   [assumed]   not public; a documented default, to be replaced by a measurement
 """
@@ -48,14 +50,18 @@ def fidelity_passes(fidelity: str) -> int:
 
 # ---- field provenance ------------------------------------------------------------------------------
 def spec(unit: str, source: str, *, static: bool = False, bounds: tuple[float, float] | None = None,
-         **kwargs):
+         settable: bool = False, **kwargs):
     """A spec field with its unit, source and physical range as metadata (static: tree metadata).
 
     ``bounds=(lo, hi)`` is the closed range ``lo <= value <= hi`` a value must lie in to be physical;
     a float field without it must be finite and > 0 (a rate, size, clock or latency).
-    ``field_bounds`` reads it back for the one override / calibration validator.
+    ``field_bounds`` reads it back for the one override / calibration validator. ``settable``: a
+    static integer field (the worker grid) that ``--set`` may still replace by an integer in ``bounds``
+    (it changes the traced structure, so it is not differentiable).
     """
-    meta = {"unit": unit, "source": source, "bounds": bounds}
+    if settable and not (static and bounds is not None):
+        raise ValueError(f"spec(settable=True) needs static=True and bounds; got {static=}, {bounds=}")
+    meta = {"unit": unit, "source": source, "bounds": bounds, "settable": settable}
     return static_field(metadata=meta, **kwargs) if static else dataclasses.field(metadata=meta, **kwargs)
 
 
@@ -75,9 +81,10 @@ class Blackhole:
     dram_peak_bytes_per_s: float = spec("B/s", "[BH-specs] p150a 512 GB/s (256-bit GDDR6, 16 GT/s); p100a 448 GB/s",
                                         bounds=RATE)
     dram_capacity_bytes: float = spec("B", "[BH-specs] p150a 32 GB, p100a 28 GB", bounds=(1e6, 1e15))
-    clock_hz: float = spec("Hz", "[BH-guide] AI clock up to 1.35 GHz; 1.1-1.3 GHz reported under load (REFERENCE "
-                                 "§9); lower bound [assumed] 0.8 GHz, the slowest AI clock tt-metal's microbenchmarks "
-                                 "were run at", bounds=(0.8e9, 1.35e9))
+    clock_hz: float = spec("Hz", "[BH-guide] AI clock up to 1.35 GHz (the default: the calibration's tables were "
+                                 "fitted at it); 1.1-1.3 GHz reported under load (REFERENCE §9): set it for a board "
+                                 "that throttles; lower bound [assumed] 0.8 GHz, the slowest AI clock tt-metal's "
+                                 "microbenchmarks were run at", bounds=(0.8e9, 1.35e9))
     matmul_flops_per_cycle_per_core: float = spec("FLOP/cycle", "[BH-gemm] 4096 at LoFi; HiFi2/3/4 = 1/2, 1/3, 1/4",
                                                   bounds=(1.0, 1e7))
     noc_bytes_per_cycle_per_link: float = spec("B/cycle", "[BH-guide] 64 B/flit/cycle/link", bounds=(1.0, 1e5))
@@ -86,11 +93,18 @@ class Blackhole:
     eth_bytes_per_s: float = spec("B/s", "[BH-guide] 25 GB/s per link per direction (unused by the single-chip expert)",
                                   bounds=RATE)
     name: str = spec("-", "preset name", static=True, default="p150a")
-    grid_x: int = spec("cores", "[BH-guide] ttnn compute grid 11x10 (12x10 enabled, one column for dispatch)",
-                       static=True, default=11)
-    grid_y: int = spec("cores", "[BH-guide] ttnn compute grid 11x10", static=True, default=10)
+    grid_x: int = spec("cores", "[BH-guide] ttnn compute grid 11x10 (12x10 enabled, one column for dispatch); by "
+                       "board and firmware 11x10 on p150a with firmware >= 19.5.0, 13x10 before, 12x10 reported on "
+                       "some p150 in Galaxy systems (REFERENCE §9); at most the 14 Tensix columns of the die",
+                       static=True, default=11, bounds=(1, 14), settable=True)
+    grid_y: int = spec("cores", "[BH-guide] ttnn compute grid 11x10; at most the 10 Tensix rows of the die",
+                       static=True, default=10, bounds=(1, 10), settable=True)
     dram_banks: int = spec("banks", "[BH-specs] 8 on p150a; 7 on p100a derived from 28 GB / 4 GB",
                            static=True, default=8)
+    dram_request_cycles: float = spec(
+        "cycles", "[BH-dram-req] a DRAM NoC endpoint accepts one read request per ~16.4 cycles (12 ns) per NoC, "
+        "whatever the request size and however many cores issue: a 576 B bfp4 tile reaches 62% of channel peak, "
+        "1088 B bfp8 91%, 2 KB bf16 98%; upper bound [assumed] 1000 cycles", default=16.4, bounds=(0.0, 1e3))
 
     @property
     def grid_cores(self) -> int:

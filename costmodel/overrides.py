@@ -7,9 +7,11 @@
 ``HW`` is ``blackhole`` (a field of ``costmodel.hardware.Blackhole``) or ``ahbm`` (``AHBM``). A value
 is accepted once, here, when it is a finite number inside the field's physical range
 (``costmodel.hardware.field_bounds``: its closed ``bounds`` metadata, else finite and > 0) and
-the field is one the cost models read. Refused with the reason: static structure (grid shape,
-mesh, counts: they select code paths, they are not numbers to sweep) and fields the models do not
-use (``NOT_MODELLED``), which would otherwise be accepted and change nothing.
+the field is one the cost models read. Refused with the reason: static structure (mesh, counts:
+they select code paths, they are not numbers to sweep; the Blackhole worker grid ``grid_x`` /
+``grid_y`` is the exception, ``settable`` in its spec: an integer in its bounds, since boards and
+firmware differ) and fields the models do not use (``NOT_MODELLED``), which would otherwise be
+accepted and change nothing.
 """
 
 from __future__ import annotations
@@ -44,10 +46,15 @@ def _fields(cls: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls)}
 
 
+def _static_only(f: dataclasses.Field) -> bool:
+    """Static structure that ``--set`` refuses (a settable static field, the worker grid, is accepted)."""
+    return f.metadata.get("static", False) and not f.metadata.get("settable", False)
+
+
 def settable_fields(prefix: str) -> list[str]:
     """Field names ``--set <prefix>.FIELD=VALUE`` accepts (numeric, modelled), in declaration order."""
     return [n for n, f in _fields(HARDWARE[prefix]).items()
-            if not f.metadata.get("static", False) and f"{prefix}.{n}" not in NOT_MODELLED]
+            if not _static_only(f) and f"{prefix}.{n}" not in NOT_MODELLED]
 
 
 def check_override(key: str, value) -> float:
@@ -63,7 +70,7 @@ def check_override(key: str, value) -> float:
     if name not in fields:
         raise ValueError(f"{FLAG} {key}: {name!r} is not a field of costmodel.hardware.{cls.__name__}; "
                          f"expected one of {settable_fields(prefix)}")
-    if fields[name].metadata.get("static", False):
+    if _static_only(fields[name]):
         raise ValueError(f"{FLAG} {key}: {name!r} is static structure of {cls.__name__} (it selects code paths), "
                          f"not a number to override; expected one of {settable_fields(prefix)}")
     if key in NOT_MODELLED:
@@ -75,6 +82,12 @@ def check_override(key: str, value) -> float:
     except (TypeError, ValueError):
         raise ValueError(f"{FLAG} {key}={value!r}: expected a number") from None
     bounds = field_bounds(cls, name)
+    if fields[name].metadata.get("settable", False):  # a static integer (the worker grid)
+        lo, hi = bounds
+        if not (math.isfinite(v) and v.is_integer() and lo <= v <= hi):
+            raise ValueError(f"{FLAG} {key}={v!r}: expected an integer in [{lo:g}, {hi:g}] "
+                             f"({fields[name].metadata['unit']})")
+        return v
     if bounds is None:
         if not (math.isfinite(v) and v > 0):
             raise ValueError(f"{FLAG} {key}={v!r}: expected a finite number > 0 ({fields[name].metadata['unit']})")
@@ -119,7 +132,9 @@ def apply_overrides(hw, overrides: dict[str, float]):
     passes silently.
     """
     prefix = next(p for p, cls in HARDWARE.items() if isinstance(hw, cls))
+    fields = _fields(HARDWARE[prefix])
     own = {k.split(".", 1)[1]: v for k, v in check_overrides(overrides).items() if k.startswith(prefix + ".")}
+    own = {k: int(v) if fields[k].metadata.get("static", False) else v for k, v in own.items()}
     return dataclasses.replace(hw, **own) if own else hw
 
 

@@ -18,17 +18,12 @@ from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
 from jaxref.numerics.formats import TILE  # rows / columns of a ttnn tile
-from jaxref.validation import check_choice
+from jaxref.validation import check_choice, require
 
 WEIGHT_FORMATS = ("bfp8", "bf16")
 CACHE_FORMATS = ("bf16", "bfp8")
 ATTN_MODES = ("decode", "standard")
 FIDELITIES = ("LoFi", "HiFi2", "HiFi3", "HiFi4")
-
-
-def _require(cond: bool, msg: str) -> None:
-    if not cond:
-        raise ValueError(msg)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +57,8 @@ class SDPAConfig:
     def __post_init__(self):
         for name in ("q_chunk_size", "k_chunk_size"):
             v = getattr(self, name)
-            _require(v > 0 and v % TILE == 0, f"{name}={v} must be a positive multiple of {TILE}")
-        _require(self.max_cores_per_head_batch > 0, f"max_cores_per_head_batch={self.max_cores_per_head_batch} must be > 0")
+            require(v > 0 and v % TILE == 0, f"{name}={v} must be a positive multiple of {TILE}")
+        require(self.max_cores_per_head_batch > 0, f"max_cores_per_head_batch={self.max_cores_per_head_batch} must be > 0")
 
     def build(self, ns):
         return ns.SDPAProgramConfig(
@@ -105,7 +100,7 @@ class GraphConfig:
     @classmethod
     def from_port(cls, port: Port, *, compute: ComputeConfig | None = None) -> GraphConfig:
         """The graph configuration that runs ``port`` (its matmul configs pinned as overrides)."""
-        _require(port.mask == mask_dtype_for(port.attn_mode),
+        require(port.mask == mask_dtype_for(port.attn_mode),
                  f"port mask={port.mask!r}: the device graph uploads a {mask_dtype_for(port.attn_mode)} mask in "
                  f"attn_mode={port.attn_mode!r}")
         compute = ComputeConfig(math_fidelity=port.fidelity) if compute is None else \
@@ -132,10 +127,10 @@ class GraphConfig:
     def check(self, cfg: ExpertConfig) -> None:
         """Raise ValueError if this graph cannot run ``cfg`` (tile alignment, chunking, matmul legality)."""
         T, H = cfg.num_tokens, cfg.head_dim
-        _require(T % TILE == 0, f"num_tokens={T} must be a multiple of {TILE} (tile rows; fill_cache offset)")
-        _require(H == TILE or H % (2 * TILE) == 0,
+        require(T % TILE == 0, f"num_tokens={T} must be a multiple of {TILE} (tile rows; fill_cache offset)")
+        require(H == TILE or H % (2 * TILE) == 0,
                  f"head_dim={H} must be {TILE} or a multiple of {2 * TILE} (rotary_embedding_hf)")
-        _require(cfg.hidden % TILE == 0 and cfg.ffn % TILE == 0, f"hidden={cfg.hidden} / ffn={cfg.ffn} must be tile multiples")
+        require(cfg.hidden % TILE == 0 and cfg.ffn % TILE == 0, f"hidden={cfg.hidden} / ffn={cfg.ffn} must be tile multiples")
         port = self.port(cfg)
         port.check(cfg)
         for name, (M, K, N) in matmul_shapes(cfg).items():  # the compute config's destination-register limit

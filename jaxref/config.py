@@ -12,13 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from jaxref.validation import check_choice
-
-
-def _require(cond: bool, msg: str) -> None:
-    if not cond:
-        raise ValueError(msg)
-
+from jaxref.validation import check_choice, require
 
 
 def check_tail_slot_seq_len(seq_len: int, *, max_seq_len: int, num_tokens: int) -> None:
@@ -42,11 +36,11 @@ class ActionInConfig:
     bf16_freqs: bool = True  # round the stored freqs buffer to bf16 (59.948 -> 60.0) as a bf16 checkpoint does
 
     def __post_init__(self):
-        _require(self.num_freqs > 0, f"num_freqs={self.num_freqs} must be > 0")
-        _require(self.max_freq > 0, f"max_freq={self.max_freq} must be > 0")
-        _require(self.hidden > 0, f"hidden={self.hidden} must be > 0")
-        _require(self.num_layers >= 1, f"num_layers={self.num_layers} must be >= 1")
-        _require(self.norm_eps > 0, f"norm_eps={self.norm_eps} must be > 0")
+        require(self.num_freqs > 0, f"num_freqs={self.num_freqs} must be > 0")
+        require(self.max_freq > 0, f"max_freq={self.max_freq} must be > 0")
+        require(self.hidden > 0, f"hidden={self.hidden} must be > 0")
+        require(self.num_layers >= 1, f"num_layers={self.num_layers} must be >= 1")
+        require(self.norm_eps > 0, f"norm_eps={self.norm_eps} must be > 0")
 
     @property
     def in_features(self) -> int:
@@ -76,13 +70,13 @@ class ExpertConfig:
         for name in ("num_layers", "hidden", "num_heads", "num_kv_heads", "head_dim", "ffn",
                      "num_tokens", "action_dim", "max_seq_len", "num_steps"):
             v = getattr(self, name)
-            _require(isinstance(v, int) and v > 0, f"{name}={v!r} must be a positive int")
-        _require(self.num_heads % self.num_kv_heads == 0,
+            require(isinstance(v, int) and v > 0, f"{name}={v!r} must be a positive int")
+        require(self.num_heads % self.num_kv_heads == 0,
                  f"num_heads={self.num_heads} not divisible by num_kv_heads={self.num_kv_heads}")
-        _require(self.head_dim % 2 == 0, f"head_dim={self.head_dim} must be even for RoPE")
-        _require(self.rope_theta > 1.0, f"rope_theta={self.rope_theta} must be > 1")
-        _require(self.rms_eps > 0, f"rms_eps={self.rms_eps} must be > 0")
-        _require(self.max_seq_len > self.num_tokens,
+        require(self.head_dim % 2 == 0, f"head_dim={self.head_dim} must be even for RoPE")
+        require(self.rope_theta > 1.0, f"rope_theta={self.rope_theta} must be > 1")
+        require(self.rms_eps > 0, f"rms_eps={self.rms_eps} must be > 0")
+        require(self.max_seq_len > self.num_tokens,
                  f"max_seq_len={self.max_seq_len} must exceed num_tokens={self.num_tokens} "
                  "(the last num_tokens rows of the cache are expert scratch)")
 

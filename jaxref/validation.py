@@ -34,6 +34,14 @@ def check_choice(name: str, value, choices) -> None:
         raise ValueError(f"{name}={value!r} unknown; expected one of {allowed}")
 
 
+def require(ok: bool, message: str) -> None:
+    """Raise ``ValueError(message)`` unless ``ok``: the one range / shape check of the config classes
+    (``jaxref.config``, ``costmodel.ahbm.config``, ``device.configs``). ``message`` names the argument,
+    its value and what was expected: ``require(tile % 32 == 0, f"tile={tile} must be a multiple of 32")``."""
+    if not ok:
+        raise ValueError(message)
+
+
 # ---- argparse option types (argparse reports: "argument --tile: 0: expected an integer >= 1") ----------
 def _int_at_least(lo: int) -> Callable[[str], int]:
     def parse(text: str) -> int:

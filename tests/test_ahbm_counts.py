@@ -1,5 +1,6 @@
 """The model's closed-form counts equal jaxref.attention's schedules at integer points."""
 
+import itertools
 import math
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 from costmodel.ahbm import counts
 from costmodel.smooth import Relax
-from jaxref.attention import Flash, Ring, SplitKV, reduce_plan
+from jaxref.attention import Flash, KVPlacement, Ring, SplitKV, reduce_plan
 
 
 @pytest.mark.parametrize("S,tile,C,P", [(1024, 128, 1, 1), (1000, 64, 2, 4), (4096, 128, 8, 8), (777, 32, 4, 2),
@@ -102,3 +103,55 @@ def test_relaxed_counts_equal_exact_at_integers_and_are_continuous():
     xs = np.linspace(100.0, 300.0, 401)
     ys = np.array([float(counts.prefill_counts(x * 32, 32.0, causal_skip=True, relax=relax)[0]) for x in xs])
     assert np.all(np.diff(ys) >= -1e-3) and np.max(np.abs(np.diff(ys))) < 400
+
+
+@pytest.mark.parametrize("C,P", [(2, 2), (4, 2), (8, 8), (16, 8), (1, 8)])
+@pytest.mark.parametrize("placement", ["round_robin", "contiguous"])
+def test_rank_order_lists_ranks_by_falling_key_count_of_kv_placement(C, P, placement):
+    """counts.rank_order against KVPlacement.valid_len: round-robin, the first S mod R ranks of the
+    order hold q + 1 keys and the rest q; contiguous, ranks fill in order (full, one partial, empty)."""
+    R = C * P
+    order = counts.rank_order(C, P, placement)
+    assert sorted(order) == list(range(R))
+    for S in (R * 37 + 5, R + 1, 3 * R - 1, max(R // 2, 1), 1000):
+        cap = S if placement == "round_robin" else 2 * S + 3
+        pl = KVPlacement(num_cubes=C, pes_per_cube=P, capacity=cap, layout=placement)
+        keys = [pl.valid_len(S, r) for r in order]
+        assert sum(keys) == S
+        assert all(a >= b for a, b in itertools.pairwise(keys))  # the order's key counts never rise
+        if placement == "round_robin":
+            q, t = divmod(S, R)
+            assert keys == [q + 1] * t + [q] * (R - t)
+
+
+@pytest.mark.parametrize("C,P,kind", [(2, 2, "tree"), (4, 2, "all_to_all"), (4, 8, "all_reduce"), (8, 8, "tree")])
+def test_segment_tables_are_unions_of_the_ranks_paths(C, P, kind):
+    """prefix t / single t / suffix t hold the Pareto rows of ranks order[:t] / order[t] / order[t:]:
+    at positive column costs their max is the max over those ranks' own rows, exactly where the
+    union needs no more than the front cap's rows and a lower bound within 2% where it is capped;
+    the whole prefix is reduce_paths (every rank ending its sweep at once)."""
+    rng = np.random.default_rng(C * P)
+    i, j = counts.C_GRID.index(C), counts.P_GRID.index(P)
+    R = C * P
+    per = counts.origin_paths(C, P, kind)
+    order = counts.rank_order(C, P, "round_robin")
+    rows, nonempty = counts.segment_tables(kind, "wide", "round_robin")
+
+    def check(table_rows, ranks, cost):
+        want = max(float((per[r] @ cost).max()) for r in ranks)
+        got = float((table_rows @ cost).max())
+        assert want * 0.98 <= got <= want * (1 + 1e-12), (ranks, got, want)
+        if len(ranks) == 1:  # one rank's own rows: exact
+            assert got == pytest.approx(want, rel=1e-12)
+
+    for _ in range(5):
+        cost = rng.uniform(0.01, 1.0, len(counts.PATH_COLUMNS))
+        for t in (0, 1, R // 2, R - 1, R):
+            if t:
+                check(rows[i, j, 0, t], order[:t], cost)
+            if t < R:
+                check(rows[i, j, 1, t], order[t:t + 1], cost)
+                check(rows[i, j, 2, t], order[t:], cost)
+            assert nonempty[i, j, 0, t] == (t > 0) and nonempty[i, j, 2, t] == (t < R)
+        full = float((counts.reduce_paths(C, P, kind) @ cost).max())
+        assert float((rows[i, j, 0, R] @ cost).max()) == pytest.approx(full, rel=0.02)

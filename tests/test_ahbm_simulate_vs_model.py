@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from costmodel.ahbm.config import AhbmConfig
 from costmodel.ahbm.pipeline import DTYPE_BYTES, q_load_time, tile_times, visit_time
 from costmodel.ahbm.sim.rates import SimRates
 from costmodel.ahbm.sim.tile_loop import run_visit
@@ -64,13 +65,37 @@ def test_pipelined_cases_within_10_percent_on_the_quick_grid(rows, case):
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 18 target not met on the full grid (python -m experiments.ahbm_sim_check: 15 of 338 points "
-    "over 10%, all decode_sp: the sweep of ranks with ragged key counts added to the whole reduce path "
-    "(S = 8193, up to +20%), the all-to-all reduce on a slow CUBE NOC (C = 4, P = 2, up to +77%)); the "
-    "quick grid itself is within 10%"))
 def test_model_within_10_percent_of_the_simulation(rows):
+    """Every quick-grid point within 10% (the full grid, ``python -m experiments.ahbm_sim_check``,
+    is too: the issue-18 target)."""
     worst = summary(rows)["all"]
     bad = [f"{describe(r['config'])}: model {r['analytic_us']:.3f} us, sim {r['sim_us']:.3f} us "
            f"({r['rel_diff']:+.1%})" for r in rows if abs(r["rel_diff"]) > 0.10]
     assert worst["worst"] <= 0.10, "\n".join(bad)
+
+
+def _decode_sp(S, C, P, reduce, **kw):
+    return AhbmConfig("decode_sp", S, tile=64, cubes=C, pes=P, reduce=reduce, **kw)
+
+
+# ranks ending their sweeps at their own times (S = 8193: one rank holds an extra ragged tile;
+# contiguous at capacity 2 S: half the ranks empty) and contention-heavy reduces (fan-out and
+# all-reduce over a slow CUBE NOC)
+REDUCE_POINTS = [("adr", _decode_sp(8193, 8, 8, "tree")), ("adr", _decode_sp(8193, 4, 8, "tree")),
+                 ("adr", _decode_sp(8193, 8, 8, "tree", cube_mesh="tall")), ("adr", _decode_sp(129, 4, 8, "tree")),
+                 ("slow_noc", _decode_sp(8193, 8, 4, "tree")), ("slow_noc", _decode_sp(1000, 4, 2, "all_to_all")),
+                 ("adr", _decode_sp(1000, 8, 8, "tree", placement="contiguous", capacity=2000)),
+                 ("adr", _decode_sp(3000, 4, 2, "all_to_all", placement="contiguous", capacity=6000)),
+                 ("adr", _decode_sp(12288, 8, 8, "all_reduce")),
+                 ("slow_noc", _decode_sp(1000, 8, 8, "all_reduce", placement="contiguous", capacity=2000))]
+
+
+@pytest.mark.parametrize("pipeline", ["opt1", "opt2"])
+def test_decode_sp_reduce_after_uneven_sweeps_within_10_percent(pipeline):
+    """The data-driven reduce when ranks finish their sweeps at their own times, and under
+    contention: the model's max-plus over ranks against the simulation's message-by-message NOC."""
+    pts = [(hw, dataclasses.replace(c, pipeline=pipeline)) for hw, c in REDUCE_POINTS]
+    rows = compare(pts)
+    assert len(rows) == len(pts)
+    bad = [f"[{r['hw']}] {describe(r['config'])}: {r['rel_diff']:+.1%}" for r in rows if abs(r["rel_diff"]) > 0.10]
+    assert not bad, bad

@@ -106,7 +106,8 @@ def test_cli_eval_json_names_bound_and_rooflines(capsys):
     (["eval", "--case", "prefill", "--seq-len", "4096", "--tile", "256"], "tile=256 infeasible"),
     (["eval", "--case", "decode", "--seq-len", "4096", "--tile", "100"], "tile=100 must be 32 or a multiple of 64"),
     (["tune", "--case", "decode", "--seq-len", "4096", "--batch", "0"], "argument --batch: 0: expected an integer >= 1"),
-    (["eval", "--case", "decode", "--seq-len", "99999999999", "--simulate"], "--simulate: seq_len=99999999999"),
+    (["eval", "--case", "decode", "--seq-len", "99999999999", "--simulate"],
+     "--simulate: seq_len=99999999999 with tile=128 is too large to simulate"),
     (["eval", "--case", "decode_sp", "--seq-len", "-5"], "argument --seq-len: -5: expected an integer >= 1"),
     (["eval", "--case", "decode", "--seq-len", "64", "--hw", "warp_drive=3"], "not a field of costmodel.hardware.AHBM"),
 ])

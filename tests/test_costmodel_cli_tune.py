@@ -33,7 +33,7 @@ def test_tune_from_the_flags_setting_reaches_the_brute_force_optimum(capsys):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["tune", "--steps", "0"], "steps=0: expected >= 1"),
+    (["tune", "--steps", "0"], "argument --steps: 0: expected an integer >= 1"),
     (["tune", "--k-chunk", "100"], "k_chunk=100 must be a multiple of 32"),
     (["tune", "--vs", "--json"], "--vs, --json: what-if output flags, not used by tune"),
 ])

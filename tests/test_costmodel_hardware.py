@@ -64,7 +64,7 @@ def test_ahbm_derived_numbers():
 def test_leaves_are_floats_and_grid_is_static():
     hw = H.blackhole_p150a()
     leaves = jax.tree_util.tree_leaves(hw)
-    assert len(leaves) == 8 and all(isinstance(v, float) for v in leaves)
+    assert len(leaves) == 9 and all(isinstance(v, float) for v in leaves)
     doubled = jax.tree_util.tree_map(lambda v: 2 * v, hw)
     assert doubled.grid_x == 11 and doubled.dram_peak_bytes_per_s == 1024e9
 
@@ -92,3 +92,36 @@ def test_ahbm_kernel_model_fields():
     assert a.cube_hop_latency_s * 6 + a.dma_local_latency_s == pytest.approx(a.dma_remote_cube_latency_s)
     assert H.field_spec(H.AHBM, "ipcq_bytes_per_s")[1].startswith("[assumed]")
     assert "cpu_issue_s" in H.float_fields(a) and "mesh_x" not in H.float_fields(a)
+
+
+# ---- the worker grid by board / firmware (REFERENCE §9: 11x10, 12x10, 13x10) ----------------------
+def test_worker_grid_is_set_by_an_integer_inside_the_die():
+    from costmodel.overrides import apply_overrides, parse_overrides, settable_fields
+
+    assert {"grid_x", "grid_y", "clock_hz", "dram_request_cycles"} <= set(settable_fields("blackhole"))
+    hw = apply_overrides(H.blackhole_p150a(), parse_overrides(["blackhole.grid_x=13"]))
+    assert hw.grid_x == 13 and isinstance(hw.grid_x, int) and hw.grid_cores == 130
+    for item, message in [("blackhole.grid_x=12.5", r"grid_x=12.5: expected an integer in \[1, 14\]"),
+                          ("blackhole.grid_x=15", r"grid_x=15.0: expected an integer in \[1, 14\]"),
+                          ("blackhole.grid_y=0", r"grid_y=0.0: expected an integer in \[1, 10\]"),
+                          ("blackhole.grid_y=nan", r"grid_y=nan: expected an integer")]:
+        with pytest.raises(ValueError, match=message):
+            parse_overrides([item])
+    with pytest.raises(ValueError, match=r"settable=True\) needs static=True and bounds"):
+        H.spec("cores", "x", settable=True)
+
+
+def test_a_wider_grid_changes_only_what_it_splits():
+    """Flash decode over 8 users gets min(16, grid // 8) cores per user: 13 on 11x10, 16 on 13x10, so its
+    time moves; a 64-row rms_norm (2 tile rows on 2 cores) does not."""
+    from costmodel.blackhole import load_fitted
+    from costmodel.blackhole.opspecs import NormSpec, SdpaDecodeSpec
+    from costmodel.blackhole.sdpa import AttnConfig, decode_cores_per_user
+
+    fit = load_fitted()
+    hw11, hw13 = H.blackhole_p150a(), dataclasses.replace(H.blackhole_p150a(), grid_x=13)
+    attn = AttnConfig(128.0, 32.0, 16.0)
+    assert [float(decode_cores_per_user(h, attn, users=8)) for h in (hw11, hw13)] == [13.0, 16.0]
+    decode, small = SdpaDecodeSpec(attn, 8192.0, 8, 128, 128, "bf16", "bfp4"), NormSpec(64, 1536)
+    assert abs(float(decode.us(hw13, fit)) / float(decode.us(hw11, fit)) - 1.0) > 0.02
+    assert float(small.us(hw13, fit)) == pytest.approx(float(small.us(hw11, fit)), rel=1e-6)

@@ -4,6 +4,7 @@ V1 column names) and refit to the same parameters; the real tool, tt-perf-report
 derives from them are the model's."""
 
 import csv
+import dataclasses
 import math
 import re
 
@@ -43,6 +44,28 @@ def test_csv_reads_back_the_same_ops(notes_csv):
                 DURATION, "INPUT_0_Y_PAD[LOGICAL]", "INPUT_0_MEMORY", "INPUT_1_LAYOUT", "OUTPUT_0_X_PAD[LOGICAL]",
                 "OUTPUT_0_DATATYPE", "OUTPUT_0_MEMORY"):
         assert col in header, col
+
+
+def test_l1_resident_matmul_operands_round_trip_and_l1_weights_are_skipped(tmp_path):
+    """An L1-interleaved activation / output is written as ``DEV_0_L1_INTERLEAVED`` and read back as such
+    (priced without its DRAM bytes); weights in L1 are a form the model does not price: skipped, with why."""
+    port = layer_op_specs(BlackholeConfig.port(CFG), cfg=CFG)
+    specs = [port["wqkv"], dataclasses.replace(port["wqkv"], in0_l1=True),
+             dataclasses.replace(port["w2"], in0_l1=True, out_l1=True)]
+    path = tmp_path / "l1.csv"
+    write_csv(path, [(sp, 20.0) for sp in specs])
+    assert [r.spec for r in read_rows(path)] == specs
+    recs = list(csv.DictReader(path.open()))
+    assert [r["INPUT_0_MEMORY"] for r in recs] == ["DEV_0_DRAM_INTERLEAVED", "DEV_0_L1_INTERLEAVED",
+                                                   "DEV_0_L1_INTERLEAVED"]
+    recs[0]["INPUT_1_MEMORY"] = "DEV_0_L1_INTERLEAVED"
+    with (tmp_path / "l1w.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(recs[0]))
+        w.writeheader()
+        w.writerows(recs)
+    rep = read_report(tmp_path / "l1w.csv")
+    assert rep.rows[0].status.startswith("weights in L1 (L1_INTERLEAVED)")
+    assert rep.rows[1].status == MODELLED
 
 
 def test_matmul_attributes_carry_the_program_config_as_ttnn_prints_it(notes_csv):

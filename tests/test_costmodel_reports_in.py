@@ -13,7 +13,8 @@ from _shared_data import profiler_reports_dir
 from costmodel.blackhole import BlackholeConfig, evaluate, fit
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.fit import PARAM_BOUNDS
-from costmodel.blackhole.opspecs import EltwiseSpec, FillCacheSpec, NormSpec
+from costmodel.blackhole.opspecs import EltwiseSpec, FillCacheSpec, MatmulSpec, NormSpec
+from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.profiler_csv import MODELLED, invalid_duration, read_report
 from costmodel.hardware import blackhole
 from jaxref.config import ExpertConfig
@@ -126,8 +127,8 @@ def _attr(rec, key):
 
 
 def test_program_config_kinds_are_told_apart(tmp_path):
-    """2D multicast, 1D in1-multicast and DRAM-sharded configs (real rows) are skipped with their kind,
-    never fitted as the 1D in0-multicast config."""
+    """2D multicast and DRAM-sharded configs (real rows) are skipped with their kind, never fitted as a 1D
+    config; a 1D in1-multicast config is priced as that kind when its split is legal."""
     rep = read_report(DEEPSEEK, device_id="all")
     recs = records(DEEPSEEK)
     for r in rep.rows:
@@ -154,15 +155,32 @@ def test_program_config_kinds_are_told_apart(tmp_path):
                                                   "LayerNormShardedMultiCoreProgramConfig")
     assert status["SdpaDecodeDeviceOperation"] == "paged cache"
     assert status["BinaryNgDeviceOperation"].startswith("sharded operand")
-    # a 1D config with mcast_in0=0 (ttnn's in1-multicast) on an unbatched row of the deepseek report
+    # a 1D config with mcast_in0=0 (ttnn's in1-multicast) on an unbatched row of the deepseek report: with
+    # the 2D row's blocks it is not a legal in1 split (per_core_N must be all of N), with a legal one it is
+    # priced by the same op model as any MatmulSpec of that kind
+    in1_pc = ("MatmulMultiCoreReuseMultiCast1DProgramConfig(compute_with_storage_grid_size=(x=11;y=10);in0_block_w=7;"
+              "out_subblock_h=1;out_subblock_w=4;out_block_h=1;out_block_w=48;per_core_M=1;per_core_N=48;fuse_batch=1;"
+              "fused_activation=std::nullopt;mcast_in0=0;gather_in0=0;hop_cores={};num_global_cb_receivers=1;"
+              "untilize_out=0)")
 
-    def in1(recs):
+    def edit(recs, pc_text):
         r = recs[0]
-        assert "MatmulMultiCoreReuseMultiCastProgramConfig(" in r["ATTRIBUTES"]
-        r["ATTRIBUTES"] = r["ATTRIBUTES"].replace("MatmulMultiCoreReuseMultiCastProgramConfig(",
-                                                  "MatmulMultiCoreReuseMultiCast1DProgramConfig(mcast_in0=0;")
-    rep = read_report(_edit(DEEPSEEK, tmp_path / "in1.csv", in1), device_id="all")
-    assert rep.rows[0].status == "program-config kind not modelled: 1D in1-multicast"
+        old = _attr(r, "program_config")
+        assert old.startswith("MatmulMultiCoreReuseMultiCastProgramConfig(")
+        r["ATTRIBUTES"] = r["ATTRIBUTES"].replace(old, pc_text)
+
+    two_d = _attr(records(DEEPSEEK)[0], "program_config")
+    rep = read_report(_edit(DEEPSEEK, tmp_path / "in1_bad.csv", lambda recs: edit(recs, two_d.replace(
+        "MatmulMultiCoreReuseMultiCastProgramConfig(", "MatmulMultiCoreReuseMultiCast1DProgramConfig(mcast_in0=0;"))),
+        device_id="all")
+    assert rep.rows[0].status.startswith("program config outside the model's 1D multicast form")
+    assert "per_core_N=5 must equal N/32=48 for the mcast_1d_in1 config" in rep.rows[0].status
+    rep = read_report(_edit(DEEPSEEK, tmp_path / "in1.csv", lambda recs: edit(recs, in1_pc)), device_id="all")
+    row = rep.rows[0]
+    assert row.status == MODELLED and row.spec.cfg.kind == "mcast_1d_in1" and (row.spec.M, row.spec.N) == (3200, 1536)
+    cal = fit.load_calibration()
+    want = MatmulSpec(3200, 1792, 1536, MatmulProgramConfig.parse(in1_pc), "bfp8").us(blackhole("p150a"), cal.params)
+    assert float(row.spec.us(blackhole("p150a"), cal.params)) == pytest.approx(float(want), rel=1e-6)
 
 
 def test_norm_binary_and_fill_cache_types_are_read(tmp_path):

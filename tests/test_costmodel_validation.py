@@ -2,6 +2,7 @@
 with a known tau, what counts as extrapolation, intervals that widen there, and the held-out
 coverage of every stored row (port and public) through the ``validate`` CLI."""
 
+import dataclasses
 import json
 import math
 
@@ -12,7 +13,7 @@ from scipy import optimize
 from costmodel.blackhole import BlackholeConfig, fit
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.discrepancy import Domain, estimate, load_discrepancy, op_kind, tau_mle
-from costmodel.blackhole.intervals import intervals
+from costmodel.blackhole.intervals import intervals, quantile
 from costmodel.blackhole.opspecs import ChipSpec, NormSpec
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
@@ -75,7 +76,16 @@ def test_intervals_widen_where_the_model_extrapolates():
         _, lo, hi = iv["ops"]["wqkv"]
         rel[name] = (hi / lo, iv["extrapolating"])
     assert "wqkv" not in rel["port"][1] and "wqkv" in rel["bfp4 weights"][1]
-    assert rel["bfp4 weights"][0] > 1.3 * rel["port"][0]
+    assert rel["bfp4 weights"][0] > rel["port"][0]
+    # by exactly the stored extrapolation term: log half-widths add in quadrature, z^2 * tau_extrap^2
+    disc = load_discrepancy()
+    bfp4 = PORT.replace(weight_dtype="bfp4")
+    _, lo, hi = intervals(cal, HW, bfp4, cfg=CFG)["ops"]["wqkv"]
+    _, lo0, hi0 = intervals(cal, HW, bfp4, cfg=CFG, discrepancy=dataclasses.replace(disc, tau_extrap=0.0))["ops"]["wqkv"]
+    z = quantile(cal)
+    assert disc.tau_extrap > 0.05
+    assert (math.log(hi / lo) / 2) ** 2 - (math.log(hi0 / lo0) / 2) ** 2 == pytest.approx((z * disc.tau_extrap) ** 2,
+                                                                                         rel=1e-3)
     no_disc = intervals(cal, HW, PORT, cfg=CFG, discrepancy=None)
     with_disc = intervals(cal, HW, PORT, cfg=CFG)
     assert with_disc["step_us"][2] - with_disc["step_us"][1] > no_disc["step_us"][2] - no_disc["step_us"][1]
@@ -90,9 +100,9 @@ def test_validate_cli_held_out_coverage(tmp_path, capsys):
     doc = main(["validate", "--json", "--out", str(out)])
     assert json.loads(capsys.readouterr().out)["overall"] == doc["overall"]
     rows = doc["rows"]
-    assert len(rows) == 66 and {r["table"] for r in rows} >= {"op_times", "public_ops", "public_sdpa_decode"}
+    assert len(rows) == 67 and {r["table"] for r in rows} >= {"op_times", "public_ops", "public_sdpa_decode"}
     gaps = [r for r in rows if r["role"] == "scope_gap"]  # kernel-only durations of short adds: reported apart
-    assert len(gaps) == 6 and doc["summary"]["outside scope"]["n"] == 6 and doc["overall"]["n"] == 60
+    assert len(gaps) == 6 and doc["summary"]["outside scope"]["n"] == 6 and doc["overall"]["n"] == 61
     for r in rows:  # inside means the measured range meets the interval
         assert r["lo"] < r["predicted"] < r["hi"]
         assert r["inside"] == (r["lo"] <= r["measured_hi"] and r["measured_lo"] <= r["hi"])

@@ -30,16 +30,18 @@ dim, bf16 operands = 2 B, fp32 accumulators = 4 B):
   ``composite_runahead_subtiles``), GEMM (M = rows, K = d, N = k), write-back of rows x k x 4 B
   (TCM port). Done when its last write-back ends.
 * SM_j = softmax on MATH: 5 element-ops per score (scale, max, subtract, exp, sum) x rows x k_j
-  + 4 per row (m update, correction exp, l update); 7 primitive ops to issue.
+  + 5 per row (maximum, m - m_new, correction exp, l x corr, +); 9 primitive ops to issue
+  (ADR-0060 section 3: ``l = l * corr + tl.sum(P)`` comes before the P.V composite).
 * PV_j = composite P.V: V_j streamed in sub-tiles of gemm_tile_k keys; per sub-tile DMA
   k x d x 2 B, GEMM (M = rows, K = k, N = d) accumulating in the engine; one write-back of
   rows x d x 4 B at the end.
-* MG_j = O merge on MATH: 2 element-ops per output (O x corr + O_j) x rows x d; 4 primitive ops.
+* MG_j = O merge on MATH: 2 element-ops per output (O x corr + O_j) x rows x d; 2 primitive ops,
+  O x corr issued before PV_j (TL;DR Kernel 1's ``O = O * corr + tl.composite(P, V)``), + after.
 
 Dependencies: SM_j after QK_j and MG_{j-1}; PV_j's GEMM after SM_j (its V DMA may run ahead);
 K / V / S buffers double-buffered (QK_j waits for QK_{j-2}; its GEMM for SM_{j-2}; PV_j for
-PV_{j-2}). The CPU: opt1 issues QK_j, waits for it, issues SM_j (7 ops) and PV_j, waits PV_j,
-issues MG_j; opt3 as opt1 but QK_{j+1} is issued before waiting on QK_j (primed with QK_0);
+PV_{j-2}). The CPU: opt1 issues QK_j, waits for it, issues SM_j (9 ops), O x corr and PV_j,
+waits PV_j, issues the merge's +; opt3 as opt1 but QK_{j+1} is issued before waiting on QK_j (primed with QK_0);
 opt2 (only where 'ex_composite' is in ``AHBM.commands``) issues QK_j and one ex_composite
 (= V_j streaming + SM_j + PV_j + MG_j run by the scheduler) per tile and never waits.
 
@@ -69,9 +71,13 @@ the ``sips`` budget: K x C <= sips x 16 CUBEs):
   B x G x (d + 2) x 4 B; a Level-2 message goes over IPCQ (tx / rx ports, ``ipcq_bytes_per_s``,
   + dma_local_latency_s), a Level-1 message over the CUBE NOC (route from the sub-mesh
   coordinates: the group is a rows x cols rectangle of the SIP mesh, cube id = row x cols + col;
-  XY routes stay inside it, so its position does not matter); a rank sends when it reaches the
-  round (1 primitive issue), each receive (1 primitive) is merged on MATH
-  (B x G x (3 d + 6) element-ops, 6 primitives). The root then normalises and stores.
+  XY routes stay inside it, so its position does not matter). The reduce is data-driven (section
+  4.3): each rank starts it when its own sweep ends (ragged ranks, empty contiguous ranks: 0), so
+  the end is a max over ranks of (its sweep end + its longest path). A rank sends its (m, l, O)
+  when it reaches the round (3 tl.sends, section 4), each receive (3 tl.recvs) is merged on MATH
+  (B x G x (3 d + 8) element-ops, 11 primitives). Messages queue FIFO on every port / link they
+  hold; a round's later queues serve each source's first message first. The root then
+  normalises and stores (2 primitives).
 * prefill (one PE): q blocks of TILE rows x G heads (rows = G x block rows), block i sweeps the
   causal tiles of ``Flash.plan`` (wholly future tiles skipped), B times.
 * prefill_sp (ring): C = G CUBEs, one q head each (rows = block rows), contiguous KV blocks of

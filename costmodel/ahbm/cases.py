@@ -37,9 +37,11 @@ from costmodel.hardware import AHBM
 from costmodel.smooth import Relax, sceil, smax, smin
 from jaxref.validation import check_choice
 
-MERGE_ELEMS_PER_ROW = 3  # x head_dim, + 6: rescale both O's and add; m, l and two exps
-MERGE_ELEMS_ROW_FIXED = 6
-RECV_MERGE_OPS = 7  # a receive (1 primitive) + the log-sum-exp merge (6 primitives)
+# merge() of ADR-0060 section 4 on MATH, per row: 3 x head_dim (O_a * sa, O_b * sb, +) and 8 row
+# ops (maximum, two (sub, exp), l_a * sa, l_b * sb, +)
+MERGE_ELEMS_PER_ROW = 3
+MERGE_ELEMS_ROW_FIXED = 8
+ROOT_ISSUES = 2  # the root's O / l and tl.store
 RESOURCES = ("hbm", "gemm", "math", "cpu_issue", "links")
 
 
@@ -60,19 +62,24 @@ def _bilinear(table, x, y):
             + (1 - fx) * fy * table[x0, y1] + fx * fy * table[x1, y1])
 
 
-def reduce_time(hw: AHBM, cubes, pes, payload_bytes, merge_rows, head_dim: int, kind: str, orientation: str, *,
-                relax: Relax | None):
-    """Data-driven reduce latency over the plan's critical paths (``counts.reduce_paths``, with
-    per-round link contention), bilinear in (log2 C, log2 P) between the plans at powers of two
-    (exact there). Returns (latency, busiest CUBE-NOC resource's busy time)."""
-    c = US * hw.cpu_issue_s
+def _reduce_cost(hw: AHBM, payload_bytes, merge_rows, head_dim: int):
+    """Cost (us) of one unit of each ``counts.PATH_COLUMNS`` entry."""
     unit2 = US * payload_bytes / hw.ipcq_bytes_per_s
     unit1 = US * payload_bytes / hw.cube_noc_bytes_per_s
-    merge = _math_s(hw, merge_rows * (MERGE_ELEMS_PER_ROW * head_dim + MERGE_ELEMS_ROW_FIXED)) + RECV_MERGE_OPS * c
-    cost = jnp.stack(jnp.broadcast_arrays(US * hw.dma_local_latency_s + c, unit2,
-                                          US * hw.cube_noc_transaction_s + c, unit1,
-                                          US * hw.cube_hop_latency_s, merge))
-    paths = jnp.asarray(counts.reduce_table(kind, orientation))  # [5, 4, k, 6]
+    merge = _math_s(hw, merge_rows * (MERGE_ELEMS_PER_ROW * head_dim + MERGE_ELEMS_ROW_FIXED))
+    return jnp.stack(jnp.broadcast_arrays(US * hw.dma_local_latency_s, unit2, US * hw.cube_noc_transaction_s, unit1,
+                                          US * hw.cube_hop_latency_s, merge, US * hw.cpu_issue_s))
+
+
+def reduce_time(hw: AHBM, cubes, pes, payload_bytes, merge_rows, head_dim: int, kind: str, orientation: str, *,
+                relax: Relax | None):
+    """Data-driven reduce latency when every rank ends its sweep at once, over the plan's critical
+    paths (``counts.reduce_paths``, with per-round link contention), bilinear in (log2 C, log2 P)
+    between the plans at powers of two (exact there). Returns (latency, busiest CUBE-NOC
+    resource's busy time)."""
+    cost = _reduce_cost(hw, payload_bytes, merge_rows, head_dim)
+    unit1 = US * payload_bytes / hw.cube_noc_bytes_per_s
+    paths = jnp.asarray(counts.reduce_table(kind, orientation))  # [5, 4, k, 7]
     per_path = paths @ cost  # [5, 4, k]
     if relax is None or per_path.shape[-1] == 1:
         grid = jnp.max(per_path, axis=-1)
@@ -82,6 +89,25 @@ def reduce_time(hw: AHBM, cubes, pes, payload_bytes, merge_rows, head_dim: int, 
                                   for C in counts.C_GRID]))
     lc, lp = jnp.log2(cubes), jnp.log2(pes)
     return _bilinear(grid, lc, lp), _bilinear(loads, lc, lp) * unit1
+
+
+def sweep_then_reduce(hw: AHBM, cubes, pes, segments: list, payload_bytes, merge_rows, head_dim: int, kind: str,
+                      orientation: str, placement: str):
+    """Exact end (us) of the data-driven reduce when ranks finish their sweeps at their own times:
+    max over the placement's rank segments (``counts.segment_tables``; ``segments`` lists
+    (segment name, index t, sweep end of its ranks)) of the sweep end plus the segment's longest
+    path from those ranks (max-plus over ranks; C, P powers of two)."""
+    rows, nonempty = (jnp.asarray(a) for a in counts.segment_tables(kind, orientation, placement))
+    cost = _reduce_cost(hw, payload_bytes, merge_rows, head_dim)
+    ic = jnp.clip(jnp.round(jnp.log2(cubes)), 0, len(counts.C_GRID) - 1).astype(jnp.int32)
+    ip = jnp.clip(jnp.round(jnp.log2(pes)), 0, len(counts.P_GRID) - 1).astype(jnp.int32)
+    end = 0.0
+    for name, t, sweep in segments:
+        seg = counts.SEGMENTS.index(name)
+        ti = jnp.clip(t, 0, rows.shape[3] - 1).astype(jnp.int32)
+        longest = jnp.max(rows[ic, ip, seg, ti] @ cost, axis=-1)
+        end = jnp.maximum(end, jnp.where(nonempty[ic, ip, seg, ti] > 0, sweep + longest, 0.0))
+    return end
 
 
 def tile_count(keys, te, *, relax: Relax | None):
@@ -125,9 +151,11 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
     out = {}
     if case in ("decode", "decode_sp"):
         ranks = C * P if case == "decode_sp" else jnp.ones_like(S)
-        if case == "decode_sp" and placement == "contiguous":
-            keys = mn(S, sceil(knobs.get("capacity", S) / ranks, relax=relax))
-        else:
+        contiguous = case == "decode_sp" and placement == "contiguous"
+        if contiguous:  # ranks fill in turn: ceil(capacity / R) slots each (KVPlacement.slots_per_rank)
+            slots = sceil(knobs.get("capacity", S) / ranks, relax=relax)
+            keys = mn(S, slots)
+        else:  # round-robin: the first S mod R ranks hold one key more
             keys = sceil(S / ranks, relax=relax)
         te = mn(tile, keys)
         n, k_last = tile_count(keys, te, relax=relax)
@@ -135,12 +163,31 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         tf = tile_times(hw, rows, te, d, relax=relax)
         tr = tile_times(hw, rows, k_last, d, relax=relax)
         pre = q_load_time(hw, rows * d * DTYPE_BYTES)
-        sweep = B * (pre + _wsum(w, [visit_time(tf, tr, n, p, relax=relax) for p in PIPELINES]))
+
+        def sweep_of(tr_, n_):
+            return B * (pre + _wsum(w, [visit_time(tf, tr_, n_, p, relax=relax) for p in PIPELINES]))
+
+        sweep = sweep_of(tr, n)  # the critical (first) rank's
+        post = _math_s(hw, B * rows * d) + dma_time(hw, B * rows * d * DTYPE_BYTES)
         red, link = 0.0 * S, 0.0 * S
         if case == "decode_sp":
             payload = B * rows * (d + 2) * ACC_BYTES
+            post = post + ROOT_ISSUES * US * hw.cpu_issue_s
             red, link = reduce_time(hw, C, P, payload, B * rows, d, reduce, mesh, relax=relax)
-        post = _math_s(hw, B * rows * d) + dma_time(hw, B * rows * d * DTYPE_BYTES)
+            if relax is None:  # ranks end their sweeps at their own times (ragged keys, empty ranks)
+                def sweep_keys(k):  # a rank of k > 0 keys (at most the first rank's); 0 keys: no sweep
+                    n_k, last = tile_count(jnp.maximum(k, 1.0), te, relax=None)
+                    return jnp.where(k > 0, sweep_of(tile_times(hw, rows, last, d, relax=None), n_k), 0.0)
+
+                if contiguous:  # ranks < f full, rank f the rest, ranks > f empty
+                    f = jnp.floor(S / slots)
+                    segs = [("prefix", f, sweep), ("single", f, sweep_keys(S - f * slots)), ("suffix", f + 1.0, 0.0)]
+                else:  # local indices < t hold q + 1 keys (the critical rank's, when t > 0), the others q
+                    q = jnp.floor(S / ranks)
+                    t = S - q * ranks
+                    segs = [("prefix", t, sweep), ("suffix", t, sweep_keys(q))]
+                end = sweep_then_reduce(hw, C, P, segs, payload, B * rows, d, reduce, mesh, placement)
+                red = end - sweep
         busy = [{k: B * (v + _busy(tr, 1.0, p)[k]) for k, v in _busy(tf, n - 1.0, p).items()} for p in PIPELINES]
         io_bytes = B * rows * d * DTYPE_BYTES * 2
         out.update(sweep=sweep, reduce=red, io=post, tiles=B * n, link_busy=link, cubes_used=Hkv * C,

@@ -29,7 +29,7 @@ from typing import Literal
 
 from jaxref.attention import AttentionGeometry
 from jaxref.attention.reduce import REDUCES, cube_mesh_shape
-from jaxref.validation import check_choice, choices_of
+from jaxref.validation import check_choice, choices_of, require
 
 Case = Literal["decode", "decode_sp", "prefill", "prefill_sp"]
 Pipeline = Literal["opt1", "opt2", "opt3"]
@@ -61,12 +61,7 @@ def check_problem(case: str, seq_len, batch, model: str, reduce: str = "tree") -
     check_choice("model", model, MODELS)
     check_choice("reduce", reduce, Reduce)
     for name, v in (("seq_len", seq_len), ("batch", batch)):
-        _need(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
-
-
-def _need(cond: bool, msg: str) -> None:
-    if not cond:
-        raise ValueError(msg)
+        require(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,25 +92,25 @@ class AhbmConfig:
         check_choice("cube_mesh", self.cube_mesh, Mesh)
         for name in ("seq_len", "batch"):
             v = getattr(self, name)
-            _need(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
-        _need(is_tile(self.tile), f"tile={self.tile!r} must be {TILE_RANGE[0]} or a multiple of {TILE_STEP} in "
+            require(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
+        require(is_tile(self.tile), f"tile={self.tile!r} must be {TILE_RANGE[0]} or a multiple of {TILE_STEP} in "
                                   f"{list(TILE_RANGE)} (whole 32-key Q.K^T and 64-key P.V scheduler sub-tiles)")
-        _need(is_pow2(self.cubes) and self.cubes <= CUBES_MAX,
+        require(is_pow2(self.cubes) and self.cubes <= CUBES_MAX,
               f"cubes={self.cubes!r} must be a power of two <= {CUBES_MAX} (a CUBE Group stays in one SIP)")
-        _need(is_pow2(self.pes) and self.pes <= PES_MAX, f"pes={self.pes!r} must be a power of two <= {PES_MAX}")
+        require(is_pow2(self.pes) and self.pes <= PES_MAX, f"pes={self.pes!r} must be a power of two <= {PES_MAX}")
         if self.capacity is not None:
-            _need(isinstance(self.capacity, int) and not isinstance(self.capacity, bool)
+            require(isinstance(self.capacity, int) and not isinstance(self.capacity, bool)
                   and self.capacity >= self.seq_len,
                   f"capacity={self.capacity!r} must be an int >= seq_len={self.seq_len} (the KV buffers hold "
                   "the context)")
         G = self.geometry.group
         if self.case in ("decode", "prefill"):
-            _need(self.cubes == 1 and self.pes == 1,
+            require(self.cubes == 1 and self.pes == 1,
                   f"case={self.case!r} runs on one PE: cubes={self.cubes}, pes={self.pes} must both be 1")
         if self.case == "prefill_sp":
-            _need(self.cubes == G, f"cubes={self.cubes} must equal the group size G={G}: the ring is "
+            require(self.cubes == G, f"cubes={self.cubes} must equal the group size G={G}: the ring is "
                                    "head-parallel with one q head per CUBE (C = G)")
-            _need(self.seq_len >= G, f"seq_len={self.seq_len} must be >= C = G = {G} (one key per ring block)")
+            require(self.seq_len >= G, f"seq_len={self.seq_len} must be >= C = G = {G} (one key per ring block)")
 
     @property
     def geometry(self) -> AttentionGeometry:

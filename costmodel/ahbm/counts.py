@@ -143,7 +143,13 @@ def reduce_rounds(C: int, P: int, kind: str, orientation: str = "wide") -> tuple
     return tuple(rounds), plan.root, plan.sends
 
 
-PATH_COLUMNS = ("l2_messages", "l2_units", "l1_messages", "l1_units", "hops", "merges")
+PATH_COLUMNS = ("l2_messages", "l2_units", "l1_messages", "l1_units", "hops", "merges", "issues")
+# CPU issues of the reduce (ADR-0060 section 4): the (m, l, O) triplet goes as three tl.sends and
+# arrives as three tl.recvs ("sent as separate tl.sends"); merge() is maximum, two (sub, exp),
+# l_a * sa, l_b * sb, +, O_a * sa, O_b * sb, + (11 primitive ops)
+SEND_ISSUES = 3
+RECV_ISSUES = 3
+MERGE_ISSUES = 11
 
 
 def _resources(s: int, d: int, lv: int, P: int, cols: int) -> list[tuple]:
@@ -156,35 +162,108 @@ def _resources(s: int, d: int, lv: int, P: int, cols: int) -> list[tuple]:
     return [("inj", a), ("ej", b), *(("link", ln) for ln in xy_route(a, b, cols))]
 
 
+def _service_order(rnd, P: int) -> list[int]:
+    """Indices of a round's messages in the order its queues serve them: a message reaches its
+    route's later queues (links, ejection / rx port) once its first one (injection / tx port)
+    granted it, so those serve first-in-queue messages of every source before second ones (plan
+    order breaks ties); plan order throughout would convoy the round behind its first message."""
+    seen: dict = {}
+    pos = []
+    for s, _d, lv, *_ in rnd:
+        first = ("tx", s) if lv == 2 else ("inj", s // P)
+        seen[first] = seen.get(first, 0) + 1
+        pos.append(seen[first])
+    return sorted(range(len(rnd)), key=lambda i: (pos[i], i))
+
+
+def _vec(**kw) -> tuple:
+    return tuple(kw.get(c, 0) for c in PATH_COLUMNS)
+
+
 @functools.cache
-def reduce_paths(C: int, P: int, kind: str, orientation: str = "wide") -> np.ndarray:
-    """Critical-path candidates of the data-driven reduce: rows over ``PATH_COLUMNS``. Every rank
-    runs its rounds in order: sends (its current state) go out at once, each receive waits for
-    the message and merges it on the rank's MATH engine. A message holds its resources
-    (``_resources``, FIFO queues served in plan order) for one payload transfer, so it starts at
-    the later of its sender reaching the round and each resource's previous transfer ending; it
-    lands its latency after its transfer. The latency is the max over rows of the row's linear
-    cost (a max-plus program over symbolic times); only Pareto-maximal rows are kept."""
+def _reduce_graph(C: int, P: int, kind: str, orientation: str):
+    """The data-driven reduce as a max-plus graph: (predecessors per node as (node, weight row)
+    lists, each rank's start node, the end nodes). Every rank runs its rounds in order: its sends
+    (its state when it reaches the round; the i-th triplet leaves after 3 i + 1 tl.send issues)
+    go out at once, each receive waits for the message (3 tl.recvs) and merges it on the rank's
+    MATH engine (11 issues, then the merge). A message holds its resources (``_resources``, FIFO
+    queues served in ``_service_order``) for one payload transfer: it starts at the later of its
+    send and each resource's previous transfer ending, and lands its latency after the transfer.
+    Node times are maxima over predecessors of (predecessor time + weight row . column costs)."""
     rounds, root, _ = reduce_rounds(C, P, kind, orientation)
     cols = mesh_of(C, orientation)[1]
     R = C * P
-    zero = (0,) * len(PATH_COLUMNS)
-    add = lambda paths, v: {tuple(a + b for a, b in zip(p, v)) for p in paths}
-    front = {r: {zero} for r in range(R)}  # paths ending at rank r's current time
-    free: dict = {}  # paths ending when a resource's last transfer ended
+    preds: list = []
+
+    def node(*edges):
+        preds.append(list(edges))
+        return len(preds) - 1
+
+    starts = [node() for _ in range(R)]
+    front = list(starts)
+    free: dict = {}  # resource -> node at which its last transfer ended
+    recv_own = _vec(issues=RECV_ISSUES + MERGE_ISSUES, merges=1)  # max(own + 1 recv issue, landed) + rest
     for rnd in rounds:
-        out = {s: front[s] for s, *_ in rnd}  # a send leaves when its rank reaches this round
-        for s, d, lv, h, _u in rnd:
+        pre = {s: front[s] for s, *_ in rnd}
+        sent: dict = {}
+        landed = [None] * len(rnd)
+        ready = []
+        for s, *_ in rnd:
+            ready.append((pre[s], _vec(issues=SEND_ISSUES * sent.get(s, 0) + 1)))
+            sent[s] = sent.get(s, 0) + 1
+        for s, n in sent.items():  # the sender's CPU issued its triplets before its receives
+            front[s] = node((pre[s], _vec(issues=SEND_ISSUES * n)))
+        for i in _service_order(rnd, P):
+            s, d, lv, h, _u = rnd[i]
             res = _resources(s, d, lv, P, cols)
-            start = _pareto(out[s].union(*(free.get(x, set()) for x in res)))
-            xfer = (0, 1, 0, 0, 0, 0) if lv == 2 else (0, 0, 0, 1, 0, 0)  # one payload / rate
-            ended = _pareto(add(start, xfer))
+            start = node(ready[i], *((free[x], _vec()) for x in res if x in free))
+            end = node((start, _vec(l2_units=1) if lv == 2 else _vec(l1_units=1)))
             for x in res:
-                free[x] = ended
-            lat = (1, 0, 0, 0, 0, 0) if lv == 2 else (0, 0, 1, 0, h, 0)  # issue, latency, hops
-            front[d] = _pareto(add(front[d] | add(ended, lat), (0, 0, 0, 0, 0, 1)))
-    ends = set().union(*front.values()) if kind != "tree" else front[root]
-    return np.array(sorted(_pareto(ends)), dtype=np.float64)
+                free[x] = end
+            lat = _vec(l2_messages=1) if lv == 2 else _vec(l1_messages=1, hops=h)
+            landed[i] = (end, lat)
+        for i, (s, d, *_) in enumerate(rnd):  # receives in plan order
+            end, lat = landed[i]
+            arrive = tuple(a + b for a, b in zip(lat, _vec(issues=RECV_ISSUES - 1 + MERGE_ISSUES, merges=1)))
+            front[d] = node((front[d], recv_own), (end, arrive))
+    ends = [front[root]] if kind == "tree" else list(front)
+    return preds, starts, ends
+
+
+@functools.cache
+def origin_paths(C: int, P: int, kind: str, orientation: str = "wide") -> tuple:
+    """Critical-path candidates from each rank's sweep end to the reduce's end: one array per rank
+    (rows over ``PATH_COLUMNS``), so the latency of ranks that finish their sweeps at times t_r is
+    max_r (t_r + max over rank r's rows of the row's linear cost). Computed backwards over
+    ``_reduce_graph``; only Pareto-maximal rows are kept (capped, see ``_FRONT_CAP``)."""
+    preds, starts, ends = _reduce_graph(C, P, kind, orientation)
+    zero = (0,) * len(PATH_COLUMNS)
+    back: list = [set() for _ in preds]
+    for e in ends:
+        back[e] = {zero}
+    for n in range(len(preds) - 1, -1, -1):
+        if not back[n]:
+            continue
+        back[n] = _pareto(back[n])
+        for p, w in preds[n]:
+            back[p] |= {tuple(a + b for a, b in zip(w, row)) for row in back[n]}
+    return tuple(np.array(sorted(back[s]), dtype=np.float64).reshape(-1, len(PATH_COLUMNS)) for s in starts)
+
+
+def rank_order(C: int, P: int, placement: str) -> list[int]:
+    """Physical ranks in the order their key counts fall (``KVPlacement``): round-robin deals
+    token i to CUBE i mod C, PE (i // C) mod P, so local index i is rank (i mod C) P + (i // C)
+    mod P and the first S mod R of them hold one key more; contiguous fills ranks 0, 1, ... in turn."""
+    R = C * P
+    if placement == "contiguous":
+        return list(range(R))
+    return [(i % C) * P + (i // C) % P for i in range(R)]
+
+
+def reduce_paths(C: int, P: int, kind: str, orientation: str = "wide") -> np.ndarray:
+    """Critical-path candidates of the reduce when every rank finishes its sweep at once."""
+    return np.array(sorted(_pareto(set().union(*(map(tuple, a) for a in origin_paths(C, P, kind, orientation))))),
+                    dtype=np.float64)
 
 
 # Large plans (C x P = 128, all-reduce) grow Pareto fronts of thousands of rows; a front is capped
@@ -198,7 +277,14 @@ _FRONT_CAP = 12
 def _pareto(paths: set) -> set:
     if len(paths) > 4 * _FRONT_CAP:  # pre-cap: the dominance scan is quadratic
         paths = _cap(paths)
-    front = {p for p in paths if not any(q != p and all(a >= b for a, b in zip(q, p)) for q in paths)}
+    if len(paths) <= 4:
+        front = {p for p in paths if not any(q != p and all(a >= b for a, b in zip(q, p)) for q in paths)}
+    else:  # rows are distinct: row i is dominated when another row is >= it in every column
+        rows = list(paths)
+        arr = np.array(rows, dtype=np.float64)
+        ge = (arr[None, :, :] >= arr[:, None, :]).all(-1)
+        np.fill_diagonal(ge, False)
+        front = {rows[i] for i in np.flatnonzero(~ge.any(1))}
     return _cap(front) if len(front) > _FRONT_CAP else front
 
 
@@ -206,6 +292,40 @@ def _cap(paths: set) -> set:
     rows = sorted(paths)
     arr = np.array(rows, dtype=np.float64)
     return {rows[i] for i in np.unique(np.argmax(arr @ _DIRECTIONS.T, axis=0))}
+
+
+SEGMENTS = ("prefix", "single", "suffix")
+
+
+@functools.cache
+def segment_tables(kind: str, orientation: str = "wide", placement: str = "round_robin") -> tuple:
+    """(rows [len(C_GRID), len(P_GRID), 3, R_max + 2, k, len(PATH_COLUMNS)], nonempty [..., 3, R_max + 2]):
+    for segment ``SEGMENTS`` and index t the Pareto rows of the ranks ``rank_order``[:t] (prefix),
+    [t] (single) and [t:] (suffix); empty segments (t past R) are flagged, their rows zero."""
+    R_max = C_GRID[-1] * P_GRID[-1]
+    sets = {}
+    for i, C in enumerate(C_GRID):
+        for j, P in enumerate(P_GRID):
+            per = [set(map(tuple, a)) for a in origin_paths(C, P, kind, orientation)]
+            order = rank_order(C, P, placement)
+            R = C * P
+            pre, suf = [set()], [set()]
+            for t in range(R):
+                pre.append(_pareto(pre[-1] | per[order[t]]))
+                suf.append(_pareto(suf[-1] | per[order[R - 1 - t]]))
+            suf = suf[::-1]
+            for t in range(R_max + 2):
+                sets[i, j, 0, t] = pre[t] if t <= R else set()
+                sets[i, j, 1, t] = per[order[t]] if t < R else set()
+                sets[i, j, 2, t] = suf[t] if t <= R else set()
+    k = max(len(v) for v in sets.values())
+    rows = np.zeros((len(C_GRID), len(P_GRID), 3, R_max + 2, k, len(PATH_COLUMNS)))
+    nonempty = np.zeros(rows.shape[:4])
+    for key, v in sets.items():
+        if v:
+            rows[key][: len(v)] = np.array(sorted(v))
+            nonempty[key] = 1.0
+    return rows, nonempty
 
 
 @functools.cache

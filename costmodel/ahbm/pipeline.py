@@ -36,16 +36,18 @@ from costmodel.hardware import AHBM
 from costmodel.smooth import Relax, smax
 from jaxref.validation import check_choice
 
-N_SM = 7  # softmax issue: max, maximum, sub, exp, sub, exp, sum
-N_MG = 4  # merge issue: l * corr + ..., O * corr + O_j
-# the ADR kernel text's order (``l = l * corr + sum(P)``; ``O = O * corr + composite(P, V_j)``
-# evaluates O * corr before it issues the P.V): every op but the final + is issued before P.V
-N_POST_PV = 1
-N_PRE_PV = N_SM + N_MG - N_POST_PV
-P_CHAIN_SCORE_OPS = 3  # max, S - m2, exp: the probabilities P (the scale is Q.K^T's epilogue)
+# Primitive ops per tile, in the order of ADR-0060 section 3 (per-tile op sequence) and TL;DR Kernel 1:
+# between S_j's wait and P.V's issue the softmax's nine -- max, maximum, S_j - m_new, exp, m - m_new,
+# exp, l * corr, sum(P), + (``l = l * corr + tl.sum(P)`` precedes the P.V composite in both texts) --
+# and the merge's O * corr (``O = O * corr + tl.composite(P, V)``: Python evaluates O * corr before
+# the call); after P.V only the merge's + O_j.
+N_SM = 10
+N_MG = 1
+SOFTMAX_ELEMS_PER_SCORE = 5  # scale (epilogue), max, S_j - m_new, exp, sum(P) per score element
+SOFTMAX_ELEMS_PER_ROW = 5  # maximum, m - m_new, exp, l * corr, + per row
+N_PRE_PV, N_POST_PV = N_SM, N_MG  # issued before / after the P.V composite
+P_CHAIN_SCORE_OPS = 3  # max, S_j - m_new, exp: the probabilities P (the scale is Q.K^T's epilogue)
 P_CHAIN_ROW_OPS = 1  # maximum(m, m_j)
-SOFTMAX_ELEMS_PER_SCORE = 5  # scale, max, subtract, exp, sum per score element
-SOFTMAX_ELEMS_PER_ROW = 4  # m update, corr exp, l update
 MERGE_ELEMS_PER_OUT = 2  # O * corr + O_j
 DTYPE_BYTES = 2  # bf16 storage of q / k / v / O
 ACC_BYTES = 4  # fp32 (m, l, O) and GEMM outputs

@@ -19,11 +19,7 @@ from costmodel.blackhole import tune as tuning
 from costmodel.blackhole.graph import MATMULS, evaluate
 from costmodel.blackhole.params import CALIBRATION_PATH
 from jaxref.timing import time_call
-
-
-def positive_steps(p: argparse.ArgumentParser, steps: int) -> None:
-    if steps < 1:
-        p.error(f"steps={steps}: expected >= 1")
+from jaxref.validation import positive_int
 
 
 def tune(argv: list[str], p: argparse.ArgumentParser, config_from_args) -> dict:
@@ -35,9 +31,8 @@ def tune(argv: list[str], p: argparse.ArgumentParser, config_from_args) -> dict:
     p.prog = "python -m costmodel.blackhole tune"
     p.description = ("Gradient tuning of the matmul / SDPA knobs from the setting given by the what-if flags "
                      "(e.g. --matmuls default: ttnn's heuristic) vs exhaustive per-op search over valid configs.")
-    p.add_argument("--steps", type=int, default=300, help="gradient steps on the relaxed knobs")
+    p.add_argument("--steps", type=positive_int, default=300, help="gradient steps on the relaxed knobs")
     args = p.parse_args(argv)
-    positive_steps(p, args.steps)
     unused = [flag for flag, v in (("--vs", args.vs is not None), ("--draws", args.draws), ("--emit-csv", args.emit_csv),
                                    ("--json", args.json)) if v]
     if unused:

@@ -8,10 +8,12 @@ handshake) by a q-norm. Work is split across cores the way the ttnn program fact
 
 Shared building blocks (``FitParams`` names in brackets):
   * one core reading ``n`` tiles (``b`` bytes) while ``r`` cores read at once takes
-    max(n / [core_read_tiles_per_s], b / noc_link, b * r / (dram_peak * [dram_eff])): its own
-    request rate (a DRAM read is one request per tile-sized page, so small bfp8 pages move fewer
-    bytes per request than bf16 pages), its NoC link, or its fair share of the achievable
-    aggregate bandwidth;
+    max(n / [core_read_tiles_per_s], b / noc_link, b * r / agg(b / n)): its own request rate (a
+    DRAM read is one request per tile-sized page, so small bfp8 pages move fewer bytes per request
+    than bf16 pages), its NoC link, or its fair share of the achievable aggregate bandwidth
+    agg(page) = dram_peak * [dram_eff] / endpoint_slowdown(page): the DRAM endpoints take one
+    request per ``hw.dram_request_cycles`` (tt-metal #55898), which costs small pages (bfp4 tiles)
+    part of the byte rate;
   * a blocking read costs at least one [dram_latency_us] round trip;
   * stages that run concurrently (handshake, round trip, read, math) combine as a q-norm
     (``overlap``): between a sum (serial) and a max (perfect overlap), q = [overlap_exponent];
@@ -64,15 +66,44 @@ def cycles_us(hw: Blackhole, cycles):
     return us_of(cycles / hw.clock_hz)
 
 
-def agg_bytes_per_s(hw: Blackhole, fit: FitParams):
-    return hw.dram_peak_bytes_per_s * fit.dram_eff
+def endpoint_slowdown(hw: Blackhole, fit: FitParams, page_bytes):
+    """Factor (>= 1) by which the DRAM endpoints' request rate slows a stream of ``page_bytes`` pages
+    below its byte rate.
+
+    Interleaved pages spread evenly over the banks, so each bank's endpoint serves its pages at
+    [dram_eff] x peak / banks bytes per second, and accepts one request per
+    ``hw.dram_request_cycles`` (one NoC per stream: ttnn's readers issue one ``noc_async_read`` per
+    page from one RISC). The two limits are concurrent stages of one endpoint (``overlap``): a bf16
+    tile (2 KB) loses ~2%, a bfp8 tile (1088 B) ~8%, a bfp4 tile (576 B) ~30%.
+    """
+    bank_bytes_per_s = hw.dram_peak_bytes_per_s * fit.dram_eff / hw.dram_banks
+    request_per_byte_time = hw.dram_request_cycles / hw.clock_hz * bank_bytes_per_s / page_bytes
+    return overlap(fit, 1.0, request_per_byte_time)
+
+
+def agg_bytes_per_s(hw: Blackhole, fit: FitParams, page_bytes):
+    """Achievable aggregate DRAM read bandwidth of an interleaved stream of ``page_bytes`` pages, B/s:
+    [dram_eff] x peak, less the endpoints' request-rate loss (``endpoint_slowdown``)."""
+    return hw.dram_peak_bytes_per_s * fit.dram_eff / endpoint_slowdown(hw, fit, page_bytes)
+
+
+def dram_us(hw: Blackhole, fit: FitParams, tiles, nbytes):
+    """``tiles`` pages (``nbytes`` bytes in all) at the achievable aggregate bandwidth of their page size, us."""
+    return us_of(nbytes / agg_bytes_per_s(hw, fit, nbytes / tiles))
 
 
 def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, relax: Relax | None):
-    """One core reading ``tiles`` pages (``nbytes`` bytes) while ``readers`` cores read, us: its
-    own page-request rate, its NoC link, or its share of the achievable aggregate bandwidth."""
+    """One core reading ``tiles`` pages (``nbytes`` bytes) while ``readers`` cores read the same amount, us:
+    its own page-request rate, its NoC link, or its share of the achievable aggregate bandwidth for
+    pages of that size (``agg_bytes_per_s``)."""
     return smax(us_of(tiles / fit.core_read_tiles_per_s), us_of(nbytes / hw.noc_link_bytes_per_s),
-                us_of(nbytes * readers / agg_bytes_per_s(hw, fit)), relax=relax)
+                readers * dram_us(hw, fit, tiles, nbytes), relax=relax)
+
+
+def l1_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, *, relax: Relax | None):
+    """One core reading ``tiles`` pages (``nbytes`` bytes) of an L1-interleaved tensor (pages spread over
+    the cores' L1 banks), us: its own page-request rate or its NoC link; no DRAM bank, endpoint or share."""
+    return smax(us_of(tiles / fit.core_read_tiles_per_s), us_of(nbytes / hw.noc_link_bytes_per_s), relax=relax)
 
 
 def overlap(fit: FitParams, *stage_us):
@@ -103,30 +134,56 @@ def check_dtype(name: str, value: str, allowed: tuple[str, ...]) -> None:
     check_choice(name, value, allowed)
 
 
-# ---- matmul (1D multicast, in0 broadcast; config type and legality: program_config) -----------------
+# ---- matmul (1D multicast; config type and legality: program_config) ------------------------------
 def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
               weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
-              fused_activation: bool = False, relax: Relax | None = None):
-    """Time of ``linear([M,K] act, [K,N] weights)`` with a 1D in0-multicast program config, us.
+              fused_activation: bool = False, in0_l1: bool = False, out_l1: bool = False,
+              relax: Relax | None = None):
+    """Time of ``linear([M,K] act, [K,N] weights)`` with a 1D multicast program config, us.
 
-    Each of the N/32/per_core_N cores loops over K/32/in0_block_w blocks; a block costs the
-    overlap (q-norm) of the in0 multicast handshake, a DRAM round trip, reading its in1 block
-    (in0_block_w x per_core_N weight tiles) at its rate or share of the bandwidth, and the tile
-    products. The whole op is also bounded by all its bytes at the achievable aggregate
-    bandwidth, so DRAM-bound ops land at bytes / (peak * eff) + overhead.
+    ``cfg.kind`` 'mcast_1d_in0' (``mcast_in0=True``): N is split over ceil(N/32/per_core_N) cores,
+    each reading its own in1 (weight) block of in0_block_w x per_core_N tiles per K block, while
+    one sender core reads the in0 block of all M rows (per_core_M x in0_block_w activation tiles)
+    and multicasts it to them. 'mcast_1d_in1' is the mirror: M split over ceil(M/32/per_core_M)
+    cores reading their own in0 blocks, one sender reads and multicasts the in1 block of all N
+    columns. Each of the K/32/in0_block_w blocks costs the q-norm overlap of the multicast
+    handshake, a DRAM round trip (the reader barriers once per block: the bytes one core has in
+    flight are one block, so narrow blocks pay the round trip more often), the own-block read at
+    the core's request rate or its share of the bandwidth, the sender's stream (its read at its own
+    rate, then the multicast over one NoC link: serial on its one data-movement RISC), and the tile
+    products. The whole op is also bounded by all its bytes at the achievable aggregate bandwidth
+    of their page sizes (``dram_us``), so DRAM-bound ops land at bytes / achieved bandwidth + overhead.
+
+    ``in0_l1`` / ``out_l1``: the activation input / the output is L1-interleaved (ttnn
+    ``L1_MEMORY_CONFIG``): in0 pages are read over the NoC at the reader's page rate and link
+    (``l1_read_us``), and those bytes leave the DRAM bound; the weights always stream from DRAM.
     """
+    if cfg.mcast_in0 is None:
+        raise ValueError(f"matmul_us prices the 1D kinds (mcast_1d_in0 / mcast_1d_in1); got kind={cfg.kind!r}")
     Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
     act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
-    cores = sceil(Nt / cfg.per_core_N, relax=relax)
+    if cfg.mcast_in0:  # own: in1 block per core; multicast: in0 block
+        cores = sceil(Nt / cfg.per_core_N, relax=relax)
+        own_tiles, own_b, sent_tiles, sent_b = cfg.in0_block_w * cfg.per_core_N, w, cfg.per_core_M * cfg.in0_block_w, act
+    else:  # own: in0 block per core; multicast: in1 block
+        cores = sceil(Mt / cfg.per_core_M, relax=relax)
+        own_tiles, own_b, sent_tiles, sent_b = cfg.per_core_M * cfg.in0_block_w, act, cfg.in0_block_w * cfg.per_core_N, w
     blocks = Kt / cfg.in0_block_w
-    block_tiles = cfg.in0_block_w * cfg.per_core_N
-    t_read = read_us(hw, fit, block_tiles, block_tiles * w, cores, relax=relax)
+
+    def read(tiles, nbytes, readers, from_l1):
+        return l1_read_us(hw, fit, tiles, nbytes, relax=relax) if from_l1 else read_us(hw, fit, tiles, nbytes,
+                                                                                        readers, relax=relax)
+
+    t_own = read(own_tiles, own_tiles * own_b, cores, in0_l1 and not cfg.mcast_in0)
+    # the sender's read is one core's stream (its own rate), not a fair share: the aggregate bound below
+    # counts its bytes with everyone else's
+    t_send = (read(sent_tiles, sent_tiles * sent_b, 1.0, in0_l1 and cfg.mcast_in0)
+              + us_of(sent_tiles * sent_b / hw.noc_link_bytes_per_s))
     t_math = cycles_us(hw, cfg.per_core_M * cfg.in0_block_w * cfg.per_core_N * hw.tile_matmul_cycles(fidelity))
-    # the in0 multicast handshake runs on the sender while receivers read in1 and multiply
-    t_block = overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, t_read, t_math)
+    t_block = overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, t_own, t_send, t_math)
     t_pipe = blocks * t_block + fit.dram_latency_us  # + pipeline fill
-    total_bytes = Kt * Nt * w + Mt * Kt * act + Mt * Nt * act
-    t_agg = us_of(total_bytes / agg_bytes_per_s(hw, fit))
+    act_tiles = (0 if in0_l1 else Mt * Kt) + (0 if out_l1 else Mt * Nt)
+    t_agg = dram_us(hw, fit, Kt * Nt, Kt * Nt * w) + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0)
     t_act = (cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
              if fused_activation else 0.0)
     return fit.launch_matmul_us + smax(t_pipe, t_agg, relax=relax) + t_act
@@ -158,8 +215,7 @@ def matmul_2d_us(hw: Blackhole, fit: FitParams, *, M: int, K: int, N: int, in0_b
     t_block = overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, smax(t_in0, t_in1, relax=relax), t_math)
     cores = rows_used * cols_used
     t_out = read_us(hw, fit, per_core_M * per_core_N, per_core_M * per_core_N * act, cores, relax=relax)
-    total_bytes = Kt * Nt * w + Mt * Kt * act + Mt * Nt * act
-    t_agg = us_of(total_bytes / agg_bytes_per_s(hw, fit))
+    t_agg = dram_us(hw, fit, Kt * Nt, Kt * Nt * w) + dram_us(hw, fit, Mt * Kt + Mt * Nt, (Mt * Kt + Mt * Nt) * act)
     return fit.launch_matmul_us + smax(blocks * t_block + fit.dram_latency_us + t_out, t_agg, relax=relax)
 
 
@@ -186,7 +242,7 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     passes = NORM_FUSED_RESIDUAL_PASSES if fused_residual else NORM_PASSES
     t_read = read_us(hw, fit, rows_per_core * wt * n_in, rows_per_core * wt * n_in * act, cores, relax=relax)
     t_math = cycles_us(hw, rows_per_core * wt * passes * fit.eltwise_cycles_per_tile)
-    t_agg = us_of(tile_rows * wt * (n_in + n_out) * act / agg_bytes_per_s(hw, fit))
+    t_agg = dram_us(hw, fit, tile_rows * wt * (n_in + n_out), tile_rows * wt * (n_in + n_out) * act)
     return fit.launch_norm_us + fit.dram_latency_us + smax(overlap(fit, t_read, t_math), t_agg, relax=relax)
 
 
@@ -204,7 +260,7 @@ def rope_us(hw: Blackhole, fit: FitParams, *, heads: int, rows: int, head_dim: i
     t_read = read_us(hw, fit, per_core * ROPE_READS_PER_TILE, per_core * ROPE_READS_PER_TILE * act, cores,
                      relax=relax)
     t_math = cycles_us(hw, per_core * ROPE_PASSES * fit.eltwise_cycles_per_tile)
-    t_agg = us_of(tiles * (ROPE_READS_PER_TILE + 1) * act / agg_bytes_per_s(hw, fit))
+    t_agg = dram_us(hw, fit, tiles * (ROPE_READS_PER_TILE + 1), tiles * (ROPE_READS_PER_TILE + 1) * act)
     return fit.launch_rope_us + fit.dram_latency_us + smax(overlap(fit, t_read, t_math), t_agg, relax=relax)
 
 
@@ -248,7 +304,7 @@ def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs
     per_core = math.ceil(tiles / cores)
     t_read = read_us(hw, fit, per_core * n_inputs, per_core * n_inputs * act, cores, relax=relax)
     t_math = cycles_us(hw, per_core * ELTWISE_PASSES * fit.eltwise_cycles_per_tile)
-    t_agg = us_of(tiles * (n_inputs + 1) * act / agg_bytes_per_s(hw, fit))
+    t_agg = dram_us(hw, fit, tiles * (n_inputs + 1), tiles * (n_inputs + 1) * act)
     return fit.launch_eltwise_us + fit.dram_latency_us + smax(overlap(fit, t_read, t_math), t_agg, relax=relax)
 
 
@@ -257,9 +313,12 @@ __all__ = [
     "check_dtype",
     "check_int",
     "cycles_us",
+    "dram_us",
     "eltwise_us",
+    "endpoint_slowdown",
     "fill_cache_us",
     "heads_us",
+    "l1_read_us",
     "matmul_2d_us",
     "matmul_us",
     "matmul_weight_bytes",

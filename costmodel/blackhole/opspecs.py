@@ -16,12 +16,13 @@ from costmodel.blackhole.ops import (
     heads_us,
     matmul_2d_us,
     matmul_us,
+    overlap,
     read_us,
     rms_norm_us,
     rope_us,
 )
 from costmodel.blackhole.params import FitParams
-from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_2D, MatmulProgramConfig
+from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_decode_us, sdpa_standard_us
 from costmodel.hardware import Blackhole, blackhole
 from costmodel.smooth import Relax
@@ -32,7 +33,8 @@ _frozen = dataclasses.dataclass(frozen=True)
 @_frozen
 class MatmulSpec:
     """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
-    ``mcast_1d_in0`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``; other kinds raise."""
+    ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``; other kinds raise.
+    ``in0_l1`` / ``out_l1``: activation input / output L1-interleaved (1D kinds; DRAM-interleaved otherwise)."""
 
     M: int
     K: int
@@ -42,22 +44,26 @@ class MatmulSpec:
     act_dtype: str = "bf16"
     fidelity: str = "HiFi2"
     fused_activation: bool = False
+    in0_l1: bool = False
+    out_l1: bool = False
     op_class = "matmul"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         c = self.cfg
         if c.kind == MCAST_2D:
-            if self.fused_activation:
-                raise ValueError("a fused activation is not modelled for the mcast_2d matmul")
+            if self.fused_activation or self.in0_l1 or self.out_l1:
+                raise ValueError(f"the mcast_2d matmul models neither a fused activation nor L1-resident operands; "
+                                 f"got fused_activation={self.fused_activation}, in0_l1={self.in0_l1}, "
+                                 f"out_l1={self.out_l1}")
             return matmul_2d_us(hw, fit, M=self.M, K=self.K, N=self.N, in0_block_w=c.in0_block_w,
                                 per_core_M=c.per_core_M, per_core_N=c.per_core_N, weight_dtype=self.weight_dtype,
                                 act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
-        if c.kind != MCAST_1D_IN0:
+        if c.kind not in (MCAST_1D_IN0, MCAST_1D_IN1):
             raise ValueError(f"matmul program config kind={c.kind!r} is not modelled; the cost model prices "
-                             f"{[MCAST_1D_IN0, MCAST_2D]}")
+                             f"{[MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D]}")
         return matmul_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
                          act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
-                         relax=relax)
+                         in0_l1=self.in0_l1, out_l1=self.out_l1, relax=relax)
 
 
 @_frozen
@@ -186,16 +192,26 @@ class SdpaStandardSpec:
 @_frozen
 class DramReadSpec:
     """A read-only DRAM stream (microbenchmark): ``readers`` cores each read ``total_bytes / readers``
-    in pages of ``page_bytes``; the shared building block ``ops.read_us`` of every op above."""
+    in pages of ``page_bytes``; the shared building block ``ops.read_us`` of every op above.
+
+    ``pages_per_barrier``: None, the reader keeps reads in flight (double-buffered: the round trip is
+    hidden); n, it issues n pages and waits for them, so each group of n pages costs the overlap of a
+    DRAM round trip and their read, the same block cost as a matmul reader's (``ops.overlap``)."""
 
     readers: int
     total_bytes: float
     page_bytes: float
+    pages_per_barrier: int | None = None
     op_class = "dram_read"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         per_reader = self.total_bytes / self.readers
-        return read_us(hw, fit, per_reader / self.page_bytes, per_reader, self.readers, relax=relax)
+        pages = per_reader / self.page_bytes
+        if self.pages_per_barrier is None:
+            return read_us(hw, fit, pages, per_reader, self.readers, relax=relax)
+        n = self.pages_per_barrier
+        t_group = overlap(fit, fit.dram_latency_us, read_us(hw, fit, n, n * self.page_bytes, self.readers, relax=relax))
+        return pages / n * t_group
 
 
 @_frozen

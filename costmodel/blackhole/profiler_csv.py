@@ -42,7 +42,7 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
-from costmodel.blackhole.program_config import MCAST_1D_IN0, MatmulProgramConfig
+from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MatmulProgramConfig
 from costmodel.blackhole.rows import Row
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, blackhole
@@ -135,9 +135,11 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
                  "compute_kernel_config": _compute_kernel(fid), "output_dtype": "DataType::BFLOAT16",
                  "bcast_batch": "true", "transpose_a": "false", "transpose_b": "false", "user_run_batched": "false",
                  "untilize_out": "false"}
+        l1, dram = "DEV_0_L1_INTERLEAVED", "DEV_0_DRAM_INTERLEAVED"
         return mk(OP_CODES["matmul"][0], attrs,
-                  [_t((1, 1, spec.M, spec.K), spec.act_dtype), _t((1, 1, spec.K, spec.N), spec.weight_dtype)],
-                  [_t((1, 1, spec.M, spec.N), spec.act_dtype)], fid)
+                  [_t((1, 1, spec.M, spec.K), spec.act_dtype, memory=l1 if spec.in0_l1 else dram),
+                   _t((1, 1, spec.K, spec.N), spec.weight_dtype)],
+                  [_t((1, 1, spec.M, spec.N), spec.act_dtype, memory=l1 if spec.out_l1 else dram)], fid)
     if isinstance(spec, NormSpec):
         x = _t((1, 1, spec.rows, spec.width), spec.act_dtype)
         gamma = _t((1, 1, spec.width // TILE, TILE), spec.act_dtype, "ROW_MAJOR")
@@ -359,6 +361,11 @@ def _no_sharding(ln: _Line, *pres: str) -> None:
                         "streams interleaved tensors")
 
 
+def _in_l1(ln: _Line, pre: str) -> bool:
+    """Whether an (interleaved) operand lives in L1, from its memory column ('DEV_0_L1_INTERLEAVED')."""
+    return "L1" in ln.memory(pre).split("_")
+
+
 def _unbatched(ln: _Line, pre: str) -> tuple[int, int, int, int]:
     s = ln.shape(pre)
     if s[0] * s[1] > 1:
@@ -383,9 +390,12 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
         if "is not a matmul config this project models" in str(e):
             raise _Skip(f"program-config kind not modelled: {name}") from None
         raise ln.fail("ATTRIBUTES", str(e)) from None
-    if cfg.kind != MCAST_1D_IN0:  # the op model prices the in0-multicast 1D config only
+    if cfg.kind not in (MCAST_1D_IN0, MCAST_1D_IN1):  # the 1D kinds ops.matmul_us prices (2D: validation only)
         raise _Skip(f"program-config kind not modelled: {KIND_NAMES[cfg.kind]}")
     _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
+    if _in_l1(ln, "INPUT_1"):
+        raise _Skip(f"weights in L1 ({ln.memory('INPUT_1').removeprefix('DEV_0_')}); the model streams the "
+                    "weights from DRAM")
     act, wdt = ln.dtype("INPUT_0", ACT_DTYPES), ln.dtype("INPUT_1", WEIGHT_DTYPES)
     M, K, N = x[2], x[3], w[3]
     if w[2] != K:
@@ -395,8 +405,9 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
     try:
         cfg.validate("matmul", hw, M=M, K=K, N=N, weight_dtype=wdt, act_dtype=act)
     except ValueError as e:
-        raise _Skip(f"program config outside the model's 1D in0-multicast form ({e})") from None
-    return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu")
+        raise _Skip(f"program config outside the model's 1D multicast form ({e})") from None
+    return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu",
+                      in0_l1=_in_l1(ln, "INPUT_0"), out_l1=_in_l1(ln, "OUTPUT_0"))
 
 
 def _norm(ln: _Line, hw: Blackhole) -> NormSpec:

@@ -141,7 +141,7 @@ def _public_rows(data_dir: pathlib.Path) -> list[Row]:
     dr = json.loads((data_dir / "public_dram_read.json").read_text())
     for r in dr["rows"]:
         us = dr["total_bytes"] / (r["gb_per_s"] * 1e9) * 1e6
-        spec = DramReadSpec(dr["readers"], float(dr["total_bytes"]), float(r["page_bytes"]))
+        spec = DramReadSpec(dr["readers"], float(dr["total_bytes"]), float(r["page_bytes"]), r.get("pages_per_barrier"))
         rows.append(Row("public_dram_read", r["name"], "public/dram_read", "validation", us, us,
                         f"{dr['source']}: {r['note']}", spec))
     return rows
