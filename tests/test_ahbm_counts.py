@@ -32,7 +32,7 @@ def test_prefill_tiles_match_flash_schedule(S, tile, skip):
 
 
 @pytest.mark.parametrize("S,tile,C,P", [(1024, 32, 8, 1), (1024, 32, 8, 4), (2048, 64, 8, 8), (512, 64, 2, 3),
-                                        (1024, 128, 8, 2)])
+                                        (1024, 128, 8, 2), (1000, 64, 8, 4), (8193, 64, 8, 3), (3000, 64, 8, 8)])
 def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
     """Per step and CUBE, the busiest PE (q block i on PE i mod P) of the plan = the closed form."""
     _, _, plans = Ring(tile, tile, num_cubes=C).plan(S, S, causal=True)

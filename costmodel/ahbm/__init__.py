@@ -45,6 +45,14 @@ waits PV_j, issues the merge's +; opt3 as opt1 but QK_{j+1} is issued before wai
 opt2 (only where 'ex_composite' is in ``AHBM.commands``) issues QK_j and one ex_composite
 (= V_j streaming + SM_j + PV_j + MG_j run by the scheduler) per tile and never waits.
 
+Order inside a tile (the ADR kernel text ``O = O * corr + composite(P, V_j)``, as the simulation
+runs it): QK_j's scale is its epilogue on MATH per sub-tile before that sub-tile's write-back;
+P_j is ready after max, maximum, subtract and exp; every softmax op and O x corr are issued
+before PV_j and run on MATH while it streams; only the final + waits for PV_j. Sub-tiles of
+concurrent composites share the GEMM engine in the order they request it (a Q.K^T sub-tile
+requests it when its operand landed and its predecessor ended; a P.V holds the engine's
+accumulators from its first sub-tile to its last).
+
 A visit (one query block's sweep of consecutive tiles on one PE) first DMAs its query rows
 (rows x d x 2 B) and ends after its last merge. prefill normalises (rows x d MATH) and stores
 O (rows x d x 2 B) after each visit; prefill_sp keeps a q block's fp32 (m, l, O) in HBM across

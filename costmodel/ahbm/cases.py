@@ -26,6 +26,7 @@ from costmodel.ahbm.pipeline import (
     dma_time,
     hbm_rate,
     issues_per_tile,
+    q_load_time,
     sweep_terms,
     tcm_bytes,
     tile_times,
@@ -161,7 +162,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         rows = G
         tf = tile_times(hw, rows, te, d, relax=relax)
         tr = tile_times(hw, rows, k_last, d, relax=relax)
-        pre = dma_time(hw, rows * d * DTYPE_BYTES)
+        pre = q_load_time(hw, rows * d * DTYPE_BYTES)
 
         def sweep_of(tr_, n_):
             return B * (pre + _wsum(w, [visit_time(tf, tr_, n_, p, relax=relax) for p in PIPELINES]))
@@ -201,7 +202,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         tfr = tile_times(hw, rows, r, d, relax=relax)  # full rows, ragged keys
         trf = tile_times(hw, rows_r, te, d, relax=relax)  # ragged rows, full keys
         trr = tile_times(hw, rows_r, r, d, relax=relax)  # ragged rows, ragged keys
-        over = lambda R: 2 * dma_time(hw, R * d * DTYPE_BYTES) + _math_s(hw, R * d)
+        over = lambda R: q_load_time(hw, R * d * DTYPE_BYTES) + dma_time(hw, R * d * DTYPE_BYTES) + _math_s(hw, R * d)
         nf = n - 1.0  # full-row q blocks
 
         def one(p):
@@ -262,8 +263,7 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
                                       jnp.arange(C, dtype=jnp.result_type(float)), relax=relax)  # each [..., C]
     block_bytes = 2 * Bk * d * DTYPE_BYTES
     depth = hw.ring_recv_depth
-    over = (dma_time(hw, rows * d * DTYPE_BYTES + rows * (d + 2) * ACC_BYTES)
-            + dma_time(hw, rows * (d + 2) * ACC_BYTES))
+    q_bytes, acc_bytes = rows * d * DTYPE_BYTES, rows * (d + 2) * ACC_BYTES
     xfer = US * block_bytes / hw.cube_noc_bytes_per_s
     lat = US * (hw.cube_noc_transaction_s + hw.cube_hop_latency_s)
     final = jnp.maximum(sceil(S / te / P, relax=relax), 1.0) * (_math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
@@ -275,43 +275,50 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     t_tcm, t_hbm = (tile_times(hw, jnp.expand_dims(rows, -1), jnp.expand_dims(te, -1), d, src=src, relax=relax)
                     for src in ("tcm", "hbm"))
     t = jax.tree.map(lambda a, b: jnp.where(fits[..., None], a, b), t_tcm, t_hbm)
+    # a ring visit loads q and its (m, l, O) and stores (m, l, O) after. The (m, l, O) load only
+    # gates the first softmax, long after; the first Q.K^T needs q and its first K sub-tile:
+    # staged K queues behind both loads on the controller (its fill carries the latency), a
+    # TCM-held K is read on the TCM port while q loads
+    first_in = jnp.where(fits, jnp.maximum(dma_time(hw, q_bytes) - t_tcm["K"]["fill"][..., 0], 0.0),
+                         q_load_time(hw, q_bytes + acc_bytes))
+    over = first_in + dma_time(hw, acc_bytes)
     work = sum(w[i] * visits_time(sweep_terms(t, p, relax=relax), *blocks, jnp.expand_dims(over, -1))
                for i, p in enumerate(PIPELINES))
     busy = [{k: v[..., 0] for k, v in _busy(t, tiles[..., None], p).items()} for p in PIPELINES]
     stage = jnp.where(fits, 0.0, block_bytes / hbm_rate(hw))  # the receivers' HBM write of a staged block
     init = jnp.where(fits, dma_time(hw, block_bytes), 0.0)  # TCM-held: each PE first loads its own block
-    end, wait = _ring_recurrence([work[..., b] for b in range(C)], xfer, lat + stage, init, C, depth, mx)
+    end, wait = _ring_recurrence([work[..., b] for b in range(C)], xfer, lat, stage, init, C, depth, mx)
     in_tcm = fits.astype(jnp.result_type(float))
     return {"total": end + final, "wait": wait, "busy": busy, "tiles": tiles, "link": (C - 1) * xfer,
             "tcm": tcm_work + in_tcm * depth * block_bytes, "in_tcm": in_tcm,
             "hbm_extra": (1.0 - in_tcm) * (C - 1) * block_bytes / hbm_rate(hw) + in_tcm * block_bytes / hbm_rate(hw)}
 
 
-def _ring_recurrence(w_b: list, xfer, lat, init, C: int, depth: int, mx):
-    """(end, mean exposed wait per CUBE) of the ring's max-plus recurrence. The recurrence runs on
-    per-CUBE scalars (lists), not a rolled [C] axis: XLA vectorises the former over a vmapped
-    batch far better than a roll along a short minor axis."""
+def _ring_recurrence(w_b: list, xfer, lat, stage, init, C: int, depth: int, mx):
+    """(end, mean exposed wait per CUBE) of the ring's max-plus recurrence. A forward's transfer
+    starts when the sender starts the step (after its previous send: one NOC port) and lands
+    ``lat`` after it ends; a block that finds no free receive buffer waits in the receiver's NOC
+    interface (the sender's port is free again), then takes ``stage`` to be staged. The
+    recurrence runs on per-CUBE scalars (lists), not a rolled [C] axis: XLA vectorises the former
+    over a vmapped batch far better than a roll along a short minor axis."""
     start = [init + 0.0 * w_b[0]] * C
     done = [start[c] + w_b[c] for c in range(C)]  # step 0: CUBE c on block c
-    send_end: list = [None] * C  # CUBE c's latest forward send end
+    send_end: list = [None] * C  # CUBE c's latest forward transfer end
     hist_done, hist_send = [done], []  # per step: done[c], send_end[c] (the forward of that step's block)
     wait = 0.0 * xfer
     for s in range(1, C):
-        # CUBE c forwards the block it holds at step s - 1 (to c + 1 for step s) when it starts that step,
-        # after its previous send, into a buffer of c + 1 released by its step s - depth
-        new_send = []
-        for c in range(C):
-            t0 = start[c] if send_end[c] is None else mx(start[c], send_end[c])
-            k = s - depth
-            if k >= 0:
-                nxt = (c + 1) % C
-                # its step-k block is released once computed and forwarded (hist_send[k]: the sends of step k + 1)
-                rel = mx(hist_done[k][nxt], hist_send[k][nxt]) if k < len(hist_send) else hist_done[k][nxt]
-                t0 = mx(t0, rel)
-            new_send.append(t0 + xfer)
+        # CUBE c forwards the block it holds at step s - 1 (to c + 1 for step s) when it starts that step
+        new_send = [(start[c] if send_end[c] is None else mx(start[c], send_end[c])) + xfer for c in range(C)]
         hist_send.append(new_send)
         send_end = new_send
-        start = [mx(done[c], send_end[c - 1] + lat) for c in range(C)]  # c - 1 = C - 1 for c = 0
+        arrive = []
+        for c in range(C):
+            got = send_end[c - 1] + lat  # from c - 1 (= C - 1 for c = 0)
+            k = s - depth
+            if k >= 0:  # into a buffer released once c's step-k block is computed and forwarded
+                got = mx(got, mx(hist_done[k][c], hist_send[k][c]) if k < len(hist_send) - 1 else hist_done[k][c])
+            arrive.append(got + stage)
+        start = [mx(done[c], arrive[c]) for c in range(C)]
         wait = wait + sum(start[c] - done[c] for c in range(C)) / C
         done = [start[c] + w_b[(c - s) % C] for c in range(C)]
         hist_done.append(done)

@@ -63,13 +63,21 @@ def ring_block_counts(S, tile, C, P, b, *, relax: Relax | None):
     """Prefill-SP ring, KV block b (contiguous layout): work of the busiest PE of the CUBE holding it.
 
     n = S / TILE q blocks (q block = TILE rows), nb = n / C tiles per block; q block i sees
-    v_i = clip(i - b nb + 1, 0, nb) tiles of block b. PE p takes q blocks i = p mod P; v is
+    v_i = clip(i - b nb + 1, 0, nb) tiles of block b (exact at ragged S: n = ceil(S / TILE), blocks
+    of Bk = ceil(S / C) keys in nb = ceil(Bk / TILE) tiles, v_i = clip(i + 2 - ceil((1 + b Bk) /
+    TILE), 0, nb)). PE p takes q blocks i = p mod P; v is
     non-decreasing in i, so the PE holding i = n - 1 is the busiest: with A = n - b nb its visits
     are A, A - P, ... clipped to [0, nb]. Returns (tiles, visits, single-tile visits).
     """
-    n = S / tile
-    nb = n / C
-    A = n - b * nb
+    if relax is None:  # ragged S: blocks of ceil(S / C) keys (the last one shorter), the last q block ragged
+        n = jnp.ceil(S / tile)
+        Bk = jnp.ceil(S / C)
+        nb = jnp.ceil(jnp.clip(S - b * Bk, 0.0, Bk) / tile)
+        A = n + 1.0 - jnp.ceil((1.0 + b * Bk) / tile)  # q block i sees tile j iff b Bk + j TILE <= (i + 1) TILE - 1
+    else:  # relaxed: the fractional counts (exact at S a multiple of C x TILE)
+        n = S / tile
+        nb = n / C
+        A = n - b * nb
     tiles = _pos_sum(A, P, relax=relax) - _pos_sum(A - nb, P, relax=relax)
     visits = jnp.maximum(sceil(A / P, relax=relax), 0.0)
     single = jnp.where((A >= 1) & (jnp.abs(jnp.round(A - 1) % P) < 0.5) & (nb >= 1), 1.0, 0.0)

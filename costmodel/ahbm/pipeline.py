@@ -6,8 +6,9 @@ inner tile. A composite GEMM streams its K / V operand DMA -> GEMM -> write-back
 operand buffers. As a pipeline of m sub-tiles it is summarised by
 
 * ``fill``: DMA start -> first sub-tile landed (one sub-tile's transfer + the DMA latency),
-* ``body``: first GEMM start -> composite done = g + (m - 1) x period + write-back, the period
-  being the slowest of DMA, GEMM, write-back and the buffer cycle (a + latency + g) / depth,
+* ``body``: first GEMM start -> composite done = ``gspan`` (g + (m - 1) x period) + the last
+  sub-tile's epilogue (Q.K^T's scale, on MATH) and write-back, the period being the slowest of
+  DMA, GEMM, epilogue, write-back and the buffer cycle (a + latency + g) / depth,
 * ``dma_span``: DMA start -> last transfer end (the HBM controller is busy that long),
 
 so a composite whose DMA starts at t0 and whose GEMM may start at t1 ends at
@@ -17,8 +18,13 @@ max(t0 + fill, t1) + body. The options (what the kernel CPU waits for):
 * opt3: as opt1 but QK_{j+1} is issued first (double-buffered S): it runs during SM_j.
 * opt2: two composites per tile (QK_j; ex_composite = V_j stream, SM_j, PV_j, MG_j), no CPU wait.
 
+Inside a tile the MATH work follows the kernel text: P ready after ``m_p``; the rest of the
+softmax and O * corr (``m_r``) overlap the P.V; only the merge's + (``m_a``) follows it. Under
+opt3 / opt2 the GEMM engine serves the sub-tiles of concurrent composites as they request it
+(``pv_start``; the engine-saturated period ``sat``), not in composite issue order.
+
 A visit of v tiles takes ``single`` (v = 1) or ``first + (v - 2) * D + last`` (v >= 2), then the
-last merge drains (``m_o``). ``last`` may be evaluated at a ragged tile's real key count.
+last merge drains (``drain``). ``last`` may be evaluated at a ragged tile's real key count.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ N_SM = 10
 N_MG = 1
 SOFTMAX_ELEMS_PER_SCORE = 5  # scale (epilogue), max, S_j - m_new, exp, sum(P) per score element
 SOFTMAX_ELEMS_PER_ROW = 5  # maximum, m - m_new, exp, l * corr, + per row
+N_PRE_PV, N_POST_PV = N_SM, N_MG  # issued before / after the P.V composite
+P_CHAIN_SCORE_OPS = 3  # max, S_j - m_new, exp: the probabilities P (the scale is Q.K^T's epilogue)
+P_CHAIN_ROW_OPS = 1  # maximum(m, m_j)
 MERGE_ELEMS_PER_OUT = 2  # O * corr + O_j
 DTYPE_BYTES = 2  # bf16 storage of q / k / v / O
 ACC_BYTES = 4  # fp32 (m, l, O) and GEMM outputs
@@ -58,8 +67,12 @@ def hbm_rate(hw: AHBM):
 
 
 def _stream(hw: AHBM, keys, sub: int, sub_bytes_per_key, gemm_sub_us, wb_sub_bytes, wb_end_bytes, *,
-            src: str, relax: Relax | None) -> dict:
-    """Summary of one streamed composite over ``keys`` keys in sub-tiles of ``sub`` keys."""
+            src: str, relax: Relax | None, epilogue_sub_us=0.0) -> dict:
+    """Summary of one streamed composite over ``keys`` keys in sub-tiles of ``sub`` keys: each
+    sub-tile's DMA, GEMM, epilogue on MATH (``epilogue_sub_us``: Q.K^T's scale) and write-back
+    are pipeline stages, so the stream's period is the slowest stage (or the operand buffers'
+    cycle); ``gspan`` is first GEMM start -> last GEMM end, ``body`` adds the last sub-tile's
+    epilogue and write-back."""
     tcm = hw.tcm_bytes_per_s / US
     if src == "tcm":  # operand already in TCM: read on the TCM port, no DMA latency, no HBM
         rate, dl = tcm, 0.0 * keys
@@ -71,20 +84,25 @@ def _stream(hw: AHBM, keys, sub: int, sub_bytes_per_key, gemm_sub_us, wb_sub_byt
     a_first = jnp.minimum(keys, sub) * sub_bytes_per_key / rate
     w = wb_sub_bytes / tcm
     io = a_full + w if src == "tcm" else smax(a_full, w, relax=relax)  # one TCM port for both
-    period = smax(io, gemm_sub_us, (a_full + dl + gemm_sub_us) / depth, relax=relax)
+    period = smax(io, gemm_sub_us, epilogue_sub_us + 0.0 * keys, (a_full + dl + gemm_sub_us) / depth, relax=relax)
     rest = jnp.maximum(m - 1.0, 0.0) * period
-    return {"fill": a_first + dl, "body": gemm_sub_us + rest + w + wb_end_bytes / tcm,
-            "dma_span": a_first + rest,
+    gspan = gemm_sub_us + rest
+    return {"fill": a_first + dl, "body": gspan + epilogue_sub_us + w + wb_end_bytes / tcm, "gspan": gspan,
+            "dma_span": a_first + rest, "a_head": jnp.minimum(keys, depth * sub) * sub_bytes_per_key / rate,
             "dma_busy": keys * sub_bytes_per_key / rate if src != "tcm" else 0.0 * keys,
-            "gemm_busy": m * gemm_sub_us}
+            "gemm_busy": m * gemm_sub_us, "g": gemm_sub_us + 0.0 * keys, "ep_busy": m * epilogue_sub_us,
+            "tail": epilogue_sub_us + w + wb_end_bytes / tcm}
 
 
 def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", relax: Relax | None) -> dict:
     """Engine times (us) of one tile of ``keys`` real keys for ``rows`` M-folded query rows.
 
-    Returns the streamed Q.K^T ('K') and P.V ('V') composites (``_stream`` summaries), the MATH
-    times of softmax ('m_s') and merge ('m_o'), and the issue costs ('c' primitive, 'cc'
-    composite). ``src`` is where K / V live: 'hbm' (DMA) or 'tcm' (ring blocks held in TCM).
+    Returns the streamed Q.K^T ('K', its scale epilogue a MATH stage per sub-tile) and P.V ('V')
+    composites (``_stream`` summaries), the MATH times in the kernel's order: 'm_p' (max,
+    maximum, S - m2, exp: P ready), 'm_r' (the rest of the softmax and O * corr, both issued before
+    P.V and overlapping it), 'm_a' (the merge's + after P.V); 'm_s' / 'm_o' (all softmax / merge
+    MATH, for the roofline), and the issue costs ('c' primitive, 'cc' composite). ``src`` is
+    where K / V live: 'hbm' (DMA) or 'tcm' (ring blocks held in TCM).
     """
     gemm_rate = hw.gemm_flops_per_cycle_per_pe * hw.pe_clock_hz / US
     math_rate = hw.math_elems_per_cycle_per_pe * hw.pe_clock_hz / US
@@ -93,48 +111,128 @@ def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", relax: Relax |
     kv_bytes = d * DTYPE_BYTES  # per key
     g_qk = 2 * mp * pad(d, tk, relax=None) * tn / gemm_rate  # one sub-tile: N = tn keys (ragged padded)
     g_pv = 2 * mp * tk * pad(d, tn, relax=None) / gemm_rate  # one sub-tile: K = tk keys
-    K = _stream(hw, keys, tn, kv_bytes, g_qk, rows * tn * ACC_BYTES, 0.0, src=src, relax=relax)
+    scale_sub = rows * jnp.minimum(keys, tn) / math_rate  # the scale epilogue of one Q.K^T sub-tile
+    K = _stream(hw, keys, tn, kv_bytes, g_qk, rows * tn * ACC_BYTES, 0.0, src=src, relax=relax,
+                epilogue_sub_us=scale_sub)
     V = _stream(hw, keys, tk, kv_bytes, g_pv, 0.0, rows * d * ACC_BYTES, src=src, relax=relax)
+    score, row, out = rows * keys / math_rate, rows / math_rate, rows * d / math_rate
     return {
         "K": K, "V": V, "c": US * hw.cpu_issue_s + 0.0 * keys, "cc": US * hw.cpu_issue_composite_s + 0.0 * keys,
-        "m_s": (SOFTMAX_ELEMS_PER_SCORE * rows * keys + SOFTMAX_ELEMS_PER_ROW * rows) / math_rate,
-        "m_o": MERGE_ELEMS_PER_OUT * rows * d / math_rate + 0.0 * keys,
+        "m_p": P_CHAIN_SCORE_OPS * score + P_CHAIN_ROW_OPS * row,
+        "m_r": (SOFTMAX_ELEMS_PER_SCORE - 1 - P_CHAIN_SCORE_OPS) * score
+        + (SOFTMAX_ELEMS_PER_ROW - P_CHAIN_ROW_OPS) * row + out,
+        "m_a": out + 0.0 * keys,
+        "m_s": SOFTMAX_ELEMS_PER_SCORE * score + SOFTMAX_ELEMS_PER_ROW * row,
+        "m_o": MERGE_ELEMS_PER_OUT * out + 0.0 * keys,
     }
 
 
 def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None = None) -> dict:
     """(single, first, last, D, drain) of a visit for one pipelining option (us); ``nxt``: the
-    times of the tile after the first one (opt3's first iteration already issues its Q.K^T)."""
+    times of the tile after the first one (opt3's first iteration already issues its Q.K^T).
+
+    Every term ends when the CPU has issued the tile's merge (+ after P.V); the merge's MATH
+    (``m_a``) then runs while the next term starts, and ``drain`` is the last one's. The GEMM
+    engine serves sub-tiles of concurrent composites as their operands land (a P.V holds the
+    engine's accumulators from its first sub-tile to its last, a Q.K^T sub-tile only for itself),
+    so under opt3 / opt2 a P.V whose probabilities are ready waits at most for the Q.K^T sub-tile
+    on the engine, and the engine's steady period is at least one tile's Q.K^T work plus the
+    P.V's span (``sat``)."""
     mx = lambda *a: smax(*a, relax=relax)
-    K, V, c, cc, m_s, m_o = t["K"], t["V"], t["c"], t["cc"], t["m_s"], t["m_o"]
+    mn = lambda a, b: -smax(-a, -b, relax=relax)
+    K, V, c, cc = t["K"], t["V"], t["c"], t["cc"]
+    m_p, m_r, m_a = t["m_p"], t["m_r"], t["m_a"]
     K1 = K if nxt is None else nxt["K"]
-    q = cc + K["fill"] + K["body"]  # issue QK, stream K, GEMM, write-back
-    # one tile alone: QK, then SM after its issue, PV (its V DMA starts at issue), then MG's issue
-    single = mx(q + N_SM * c + m_s, q + N_SM * c + cc + V["fill"]) + V["body"] + N_MG * c
+    pre, post = N_PRE_PV * c, N_POST_PV * c
+    v_tail = V["body"] + post  # P.V's GEMM start -> its merge issued
+    q = cc + K["fill"] + K["body"]  # issue QK, stream K, GEMM, scale, write-back (MATH idle before)
+    # one tile alone: QK, the softmax's P chain after its issues, P.V (its DMA from its issue)
+    single = mx(q + pre + m_p, q + pre + cc + V["fill"]) + v_tail
+    # the previous merge's MATH (m_a) delays this tile's scale epilogue and softmax
+    q_busy = mx(q, m_a + K["ep_busy"] + K["tail"] - K["ep_busy"] / jnp.maximum(K["gemm_busy"] / K["g"], 1.0))
+    drain = mx(m_a, m_r + m_a - V["body"] - post)
     if pipeline == "opt1":
-        D = mx(mx(q + N_SM * c, m_o) + m_s, q + N_SM * c + cc + V["fill"]) + V["body"] + N_MG * c
-        return {"single": single, "first": single, "last": D, "D": D, "drain": m_o}
+        D = mx(q_busy + pre + m_p, q_busy + pre + cc + V["fill"]) + v_tail
+        return {"single": single, "first": single, "last": D, "D": D, "drain": drain}
+    sat = K["gemm_busy"] + V["gspan"]  # the GEMM engine never idles
+    # opt3 / opt2 issue QK_1 right after QK_0: QK_1's sub-tiles, landed while QK_0's run, take the
+    # engine between QK_0's (a sub-tile requests it only when its predecessor ends), which delays
+    # S_0 by one QK_1 sub-tile per QK_0 sub-tile after the first, less the engine's idle gaps
+    m_k, m_k1 = K["gemm_busy"] / K["g"], K1["gemm_busy"] / K1["g"]
+    idle = lambda S: mx((S["gspan"] - S["g"]) / jnp.maximum(S["gemm_busy"] / S["g"] - 1.0, 1.0) - S["g"], 0.0 * q)
+    gap, gap1 = idle(K), idle(K1)  # the engine's idle time between a stream's sub-tiles (DMA-bound)
+    slots = mn(mx(m_k - 1.0, 0.0 * q), m_k1)  # QK_1 sub-tiles run between QK_0's
+    q_inter = q + slots * mx(K1["g"] - gap, 0.0 * q)
+    k0_end = cc + K["fill"] + K["gspan"] + slots * mx(K1["g"] - gap, 0.0 * q)  # QK_0's last GEMM end
+    credit = slots * K1["g"]  # ... that QK_1 work is done: the next tile's engine-bound term is shorter
     if pipeline == "opt3":
-        # iteration 0: prime QK_0 at [0, cc], issue QK_1 at [cc, 2cc] (its DMA after K_0's)
-        k1_start = mx(2 * cc, cc + K["dma_span"])
-        q1 = mx(k1_start + K1["fill"], q) + K1["body"]  # its GEMMs after QK_0's (FIFO engine)
-        w = mx(2 * cc, q)
-        v0 = mx(w + N_SM * c + cc, k1_start + K1["dma_span"])
-        first = mx(w + N_SM * c + m_s, v0 + V["fill"], q1) + V["body"] + N_MG * c
-        # steady: issue QK_{j+1} at [0, cc], SM_j after cc + 7c, PV_j's DMA after K_{j+1}'s,
-        # PV_j's GEMM after QK_{j+1}'s (FIFO engine)
-        D = mx(mx(cc + N_SM * c, m_o) + m_s, mx(2 * cc + N_SM * c, cc + K1["dma_span"]) + V["fill"],
-               cc + K1["fill"] + K1["body"]) + V["body"] + N_MG * c
-        last = mx(mx(N_SM * c, m_o) + m_s, N_SM * c + cc + V["fill"]) + V["body"] + N_MG * c
-        return {"single": single, "first": first, "last": last, "D": D, "drain": m_o}
+        # iteration 0: prime QK_0 at [0, cc], issue QK_1 at [cc, 2cc] (its DMA after K_0's head)
+        k1_start = mx(2 * cc, cc + K["a_head"])
+        w0 = mx(2 * cc, q_inter)
+        r0 = mx(w0 + pre + m_p, mx(w0 + pre + cc, k1_start + K1["a_head"]) + V["fill"])
+        # QK_1's last GEMM: its own stream delayed by QK_0's sub-tiles, or its sub-tiles left after QK_0's
+        # (only QK_0's sub-tiles after QK_1's first landed delay it)
+        before = mx((k1_start + K1["fill"] - cc - K["fill"]) / K["g"], 0.0 * q)
+        q1_end = mx(k1_start + K1["fill"] + K1["gspan"]
+                    + mn(mx(m_k1 - 1.0, 0.0 * q), mx(m_k - before, 0.0 * q)) * mx(K["g"] - gap1, 0.0 * q),
+                    k0_end + mx(m_k1 - slots, 0.0 * q) * K1["g"])
+        pv0 = pv_start(r0, k0_end, q1_end, K1, relax=relax)
+        first = pv0 + v_tail
+        # steady: issue QK_{j+1} at [0, cc] (MATH busy with merge j - 1 for m_a); S_j is done;
+        # P_j after the issues and the merge; V_j's DMA behind QK_{j+1}'s head
+        r = mx(mx(cc + pre, m_a) + m_p, mx(2 * cc + pre, cc + K1["a_head"]) + V["fill"])
+        k_end = cc + K1["fill"] + K1["gspan"]
+        pv = pv_start(r, cc + K1["fill"], k_end, K1, relax=relax)
+        D = mx(pv + v_tail, sat + post, 2 * cc + pre + post)
+        D_c = mx(pv + v_tail, sat - credit + post, 2 * cc + pre + post)  # the tile after the first
+        # S_{j+1} done: QK_{j+1} ends at k_end, or (P.V_j started inside it) after P.V_j's span
+        # too: a ramp over one Q.K^T sub-tile of overlap (continuous in the relaxed form)
+        s_wait = lambda k_e, p_s, end: (k_e + mn(V["gspan"], mx(k_e - p_s, 0.0 * k_e) * V["gspan"] / K1["g"])
+                                        + K1["tail"] - end)
+        s_d = s_wait(k_end, pv, pv + v_tail)
+        return {"single": single, "first": first + D_c - D, "first_two": first,
+                "last": last_opt3(t, s_d, relax=relax), "D": D, "drain": drain,
+                "s_after_first": s_wait(q1_end, pv0, first), "s_after_D": s_d}
     if pipeline == "opt2":
-        v_start = mx(2 * cc, cc + K["dma_span"])
-        single2 = mx(mx(q, 2 * cc) + m_s, v_start + V["fill"]) + V["body"]
-        D = mx(K["dma_busy"] + V["dma_busy"], K["gemm_busy"] + V["gemm_busy"], m_s + m_o, 2 * cc,
-               V["body"] + mx(K["gemm_busy"], m_s + m_o))
-        return {"single": single2, "first": single2, "last": D, "D": D, "drain": m_o}
+        v_start = mx(2 * cc, cc + K["a_head"])
+        single2 = mx(q + m_p, v_start + V["fill"]) + V["body"]
+        first2 = mx(q_inter + m_p, v_start + V["fill"]) + V["body"]
+        # the accumulator chain: P.V_j's write-back -> merge j -> P_{j+1} -> P.V_{j+1}
+        D = mx(K["dma_busy"] + V["dma_busy"], sat, _tile_math(t), 2 * cc, V["body"] + m_a + m_p)
+        D_c = mx(K["dma_busy"] + V["dma_busy"], sat - credit, _tile_math(t), 2 * cc, V["body"] + m_a + m_p)
+        return {"single": single2, "first": first2 + D_c - D, "last": D, "D": D, "drain": drain}
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
+
+
+def pv_start(r, k0, k_end, K: dict, *, relax: Relax | None):
+    """GEMM start of a P.V whose operands are ready at ``r`` while a Q.K^T stream runs on the
+    engine from ``k0`` to ``k_end`` in sub-tiles of ``K['g']``: a Q.K^T sub-tile requests the
+    engine's accumulators when its predecessor ends, so the P.V waits for the sub-tile running at
+    ``r`` (the end of its step of the staircase) and, when the next one requested first (its
+    request races the P.V's within the stream's period), for that one too; the model takes the
+    mean of the two. Relaxed: the staircase's mean, r + g / 2."""
+    g, mx = K["g"], (lambda *a: smax(*a, relax=relax))
+    mn = lambda a, b: -smax(-a, -b, relax=relax)
+    if relax is None:
+        step = k0 + jnp.ceil(jnp.maximum(r - k0, 0.0) / g) * g
+    else:
+        step = r + 0.5 * g
+    return mx(r, mn(k_end, 0.5 * (step + r + g)))
+
+
+def last_opt3(t: dict, s_wait, *, relax: Relax | None = None):
+    """opt3's last tile (no Q.K^T to issue), its S ready ``s_wait`` after the term starts."""
+    mx = lambda *a: smax(*a, relax=relax)
+    c, cc, V = t["c"], t["cc"], t["V"]
+    pre, post = N_PRE_PV * c, N_POST_PV * c
+    s0 = mx(s_wait, 0.0 * s_wait)
+    return mx(mx(s0 + pre, t["m_a"]) + t["m_p"], s0 + pre + cc + V["fill"]) + V["body"] + post
+
+
+def _tile_math(t: dict):
+    """All MATH of one tile (softmax with the scale epilogue, merge)."""
+    return t["m_s"] + t["m_o"]
 
 
 def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
@@ -143,12 +241,15 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
     Relaxed in v: linear between v = 1 and v = 2 (exact at integers)."""
     full, ragged = sweep_terms(tf, pipeline, relax=relax), sweep_terms(tr, pipeline, relax=relax)
     first, pre_last = full["first"], 0.0
+    last = ragged["last"]
     if pipeline == "opt3":  # the iteration before the ragged tile issues its (smaller) Q.K^T
         before = sweep_terms(tf, pipeline, relax=relax, nxt=tr)
-        first = jnp.where(v < 2.5, before["first"], first)
-        pre_last = jnp.where(v >= 2.5, before["D"] - full["D"], 0.0)
+        two = v < 2.5
+        first = jnp.where(two, before["first_two"], first)
+        pre_last = jnp.where(two, 0.0, before["D"] - full["D"])
+        last = last_opt3(tr, jnp.where(two, before["s_after_first"], before["s_after_D"]), relax=relax)
     multi = jnp.clip(v - 1.0, 0.0, 1.0)
-    return ((1.0 - multi) * ragged["single"] + multi * (first + ragged["last"])
+    return ((1.0 - multi) * ragged["single"] + multi * (first + last)
             + jnp.maximum(v - 2.0, 0.0) * full["D"] + pre_last + ragged["drain"])
 
 
@@ -163,6 +264,13 @@ def visits_time(terms: dict, tiles, visits, single_visits, overhead):
 def dma_time(hw: AHBM, nbytes):
     """One PE-local DMA (us): transfer on the PE's controller, then the local latency."""
     return nbytes / hbm_rate(hw) + US * hw.dma_local_latency_s
+
+
+def q_load_time(hw: AHBM, nbytes):
+    """A visit's q load (us) before its first tile: the transfer only, as its DMA latency overlaps
+    the first K sub-tile's transfer queued behind it on the controller (the first Q.K^T GEMM needs
+    both; the sub-tile's own fill carries the latency)."""
+    return nbytes / hbm_rate(hw)
 
 
 def tcm_bytes(hw: AHBM, rows, te, d: int, pipeline: str):
@@ -186,12 +294,17 @@ __all__ = [
     "ACC_BYTES",
     "DTYPE_BYTES",
     "N_MG",
+    "N_POST_PV",
+    "N_PRE_PV",
     "N_SM",
     "US",
     "dma_time",
     "hbm_rate",
     "issues_per_tile",
+    "last_opt3",
     "pad",
+    "pv_start",
+    "q_load_time",
     "sweep_terms",
     "tcm_bytes",
     "tile_times",
