@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from costmodel.ahbm.cases import case_latency
@@ -79,6 +79,9 @@ def test_ragged_prefill_tiles_match_flash_schedule(S, tile):
 @given(case=st.sampled_from(["decode", "decode_sp", "prefill"]), logS=st.integers(10, 20), ragged=st.integers(0, 63),
        logT=st.integers(5, 10), scale=st.lists(st.floats(0.25, 4.0), min_size=4, max_size=4),
        issue_ns=st.floats(0.0, 50.0), composite_ns=st.floats(0.0, 200.0))
+# counterexamples hypothesis found against earlier opt3 closed forms (prefill with fast GEMM and MATH)
+@example(case="prefill", logS=10, ragged=0, logT=5, scale=[1.0, 4.0, 2.0, 1.0], issue_ns=0.0, composite_ns=0.0)
+@example(case="prefill", logS=10, ragged=0, logT=5, scale=[1.0, 2.0, 1.25, 1.0], issue_ns=0.0, composite_ns=0.0)
 def test_opt3_never_slower_than_opt1(case, logS, ragged, logT, scale, issue_ns, composite_ns):
     hw = dataclasses.replace(HW, pe_controller_bytes_per_s=HW.pe_controller_bytes_per_s * scale[0],
                              gemm_flops_per_cycle_per_pe=HW.gemm_flops_per_cycle_per_pe * scale[1],
