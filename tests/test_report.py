@@ -172,7 +172,7 @@ def test_failing_section_is_reported_in_place_and_the_rest_is_written(tmp_path, 
     ("blackhole.dram_peak_bytes_per_s", "expected HW.FIELD=VALUE"),
     ("gpu.dram_peak_bytes_per_s=1", "HW one of"),
     ("blackhole.dram_bytes=1", "not a field of costmodel.hardware.Blackhole"),
-    ("blackhole.grid_x=10", "is static structure"),  # static structure, not a number to sweep
+    ("blackhole.dram_banks=4", "is static structure"),  # static structure, not a number to sweep
     ("ahbm.cube_noc_bytes_per_s=fast", "expected a number"),
     ("ahbm.cube_noc_bytes_per_s=-1", "expected a finite number in"),
     ("ahbm.cube_noc_bytes_per_s=nan", "expected a finite number in"),
