@@ -109,6 +109,41 @@ def test_standard_sdpa_few_items_is_core_bound():
     assert float(t) == pytest.approx((chunks * pages_per_chunk + q_pages) / rate * 1e6, rel=1e-4)
 
 
+@pytest.mark.parametrize("grid_cores,q_tile_bytes,tiles", [
+    (64, 2048, 4),  # the kernel's own comment: "Target 8KB of data before a single barrier for 8x8 grid"
+    (110, 2048, 2),  # p150a's 11x10 grid: 512 // 110 = 4 slots of 1152 B = 4608 B -> 2 bf16 tiles
+    (130, 2048, 1),  # a 13x10 grid: 3 slots = 3456 B -> 1 tile
+    (65, 1088, 7),  # odd grid, bfp8 tile: 7 * 1152 // 1088
+    (513, 2048, 0),  # over 512 cores: no in-loop barrier
+])
+def test_sdpa_barrier_tiles_matches_the_kernel_formula(grid_cores, q_tile_bytes, tiles):
+    assert sdpa.sdpa_barrier_tiles(grid_cores, q_tile_bytes) == tiles
+
+
+def test_standard_sdpa_gqa_reader_is_round_trip_bound():
+    """GQA q, q_chunk 32 on the 11x10 grid: 32 items on 32 cores; a K chunk (16 tiles), its mask (4 tiles)
+    and its V chunk (16 tiles) go out 2 pages per barrier: 8 + 2 + 8 = 18 round trips per K chunk, 64
+    chunks. With a long round trip L and free compute, the op takes L (first read) + Q read + 64*18*L."""
+    L = 5.0
+    hw = dataclasses.replace(HW_ANY_RATE, noc_bytes_per_cycle_per_link=1e30, matmul_flops_per_cycle_per_core=1e30)
+    t = sdpa.sdpa_standard_us(hw, _ideal_fit(dram_latency_us=L), sdpa.AttnConfig(128.0, 32.0, 16.0),
+                             smax_rows=8192.0, q_heads=16, q_rows=64, head_dim=128, kv_dtype="bf16",
+                             mask_dtype="bfp4")
+    q_read = 32 * (4 * 2048) / 512e9 * 1e6  # 32 cores each read a 1x4-tile Q chunk at a 1/32 share of peak
+    assert float(t) == pytest.approx(L + q_read + 64 * 18 * L, rel=1e-3)
+
+
+def test_standard_sdpa_larger_grid_barriers_more_often():
+    """On a 13x10 grid the reader barriers every page (not every 2): the same op is slower, although it
+    gets the same 32 cores (16 heads x 2 q chunks)."""
+    fit = load_fitted()
+    kw = dict(smax_rows=8192.0, q_heads=16, q_rows=64, head_dim=128, kv_dtype="bf16", mask_dtype="bfp4")
+    attn = sdpa.AttnConfig(128.0, 32.0, 16.0)
+    t110 = float(sdpa.sdpa_standard_us(HW, fit, attn, **kw))
+    t130 = float(sdpa.sdpa_standard_us(dataclasses.replace(HW, grid_x=13), fit, attn, **kw))
+    assert t130 > 1.2 * t110
+
+
 REQUESTS = json.loads((DATA_DIR / "public_dram_requests.json").read_text())
 
 

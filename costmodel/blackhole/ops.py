@@ -125,6 +125,15 @@ def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, relax: Rel
                 readers * dram_us(hw, fit, tiles, nbytes), relax=relax)
 
 
+def barrier_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, groups, relax: Relax | None):
+    """One core reading ``tiles`` pages (``nbytes`` bytes) in ``groups`` equal groups, each issued and
+    then waited for (``noc_async_read_barrier``), while ``readers`` cores read the same amount, us:
+    each group costs the overlap of a DRAM round trip and its read (``read_us``), so a reader that
+    barriers every few pages is bound by the round trip, not by the bandwidth."""
+    t_group = overlap(fit, fit.dram_latency_us, read_us(hw, fit, tiles / groups, nbytes / groups, readers, relax=relax))
+    return groups * t_group
+
+
 def l1_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, *, relax: Relax | None):
     """One core reading ``tiles`` pages (``nbytes`` bytes) of an L1-interleaved tensor (pages spread over
     the cores' L1 banks), us: its own page-request rate or its NoC link; no DRAM bank, endpoint or share."""

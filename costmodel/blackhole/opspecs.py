@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 
 from costmodel.blackhole.ops import (
+    barrier_read_us,
     eltwise_us,
     fill_cache_us,
     heads_us,
     kernel_only,
     matmul_2d_us,
     matmul_us,
-    overlap,
     read_us,
     rms_norm_us,
     rope_us,
@@ -213,9 +213,8 @@ class DramReadSpec:
         pages = per_reader / self.page_bytes
         if self.pages_per_barrier is None:
             return read_us(hw, fit, pages, per_reader, self.readers, relax=relax)
-        n = self.pages_per_barrier
-        t_group = overlap(fit, fit.dram_latency_us, read_us(hw, fit, n, n * self.page_bytes, self.readers, relax=relax))
-        return pages / n * t_group
+        return barrier_read_us(hw, fit, pages, per_reader, self.readers, groups=pages / self.pages_per_barrier,
+                               relax=relax)
 
 
 @_frozen
