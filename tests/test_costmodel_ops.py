@@ -4,6 +4,8 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.blackhole import (
     BlackholeConfig,
@@ -142,6 +144,36 @@ def test_standard_sdpa_larger_grid_barriers_more_often():
     t110 = float(sdpa.sdpa_standard_us(HW, fit, attn, **kw))
     t130 = float(sdpa.sdpa_standard_us(dataclasses.replace(HW, grid_x=13), fit, attn, **kw))
     assert t130 > 1.2 * t110
+
+
+@pytest.mark.parametrize("workers_per_bank", [1, 2])
+def test_dram_sharded_matmul_is_one_banks_shard_at_one_banks_peak(workers_per_bank):
+    """M=32, K=2880 (90 tiles), N=2400 (75 tiles) over 8 banks: each bank holds ceil(75/8)=10 columns of
+    tiles (the last bank padded), read by its own worker(s). With free compute, NoC and fixed costs the
+    op is 90 x 10 bf16 tiles at 512/8 = 64 GB/s, whatever the workers per bank (they share the bank)."""
+    hw = dataclasses.replace(HW, noc_bytes_per_cycle_per_link=1e30, matmul_flops_per_cycle_per_core=1e30)
+    pc = MatmulProgramConfig(9.0, 3.0, 1.0, kind="dram_sharded", num_workers_per_dram_bank=workers_per_bank)
+    pcn = -(-75 // (8 * workers_per_bank))
+    t = ops.matmul_dram_sharded_us(hw, _ideal_fit(), pc, M=32, K=2880, N=2400, weight_dtype="bf16")
+    assert float(t) == pytest.approx(90 * pcn * workers_per_bank * 2048 / 64e9 * 1e6, rel=2e-3)
+    assert ops.dram_sharded_workers(hw, pc) == 8 * workers_per_bank
+    with pytest.raises(ValueError, match="prices kind='dram_sharded'; got kind='mcast_2d'"):
+        ops.matmul_dram_sharded_us(hw, _ideal_fit(), dataclasses.replace(pc, kind="mcast_2d"), M=32, K=2880,
+                                   N=2400, weight_dtype="bf16")
+
+
+@settings(max_examples=25, deadline=None)
+@given(kt=st.integers(1, 200), nt=st.integers(1, 400), ibw=st.sampled_from([1, 2, 3, 5]),
+       wpb=st.integers(1, 3), dtype=st.sampled_from(["bf16", "bfp8", "bfp4"]), mt=st.integers(1, 4))
+def test_dram_sharded_matmul_never_beats_the_dram_floor(kt, nt, ibw, wpb, dtype, mt):
+    """With the stored fit, a DRAM-sharded matmul never beats all its weight bytes at the chip's peak
+    DRAM bandwidth (nor one bank's padded shard at one bank's peak)."""
+    kt = kt * ibw
+    pc = MatmulProgramConfig(float(ibw), 1.0, float(mt), kind="dram_sharded", num_workers_per_dram_bank=wpb)
+    t = float(ops.matmul_dram_sharded_us(HW, load_fitted(), pc, M=32 * mt, K=32 * kt, N=32 * nt, weight_dtype=dtype))
+    w = tile_bytes(dtype)
+    assert t >= kt * nt * w / HW.dram_peak_bytes_per_s * 1e6
+    assert t >= kt * -(-nt // (8 * wpb)) * wpb * w / (HW.dram_peak_bytes_per_s / 8) * 1e6
 
 
 REQUESTS = json.loads((DATA_DIR / "public_dram_requests.json").read_text())
