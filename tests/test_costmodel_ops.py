@@ -139,7 +139,8 @@ def test_standard_sdpa_larger_grid_barriers_more_often():
     """On a 13x10 grid the reader barriers every page (not every 2): the same op is slower, although it
     gets the same 32 cores (16 heads x 2 q chunks)."""
     fit = load_fitted()
-    kw = dict(smax_rows=8192.0, q_heads=16, q_rows=64, head_dim=128, kv_dtype="bf16", mask_dtype="bfp4")
+    kw = {"smax_rows": 8192.0, "q_heads": 16, "q_rows": 64, "head_dim": 128, "kv_dtype": "bf16",
+          "mask_dtype": "bfp4"}
     attn = sdpa.AttnConfig(128.0, 32.0, 16.0)
     t110 = float(sdpa.sdpa_standard_us(HW, fit, attn, **kw))
     t130 = float(sdpa.sdpa_standard_us(dataclasses.replace(HW, grid_x=13), fit, attn, **kw))

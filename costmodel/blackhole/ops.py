@@ -255,9 +255,6 @@ def matmul_2d_us(hw: Blackhole, fit: FitParams, *, M: int, K: int, N: int, in0_b
 
 
 # ---- matmul (DRAM-sharded) ------------------------------------------------------------------------
-DRAM_SHARDED_BLOCKS_IN_FLIGHT = 3  # reader_bmm_tile_layout_in1_sender_dram_sharded: 3 in1 blocks, one trid each
-
-
 def dram_sharded_workers(hw: Blackhole, cfg: MatmulProgramConfig) -> int:
     """Worker cores of a DRAM-sharded matmul: ``num_workers_per_dram_bank`` bank-adjacent readers per
     DRAM bank (``get_optimal_dram_bank_to_reader_assignment``), not the program config's core count."""
@@ -274,14 +271,14 @@ def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConf
     workers (W = banks x workers in all); each computes per_core_N_compute = ceil(N/32 / W) output
     tiles (the config's ``per_core_N`` only sets the output's storage shard). Per K block
     (in0_block_w tiles) a worker reads its in1 block (in0_block_w x per_core_N_compute tiles) from its
-    own bank, with ``DRAM_SHARDED_BLOCKS_IN_FLIGHT`` blocks outstanding (so the round trip is paid once,
-    not per block), at the bank's peak (``dram_peak / banks``, shared by the bank's workers: no
-    interleaved NoC crossing, so [dram_eff] of an interleaved stream does not apply; multi-tile
-    pages, so no per-tile request cost); the activation block (per_core_M x in0_block_w tiles) comes
-    from the in0 core whose L1 shard holds it, multicast over one NoC link; and the tile products
-    run on the worker. Successive blocks come from different in0 cores, so their handshakes overlap:
-    one [mm_block_sync_us] fill, not one per block. A block costs the q-norm overlap of its three
-    stages. Shapes: M, K, N in elements (tile multiples); output L1-sharded (no DRAM write).
+    own bank, with 3 blocks outstanding (reader_bmm_tile_layout_in1_sender_dram_sharded.cpp: one
+    transaction id each, so the round trip is paid once, not per block), at the bank's peak
+    (``dram_peak / banks``, shared by the bank's workers: no interleaved NoC crossing, so [dram_eff]
+    of an interleaved stream does not apply; multi-tile pages, so no per-tile request cost); the
+    activation block (per_core_M x in0_block_w tiles) comes from the in0 core whose L1 shard holds
+    it, multicast over one NoC link; and the tile products run on the worker. Successive blocks come
+    from different in0 cores, so their handshakes overlap: one [mm_block_sync_us] fill, not one per
+    block. A block costs the q-norm overlap of its three stages. Shapes: M, K, N in elements (tile multiples); output L1-sharded (no DRAM write).
     """
     if cfg.kind != "dram_sharded":
         raise ValueError(f"matmul_dram_sharded_us prices kind='dram_sharded'; got kind={cfg.kind!r}")

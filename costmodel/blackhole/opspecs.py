@@ -24,7 +24,13 @@ from costmodel.blackhole.ops import (
     rope_us,
 )
 from costmodel.blackhole.params import FitParams
-from costmodel.blackhole.program_config import DRAM_SHARDED, MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, MatmulProgramConfig
+from costmodel.blackhole.program_config import (
+    DRAM_SHARDED,
+    MCAST_1D_IN0,
+    MCAST_1D_IN1,
+    MCAST_2D,
+    MatmulProgramConfig,
+)
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_decode_us, sdpa_standard_us
 from costmodel.hardware import Blackhole, blackhole
 from costmodel.smooth import Relax
@@ -35,7 +41,8 @@ _frozen = dataclasses.dataclass(frozen=True)
 @_frozen
 class MatmulSpec:
     """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
-    ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``, ``dram_sharded`` by ``ops.matmul_dram_sharded_us``.
+    ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``,
+    ``dram_sharded`` by ``ops.matmul_dram_sharded_us``.
     ``in0_l1`` / ``out_l1``: activation input / output L1-interleaved (1D kinds; DRAM-interleaved otherwise)."""
 
     M: int
