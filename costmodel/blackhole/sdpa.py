@@ -116,8 +116,11 @@ def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows
             + (active - 1.0) * t_merge + t_final)
 
 
-# get_barrier_read_threshold<q_tile_bytes, num_cores>() of ttnn's SDPA readers (dataflow_common.hpp):
-# (512 / num_cores) * (1024 + 128) bytes between read barriers, "8 KB before a barrier for an 8x8 grid"
+# get_barrier_read_threshold<q_tile_bytes, num_cores>() of ttnn's SDPA readers (tt-metal
+# ttnn/cpp/ttnn/operations/transformer/sdpa/device/kernels/dataflow/dataflow_common.hpp, used by
+# reader_interleaved.cpp @ 008dd2ddd0dc3bb7154bc13d054b1902f1e2a5a5; num_cores is the program's whole
+# grid, sdpa_program_factory.cpp @ 000e7c053de83f4dd8bb52da5aa09bda2ead7ce4): (512 / num_cores) *
+# (1024 + 128) bytes between read barriers, "8KB of data before a single barrier for 8x8 grid"
 SDPA_BARRIER_BYTES_X_CORES = 512
 SDPA_BARRIER_BYTES_PER_SLOT = 1024 + 128
 
