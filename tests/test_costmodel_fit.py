@@ -26,7 +26,7 @@ def table(stored):
 
 def test_every_row_quotes_its_source():
     data = rows.load_rows()
-    assert len(data) == 81 and sum(r.role == "calibration" for r in data) == 51
+    assert len(data) == 85 and sum(r.role == "calibration" for r in data) == 51
     for r in data:
         if "/issues/" in r.source:  # an issue thread: its address and the commit it measured at
             assert re.search(r"github\.com/tenstorrent/tt-metal/issues/\d+.* @ [0-9a-f]{11}", r.source), r.source
@@ -55,16 +55,19 @@ def test_port_tables_fit(table):
     assert steps["step_us"]["lo"] == 32500 and all(abs(r["error"]) < 0.01 for r in steps.values())
     ops = [r for r in table if r["table"] in ("op_times", "matmul_table", "attention_table")]
     within = sum(abs(r["error"]) <= 0.10 for r in ops)
-    assert len(ops) == 32 and within >= 29, [(r["name"], round(r["error"], 3)) for r in ops]
+    assert len(ops) == 32 and within == 32, [(r["name"], round(r["error"], 3)) for r in ops]
     assert max(abs(r["error"]) for r in ops) < 0.25
 
 
 def test_port_per_op_table_and_matmul_rows_within_10_percent(table):
-    """Issue 17's must-show: every row of the port's per-op table (op_times) and of its matmul table within
-    10% (a range counts from its nearest end). The notes measure w2 twice with one config (44.6 us in the
-    per-op table, 41 us in the matmul table): both are fitted, so the prediction sits between them."""
-    got = {(r["table"], r["name"]): r["error"] for r in table if r["table"] in ("op_times", "matmul_table")}
-    assert len(got) == 19 + 10
+    """Issue 17's must-show: every row of the port's per-op table (op_times), of its matmul table and of
+    its attention table within 10% (a range counts from its nearest end). The notes measure w2 twice with
+    one config (44.6 us in the per-op table, 41 us in the matmul table): both are fitted, so the
+    prediction sits between them. standard_gqa_q32 (516 us) is held by the standard-SDPA reader's
+    read barrier every 2 pages (``sdpa.sdpa_barrier_tiles``), not by a per-op slope."""
+    tables = ("op_times", "matmul_table", "attention_table")
+    got = {(r["table"], r["name"]): r["error"] for r in table if r["table"] in tables}
+    assert len(got) == 19 + 10 + 3
     assert max(abs(e) for e in got.values()) <= 0.10, sorted(got.items(), key=lambda kv: -abs(kv[1]))[:3]
     assert got[("op_times", "w2")] < 0 < got[("matmul_table", "w2/tuned")]
 

@@ -4,6 +4,8 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costmodel.blackhole import (
     BlackholeConfig,
@@ -107,6 +109,72 @@ def test_standard_sdpa_few_items_is_core_bound():
     pages_per_chunk = 2 * (128 // 32) * (128 // 32) + (128 // 32) * (128 // 32)  # K, V, mask tiles
     q_pages = (128 // 32) * (128 // 32)
     assert float(t) == pytest.approx((chunks * pages_per_chunk + q_pages) / rate * 1e6, rel=1e-4)
+
+
+@pytest.mark.parametrize("grid_cores,q_tile_bytes,tiles", [
+    (64, 2048, 4),  # the kernel's own comment: "Target 8KB of data before a single barrier for 8x8 grid"
+    (110, 2048, 2),  # p150a's 11x10 grid: 512 // 110 = 4 slots of 1152 B = 4608 B -> 2 bf16 tiles
+    (130, 2048, 1),  # a 13x10 grid: 3 slots = 3456 B -> 1 tile
+    (65, 1088, 7),  # odd grid, bfp8 tile: 7 * 1152 // 1088
+    (513, 2048, 0),  # over 512 cores: no in-loop barrier
+])
+def test_sdpa_barrier_tiles_matches_the_kernel_formula(grid_cores, q_tile_bytes, tiles):
+    assert sdpa.sdpa_barrier_tiles(grid_cores, q_tile_bytes) == tiles
+
+
+def test_standard_sdpa_gqa_reader_is_round_trip_bound():
+    """GQA q, q_chunk 32 on the 11x10 grid: 32 items on 32 cores; a K chunk (16 tiles), its mask (4 tiles)
+    and its V chunk (16 tiles) go out 2 pages per barrier: 8 + 2 + 8 = 18 round trips per K chunk, 64
+    chunks. With a long round trip L and free compute, the op takes L (first read) + Q read + 64*18*L."""
+    L = 5.0
+    hw = dataclasses.replace(HW_ANY_RATE, noc_bytes_per_cycle_per_link=1e30, matmul_flops_per_cycle_per_core=1e30)
+    t = sdpa.sdpa_standard_us(hw, _ideal_fit(dram_latency_us=L), sdpa.AttnConfig(128.0, 32.0, 16.0),
+                             smax_rows=8192.0, q_heads=16, q_rows=64, head_dim=128, kv_dtype="bf16",
+                             mask_dtype="bfp4")
+    q_read = 32 * (4 * 2048) / 512e9 * 1e6  # 32 cores each read a 1x4-tile Q chunk at a 1/32 share of peak
+    assert float(t) == pytest.approx(L + q_read + 64 * 18 * L, rel=1e-3)
+
+
+def test_standard_sdpa_larger_grid_barriers_more_often():
+    """On a 13x10 grid the reader barriers every page (not every 2): the same op is slower, although it
+    gets the same 32 cores (16 heads x 2 q chunks)."""
+    fit = load_fitted()
+    kw = {"smax_rows": 8192.0, "q_heads": 16, "q_rows": 64, "head_dim": 128, "kv_dtype": "bf16",
+          "mask_dtype": "bfp4"}
+    attn = sdpa.AttnConfig(128.0, 32.0, 16.0)
+    t110 = float(sdpa.sdpa_standard_us(HW, fit, attn, **kw))
+    t130 = float(sdpa.sdpa_standard_us(dataclasses.replace(HW, grid_x=13), fit, attn, **kw))
+    assert t130 > 1.2 * t110
+
+
+@pytest.mark.parametrize("workers_per_bank", [1, 2])
+def test_dram_sharded_matmul_is_one_banks_shard_at_one_banks_peak(workers_per_bank):
+    """M=32, K=2880 (90 tiles), N=2400 (75 tiles) over 8 banks: each bank holds ceil(75/8)=10 columns of
+    tiles (the last bank padded), read by its own worker(s). With free compute, NoC and fixed costs the
+    op is 90 x 10 bf16 tiles at 512/8 = 64 GB/s, whatever the workers per bank (they share the bank)."""
+    hw = dataclasses.replace(HW, noc_bytes_per_cycle_per_link=1e30, matmul_flops_per_cycle_per_core=1e30)
+    pc = MatmulProgramConfig(9.0, 3.0, 1.0, kind="dram_sharded", num_workers_per_dram_bank=workers_per_bank)
+    pcn = -(-75 // (8 * workers_per_bank))
+    t = ops.matmul_dram_sharded_us(hw, _ideal_fit(), pc, M=32, K=2880, N=2400, weight_dtype="bf16")
+    assert float(t) == pytest.approx(90 * pcn * workers_per_bank * 2048 / 64e9 * 1e6, rel=2e-3)
+    assert ops.dram_sharded_workers(hw, pc) == 8 * workers_per_bank
+    with pytest.raises(ValueError, match="prices kind='dram_sharded'; got kind='mcast_2d'"):
+        ops.matmul_dram_sharded_us(hw, _ideal_fit(), dataclasses.replace(pc, kind="mcast_2d"), M=32, K=2880,
+                                   N=2400, weight_dtype="bf16")
+
+
+@settings(max_examples=25, deadline=None)
+@given(kt=st.integers(1, 200), nt=st.integers(1, 400), ibw=st.sampled_from([1, 2, 3, 5]),
+       wpb=st.integers(1, 3), dtype=st.sampled_from(["bf16", "bfp8", "bfp4"]), mt=st.integers(1, 4))
+def test_dram_sharded_matmul_never_beats_the_dram_floor(kt, nt, ibw, wpb, dtype, mt):
+    """With the stored fit, a DRAM-sharded matmul never beats all its weight bytes at the chip's peak
+    DRAM bandwidth (nor one bank's padded shard at one bank's peak)."""
+    kt = kt * ibw
+    pc = MatmulProgramConfig(float(ibw), 1.0, float(mt), kind="dram_sharded", num_workers_per_dram_bank=wpb)
+    t = float(ops.matmul_dram_sharded_us(HW, load_fitted(), pc, M=32 * mt, K=32 * kt, N=32 * nt, weight_dtype=dtype))
+    w = tile_bytes(dtype)
+    assert t >= kt * nt * w / HW.dram_peak_bytes_per_s * 1e6
+    assert t >= kt * -(-nt // (8 * wpb)) * wpb * w / (HW.dram_peak_bytes_per_s / 8) * 1e6
 
 
 REQUESTS = json.loads((DATA_DIR / "public_dram_requests.json").read_text())

@@ -77,13 +77,15 @@ def test_intervals_widen_where_the_model_extrapolates():
         rel[name] = (hi / lo, iv["extrapolating"])
     assert "wqkv" not in rel["port"][1] and "wqkv" in rel["bfp4 weights"][1]
     assert rel["bfp4 weights"][0] > rel["port"][0]
-    # by exactly the stored extrapolation term: log half-widths add in quadrature, z^2 * tau_extrap^2
-    disc = load_discrepancy()
+    # by exactly the extrapolation term: log half-widths add in quadrature, z^2 * tau_extrap^2. The
+    # stored estimate is data-driven (0 when the class terms already explain the extrapolating
+    # held-out rows, as since the standard-SDPA barrier refit), so the rule is checked at a set value
+    disc = dataclasses.replace(load_discrepancy(), tau_extrap=0.2)
     bfp4 = PORT.replace(weight_dtype="bfp4")
-    _, lo, hi = intervals(cal, HW, bfp4, cfg=CFG)["ops"]["wqkv"]
+    _, lo, hi = intervals(cal, HW, bfp4, cfg=CFG, discrepancy=disc)["ops"]["wqkv"]
     _, lo0, hi0 = intervals(cal, HW, bfp4, cfg=CFG, discrepancy=dataclasses.replace(disc, tau_extrap=0.0))["ops"]["wqkv"]
     z = quantile(cal)
-    assert disc.tau_extrap > 0.05
+    assert 0.0 <= load_discrepancy().tau_extrap < 1.0
     assert (math.log(hi / lo) / 2) ** 2 - (math.log(hi0 / lo0) / 2) ** 2 == pytest.approx((z * disc.tau_extrap) ** 2,
                                                                                          rel=1e-3)
     no_disc = intervals(cal, HW, PORT, cfg=CFG, discrepancy=None)
@@ -100,10 +102,10 @@ def test_validate_cli_held_out_coverage(tmp_path, capsys):
     doc = main(["validate", "--json", "--out", str(out)])
     assert json.loads(capsys.readouterr().out)["overall"] == doc["overall"]
     rows = doc["rows"]
-    assert len(rows) == 81 and {r["table"] for r in rows} >= {"op_times", "public_ops", "public_sdpa_decode"}
+    assert len(rows) == 85 and {r["table"] for r in rows} >= {"op_times", "public_ops", "public_sdpa_decode"}
     # every row is in scope now: the kernel-only short adds are priced without dispatch
     assert not [r for r in rows if r["role"] == "scope_gap"] and "outside scope" not in doc["summary"]
-    assert doc["overall"]["n"] == 81
+    assert doc["overall"]["n"] == 85
     for r in rows:  # inside means the measured range meets the interval
         assert r["lo"] < r["predicted"] < r["hi"]
         assert r["inside"] == (r["lo"] <= r["measured_hi"] and r["measured_lo"] <= r["hi"])
@@ -126,7 +128,7 @@ def test_validate_cli_rejects_bad_steps(capsys):
 
 def test_matmul_kinds_are_priced_by_their_own_model():
     """A 2D-multicast spec is bounded below by its FLOPs at the fidelity's peak on its cores and by
-    its bytes at peak DRAM bandwidth; kinds the model does not price raise."""
+    its bytes at peak DRAM bandwidth; a DRAM-sharded one by one bank's shard at one bank's peak."""
     from costmodel.blackhole.opspecs import MatmulSpec
     from costmodel.blackhole.program_config import DRAM_SHARDED, MCAST_2D, MatmulProgramConfig
 
@@ -139,5 +141,9 @@ def test_matmul_kinds_are_priced_by_their_own_model():
     flops_us = 2 * M * K * N / (cores * HW.matmul_flops_per_cycle_per_core / 2 * HW.clock_hz) * 1e6  # HiFi2
     bytes_us = (K * N * 1088 / 1024 + 2 * M * K + 2 * M * N) / HW.dram_peak_bytes_per_s * 1e6
     assert t > max(flops_us, bytes_us) and t < 3 * max(flops_us, bytes_us)
-    with pytest.raises(ValueError, match="kind='dram_sharded' is not modelled"):
-        MatmulSpec(64, K, N, MatmulProgramConfig(2.0, 2.0, 2.0, kind=DRAM_SHARDED), "bfp8").us(HW, cal.params)
+    ds = MatmulProgramConfig(2.0, 2.0, 2.0, kind=DRAM_SHARDED)
+    with pytest.raises(ValueError, match="dram_sharded matmul .* models no fused activation"):
+        MatmulSpec(64, K, N, ds, "bfp8", fused_activation=True).us(HW, cal.params)
+    # priced now: one bank's shard (K x N/8 weights) at one bank's peak is its floor
+    floor_us = K * (N / HW.dram_banks) * 1088 / 1024 / (HW.dram_peak_bytes_per_s / HW.dram_banks) * 1e6
+    assert float(MatmulSpec(64, K, N, ds, "bfp8").us(HW, cal.params)) > floor_us

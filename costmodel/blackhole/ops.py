@@ -125,6 +125,15 @@ def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, relax: Rel
                 readers * dram_us(hw, fit, tiles, nbytes), relax=relax)
 
 
+def barrier_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, groups, relax: Relax | None):
+    """One core reading ``tiles`` pages (``nbytes`` bytes) in ``groups`` equal groups, each issued and
+    then waited for (``noc_async_read_barrier``), while ``readers`` cores read the same amount, us:
+    each group costs the overlap of a DRAM round trip and its read (``read_us``), so a reader that
+    barriers every few pages is bound by the round trip, not by the bandwidth."""
+    t_group = overlap(fit, fit.dram_latency_us, read_us(hw, fit, tiles / groups, nbytes / groups, readers, relax=relax))
+    return groups * t_group
+
+
 def l1_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, *, relax: Relax | None):
     """One core reading ``tiles`` pages (``nbytes`` bytes) of an L1-interleaved tensor (pages spread over
     the cores' L1 banks), us: its own page-request rate or its NoC link; no DRAM bank, endpoint or share."""
@@ -243,6 +252,49 @@ def matmul_2d_us(hw: Blackhole, fit: FitParams, *, M: int, K: int, N: int, in0_b
     t_agg = dram_us(hw, fit, Kt * Nt, Kt * Nt * w) + dram_us(hw, fit, Mt * Kt + Mt * Nt, (Mt * Kt + Mt * Nt) * act)
     t_pipe = blocks * t_block + fit.dram_latency_us + t_out
     return launch_us(fit, cores, fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax)
+
+
+# ---- matmul (DRAM-sharded) ------------------------------------------------------------------------
+def dram_sharded_workers(hw: Blackhole, cfg: MatmulProgramConfig) -> int:
+    """Worker cores of a DRAM-sharded matmul: ``num_workers_per_dram_bank`` bank-adjacent readers per
+    DRAM bank (``get_optimal_dram_bank_to_reader_assignment``), not the program config's core count."""
+    return hw.dram_banks * cfg.num_workers_per_dram_bank
+
+
+def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
+                           weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
+                           relax: Relax | None = None):
+    """``linear([M,K], [K,N])`` with ``MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig``, us.
+
+    The factory (matmul_multicore_reuse_mcast_dram_sharded_program_factory.cpp) width-shards the
+    weight over the DRAM banks and gives each bank ``num_workers_per_dram_bank`` bank-adjacent
+    workers (W = banks x workers in all); each computes per_core_N_compute = ceil(N/32 / W) output
+    tiles (the config's ``per_core_N`` only sets the output's storage shard). Per K block
+    (in0_block_w tiles) a worker reads its in1 block (in0_block_w x per_core_N_compute tiles) from its
+    own bank, with 3 blocks outstanding (reader_bmm_tile_layout_in1_sender_dram_sharded.cpp: one
+    transaction id each, so the round trip is paid once, not per block), at the bank's peak
+    (``dram_peak / banks``, shared by the bank's workers: no interleaved NoC crossing, so [dram_eff]
+    of an interleaved stream does not apply; multi-tile pages, so no per-tile request cost); the
+    activation block (per_core_M x in0_block_w tiles) comes from the in0 core whose L1 shard holds
+    it, multicast over one NoC link; and the tile products run on the worker. Successive blocks come
+    from different in0 cores, so their handshakes overlap: one [mm_block_sync_us] fill, not one per
+    block. A block costs the q-norm overlap of its three stages. Shapes: M, K, N in elements (tile multiples); output L1-sharded (no DRAM write).
+    """
+    if cfg.kind != "dram_sharded":
+        raise ValueError(f"matmul_dram_sharded_us prices kind='dram_sharded'; got kind={cfg.kind!r}")
+    Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
+    act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
+    workers = dram_sharded_workers(hw, cfg)
+    pcn = math.ceil(Nt / workers)  # per_core_N_compute
+    blocks = Kt / cfg.in0_block_w
+    bank_bytes_per_s = hw.dram_peak_bytes_per_s / hw.dram_banks / cfg.num_workers_per_dram_bank
+    in1_block_bytes = cfg.in0_block_w * pcn * w
+    t_in1 = us_of(in1_block_bytes / bank_bytes_per_s)
+    t_in0 = us_of(Mt * cfg.in0_block_w * act / hw.noc_link_bytes_per_s)
+    t_math = cycles_us(hw, Mt * cfg.in0_block_w * pcn * hw.tile_matmul_cycles(fidelity))
+    t_block = overlap(fit, t_in1, t_in0, t_math)
+    t_fill = fit.dram_latency_us + fit.mm_block_sync_us
+    return launch_us(fit, workers, fit.launch_matmul_us) + t_fill + blocks * t_block
 
 
 def matmul_weight_bytes(*, K: int, N: int, weight_dtype: str) -> int:

@@ -11,19 +11,26 @@ from __future__ import annotations
 import dataclasses
 
 from costmodel.blackhole.ops import (
+    barrier_read_us,
     eltwise_us,
     fill_cache_us,
     heads_us,
     kernel_only,
     matmul_2d_us,
+    matmul_dram_sharded_us,
     matmul_us,
-    overlap,
     read_us,
     rms_norm_us,
     rope_us,
 )
 from costmodel.blackhole.params import FitParams
-from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, MatmulProgramConfig
+from costmodel.blackhole.program_config import (
+    DRAM_SHARDED,
+    MCAST_1D_IN0,
+    MCAST_1D_IN1,
+    MCAST_2D,
+    MatmulProgramConfig,
+)
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_decode_us, sdpa_standard_us
 from costmodel.hardware import Blackhole, blackhole
 from costmodel.smooth import Relax
@@ -34,7 +41,8 @@ _frozen = dataclasses.dataclass(frozen=True)
 @_frozen
 class MatmulSpec:
     """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
-    ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``; other kinds raise.
+    ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``,
+    ``dram_sharded`` by ``ops.matmul_dram_sharded_us``.
     ``in0_l1`` / ``out_l1``: activation input / output L1-interleaved (1D kinds; DRAM-interleaved otherwise)."""
 
     M: int
@@ -59,9 +67,17 @@ class MatmulSpec:
             return matmul_2d_us(hw, fit, M=self.M, K=self.K, N=self.N, in0_block_w=c.in0_block_w,
                                 per_core_M=c.per_core_M, per_core_N=c.per_core_N, weight_dtype=self.weight_dtype,
                                 act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
+        if c.kind == DRAM_SHARDED:
+            if self.fused_activation or self.in0_l1 or self.out_l1:
+                raise ValueError(f"the dram_sharded matmul takes its activation and output L1-sharded by "
+                                 f"construction and models no fused activation; got "
+                                 f"fused_activation={self.fused_activation}, in0_l1={self.in0_l1}, "
+                                 f"out_l1={self.out_l1}")
+            return matmul_dram_sharded_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
+                                          act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
         if c.kind not in (MCAST_1D_IN0, MCAST_1D_IN1):
             raise ValueError(f"matmul program config kind={c.kind!r} is not modelled; the cost model prices "
-                             f"{[MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D]}")
+                             f"{[MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, DRAM_SHARDED]}")
         return matmul_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
                          act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
                          in0_l1=self.in0_l1, out_l1=self.out_l1, relax=relax)
@@ -213,9 +229,8 @@ class DramReadSpec:
         pages = per_reader / self.page_bytes
         if self.pages_per_barrier is None:
             return read_us(hw, fit, pages, per_reader, self.readers, relax=relax)
-        n = self.pages_per_barrier
-        t_group = overlap(fit, fit.dram_latency_us, read_us(hw, fit, n, n * self.page_bytes, self.readers, relax=relax))
-        return pages / n * t_group
+        return barrier_read_us(hw, fit, pages, per_reader, self.readers, groups=pages / self.pages_per_barrier,
+                               relax=relax)
 
 
 @_frozen

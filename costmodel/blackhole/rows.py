@@ -43,7 +43,7 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
 )
 from costmodel.blackhole.params import DATA_DIR, FitParams
-from costmodel.blackhole.program_config import MCAST_2D, MatmulProgramConfig
+from costmodel.blackhole.program_config import DRAM_SHARDED, MCAST_2D, MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import Blackhole
 from jaxref.config import ExpertConfig
@@ -166,12 +166,17 @@ def _public_op_spec(kind: str, g: dict, r: dict):
                                  grid_x=11, grid_y=10, out_subblock_h=int(r["out_subblock_h"]),
                                  out_subblock_w=int(r["out_subblock_w"]), fuse_batch=False)
         return MatmulSpec(int(r["M"]), int(r["K"]), int(r["N"]), pc, "bfp8")
+    if kind == "matmul_dram_sharded":
+        pc = MatmulProgramConfig(float(r["in0_block_w"]), float(r["per_core_N"]), float(r["per_core_M"]),
+                                 kind=DRAM_SHARDED, grid_x=8, grid_y=4,
+                                 num_workers_per_dram_bank=int(r["num_workers_per_dram_bank"]))
+        return MatmulSpec(int(r["M"]), int(r["K"]), int(r["N"]), pc, r["weight_dtype"], fidelity=r["fidelity"])
     if kind == "sdpa_decode":
         attn = AttnConfig(float(g["k_chunk"]), 32.0, float(g["cores_per_head"]))
         return SdpaDecodeSpec(attn, float(r["cache_rows"]), int(g["users"]), int(g["q_rows"]), int(g["head_dim"]),
                               r["kv_dtype"], None)
     raise ValueError(f"public_ops group {g['group']!r}: kind={kind!r} unknown; expected rms_norm, eltwise_add, "
-                     "eltwise_mul, heads, matmul_2d or sdpa_decode")
+                     "eltwise_mul, heads, matmul_2d, matmul_dram_sharded or sdpa_decode")
 
 
 def _public_op_rows(data_dir: pathlib.Path) -> list[Row]:

@@ -15,6 +15,7 @@ from costmodel.blackhole.ops import (
     SDPA_RESCALE_PASSES,
     SOFTMAX_PASSES,
     SOFTMAX_PASSES_NO_MASK,
+    barrier_read_us,
     check_dtype,
     check_int,
     cycles_us,
@@ -115,6 +116,24 @@ def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows
             + (active - 1.0) * t_merge + t_final)
 
 
+# get_barrier_read_threshold<q_tile_bytes, num_cores>() of ttnn's SDPA readers (tt-metal
+# ttnn/cpp/ttnn/operations/transformer/sdpa/device/kernels/dataflow/dataflow_common.hpp, used by
+# reader_interleaved.cpp @ 008dd2ddd0dc3bb7154bc13d054b1902f1e2a5a5; num_cores is the program's whole
+# grid, sdpa_program_factory.cpp @ 000e7c053de83f4dd8bb52da5aa09bda2ead7ce4): (512 / num_cores) *
+# (1024 + 128) bytes between read barriers, "8KB of data before a single barrier for 8x8 grid"
+SDPA_BARRIER_BYTES_X_CORES = 512
+SDPA_BARRIER_BYTES_PER_SLOT = 1024 + 128
+
+
+def sdpa_barrier_tiles(grid_cores: int, q_tile_bytes: int) -> int:
+    """Pages the standard-SDPA reader issues before each ``noc_async_read_barrier``:
+    ((512 // grid_cores) * 1152) // q_tile_bytes, integer divisions as in the kernel, where
+    ``grid_cores`` is the program's whole grid (not the cores that get work). 0 (a grid over 512
+    cores) never triggers the in-loop barrier: the whole chunk goes out before the final one,
+    returned here as 0 for the caller to treat as one group per chunk."""
+    return ((SDPA_BARRIER_BYTES_X_CORES // grid_cores) * SDPA_BARRIER_BYTES_PER_SLOT) // q_tile_bytes
+
+
 def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows, q_heads: int,
                      q_rows: int, head_dim: int, kv_dtype: str, mask_dtype: str, act_dtype: str = "bf16",
                      fidelity: str = "HiFi2", relax: Relax | None = None):
@@ -122,8 +141,13 @@ def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_ro
 
     Work items are (q head, q chunk) pairs, ``q_heads * q_rows / q_chunk`` of them, spread over
     the grid; every item streams the whole K/V of its kv head (Smax/k_chunk chunks) plus its mask
-    rows. Few items: one core's stream bounds it; many items: the aggregate DRAM bandwidth does.
-    ``q_rows`` is T for GQA q heads, G*T with the group's q heads folded onto rows.
+    rows. The reader (reader_interleaved.cpp, ``read_chunk_with_padding``) reads each chunk's K,
+    mask and V as three streams and waits on a read barrier every ``sdpa_barrier_tiles`` pages
+    (2 bf16 tiles on the 110-core grid), so each group of pages costs a DRAM round trip overlapped
+    with its read (``ops.barrier_read_us``); the reader runs concurrently with the compute of the
+    previous chunk (double-buffered K/V/mask). Few items: one core's round trips bound it; many
+    items: the aggregate DRAM bandwidth does. ``q_rows`` is T for GQA q heads, G*T with the group's
+    q heads folded onto rows.
     """
     act, kv, mk = tile_bytes(act_dtype), tile_bytes(kv_dtype), tile_bytes(mask_dtype)
     ht = head_dim // TILE
@@ -132,11 +156,18 @@ def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_ro
     cores = smin(items, float(hw.grid_cores), relax=relax)
     items_per_core = sceil(items / cores, relax=relax)
     chunks = smax_rows / attn.k_chunk
-    chunk_tiles, chunk_bytes = 2 * kc * ht + qc * kc, 2 * kc * ht * kv + qc * kc * mk
     readers = items / items_per_core  # average busy cores over the critical core's run
-    t_read = read_us(hw, fit, chunk_tiles, chunk_bytes, readers, relax=relax)
+    per_barrier = sdpa_barrier_tiles(hw.grid_cores, act)
+
+    def stream_us(tiles, nbytes):
+        # one read_chunk_with_padding call: ceil(tiles / per_barrier) barriers (the last one closes the call)
+        groups = 1.0 if per_barrier == 0 else sceil(tiles / per_barrier, relax=relax)
+        return barrier_read_us(hw, fit, tiles, nbytes, readers, groups=groups, relax=relax)
+
+    t_read = (stream_us(kc * ht, kc * ht * kv) + stream_us(qc * kc, qc * kc * mk)
+              + stream_us(kc * ht, kc * ht * kv))
     t_math = chunk_math_us(hw, fit, q_tiles=qc, k_tiles=kc, head_tiles=ht, masked=True, fidelity=fidelity)
-    t_chunk = overlap(fit, fit.dram_latency_us, t_read, t_math)
+    t_chunk = overlap(fit, t_read, t_math)
     t_q = read_us(hw, fit, qc * ht, qc * ht * act, cores, relax=relax)
     t_final = cycles_us(hw, qc * ht * fit.eltwise_cycles_per_tile)
     return (launch_us(fit, cores, fit.launch_sdpa_us) + fit.dram_latency_us
