@@ -117,12 +117,19 @@ def kernel_only(fit: FitParams) -> FitParams:
     return dataclasses.replace(fit, dispatch_us=0.0, dispatch_core_us=0.0)
 
 
+def l1_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, *, relax: Relax | None):
+    """One core reading ``tiles`` pages (``nbytes`` bytes) of an L1-interleaved tensor (pages spread over
+    the cores' L1 banks), us: its own page-request rate or its NoC link; no DRAM bank, endpoint or share."""
+    return smax(us_of(tiles / fit.core_read_tiles_per_s), us_of(nbytes / hw.noc_link_bytes_per_s), relax=relax)
+
+
 def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, relax: Relax | None):
     """One core reading ``tiles`` pages (``nbytes`` bytes) while ``readers`` cores read the same amount, us:
     its own page-request rate, its NoC link, or its share of the achievable aggregate bandwidth for
     pages of that size (``agg_bytes_per_s``)."""
-    return smax(us_of(tiles / fit.core_read_tiles_per_s), us_of(nbytes / hw.noc_link_bytes_per_s),
-                readers * dram_us(hw, fit, tiles, nbytes), relax=relax)
+    # smax is a max (or a log-sum-exp, which is associative), so nesting l1_read_us is the 3-way smax
+    return smax(l1_read_us(hw, fit, tiles, nbytes, relax=relax), readers * dram_us(hw, fit, tiles, nbytes),
+                relax=relax)
 
 
 def barrier_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, groups, relax: Relax | None):
@@ -132,12 +139,6 @@ def barrier_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, gr
     barriers every few pages is bound by the round trip, not by the bandwidth."""
     t_group = overlap(fit, fit.dram_latency_us, read_us(hw, fit, tiles / groups, nbytes / groups, readers, relax=relax))
     return groups * t_group
-
-
-def l1_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, *, relax: Relax | None):
-    """One core reading ``tiles`` pages (``nbytes`` bytes) of an L1-interleaved tensor (pages spread over
-    the cores' L1 banks), us: its own page-request rate or its NoC link; no DRAM bank, endpoint or share."""
-    return smax(us_of(tiles / fit.core_read_tiles_per_s), us_of(nbytes / hw.noc_link_bytes_per_s), relax=relax)
 
 
 def overlap(fit: FitParams, *stage_us):
