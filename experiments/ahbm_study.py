@@ -154,7 +154,7 @@ def tuner_table(hw, quick):
     ragged = (1000, 3000, 50000, 777777)  # real context lengths are not powers of two
     grid = {case: ragged for case in ("decode", "decode_sp", "prefill", "prefill_sp")}
     if quick:
-        grid = {"decode_sp": (3000, 777777), "prefill": (3000,)}
+        grid = {"decode_sp": (3000, 777777)}
     for case, Ss in grid.items():
         for S in Ss:
             r = tune(case, S, hw=hw)
@@ -214,9 +214,10 @@ def ring_crossover(hw, P=8, tile=32):
 def elasticity_table(hw, quick):
     pts = [AhbmConfig("decode", 32 * K, tile=128, pipeline="opt3"),
            AhbmConfig("decode_sp", K, tile=64, cubes=4, pes=8), AhbmConfig("decode_sp", 1024 * K, tile=64, cubes=8, pes=8),
-           AhbmConfig("prefill", 8 * K, tile=32), AhbmConfig("prefill_sp", 8 * K, tile=64, cubes=8, pes=8)]
-    if not quick:
-        pts += [AhbmConfig("decode", K, tile=128), AhbmConfig("decode_sp", 32 * K, tile=64, cubes=8, pes=8),
+           AhbmConfig("prefill", 8 * K, tile=32)]
+    if not quick:  # the ring's gradient graph is the slowest to build
+        pts += [AhbmConfig("prefill_sp", 8 * K, tile=64, cubes=8, pes=8), AhbmConfig("decode", K, tile=128),
+                AhbmConfig("decode_sp", 32 * K, tile=64, cubes=8, pes=8),
                 AhbmConfig("prefill_sp", 128 * K, tile=128, cubes=8, pes=8)]
     return [(cfg, elasticities(cfg, hw)) for cfg in pts]
 

@@ -34,17 +34,20 @@ CACHE_DIR_KEY = pytest.StashKey[pathlib.Path]()
 LONGEST_FIRST = (
     "test_report.py",  # the whole quick report in a subprocess
     "test_ahbm_tune_cli.py",
-    "test_device_graph.py",
     "test_expert_layers.py",
+    "test_attention_contract.py",
     "test_attention_distributed.py",  # one subprocess on 8 fake devices
+    "test_device_graph.py",
     "test_ahbm_model.py",
-    "test_expert_hf_parity.py",
-    "test_device_parity.py",
+    "test_costmodel_properties.py",
     "test_costmodel_intervals.py",
-    "test_blackhole_study.py",
-    "test_expert_nnx.py",
-    "test_costmodel_fit.py",
+    "test_device_parity.py",
     "test_report_atomic.py",
+    "test_expert_hf_parity.py",
+    "test_expert_action.py",
+    "test_attention_split_kv.py",
+    "test_expert_nnx.py",
+    "test_blackhole_study.py",
 )
 
 

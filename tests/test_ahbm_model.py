@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from costmodel.ahbm.cases import case_latency
 from costmodel.ahbm.config import AhbmConfig
 from costmodel.ahbm.model import evaluate, knobs_of, static_of
+from costmodel.compile_options import jit
 from costmodel.hardware import ahbm_sip, float_fields
 from costmodel.smooth import Relax
 from jaxref.attention import Flash, KVPlacement, SplitKV
@@ -179,7 +180,7 @@ def _fd_check(f, x, names):
     backward differences disagree: a max or ceil switches inside the step)."""
     # one compiled value-and-grad serves the gradient and every difference: compiling grad(jit(f))
     # beside jit(f) costs several times more than evaluating the gradient at each step
-    vg = jax.jit(jax.value_and_grad(f))
+    vg = jit(jax.value_and_grad(f), fast=True)
     f0, g = vg(x)
     f0 = float(f0)
     checked = 0

@@ -55,7 +55,7 @@ def test_ring_tuner_within_2pct_of_exhaustive(S):
 @given(case=st.sampled_from(["decode", "decode_sp", "prefill"]), S=st.integers(1, 2_000_000),
        B=st.integers(1, 4), placement=st.sampled_from(["round_robin", "contiguous"]))
 def test_tuner_never_returns_an_illegal_config(case, S, B, placement):
-    res = tune(case, S, batch=B, placement=placement, steps=40)
+    res = tune(case, S, batch=B, placement=placement)
     assert is_tile(res.best.tile) and res.best.cubes in knob_space(case)["cubes"]
     evaluate(res.best)  # raises on any violated constraint
     assert res.best.pipeline != "opt2"  # ex_composite is not built in the default hardware
@@ -64,7 +64,7 @@ def test_tuner_never_returns_an_illegal_config(case, S, B, placement):
 def test_tuner_names_the_excluding_constraint():
     tiny = dataclasses.replace(ahbm_sip(), tcm_bytes_per_pe=1024.0)
     with pytest.raises(ValueError, match=r"no legal config.*tcm: tile=\d+ infeasible"):
-        tune("decode", 4096, hw=tiny, steps=20)
+        tune("decode", 4096, hw=tiny)
     with pytest.raises(ValueError, match=r"batch=0 must be a positive int"):
         tune("decode", 4096, batch=0)
 

@@ -17,6 +17,7 @@ from costmodel.blackhole import (
     step_us,
 )
 from costmodel.blackhole.params import PARAM_NAMES
+from costmodel.compile_options import jit
 from costmodel.hardware import blackhole_p100a, blackhole_p150a
 from costmodel.smooth import Relax
 from jaxref.config import ExpertConfig
@@ -36,7 +37,7 @@ MODES = {
 SMAX_GRID = np.arange(512, 16384 + 1, 256, dtype=np.float32)  # multiples of every k_chunk used above
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
+@functools.partial(jit, static_argnames=("cfg",))
 def _sweep_smax(hw, fit, bc, smaxes, *, cfg):
     def one(s):
         out = step_breakdown(hw, fit, bc.replace(smax=s, seq_len=jnp.zeros_like(s)), cfg=cfg)
@@ -101,9 +102,10 @@ def test_grad_matches_central_differences(mode):
     with jax.enable_x64(True):
         args = (HW, FIT, _relaxed_point(mode))
         args = jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.float64), args)
-        f = jax.jit(lambda a: step_us(*a, cfg=CFG, relax=relax))
+        step = lambda a: step_us(*a, cfg=CFG, relax=relax)
+        f = jit(step)  # the model's compile options
         f0 = float(f(args))
-        grads = jax.tree_util.tree_leaves(jax.jit(jax.grad(f))(args))
+        grads = jax.tree_util.tree_leaves(jit(jax.grad(step), fast=True)(args))
         leaves, treedef = jax.tree_util.tree_flatten(args)
         assert len(leaves) == 9 + len(PARAM_NAMES) + 2 + 15 + 3  # hardware (with dram_request_cycles), fit, config leaves
         nonzero = 0

@@ -45,6 +45,15 @@ ROOT_ISSUES = 2  # the root's O / l and tl.store
 RESOURCES = ("hbm", "gemm", "math", "cpu_issue", "links")
 
 
+def graph_options(case: str, reduce: str, placement: str, mesh: str) -> dict:
+    """The static options that shape ``case``'s graph: the reduce kind, placement and sub-mesh
+    orientation enter decode-SP only (decode and prefill run on one PE, the ring places keys by
+    block), so elsewhere they are set to their defaults and every choice shares one compilation."""
+    if case == "decode_sp":
+        return {"reduce": reduce, "placement": placement, "mesh": mesh}
+    return {"reduce": "tree", "placement": "round_robin", "mesh": "wide"}
+
+
 def _math_s(hw: AHBM, elems):
     return US * elems / (hw.math_elems_per_cycle_per_pe * hw.pe_clock_hz)
 

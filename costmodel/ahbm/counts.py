@@ -237,17 +237,20 @@ def origin_paths(C: int, P: int, kind: str, orientation: str = "wide") -> tuple:
     max_r (t_r + max over rank r's rows of the row's linear cost). Computed backwards over
     ``_reduce_graph``; only Pareto-maximal rows are kept (capped, see ``_FRONT_CAP``)."""
     preds, starts, ends = _reduce_graph(C, P, kind, orientation)
-    zero = (0,) * len(PATH_COLUMNS)
-    back: list = [set() for _ in preds]
+    width = len(PATH_COLUMNS)
+    pending: list = [[] for _ in preds]  # row blocks reaching each node from its successors
     for e in ends:
-        back[e] = {zero}
-    for n in range(len(preds) - 1, -1, -1):
-        if not back[n]:
+        pending[e].append(np.zeros((1, width)))
+    back: list = [None] * len(preds)
+    for n in range(len(preds) - 1, -1, -1):  # predecessors are earlier nodes
+        if not pending[n]:
             continue
-        back[n] = _pareto(back[n])
+        # one block is a successor's front shifted by a weight row: already a (capped) front
+        back[n] = pending[n][0] if len(pending[n]) == 1 else _pareto(np.concatenate(pending[n]))
+        pending[n] = None
         for p, w in preds[n]:
-            back[p] |= {tuple(a + b for a, b in zip(w, row)) for row in back[n]}
-    return tuple(np.array(sorted(back[s]), dtype=np.float64).reshape(-1, len(PATH_COLUMNS)) for s in starts)
+            pending[p].append(back[n] + np.asarray(w, dtype=np.float64))
+    return tuple(np.zeros((0, width)) if back[s] is None else back[s] for s in starts)
 
 
 def rank_order(C: int, P: int, placement: str) -> list[int]:
@@ -262,8 +265,7 @@ def rank_order(C: int, P: int, placement: str) -> list[int]:
 
 def reduce_paths(C: int, P: int, kind: str, orientation: str = "wide") -> np.ndarray:
     """Critical-path candidates of the reduce when every rank finishes its sweep at once."""
-    return np.array(sorted(_pareto(set().union(*(map(tuple, a) for a in origin_paths(C, P, kind, orientation))))),
-                    dtype=np.float64)
+    return _pareto(np.concatenate(origin_paths(C, P, kind, orientation)))
 
 
 # Large plans (C x P = 128, all-reduce) grow Pareto fronts of thousands of rows; a front is capped
@@ -274,24 +276,23 @@ _DIRECTIONS = 10.0 ** np.random.default_rng(0).uniform(-2.0, 2.0, (12, len(PATH_
 _FRONT_CAP = 12
 
 
-def _pareto(paths: set) -> set:
-    if len(paths) > 4 * _FRONT_CAP:  # pre-cap: the dominance scan is quadratic
-        paths = _cap(paths)
-    if len(paths) <= 4:
-        front = {p for p in paths if not any(q != p and all(a >= b for a, b in zip(q, p)) for q in paths)}
-    else:  # rows are distinct: row i is dominated when another row is >= it in every column
-        rows = list(paths)
-        arr = np.array(rows, dtype=np.float64)
-        ge = (arr[None, :, :] >= arr[:, None, :]).all(-1)
-        np.fill_diagonal(ge, False)
-        front = {rows[i] for i in np.flatnonzero(~ge.any(1))}
+def _pareto(rows: np.ndarray) -> np.ndarray:
+    """The distinct Pareto-maximal rows of ``rows`` [n, len(PATH_COLUMNS)], sorted, capped: row i
+    is dominated when another row is >= it in every column."""
+    if len(rows) > 1:  # distinct, lexicographically sorted (np.unique(axis=0) is slow on small blocks)
+        rows = rows[np.lexsort(rows.T[::-1])]
+        rows = rows[np.concatenate(([True], (rows[1:] != rows[:-1]).any(1)))]
+    if len(rows) > 4 * _FRONT_CAP:  # pre-cap: the dominance scan is quadratic
+        rows = _cap(rows)
+    ge = (rows[None, :, :] >= rows[:, None, :]).all(-1)
+    np.fill_diagonal(ge, False)
+    front = rows[~ge.any(1)]
     return _cap(front) if len(front) > _FRONT_CAP else front
 
 
-def _cap(paths: set) -> set:
-    rows = sorted(paths)
-    arr = np.array(rows, dtype=np.float64)
-    return {rows[i] for i in np.unique(np.argmax(arr @ _DIRECTIONS.T, axis=0))}
+def _cap(rows: np.ndarray) -> np.ndarray:
+    """The rows (distinct, sorted) that are the maximum under one of ``_DIRECTIONS``."""
+    return rows[np.unique(np.argmax(rows @ _DIRECTIONS.T, axis=0))]
 
 
 SEGMENTS = ("prefix", "single", "suffix")
@@ -306,24 +307,25 @@ def segment_tables(kind: str, orientation: str = "wide", placement: str = "round
     sets = {}
     for i, C in enumerate(C_GRID):
         for j, P in enumerate(P_GRID):
-            per = [set(map(tuple, a)) for a in origin_paths(C, P, kind, orientation)]
+            per = origin_paths(C, P, kind, orientation)
             order = rank_order(C, P, placement)
             R = C * P
-            pre, suf = [set()], [set()]
+            empty = np.zeros((0, len(PATH_COLUMNS)))
+            pre, suf = [empty], [empty]
             for t in range(R):
-                pre.append(_pareto(pre[-1] | per[order[t]]))
-                suf.append(_pareto(suf[-1] | per[order[R - 1 - t]]))
+                pre.append(_pareto(np.concatenate([pre[-1], per[order[t]]])))
+                suf.append(_pareto(np.concatenate([suf[-1], per[order[R - 1 - t]]])))
             suf = suf[::-1]
             for t in range(R_max + 2):
-                sets[i, j, 0, t] = pre[t] if t <= R else set()
-                sets[i, j, 1, t] = per[order[t]] if t < R else set()
-                sets[i, j, 2, t] = suf[t] if t <= R else set()
+                sets[i, j, 0, t] = pre[t] if t <= R else empty
+                sets[i, j, 1, t] = per[order[t]] if t < R else empty
+                sets[i, j, 2, t] = suf[t] if t <= R else empty
     k = max(len(v) for v in sets.values())
     rows = np.zeros((len(C_GRID), len(P_GRID), 3, R_max + 2, k, len(PATH_COLUMNS)))
     nonempty = np.zeros(rows.shape[:4])
     for key, v in sets.items():
-        if v:
-            rows[key][: len(v)] = np.array(sorted(v))
+        if len(v):
+            rows[key][: len(v)] = v
             nonempty[key] = 1.0
     return rows, nonempty
 

@@ -24,9 +24,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from costmodel import tuning
-from costmodel.ahbm.cases import case_latency
+from costmodel.ahbm.cases import case_latency, graph_options
 from costmodel.ahbm.config import PIPELINES, AhbmConfig, check_problem, knob_space
 from costmodel.ahbm.model import constraints, evaluate
+from costmodel.compile_options import jit
 from costmodel.hardware import AHBM, ahbm_sip
 from costmodel.smooth import Relax
 
@@ -62,8 +63,8 @@ class Problem:
 
     @property
     def static(self) -> dict:
-        return {"case": self.case, "model": self.model, "reduce": self.reduce, "placement": self.placement,
-                "mesh": self.cube_mesh}
+        return {"case": self.case, "model": self.model,
+                **graph_options(self.case, self.reduce, self.placement, self.cube_mesh)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +95,7 @@ def _loss(hw, x, w, S, B, cap, *, static, relax):
     return jnp.log(out["total"]) + PENALTY * (jax.nn.relu(m["tcm"] + 0.02) ** 2 + jax.nn.relu(m["sips"] + 0.02) ** 2)
 
 
-@functools.partial(jax.jit, static_argnames=("static", "relax", "steps", "lr"))
+@functools.partial(jit, static_argnames=("static", "relax", "steps", "lr"))
 def _descend(hw, x0, logits0, mask, S, B, cap, lo, hi, *, static, relax, steps, lr):
     """Adam on (log2 knobs, pipelining logits; ``mask`` removes options the hardware lacks);
     returns the final point and the relaxed loss of each pure pipelining option there."""
@@ -106,7 +107,8 @@ def _descend(hw, x0, logits0, mask, S, B, cap, lo, hi, *, static, relax, steps, 
 
     params, _ = tuning.descend(loss, (x0, logits0), steps=steps, lr=lr,
                                clip=lambda p: (jnp.clip(p[0], lo, hi), p[1]))
-    pure = jnp.stack([_loss(hw, params[0], w, S, B, cap, **kw) for w in jnp.eye(len(PIPELINES))])
+    # one batched graph, not one copy of the model per option
+    pure = jax.vmap(lambda w: _loss(hw, params[0], w, S, B, cap, **kw))(jnp.eye(len(PIPELINES)))
     return params, pure
 
 
@@ -227,7 +229,7 @@ def valid_configs(case: str, seq_len: int, *, batch: int = 1, model: str = "llam
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("case", "model", "reduce", "placement", "mesh", "chunk"))
+@functools.partial(jit, static_argnames=("case", "model", "reduce", "placement", "mesh", "chunk"))
 def sweep_latency(hw, knobs, *, case, model="llama3_70b", reduce="tree", placement="round_robin", mesh="wide",
                   chunk=4096):
     """Exact (total latency us, worst constraint margin) of a batch of knob vectors (leading axis):
@@ -254,8 +256,8 @@ def exhaustive(case: str, seq_len: int, *, batch: int = 1, model: str = "llama3_
     hw = ahbm_sip() if hw is None else hw
     cfgs = valid_configs(case, seq_len, batch=batch, model=model, reduce=reduce, placement=placement,
                          capacity=capacity, cube_mesh=cube_mesh, pipelines=allowed_pipelines(hw))
-    lat, margin = sweep_latency(hw, stack_knobs(cfgs), case=case, model=model, reduce=reduce, placement=placement,
-                                mesh=cube_mesh)
+    lat, margin = sweep_latency(hw, stack_knobs(cfgs), case=case, model=model,
+                                **graph_options(case, reduce, placement, cube_mesh))
     lat = np.where(np.asarray(margin) <= 0, np.asarray(lat), np.inf)
     i = int(np.argmin(lat))
     if not np.isfinite(lat[i]):

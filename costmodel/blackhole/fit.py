@@ -44,14 +44,12 @@ from costmodel.blackhole.params import (
     params_to_dict,
 )
 from costmodel.blackhole.rows import Row, load_rows, predict
+from costmodel.compile_options import jit
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
 
 PRIOR_SD = math.log(10.0)  # sd of the prior per unconstrained coordinate
 SIGMA_REF = 0.05  # log-space row error assumed while fitting (weighs the prior); re-estimated after
-# The residual Jacobian is one large unrolled graph run a few dozen times: XLA's expensive backend
-# passes cost more compile time than they save.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
 # Closed physical range of each parameter: (lo, hi, why). The fit never leaves them; a loaded
@@ -133,7 +131,8 @@ def residuals(theta, hw: Blackhole, specs: tuple, targets, *, cfg: ExpertConfig)
     return jnp.log(predict(hw, from_unconstrained(theta), specs, cfg=cfg) / targets)
 
 
-@functools.partial(jax.jit, static_argnames=("specs", "cfg"), compiler_options=FAST_COMPILE)
+# run a few dozen times per fit: FAST_COMPILE
+@functools.partial(jit, fast=True, static_argnames=("specs", "cfg"))
 def residuals_and_jacobian(theta, hw: Blackhole, targets, *, specs: tuple, cfg: ExpertConfig):
     """Residuals [rows] and their Jacobian [rows, P] w.r.t. theta (``jax.jacfwd``). Compiled once per
     row set: held-out rows are weighted out by the caller, so every leave-one-group-out refit of
@@ -353,7 +352,7 @@ def report(fit_params: FitParams, rows: list[Row] | None = None, *, hw: Blackhol
     rows = load_rows() if rows is None else rows
     hw = blackhole_p150a() if hw is None else hw
     cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
-    pred = jax.device_get(jax.jit(predict, static_argnames=("specs", "cfg"))(
+    pred = jax.device_get(jit(predict, fast=True, static_argnames=("specs", "cfg"))(
         hw, fit_params, tuple(r.spec for r in rows), cfg=cfg))
     return [{"table": r.table, "name": r.name, "group": r.group, "role": r.role, "lo": r.lo, "hi": r.hi,
              "predicted": float(p), "error": r.error(float(p)), "source": r.source} for r, p in zip(rows, pred)]

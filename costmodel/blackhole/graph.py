@@ -42,6 +42,7 @@ from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.port import FUSED_ACTIVATION, MATMULS, Port, matmul_shapes, port_matmuls
 from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.sdpa import AttnConfig, validate_attention
+from costmodel.compile_options import jit
 from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax
 from jaxref.config import ExpertConfig
@@ -246,7 +247,7 @@ def step_us(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertCo
     return step_breakdown(hw, fit, bc, cfg=cfg, relax=relax)["step_us"]
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
+@functools.partial(jit, static_argnames=("cfg",))
 def sweep_step_us(hw: Blackhole, fit: FitParams, bc_batch: BlackholeConfig, *, cfg: ExpertConfig) -> jax.Array:
     """Exact traced-step time (us) of a batch of settings: every leaf of ``bc_batch`` has a leading
     axis [B]; returns [B]. No validation: feed it configs from ``costmodel.blackhole.tune``'s valid sets."""
@@ -282,7 +283,7 @@ def dram_bytes(bc: BlackholeConfig, *, cfg: ExpertConfig) -> float:
     return float(cfg.num_layers * (weights * tile_bytes(bc.weight_dtype) + cache * tile_bytes(bc.kv_dtype)))
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "relax"))
+@functools.partial(jit, fast=True, static_argnames=("cfg", "relax"))
 def breakdown_jit(hw, fit, bc, *, cfg, relax=None):
     return step_breakdown(hw, fit, bc, cfg=cfg, relax=relax)
 

@@ -30,8 +30,9 @@ import numpy as np
 from scipy import stats
 
 from costmodel.blackhole.discrepancy import Discrepancy, load_discrepancy, op_class
-from costmodel.blackhole.fit import FAST_COMPILE, Calibration, from_unconstrained
+from costmodel.blackhole.fit import Calibration, from_unconstrained
 from costmodel.blackhole.graph import BlackholeConfig, layer_op_specs, step_breakdown, validate
+from costmodel.compile_options import jit
 from costmodel.hardware import Blackhole
 from jaxref.config import ExpertConfig
 
@@ -51,13 +52,13 @@ def _outputs(theta, hw: Blackhole, bc: BlackholeConfig, cfg: ExpertConfig) -> di
     return {"ops": out["ops"], **{k: out[k] for k in TOTALS}}
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",), compiler_options=FAST_COMPILE)
+@functools.partial(jit, fast=True, static_argnames=("cfg",))
 def _values_and_jacobian(theta, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig):
     f = functools.partial(_outputs, hw=hw, bc=bc, cfg=cfg)
     return f(theta), jax.jacfwd(f)(theta)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",), compiler_options=FAST_COMPILE)
+@functools.partial(jit, fast=True, static_argnames=("cfg",))
 def _value_samples(thetas, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig):
     return jax.vmap(lambda th: _outputs(th, hw, bc, cfg))(thetas)
 

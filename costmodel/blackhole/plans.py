@@ -37,7 +37,7 @@ import jax
 import numpy as np
 
 from costmodel.blackhole.discrepancy import Discrepancy, load_discrepancy
-from costmodel.blackhole.fit import FAST_COMPILE, Calibration, load_calibration
+from costmodel.blackhole.fit import Calibration, load_calibration
 from costmodel.blackhole.graph import (
     BlackholeConfig,
     layer_op_specs,
@@ -52,6 +52,7 @@ from costmodel.blackhole.params import CALIBRATION_PATH, DATA_DIR, FitParams
 from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.roofline import measured_step_ms
 from costmodel.blackhole.sdpa import AttnConfig
+from costmodel.compile_options import jit
 from costmodel.hardware import TILE, Blackhole, blackhole
 from jaxref.config import ExpertConfig
 from jaxref.validation import check_choice
@@ -133,7 +134,7 @@ def _static_key(bc: BlackholeConfig):
     return (bc.attn_mode, bc.kv_dtype, bc.weight_dtype, bc.fuse_add_norm)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",), compiler_options=FAST_COMPILE)
+@functools.partial(jit, fast=True, static_argnames=("cfg",))
 def _sweep(hw, fit, bc_batch, *, cfg):
     return jax.vmap(lambda b: step_us(hw, fit, b, cfg=cfg))(bc_batch)
 

@@ -27,6 +27,7 @@ from costmodel.blackhole.graph import MATMULS, BlackholeConfig, attention_us, at
 from costmodel.blackhole.ops import matmul_us
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.sdpa import AttnConfig, sdpa_l1_bytes, validate_attention
+from costmodel.compile_options import jit
 from costmodel.hardware import TILE, Blackhole
 from costmodel.smooth import Relax
 from costmodel.tuning import Axis
@@ -85,13 +86,13 @@ def _attn_cost(hw, fit, k_chunk, q_chunk, *, bc, cfg, relax):
     return attention_us(hw, fit, b, cfg=cfg, relax=relax)
 
 
-@functools.partial(jax.jit, static_argnames=("name", "bc_static", "cfg"))
+@functools.partial(jit, static_argnames=("name", "bc_static", "cfg"))
 def _matmul_sweep(hw, fit, ibw, pcn, bc_leaves, *, name, bc_static, cfg):
     bc = jax.tree_util.tree_unflatten(bc_static, bc_leaves)
     return jax.vmap(lambda a, b: _matmul_cost(hw, fit, a, b, name=name, bc=bc, cfg=cfg, relax=None))(ibw, pcn)
 
 
-@functools.partial(jax.jit, static_argnames=("bc_static", "cfg"))
+@functools.partial(jit, static_argnames=("bc_static", "cfg"))
 def _attn_sweep(hw, fit, k, q, bc_leaves, *, bc_static, cfg):
     bc = jax.tree_util.tree_unflatten(bc_static, bc_leaves)
     return jax.vmap(lambda a, b: _attn_cost(hw, fit, a, b, bc=bc, cfg=cfg, relax=None))(k, q)
@@ -170,7 +171,7 @@ def project(op: str, relaxed: tuple[float, float], valid: list[tuple[int, int]])
     return [(c["a"], c["b"]) for c in cands]
 
 
-@functools.partial(jax.jit, static_argnames=("bc_static", "cfg", "relax", "steps", "lr"))
+@functools.partial(jit, static_argnames=("bc_static", "cfg", "relax", "steps", "lr"))
 def _descend(log_knobs, hw, fit, bc_leaves, *, bc_static, cfg, relax, steps, lr):
     bc = jax.tree_util.tree_unflatten(bc_static, bc_leaves)
     return tuning.descend(lambda x: relaxed_objective(x, hw, fit, bc, cfg=cfg, relax=relax), log_knobs,

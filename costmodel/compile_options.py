@@ -1,0 +1,44 @@
+"""XLA options for the cost models' jitted graphs, and the ``jit`` that applies them.
+
+A cost-model graph is wide and shallow: thousands of scalar elementwise ops (maxima, ceilings,
+smooth maxima, one branch per pipelining option), few FLOPs, compiled once per static option
+(case, reduce kind, placement, config) and then run in microseconds. Its compile time is most of
+a tune or a study. XLA:CPU's MLIR fusion emitters spend far longer generating such graphs than its
+elemental IR emitter, whose code is as fast here, and the numbers are the same (both lower the
+same HLO; ``tests/test_compile_options.py`` checks this on each model). Two option sets:
+
+* ``COMPILE`` for graphs that are run many times (sweeps over thousands of configs, Adam loops):
+  the elemental emitter, LLVM at its default level.
+* ``FAST_COMPILE`` for graphs that are run a handful of times (a Jacobian per fit iteration, an
+  evaluation): also LLVM at level 0 without its expensive passes, whose code runs slower.
+
+The options are XLA:CPU debug options; another backend ignores them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+
+COMPILE = {"xla_cpu_use_fusion_emitters": False}
+FAST_COMPILE = {**COMPILE, "xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def jit(fun=None, /, *, fast: bool = False, **kwargs):
+    """``jax.jit(fun, **kwargs)`` compiled with ``FAST_COMPILE`` (``fast``) or ``COMPILE`` options;
+    usable as ``@jit`` or ``@functools.partial(jit, static_argnames=...)``. Called inside another
+    trace (a caller's ``jax.jit`` / ``grad`` / ``vmap`` of it) it is a plain ``jax.jit``: XLA
+    takes compile options only for the outermost program, which is the caller's."""
+    if fun is None:
+        return lambda f: jit(f, fast=fast, **kwargs)
+    top = jax.jit(fun, compiler_options=FAST_COMPILE if fast else COMPILE, **kwargs)
+    nested = jax.jit(fun, **kwargs)
+
+    @functools.wraps(fun)
+    def call(*args, **kw):
+        traced = any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves((args, kw)))
+        return (nested if traced else top)(*args, **kw)
+
+    call.lower = top.lower
+    return call

@@ -1,0 +1,47 @@
+"""costmodel.compile_options: the cost models' XLA options change compile time, not numbers, and a
+jitted model function still composes under a caller's jit / grad / vmap."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from costmodel.ahbm.cases import case_latency
+from costmodel.ahbm.tune import stack_knobs, sweep_latency, valid_configs
+from costmodel.blackhole import BlackholeConfig, sweep_step_us
+from costmodel.blackhole.fit import load_calibration
+from costmodel.compile_options import jit
+from costmodel.hardware import ahbm_sip, blackhole_p150a
+from jaxref.config import ExpertConfig
+
+
+def test_ahbm_sweep_equals_default_xla_and_eager():
+    """Every valid decode-SP config at a ragged S (ragged tiles, empty ranks, the reduce tables):
+    the sweep under the model's options equals plain ``jax.jit`` and the eager evaluator."""
+    hw = ahbm_sip()
+    cfgs = valid_configs("decode_sp", 3001)[::7]
+    knobs = stack_knobs(cfgs)
+    ours = np.asarray(sweep_latency(hw, knobs, case="decode_sp")[0])
+    plain = jax.jit(sweep_latency.__wrapped__, static_argnames=("case", "model", "reduce", "placement", "mesh",
+                                                                "chunk"))
+    ref = np.asarray(plain(hw, knobs, case="decode_sp")[0])
+    np.testing.assert_allclose(ours, ref, rtol=1e-6)
+    one = {k: v[5] for k, v in knobs.items()}
+    np.testing.assert_allclose(ours[5], float(case_latency(hw, one, case="decode_sp")["total"]), rtol=1e-6)
+
+
+def test_blackhole_sweep_equals_default_xla():
+    cfg = ExpertConfig.alpamayo_tt()
+    hw, fit = blackhole_p150a(), load_calibration().params
+    port = BlackholeConfig.port(cfg)
+    batch = jax.tree_util.tree_map(lambda v: jnp.stack([jnp.asarray(v, jnp.float32)] * 2), port)
+    ours = np.asarray(sweep_step_us(hw, fit, batch, cfg=cfg))
+    plain = jax.jit(sweep_step_us.__wrapped__, static_argnames=("cfg",))
+    np.testing.assert_allclose(ours, np.asarray(plain(hw, fit, batch, cfg=cfg)), rtol=1e-6)
+
+
+def test_jitted_model_function_nests_under_a_callers_transforms():
+    f = jit(lambda x, *, k: jnp.sin(x) * k, static_argnames=("k",))
+    g = jax.jit(jax.vmap(jax.grad(lambda x: f(x, k=3.0))))
+    x = jnp.linspace(0.0, 1.0, 5)
+    np.testing.assert_allclose(g(x), 3.0 * jnp.cos(x), rtol=1e-6)
+    np.testing.assert_allclose(f(x, k=2.0), 2.0 * jnp.sin(x), rtol=1e-6)
