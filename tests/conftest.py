@@ -47,7 +47,6 @@ LONGEST_FIRST = (
     "test_expert_action.py",
     "test_attention_split_kv.py",
     "test_expert_nnx.py",
-    "test_blackhole_study.py",
 )
 
 

@@ -2,6 +2,7 @@
 results.json), the hardware override reaching the Blackhole section, failure isolation and the
 ``--set`` parser."""
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -13,12 +14,17 @@ import types
 import matplotlib.image
 import pytest
 
+from costmodel.blackhole import BlackholeConfig, evaluate
+from costmodel.blackhole.fit import load_calibration
+from costmodel.hardware import blackhole_p150a
 from costmodel.overrides import parse_overrides
 from experiments.report import runner
+from jaxref.config import ExpertConfig
 from jaxref.render import SectionResult
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECTION_KEYS = ["golden", "precision", "blackhole", "ahbm", "device", "performance"]
+CFG = ExpertConfig.alpamayo_tt()
 ENTRY_KEYS = {"number", "title", "module", "wall_s", "status", "markdown", "results", "figures"}
 
 
@@ -90,20 +96,55 @@ def test_quick_report_writes_every_section(quick_run):
     assert {"jax exact", "hf eager", "hf sdpa"} <= set(perf["layer"]["median_s"]) and perf["sample"]["finite"]
 
 
-@pytest.mark.slow
-def test_override_changes_blackhole_section(quick_run, tmp_path):
-    """A hardware default changed on the command line changes the Blackhole section's numbers
-    (figures are computed in the run, not copied). Needs issue 12's ``experiments.blackhole_study``."""
+# One run of the Blackhole section with hardware overrides on the command line serves both tests below.
+OVERRIDES = {"blackhole.dram_peak_bytes_per_s": 448e9, "ahbm.hbm_efficiency": 0.5}
+
+
+@pytest.fixture(scope="module")
+def override_run(tmp_path_factory):
     if not available("experiments.blackhole_study"):
         pytest.skip("experiments.blackhole_study (issue 12) is not in this checkout")
-    _, _, base = quick_run
-    res, over = report(tmp_path, "--sections", "blackhole", "--set", "blackhole.dram_peak_bytes_per_s=256e9")
+    out = tmp_path_factory.mktemp("override")
+    res, payload = report(out, "--sections", "blackhole", *(a for k, v in OVERRIDES.items() for a in ("--set", f"{k}={v}")))
     assert res.returncode == 0, res.stderr[-3000:]
-    assert over["report"]["overrides"] == {"blackhole.dram_peak_bytes_per_s": 256e9}
+    return out, payload
+
+
+@pytest.mark.slow
+def test_override_changes_blackhole_section(quick_run, override_run):
+    """A hardware default changed on the command line changes the Blackhole section's numbers
+    (figures are computed in the run, not copied)."""
+    _, _, base = quick_run
+    _, over = override_run
+    assert over["report"]["overrides"] == OVERRIDES
     assert list(over["sections"]) == ["blackhole"]
     a, b = base["sections"]["blackhole"]["results"], over["sections"]["blackhole"]["results"]
     assert base["sections"]["blackhole"]["status"] == "ok"
-    assert leaves(a) != leaves(b), "halving the DRAM bandwidth left every Blackhole number unchanged"
+    assert leaves(a) != leaves(b), "lowering the DRAM bandwidth left every Blackhole number unchanged"
+
+
+@pytest.mark.slow
+def test_blackhole_section_honours_overrides(override_run):
+    """The section's numbers are the model's at the overridden hardware (and only the Blackhole
+    override is its own); its figures are real files it shows; the plan search is ranked by P(reach)."""
+    out, payload = override_run
+    sec = payload["sections"]["blackhole"]
+    assert sec["status"] == "ok"
+    assert all((out / f).stat().st_size > 1000 and f in sec["markdown"] for f in sec["figures"])
+    cal, port = load_calibration(), BlackholeConfig.port(CFG)
+    slow = evaluate(dataclasses.replace(blackhole_p150a(), dram_peak_bytes_per_s=448e9), cal.params, port, cfg=CFG)
+    default = evaluate(blackhole_p150a(), cal.params, port, cfg=CFG)
+    res = sec["results"]
+    step, lo, hi = res["step_ms"]
+    assert step == pytest.approx(slow["step_ms"], rel=1e-5) and step > default["step_ms"] + 1.0
+    assert lo < step < hi
+    assert res["hw_overrides"] == {"blackhole.dram_peak_bytes_per_s": 448e9}
+    assert res["whatifs"]["bfp8 cache"]["delta_ms"][0] < 0
+    assert f"{step:.2f} ms" in sec["markdown"]
+    best = res["plans"]["best"]
+    assert "Plan search for < 30 ms/step" in sec["markdown"] and best[0]["plan"] in sec["markdown"]
+    assert all(b["p_reach"] is None or 0.0 <= b["p_reach"] <= 1.0 for b in best)
+    assert best[0]["p_reach"] >= max(b["p_reach"] or 0.0 for b in best)
 
 
 def leaves(tree, path=""):
