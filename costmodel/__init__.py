@@ -1,28 +1,17 @@
-"""Differentiable roofline cost models in JAX.
+"""Differentiable roofline cost models in JAX (a package face: it re-exports the shared pieces only).
 
-Blackhole (the expert port of seeds/EXPERT_NOTES.md):
-  hardware       Blackhole p150a / p100a and AHBM specs as pytrees (unit and source in each field)
-  smooth         exact / relaxed max, min, ceil (``Relax`` temperatures)
-  blackhole      op models, the layer graph, 64-layer step, 10-step sample; fit with covariance,
-                 prediction intervals, profiler CSVs, roofline, tuning, what-if CLI (see its docstring)
+Shared:
+  hardware         Blackhole p150a / p100a and AHBM specs as pytrees (unit and source in each field)
+  smooth           exact / relaxed max, min, ceil (``Relax`` temperatures)
+  tuning           projection of relaxed knobs onto discrete configs, Adam descent (both tuners)
+  compile_options  the one jit of every model
+  overrides        ``--set HW.FIELD=VALUE`` hardware what-ifs
 
-AHBM (the ADR-0060 kernels):
-  ahbm           latency of the four cases, SimPy event check, TILE / C / P tuning vs exhaustive,
-                 elasticities, CLI (``python -m costmodel.ahbm``)
+Models (import them by package; each has its own ``evaluate``):
+  blackhole        the expert port on one Blackhole chip (``costmodel.blackhole``; CLI ``python -m costmodel.blackhole``)
+  ahbm             the ADR-0060 kernels (``costmodel.ahbm``; CLI ``python -m costmodel.ahbm``)
 """
 
-from costmodel.blackhole import (
-    AttnConfig,
-    BlackholeConfig,
-    FitParams,
-    MatmulProgramConfig,
-    evaluate,
-    layer_op_us,
-    load_fitted,
-    step_breakdown,
-    step_us,
-    sweep_step_us,
-)
 from costmodel.hardware import (
     AHBM,
     Blackhole,
@@ -36,21 +25,11 @@ from costmodel.smooth import Relax
 
 __all__ = [
     "AHBM",
-    "AttnConfig",
     "Blackhole",
-    "BlackholeConfig",
-    "FitParams",
-    "MatmulProgramConfig",
     "Relax",
     "ahbm_sip",
     "blackhole",
     "blackhole_p100a",
     "blackhole_p150a",
-    "evaluate",
-    "layer_op_us",
-    "load_fitted",
-    "step_breakdown",
-    "step_us",
-    "sweep_step_us",
     "tile_bytes",
 ]

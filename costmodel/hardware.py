@@ -30,10 +30,12 @@ from costmodel._pytree import pytree_dataclass, static_field
 # Bytes per 32x32 tile (bfp8 = 1024 one-byte values + 64 shared exponents, ...) and the tile edge:
 # the Tenstorrent format constants, defined once in jaxref.numerics.formats. [tile]
 from jaxref.numerics.formats import TILE, TILE_BYTES
-from jaxref.validation import check_choice
+from jaxref.validation import check_choice, choices_of
+from jaxref.vocabulary import MathFidelity
 
-# Math fidelity -> passes of the matrix engine per tile (HiFiN = 1/N of the LoFi rate). [BH-gemm]
-FIDELITY_PASSES: dict[str, int] = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
+# Math fidelity -> passes of the matrix engine per tile (HiFiN = 1/N of the LoFi rate: LoFi 1 ...
+# HiFi4 4, the vocabulary's order). [BH-gemm]
+FIDELITY_PASSES: dict[str, int] = {f: i + 1 for i, f in enumerate(choices_of(MathFidelity))}
 
 
 def tile_bytes(fmt: str) -> int:
@@ -132,8 +134,13 @@ def blackhole_p150a() -> Blackhole:
         noc_hop_cycles=9.0,  # [BH-guide] ~9 cycles per router hop
         l1_bytes_per_core=1464.0 * 1024.0,  # [BH-guide] ~1.5 MB, 1464 KB usable
         eth_bytes_per_s=25e9,  # [BH-guide] per link per direction
-        name="p150a", grid_x=11, grid_y=10, dram_banks=8,
+        name="p150a", dram_banks=8,  # the grid: the spec's defaults (11x10, ``GRID``)
     )
+
+
+# The ttnn compute grid (columns x rows) every program config defaults to: the spec's grid fields.
+GRID: tuple[int, int] = tuple(next(f.default for f in dataclasses.fields(Blackhole) if f.name == axis)
+                              for axis in ("grid_x", "grid_y"))
 
 
 def blackhole_p100a() -> Blackhole:

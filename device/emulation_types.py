@@ -1,8 +1,9 @@
 """Tensors, the device and the stand-in config / enum types of ``device.emulation`` (ttnn's names).
 
 The config classes carry exactly the keyword names of their ttnn 0.81.1 counterparts (nanobind
-constructors, keyword-only) that ``device.configs`` and ``MatmulProgramConfig.build`` set (1D, 2D and DRAM-sharded matmul configs); ``tests/test_device_ttnn.py`` builds the real
-ttnn objects from the same ``device.configs`` dataclasses.
+constructors, keyword-only) that the port's configs set in ``build`` (``MatmulProgramConfig``: 1D, 2D and
+DRAM-sharded matmul configs; ``SdpaProgramConfig``; ``ComputeConfig``); ``tests/test_device_ttnn.py``
+builds the real ttnn objects from the same dataclasses.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class MemoryConfig:
     buffer_type: str  # 'DRAM' or 'L1'
 
 
-# ---- stand-ins of ttnn's config classes (same keyword names; see device/configs.py) ----------
+# ---- stand-ins of ttnn's config classes (same keyword names; built by the port's configs) ----
 @dataclasses.dataclass(frozen=True)
 class CoreCoord:
     x: int

@@ -12,6 +12,10 @@ in a ``device.recorder.Recorder``). The graph follows seeds/EXPERT_NOTES.md:
   attention -> nlp_concat_heads -> linear(wo) -> add -> rms_norm -> linear(w1, silu), linear(w3) ->
   mul -> linear(w2) -> add; ``layer_fn`` is the swap point for a fused kernel, signature
   ``(layer_idx, x, k_cache, v_cache) -> x``;
+* every ttnn config comes from one ``costmodel.blackhole.port.Port`` (held as ``self.port``, built
+  once): ``port.matmuls[name].build(ns)``, ``port.attention.build(ns)``, ``port.compute.build(ns)``, the
+  storage formats ``port.precision``; ``check_graph`` is the one legality check (the graph's own
+  shape rules, then ``Port.check``);
 * attention ``decode``: the zero-copy 8-user view (cache [1, K, Smax, H] as [K, 1, Smax, H]; q
   [1, N, T, H] as [1, K, G T, H]) into ``scaled_dot_product_attention_decode`` with the [1, 1, G T, Smax]
   bfp4 mask, k_chunk 128; ``standard``: ``scaled_dot_product_attention`` on the GQA q with the
@@ -28,10 +32,25 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from device.configs import GraphConfig
+from costmodel.blackhole.port import Port
 from device.host import host_tensor, layer_formats, mask_host, read_host, rope_host
 from jaxref.action import ActionInParams, ActionOutParams, action_in_proj, action_out_proj, flow_times
 from jaxref.config import ExpertConfig
+from jaxref.numerics.formats import TILE
+from jaxref.validation import require
+
+
+def check_graph(port: Port, cfg: ExpertConfig) -> None:
+    """Raise ValueError unless this graph can run ``port`` at ``cfg``: the graph's own shape rules
+    (tile-aligned tokens and widths: fill_cache writes whole tile rows; rotary_embedding_hf's head_dim),
+    then the port's one legality rule (``Port.check``: every matmul and the SDPA config)."""
+    T, H = cfg.num_tokens, cfg.head_dim
+    require(T % TILE == 0, f"num_tokens={T} must be a multiple of {TILE} (tile rows; fill_cache offset)")
+    require(H == TILE or H % (2 * TILE) == 0,
+            f"head_dim={H} must be {TILE} or a multiple of {2 * TILE} (rotary_embedding_hf)")
+    require(cfg.hidden % TILE == 0 and cfg.ffn % TILE == 0,
+            f"hidden={cfg.hidden} / ffn={cfg.ffn} must be tile multiples")
+    port.check(cfg)
 
 
 class TTExpert:
@@ -42,30 +61,34 @@ class TTExpert:
       layers: per-layer device arrays (``device.host.layer_from_params`` / ``layer_from_hf``) or device
         buffers already in their device format (read once, in order: a lazy sequence works).
       final_norm: [1, 1, 1, D] gamma.
-      cfg: model geometry; graph: formats, attention mode, op configs.
+      cfg: model geometry; port: formats, attention kernel, op configs (default ``Port.for_expert(cfg)``).
     """
 
     def __init__(self, ns, device, layers: Sequence[dict[str, np.ndarray]], final_norm: np.ndarray, *,
-                 cfg: ExpertConfig, graph: GraphConfig | None = None):
-        graph = GraphConfig() if graph is None else graph
-        graph.check(cfg)
+                 cfg: ExpertConfig, port: Port | None = None):
+        port = Port.for_expert(cfg) if port is None else port
+        if not isinstance(port, Port):
+            raise TypeError(f"port is a {type(port).__name__}; expected a costmodel.blackhole.port.Port")
+        check_graph(port, cfg)
         if len(layers) != cfg.num_layers:
             raise ValueError(f"got {len(layers)} layers of weights, cfg has num_layers={cfg.num_layers}")
-        self.ns, self.device, self.cfg, self.graph = ns, device, cfg, graph
+        self.ns, self.device, self.cfg, self.port = ns, device, cfg, port
+        prec = port.precision
         T, D, H, smax = cfg.num_tokens, cfg.hidden, cfg.head_dim, cfg.max_seq_len
-        fmts = layer_formats(graph.weights)
+        fmts = layer_formats(prec.weights)
         # a layer's entries are host arrays (uploaded here) or device buffers already in their format
         # (the emulation's generated tensors: a full-size model without 64 layers of values at once)
         self.weights = [{name: a if hasattr(a, "buffer_address") else self._upload(a, fmts[name])
                          for name, a in layer.items()} for layer in layers]
-        self.final_norm = self._upload(final_norm, "bf16")
-        self.x = self._upload(np.zeros((1, 1, T, D), np.float32), "bf16")
-        self.cos = self._upload(np.zeros((1, 1, T, H), np.float32), "bf16")
-        self.sin = self._upload(np.zeros((1, 1, T, H), np.float32), "bf16")
-        self.mask = self._upload(np.zeros((1, 1, graph.mask_rows(cfg), smax), np.float32), graph.mask_format)
-        self.matmul = {name: c.build(ns) for name, c in graph.matmuls(cfg).items()}
-        self.sdpa_config = graph.sdpa().build(ns)
-        self.compute = graph.compute.build(ns)
+        self.final_norm = self._upload(final_norm, prec.norm_weights)
+        self.x = self._upload(np.zeros((1, 1, T, D), np.float32), prec.activations)
+        self.cos = self._upload(np.zeros((1, 1, T, H), np.float32), prec.activations)
+        self.sin = self._upload(np.zeros((1, 1, T, H), np.float32), prec.activations)
+        self.mask_rows = port.mask_rows(cfg)
+        self.mask = self._upload(np.zeros((1, 1, self.mask_rows, smax), np.float32), prec.mask)
+        self.matmul = {name: c.build(ns) for name, c in port.matmuls.items()}
+        self.sdpa_config = port.attention.build(ns)
+        self.compute = port.compute.build(ns)
         self.tail_row = smax - T  # own K/V rows [Smax - T, Smax) of every cache (tile aligned: T % 32 == 0)
         self.layer_fn = self.layer
         self.seq_len: int | None = None
@@ -82,16 +105,17 @@ class TTExpert:
         want = (self.cfg.num_kv_heads, self.cfg.max_seq_len, self.cfg.head_dim)
         if k.shape != want or v.shape != want:
             raise ValueError(f"cache k / v must be [K, Smax, H] = {want}, got {k.shape} / {v.shape}")
-        return tuple(self._upload(np.asarray(a, np.float32)[None], self.graph.cache) for a in (k, v))
+        return tuple(self._upload(np.asarray(a, np.float32)[None], self.port.precision.cache) for a in (k, v))
 
     def set_context(self, seq_len: int, rope_delta: int = 0) -> None:
         """Write cos / sin for positions ``i + rope_delta + S`` and the mask for S into the persistent
         buffers (in place: the trace keeps its addresses). Requires S <= Smax - T."""
         self.cfg.check_seq_len(seq_len)
         cos, sin = rope_host(seq_len, rope_delta, self.cfg)
-        self._write(self.cos, cos, "bf16")
-        self._write(self.sin, sin, "bf16")
-        self._write(self.mask, mask_host(seq_len, self.cfg, rows=self.graph.mask_rows(self.cfg)), self.graph.mask_format)
+        act = self.port.precision.activations
+        self._write(self.cos, cos, act)
+        self._write(self.sin, sin, act)
+        self._write(self.mask, mask_host(seq_len, self.cfg, rows=self.mask_rows), self.port.precision.mask)
         self.seq_len = seq_len
 
     # ---- the layer ----------------------------------------------------------------------
@@ -118,7 +142,7 @@ class TTExpert:
         ns.fill_cache(v_cache, v, 0, update_idx=self.tail_row)
         ns.deallocate(kr)
         ns.deallocate(v)
-        if self.graph.attn_mode == "decode":
+        if self.port.attention.attn_mode == "decode":
             a = ns.transformer.scaled_dot_product_attention_decode(
                 ns.reshape(qr, (1, K, (N // K) * T, H)), ns.reshape(k_cache, (K, 1, smax, H)),
                 ns.reshape(v_cache, (K, 1, smax, H)), is_causal=False, attn_mask=self.mask, scale=H**-0.5,
@@ -152,7 +176,7 @@ class TTExpert:
     def run_layer(self, i: int, x: np.ndarray, caches) -> np.ndarray:
         """Eager: layer i on a host input x [T, D] (uploaded as bf16 into the persistent x buffer)."""
         self._require_context()
-        self._write(self.x, np.asarray(x, np.float32).reshape(self.x.shape), "bf16")
+        self._write(self.x, np.asarray(x, np.float32).reshape(self.x.shape), self.port.precision.activations)
         return read_host(self.ns, self.layer_fn(i, self.x, *caches[i]))[0, 0]
 
     def _stack(self, caches):
@@ -180,7 +204,7 @@ class TTExpert:
         if len(caches) != self.cfg.num_layers:
             raise ValueError(f"got {len(caches)} cache layers, cfg has num_layers={self.cfg.num_layers}")
         ns = self.ns
-        self._write(self.x, np.asarray(emb, np.float32).reshape(self.x.shape), "bf16")
+        self._write(self.x, np.asarray(emb, np.float32).reshape(self.x.shape), self.port.precision.activations)
         if not traced:
             return read_host(ns, self._stack(caches))[0, 0]
         key = tuple(t.buffer_address() for kv in caches for t in kv) + (self.mask.buffer_address(),)

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from device.configs import GraphConfig
+from costmodel.blackhole.port import Port
 from device.emulation import Emulation
 from device.graph import TTExpert
 from device.host import final_norm_from_hf, layer_from_hf
@@ -48,6 +48,8 @@ from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS
 from jaxref.precision import Precision
 from jaxref.render import SectionResult, figure, md_table, save
 from jaxref.timing import time_repeats
+from jaxref.validation import choices_of
+from jaxref.vocabulary import AttnMode, CacheFormat, WeightFormat
 from jaxref.weights import from_hf_state_dict
 
 
@@ -88,11 +90,11 @@ def chip_status() -> str | None:
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
-    """What to run: model geometry, S, which layers to compare, graph options."""
+    """What to run: model geometry, S, which layers to compare, the port the graph runs."""
 
     cfg: ExpertConfig
     seq_len: int
-    graph: GraphConfig
+    port: Port
     layers: tuple[int, ...]
     seed: int = 0
     sample: bool = True
@@ -110,13 +112,13 @@ def _model(p: Problem):
     same generated cache. ``cache factory``: (ns, device, upload) -> per-layer (k, v) device buffers.
     """
     k_p, k_x = jax.random.split(jax.random.PRNGKey(p.seed))
-    cfg, graph = p.cfg, p.graph
+    cfg, port = p.cfg, p.port
     model = GeneratedModel.build(k_p, cfg, p.seq_len, fill=GARBAGE)
     x0 = jax.random.normal(k_x, (cfg.num_tokens, cfg.action_dim), jnp.float32)
 
     def caches(ns, device, upload):
         if hasattr(ns, "generated_tensor"):
-            return model.emulation_caches(ns, device, fmt=graph.cache)
+            return model.emulation_caches(ns, device, fmt=port.precision.cache)
         return [upload(*(np.asarray(a) for a in model.cache_layer(i))) for i in range(cfg.num_layers)]
 
     if p.checkpoint:
@@ -155,14 +157,14 @@ def _cmp(golden, got) -> dict[str, float]:
 
 def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = None, sync=None) -> dict:
     """Run the graph on (ns, device) against the golden; returns the results (see the module docstring)."""
-    cfg, graph, S = p.cfg, p.graph, p.seq_len
+    cfg, port, S = p.cfg, p.port, p.seq_len
     params, source, final_norm, layers, make_caches, x0 = _model(p)
     if isinstance(layers, GeneratedModel):
-        layers = (layers.emulation_layers(ns, device, weights=graph.weights) if hasattr(ns, "generated_tensor")
+        layers = (layers.emulation_layers(ns, device, weights=port.precision.weights) if hasattr(ns, "generated_tensor")
                   else _Layers(cfg.num_layers, lambda i, m=layers: m.host_layer(i)))
     rec = Recorder(ns)
     rec.state.sync = sync
-    ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, graph=graph)
+    ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, port=port)
 
     def tagged_layer(i, *args):  # the layer_fn swap point, used here to label the per-op CSV rows
         rec.state.tag = f"layer {i}"
@@ -172,13 +174,13 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     caches = make_caches(ns, device, ex.upload_cache)
     ex.set_context(S)
 
-    dev_prec = graph.port(cfg).precision()  # the golden's rounding points, from the same port description
+    dev_prec = port.precision  # the golden's rounding points: the port's own storage formats
     ctx = CacheContext.create(S)
     emb = velocity_input(params, x0, cfg)
     _, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
     res: dict = {"backend": backend, "num_layers": cfg.num_layers, "hidden": cfg.hidden, "seq_len": S,
-                 "max_seq_len": cfg.max_seq_len, "weights": graph.weights, "cache": graph.cache,
-                 "attn_mode": graph.attn_mode, "layers": []}
+                 "max_seq_len": cfg.max_seq_len, "weights": port.precision.weights,
+                 "cache": port.precision.cache, "attn_mode": port.attention.attn_mode, "layers": []}
     for i in p.layers:
         x_in = round_bf16(emb if i == 0 else hidden[i - 1])
         layer, ck, cv = source(jnp.asarray(i, jnp.int32))
@@ -253,12 +255,14 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     numbers) do not enter: nothing here is a cost prediction.
     """
     tiny = ExpertConfig.tiny(head_dim=32)
-    probs = [Problem(cfg=tiny, seq_len=100, layers=(0, 1), sample=not quick, graph=GraphConfig(weights="bfp8"))]
+    probs = [Problem(cfg=tiny, seq_len=100, layers=(0, 1), sample=not quick,
+                     port=Port.for_expert(tiny, weights="bfp8"))]
     if not quick:
         probs.append(Problem(cfg=tiny, seq_len=100, layers=(0, 1), sample=False,
-                             graph=GraphConfig(weights="bf16", attn_mode="standard")))
-        probs.append(Problem(cfg=ExpertConfig.alpamayo_tt(num_layers=2), seq_len=4600, layers=(0, 1), sample=False,
-                             graph=GraphConfig(weights="bfp8")))
+                             port=Port.for_expert(tiny, weights="bf16", attn_mode="standard")))
+        big = ExpertConfig.alpamayo_tt(num_layers=2)
+        probs.append(Problem(cfg=big, seq_len=4600, layers=(0, 1), sample=False,
+                             port=Port.for_expert(big, weights="bfp8")))
     results = []
     for p in probs:
         ns = Emulation()
@@ -301,9 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--num-layers", type=int, default=None)
     ap.add_argument("--layers", default=None, help="comma-separated layers to compare (default: first, middle, last)")
     ap.add_argument("--seq-len", type=int, default=None, help="S (default: 4600, or 100 for tiny)")
-    ap.add_argument("--weights", choices=("bfp8", "bf16"), default="bfp8")
-    ap.add_argument("--cache", choices=("bf16", "bfp8"), default="bf16")
-    ap.add_argument("--attn-mode", choices=("decode", "standard"), default="decode")
+    ap.add_argument("--weights", choices=choices_of(WeightFormat), default="bfp8")
+    ap.add_argument("--cache", choices=choices_of(CacheFormat), default="bf16")
+    ap.add_argument("--attn-mode", choices=choices_of(AttnMode), default="decode")
     ap.add_argument("--no-sample", action="store_true", help="skip the 10-step sample")
     ap.add_argument("--checkpoint", default=None, help="HF-format safetensors file of the expert")
     ap.add_argument("--expert-prefix", default="", help="key prefix in the checkpoint (e.g. 'expert.')")
@@ -347,7 +351,7 @@ def problem_from_args(a: argparse.Namespace) -> Problem:
     except ValueError as exc:
         raise ValueError(f"--seq-len: {exc}") from None
     return Problem(cfg=cfg, seq_len=seq_len, layers=tuple(layers), seed=a.seed, sample=not a.no_sample,
-                   graph=GraphConfig(weights=a.weights, cache=a.cache, attn_mode=a.attn_mode),
+                   port=Port.for_expert(cfg, weights=a.weights, cache=a.cache, attn_mode=a.attn_mode),
                    checkpoint=a.checkpoint, expert_prefix=a.expert_prefix)
 
 

@@ -42,11 +42,11 @@ def hardware_with(overrides: dict[str, float]) -> Blackhole:
 
 
 def whatifs(port: BlackholeConfig) -> list[tuple[str, BlackholeConfig]]:
-    return [("bfp8 cache", port.replace(kv_dtype="bfp8")),
+    return [("bfp8 cache", port.replace(cache="bfp8")),
             ("Smax 5120", port.replace(smax=5120.0)),
-            ("bfp8 cache + Smax 5120", port.replace(kv_dtype="bfp8", smax=5120.0)),
+            ("bfp8 cache + Smax 5120", port.replace(cache="bfp8", smax=5120.0)),
             ("standard SDPA (GQA, q_chunk 32)", port.replace(attn_mode="standard")),
-            ("ttnn default matmul configs", BlackholeConfig.port(CFG, matmuls="default"))]
+            ("ttnn default matmul configs", BlackholeConfig.for_expert(CFG, matmuls="default"))]
 
 
 def _per_op_figure(out_dir: pathlib.Path, iv: dict, measured: dict[str, float]) -> str:
@@ -83,7 +83,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     out_dir.mkdir(parents=True, exist_ok=True)
     hw = hardware_with(overrides)
     cal = load_calibration()
-    port = BlackholeConfig.port(CFG)
+    port = BlackholeConfig.for_expert(CFG)
     iv = intervals(cal, hw, port, cfg=CFG)
     measured = measured_op_times()
     figures = [_per_op_figure(out_dir, iv, measured)]
@@ -140,7 +140,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
         rows.append([plans.describe(r), f"{r['step_ms']:.2f}", iv_txt, p_txt, pcc_txt])
     lines.append(md_table(["plan", "model ms", "90% of draws", "P(reach)", "layer-0 PCC"], rows))
     if not quick:
-        start = BlackholeConfig.port(CFG, matmuls="default")
+        start = BlackholeConfig.for_expert(CFG, matmuls="default")
         gr, ex = tune.gradient_tune(hw, cal.params, start, cfg=CFG), tune.exhaustive(hw, cal.params, start, cfg=CFG)
         s = {k: evaluate(hw, cal.params, b, cfg=CFG)["step_ms"] for k, b in
              (("default", start), ("gradient", tune.apply_configs(start, gr["per_op"])),

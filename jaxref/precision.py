@@ -84,6 +84,16 @@ class Precision:
     def mask_(self, x):
         return cast(x, self.mask)
 
+    def replace(self, **changes) -> Precision:
+        """``dataclasses.replace``; a device policy's label follows its new formats."""
+        out = dataclasses.replace(self, **changes)
+        if "name" not in changes and self.name == self._device_label():
+            out = dataclasses.replace(out, name=out._device_label())
+        return out
+
+    def _device_label(self) -> str:
+        return f"device(w={self.weights},kv={self.cache},mask={self.mask})"
+
     @property
     def is_exact(self) -> bool:
         """True for the fp32 golden (no rounding anywhere)."""
@@ -105,11 +115,11 @@ class Precision:
     @classmethod
     def device(cls, *, weights: str = "bfp8", cache: str = "bf16", mask: str = "bfp4") -> Precision:
         """The Blackhole port: bfp8 (or bf16) weights, bf16 activations, bf16 or bfp8 KV cache,
-        bfp4 additive mask, bf16 gammas; fp32 where the device accumulates. The port description
-        (``costmodel.blackhole.port.Port.precision``, which code that runs the port uses) gives the
-        same policy: tested equal, so the two cannot drift (jaxref imports nothing of the port)."""
-        return cls(name=f"device(w={weights},kv={cache},mask={mask})", weights=weights,
-                   norm_weights="bf16", activations="bf16", cache=cache, mask=mask)
+        bfp4 additive mask, bf16 gammas; fp32 where the device accumulates. The defaults are declared
+        here only: the port description's storage formats (``costmodel.blackhole.port.Port.precision``)
+        default to this object (jaxref imports nothing of the port)."""
+        out = cls(weights=weights, norm_weights="bf16", activations="bf16", cache=cache, mask=mask)
+        return dataclasses.replace(out, name=out._device_label())
 
     @classmethod
     def preset(cls, name: str) -> Precision:

@@ -1,7 +1,9 @@
 """Input validation shared by the library and every CLI: typed choices, numeric CLI options, strict JSON.
 
-Choices are ``Literal`` types (``KvDtype = Literal["bf16", "bfp8"]``) read by ``choices_of``; one
-``check_choice`` raises the one message ``name='x' unknown; expected one of (...)``. The CLIs use
+Choices are ``Literal`` types, declared once in ``jaxref.vocabulary`` (``CacheFormat``, ``AttnMode`` ...)
+and read by ``choices_of``; one ``check_choice`` (alias ``check_dtype`` for formats) raises the one
+message ``name='x' unknown; expected one of (...)``; ``check_int`` reads an integer knob held as a
+float (the cost model's differentiable leaves). The CLIs use
 argparse option types from here (``positive_int``, ``finite_float`` ...), so a bad number is refused
 by argparse itself before any computation, and ``cli_main`` turns a ``ValueError`` raised later
 (a configuration the library rejects) into the same form: ``<prog>: error: <message>`` on stderr,
@@ -34,9 +36,23 @@ def check_choice(name: str, value, choices) -> None:
         raise ValueError(f"{name}={value!r} unknown; expected one of {allowed}")
 
 
+check_dtype = check_choice  # a storage format is a choice like any other
+
+
+def check_int(name: str, value, *, lo: int | None = None) -> int:
+    """``value`` (a concrete number, possibly a float leaf) as an int; ValueError unless it is an
+    integer >= ``lo``."""
+    v = float(value)
+    if not v.is_integer():
+        raise ValueError(f"{name}={value} must be an integer")
+    if lo is not None and v < lo:
+        raise ValueError(f"{name}={int(v)} must be >= {lo}")
+    return int(v)
+
+
 def require(ok: bool, message: str) -> None:
     """Raise ``ValueError(message)`` unless ``ok``: the one range / shape check of the config classes
-    (``jaxref.config``, ``costmodel.ahbm.config``, ``device.configs``). ``message`` names the argument,
+    (``jaxref.config``, ``costmodel.ahbm.config``, ``device.graph``). ``message`` names the argument,
     its value and what was expected: ``require(tile % 32 == 0, f"tile={tile} must be a multiple of 32")``."""
     if not ok:
         raise ValueError(message)

@@ -8,7 +8,7 @@ import functools
 import jax
 import numpy as np
 
-from device.configs import GraphConfig
+from costmodel.blackhole.port import Port
 from device.emulation import Emulation
 from device.graph import TTExpert
 from device.host import model_from_params
@@ -53,12 +53,12 @@ class Model:
         """(per-layer device arrays, final-norm gamma), prepared once."""
         return model_from_params(self.params, self.cfg)
 
-    def expert(self, graph: GraphConfig, *, rounding: bool = True, layers=None):
+    def expert(self, port: Port | None = None, *, rounding: bool = True, layers=None, ns=None):
         """(TTExpert on a fresh emulation with the context set, its device caches)."""
-        ns = Emulation(rounding=rounding)
+        ns = Emulation(rounding=rounding) if ns is None else ns
         dev_layers, final_norm = self.device_arrays
         ex = TTExpert(ns, ns.open_device(0), dev_layers if layers is None else layers, final_norm, cfg=self.cfg,
-                      graph=graph)
+                      port=port)
         caches = [ex.upload_cache(np.asarray(self.cache.k[i]), np.asarray(self.cache.v[i]))
                   for i in range(self.cfg.num_layers)]
         ex.set_context(self.seq_len)

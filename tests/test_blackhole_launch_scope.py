@@ -80,7 +80,7 @@ def test_kernel_only_drops_exactly_the_dispatch_from_every_port_op():
     """Every op of the port's layer: positive kernel time, and the dispatch it drops lies between
     dispatch_us (one core) and dispatch_us + dispatch_core_us x the grid."""
     lo, hi = FIT.dispatch_us, FIT.dispatch_us + FIT.dispatch_core_us * HW.grid_cores
-    for name, spec in layer_op_specs(BlackholeConfig.port(CFG), cfg=CFG).items():
+    for name, spec in layer_op_specs(BlackholeConfig.for_expert(CFG), cfg=CFG).items():
         op, kern = float(spec.us(HW, FIT)), float(spec.us(HW, kernel_only(FIT)))
         assert kern > 0 and lo * (1 - 1e-5) <= op - kern <= hi * (1 + 1e-5), name
 

@@ -75,7 +75,7 @@ def test_blackhole_deprecated_hw_is_the_board(capsys):
     assert "deprecated" in captured.err
     assert json.loads(captured.out, parse_constant=pytest.fail) == old  # strict JSON
     cfg, cal = ExpertConfig.alpamayo_tt(), load_calibration()
-    want = evaluate(blackhole_p100a(), cal.params, BlackholeConfig.port(cfg), cfg=cfg)
+    want = evaluate(blackhole_p100a(), cal.params, BlackholeConfig.for_expert(cfg), cfg=cfg)
     assert old["setting"]["hw"] == "p100a" and old["step_ms"] == pytest.approx(want["step_ms"], rel=1e-6)
 
 
@@ -84,6 +84,6 @@ def test_blackhole_set_is_applied_and_shown_in_the_setting(capsys):
     capsys.readouterr()
     cfg, cal = ExpertConfig.alpamayo_tt(), load_calibration()
     hw = dataclasses.replace(blackhole_p150a(), dram_peak_bytes_per_s=448e9)
-    want = evaluate(hw, cal.params, BlackholeConfig.port(cfg), cfg=cfg)
+    want = evaluate(hw, cal.params, BlackholeConfig.for_expert(cfg), cfg=cfg)
     assert got["step_ms"] == pytest.approx(want["step_ms"], rel=1e-6)
     assert got["setting"]["hw_overrides"] == {"blackhole.dram_peak_bytes_per_s": 448e9}

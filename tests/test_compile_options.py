@@ -32,7 +32,7 @@ def test_ahbm_sweep_equals_default_xla_and_eager():
 def test_blackhole_sweep_equals_default_xla():
     cfg = ExpertConfig.alpamayo_tt()
     hw, fit = blackhole_p150a(), load_calibration().params
-    port = BlackholeConfig.port(cfg)
+    port = BlackholeConfig.for_expert(cfg)
     batch = jax.tree_util.tree_map(lambda v: jnp.stack([jnp.asarray(v, jnp.float32)] * 2), port)
     ours = np.asarray(sweep_step_us(hw, fit, batch, cfg=cfg))
     plain = jax.jit(sweep_step_us.__wrapped__, static_argnames=("cfg",))

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from costmodel.blackhole import LAYER_OPS, AttnConfig, BlackholeConfig, evaluate, load_fitted
+from costmodel.blackhole import LAYER_OPS, BlackholeConfig, evaluate, load_fitted
 from costmodel.blackhole.cli import main
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
@@ -20,21 +20,20 @@ def test_json_output_matches_evaluator(capsys):
     printed = json.loads(capsys.readouterr().out)
     assert list(printed["per_op_us"]) == list(LAYER_OPS) and "attention" in printed["per_op_us"]
     cfg = ExpertConfig.alpamayo_tt()
-    ref = evaluate(blackhole_p150a(), load_fitted(), BlackholeConfig.port(cfg, smax=5120.0, kv_dtype="bfp8"), cfg=cfg)
+    ref = evaluate(blackhole_p150a(), load_fitted(), BlackholeConfig.for_expert(cfg, smax=5120.0, cache="bfp8"), cfg=cfg)
     assert printed["step_ms"] == pytest.approx(ref["step_ms"]) and printed["sample_ms"] == pytest.approx(ref["sample_ms"])
     assert printed["per_op_us"] == pytest.approx(ref["per_op_us"])
-    assert result["setting"]["kv_dtype"] == "bfp8" and printed["setting"]["smax"] == 5120
+    assert result["setting"]["cache"] == "bfp8" and printed["setting"]["smax"] == 5120
 
 
 def test_standard_mode_flags(capsys):
     main(["--attn-mode", "standard", "--q-chunk", "64", "--fold-heads", "--json"])
     printed = json.loads(capsys.readouterr().out)
     cfg = ExpertConfig.alpamayo_tt()
-    bc = BlackholeConfig.port(cfg, attn_mode="standard", fold_heads=True, mask_dtype="bf16",
-                              attn=AttnConfig(128.0, 64.0, 16.0))
+    bc = BlackholeConfig.for_expert(cfg, attn_mode="standard", fold_heads=True, mask="bf16", q_chunk=64.0)
     assert printed["per_op_us"]["attention"] == pytest.approx(
         evaluate(blackhole_p150a(), load_fitted(), bc, cfg=cfg)["per_op_us"]["attention"])
-    assert printed["setting"]["fold_heads"] is True and printed["setting"]["mask_dtype"] == "bf16"
+    assert printed["setting"]["fold_heads"] is True and printed["setting"]["mask"] == "bf16"
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -43,8 +42,8 @@ def test_standard_mode_flags(capsys):
     (["--k-chunk", "100"], "k_chunk=100 must be a multiple of 32"),
     (["--attn-mode", "standard", "--q-chunk", "48"], "q_chunk=48 must be a multiple of 32"),
     (["--smax", "4736"], "smax=4736 must be >= seq_len + num_tokens = 4700 + 64"),
-    (["--kv-dtype", "fp8"], "kv_dtype='fp8' unknown"),
-    (["--weight-dtype", "int4"], "weight_dtype='int4' unknown"),
+    (["--kv-dtype", "fp8"], "argument --kv-dtype: invalid choice: 'fp8'"),
+    (["--weight-dtype", "int4"], "argument --weight-dtype: invalid choice: 'int4'"),
     (["--matmul-config", "w9=1,1"], "matmul-config='w9=1,1' must look like"),
 ])
 def test_bad_input_exits_with_message(argv, message, capsys):
@@ -88,7 +87,7 @@ def test_vs_prints_a_delta_with_its_interval(argv, base, changed, capsys):
     ref = main(["--json"])
     capsys.readouterr()
     vs = printed["vs"]
-    assert vs["setting"]["smax"] == 8192 and vs["setting"]["kv_dtype"] == "bf16"
+    assert vs["setting"]["smax"] == 8192 and vs["setting"]["cache"] == "bf16"
     assert vs["delta_ms"]["step_ms"] == pytest.approx(result["step_ms"] - ref["step_ms"], rel=1e-5)
     lo, hi = vs["delta_interval_ms"]["step_ms"]
     assert lo < vs["delta_ms"]["step_ms"] < hi < 0

@@ -19,13 +19,17 @@ def test_tune_from_the_flags_setting_reaches_the_brute_force_optimum(capsys):
     res = main(["tune", "--matmuls", "default", "--kv-dtype", "bfp8", "--steps", "60"])
     out = capsys.readouterr().out
     cfg, hw, fit = ExpertConfig.alpamayo_tt(), blackhole_p150a(), load_fitted()
-    start = BlackholeConfig.port(cfg, matmuls="default", kv_dtype="bfp8")
+    start = BlackholeConfig.for_expert(cfg, matmuls="default", cache="bfp8")
     assert res["step_ms"]["start"] == pytest.approx(evaluate(hw, fit, start, cfg=cfg)["step_ms"])
     name = MATMULS[1]  # wo: one op brute-forced here (all five would cost seconds)
-    mm = getattr(start, name)
-    best = min(evaluate(hw, fit, start.replace(**{name: dataclasses.replace(mm, in0_block_w=float(a),
-                                                                            per_core_N=float(b))}),
-                        cfg=cfg)["per_op_us"][name] for a, b in valid_matmul_configs(name, hw, start, cfg=cfg))
+    mms = start.port.matmuls
+
+    def tried(a, b):
+        return start.replace(matmuls=mms.replace(**{name: dataclasses.replace(mms[name], in0_block_w=float(a),
+                                                                             per_core_N=float(b))}))
+
+    best = min(evaluate(hw, fit, tried(a, b), cfg=cfg)["per_op_us"][name]
+               for a, b in valid_matmul_configs(name, hw, start, cfg=cfg))
     assert res["exhaustive"]["per_op"][name]["us"] == pytest.approx(best, rel=1e-5)
     assert res["step_ms"]["exhaustive"] <= res["step_ms"]["gradient"] * (1 + 1e-6)
     assert res["step_ms"]["exhaustive"] < res["step_ms"]["start"]

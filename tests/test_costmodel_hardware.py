@@ -116,11 +116,12 @@ def test_a_wider_grid_changes_only_what_it_splits():
     time moves; a 64-row rms_norm (2 tile rows on 2 cores) does not."""
     from costmodel.blackhole import load_fitted
     from costmodel.blackhole.opspecs import NormSpec, SdpaDecodeSpec
-    from costmodel.blackhole.sdpa import AttnConfig, decode_cores_per_user
+    from costmodel.blackhole.sdpa import decode_cores_per_user
+    from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
 
     fit = load_fitted()
     hw11, hw13 = H.blackhole_p150a(), dataclasses.replace(H.blackhole_p150a(), grid_x=13)
-    attn = AttnConfig(128.0, 32.0, 16.0)
+    attn = SdpaProgramConfig(128.0, 32.0, 16.0)
     assert [float(decode_cores_per_user(h, attn, users=8)) for h in (hw11, hw13)] == [13.0, 16.0]
     decode, small = SdpaDecodeSpec(attn, 8192.0, 8, 128, 128, "bf16", "bfp4"), NormSpec(64, 1536)
     assert abs(float(decode.us(hw13, fit)) / float(decode.us(hw11, fit)) - 1.0) > 0.02

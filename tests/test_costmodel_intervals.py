@@ -18,7 +18,7 @@ from jaxref.config import ExpertConfig
 
 CFG = ExpertConfig.alpamayo_tt()
 HW = blackhole_p150a()
-PORT = BlackholeConfig.port(CFG)
+PORT = BlackholeConfig.for_expert(CFG)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_linearised_delta_matches_monte_carlo(stored):
 
 
 def test_correlated_delta_is_narrower_than_the_sum(stored):
-    for change in ({"smax": 5120.0}, {"kv_dtype": "bfp8"}):
+    for change in ({"smax": 5120.0}, {"cache": "bfp8"}):
         bc = PORT.replace(**change)
         ia, ib = intervals(stored, HW, bc, cfg=CFG), intervals(stored, HW, PORT, cfg=CFG)
         d = delta_intervals(stored, HW, bc, PORT, cfg=CFG)
@@ -103,7 +103,7 @@ def test_monte_carlo_propagation_agrees_where_the_model_is_smooth(stored):
     """draws > 0 evaluates both settings at the same posterior draws: the Smax delta's interval is
     close to the linearised one; the bfp8 delta may cross a max() kink, where Monte Carlo is wider
     (not narrower than the linearised interval by more than the draws' noise)."""
-    small, bfp8 = PORT.replace(smax=5120.0), PORT.replace(kv_dtype="bfp8")
+    small, bfp8 = PORT.replace(smax=5120.0), PORT.replace(cache="bfp8")
     lin, mc = (delta_intervals(stored, HW, small, PORT, cfg=CFG, draws=d)["step_us"] for d in (0, 512))
     assert mc[0] == lin[0] and mc[1] < mc[0] < mc[2]
     assert (mc[2] - mc[1]) == pytest.approx(lin[2] - lin[1], rel=0.25)

@@ -19,6 +19,7 @@ from costmodel.blackhole import (
     sdpa,
 )
 from costmodel.blackhole.params import DATA_DIR
+from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig, sdpa_l1_bytes
 from costmodel.hardware import blackhole_p150a, tile_bytes
 from jaxref.config import ExpertConfig
 
@@ -91,7 +92,7 @@ def test_flash_decode_bytes_limit(kv_dtype, elem_bytes):
     hw = dataclasses.replace(HW_ANY_RATE, noc_bytes_per_cycle_per_link=1e30, noc_hop_cycles=0.0,
                              matmul_flops_per_cycle_per_core=1e30)
     smax_rows, users, H = 8192.0, 8, 128
-    t = sdpa.sdpa_decode_us(hw, _ideal_fit(), sdpa.AttnConfig(128.0, 32.0, 16.0), smax_rows=smax_rows, users=users,
+    t = sdpa.sdpa_decode_us(hw, _ideal_fit(), SdpaProgramConfig(128.0, 32.0, 16.0), smax_rows=smax_rows, users=users,
                            q_rows=128, head_dim=H, kv_dtype=kv_dtype, mask_dtype="bfp4")
     kv = 2 * 1 * H * users * smax_rows * elem_bytes
     mask = users * 128 * smax_rows * 576 / 1024  # each user's cores read the shared mask
@@ -103,7 +104,7 @@ def test_standard_sdpa_few_items_is_core_bound():
     """Folded heads, q_chunk 128: 8 work items on 8 cores; each streams every K/V/mask page of its head."""
     rate = 5e6
     fit = _ideal_fit(core_read_tiles_per_s=rate)
-    t = sdpa.sdpa_standard_us(HW, fit, sdpa.AttnConfig(128.0, 128.0, 16.0), smax_rows=8192.0, q_heads=8, q_rows=128,
+    t = sdpa.sdpa_standard_us(HW, fit, SdpaProgramConfig(128.0, 128.0, 16.0), smax_rows=8192.0, q_heads=8, q_rows=128,
                              head_dim=128, kv_dtype="bf16", mask_dtype="bf16")
     chunks = 8192 // 128
     pages_per_chunk = 2 * (128 // 32) * (128 // 32) + (128 // 32) * (128 // 32)  # K, V, mask tiles
@@ -128,7 +129,7 @@ def test_standard_sdpa_gqa_reader_is_round_trip_bound():
     chunks. With a long round trip L and free compute, the op takes L (first read) + Q read + 64*18*L."""
     L = 5.0
     hw = dataclasses.replace(HW_ANY_RATE, noc_bytes_per_cycle_per_link=1e30, matmul_flops_per_cycle_per_core=1e30)
-    t = sdpa.sdpa_standard_us(hw, _ideal_fit(dram_latency_us=L), sdpa.AttnConfig(128.0, 32.0, 16.0),
+    t = sdpa.sdpa_standard_us(hw, _ideal_fit(dram_latency_us=L), SdpaProgramConfig(128.0, 32.0, 16.0),
                              smax_rows=8192.0, q_heads=16, q_rows=64, head_dim=128, kv_dtype="bf16",
                              mask_dtype="bfp4")
     q_read = 32 * (4 * 2048) / 512e9 * 1e6  # 32 cores each read a 1x4-tile Q chunk at a 1/32 share of peak
@@ -141,7 +142,7 @@ def test_standard_sdpa_larger_grid_barriers_more_often():
     fit = load_fitted()
     kw = {"smax_rows": 8192.0, "q_heads": 16, "q_rows": 64, "head_dim": 128, "kv_dtype": "bf16",
           "mask_dtype": "bfp4"}
-    attn = sdpa.AttnConfig(128.0, 32.0, 16.0)
+    attn = SdpaProgramConfig(128.0, 32.0, 16.0)
     t110 = float(sdpa.sdpa_standard_us(HW, fit, attn, **kw))
     t130 = float(sdpa.sdpa_standard_us(dataclasses.replace(HW, grid_x=13), fit, attn, **kw))
     assert t130 > 1.2 * t110
@@ -254,33 +255,38 @@ def test_overlap_lies_between_max_and_sum():
 
 
 # ---- the discrete evaluator rejects illegal settings ------------------------------------------------
-PORT = BlackholeConfig.port(CFG)
+PORT = BlackholeConfig.for_expert(CFG)
+MM = PORT.port.matmuls
+
+
+def _mm(**changes):
+    return {"matmuls": MM.replace(**changes)}
 
 
 @pytest.mark.parametrize("change,match", [
-    ({"wqkv": dataclasses.replace(PORT.wqkv, kind="mcast_1d_in1")},
+    (_mm(wqkv=dataclasses.replace(MM["wqkv"], kind="mcast_1d_in1")),
      r"wqkv.per_core_N=2 must equal N/32=128 for the mcast_1d_in1 config"),
-    ({"wo": dataclasses.replace(PORT.wo, out_subblock_w=3)}, r"wo: out_subblock \(1, 3\) must divide out_block \(2, 1\)"),
-    ({"w2": dataclasses.replace(PORT.w2, in0_block_w=5.0)}, r"w2.in0_block_w=5 must divide K/32=192"),
-    ({"wo": dataclasses.replace(PORT.wo, in0_block_w=7.5)}, r"wo.in0_block_w=7.5 must be an integer"),
-    ({"wqkv": dataclasses.replace(PORT.wqkv, per_core_N=1.0)}, r"128 cores exceeds the 11x10 grid"),
-    ({"w1": dataclasses.replace(PORT.w1, grid_x=12)}, r"core grid 12x10 must fit"),
-    ({"w1": dataclasses.replace(PORT.w1, per_core_M=1.0)}, r"per_core_M=1 must equal M/32=2"),
-    ({"w2": dataclasses.replace(PORT.w2, in0_block_w=192.0)}, r"w2: circular buffers need"),
-    ({"attn": sdpa.AttnConfig(100.0, 32.0, 16.0)}, r"k_chunk=100 must be a multiple of 32"),
-    ({"attn": sdpa.AttnConfig(96.0, 32.0, 16.0)}, r"k_chunk=96 must divide smax=8192"),
-    ({"attn": sdpa.AttnConfig(128.0, 32.0, 17.0)}, r"cores_per_head=17 must be <= 16"),
-    ({"attn": sdpa.AttnConfig(2048.0, 32.0, 16.0)}, r"k_chunk=2048: SDPA circular buffers need"),
-    ({"attn_mode": "standard", "attn": sdpa.AttnConfig(128.0, 48.0, 16.0)}, r"q_chunk=48 must be a multiple of 32"),
-    ({"attn_mode": "standard", "attn": sdpa.AttnConfig(128.0, 128.0, 16.0)}, r"q_chunk=128 must divide the 64"),
+    (_mm(wo=dataclasses.replace(MM["wo"], out_subblock_w=3)), r"wo: out_subblock \(1, 3\) must divide out_block \(2, 1\)"),
+    (_mm(w2=dataclasses.replace(MM["w2"], in0_block_w=5.0)), r"w2.in0_block_w=5 must divide K/32=192"),
+    (_mm(wo=dataclasses.replace(MM["wo"], in0_block_w=7.5)), r"wo.in0_block_w=7.5 must be an integer"),
+    (_mm(wqkv=dataclasses.replace(MM["wqkv"], per_core_N=1.0)), r"128 cores exceeds the 11x10 grid"),
+    (_mm(w1=dataclasses.replace(MM["w1"], grid_x=12)), r"core grid 12x10 must fit"),
+    (_mm(w1=dataclasses.replace(MM["w1"], per_core_M=1.0)), r"per_core_M=1 must equal M/32=2"),
+    (_mm(w2=dataclasses.replace(MM["w2"], in0_block_w=192.0)), r"w2: circular buffers need"),
+    ({"k_chunk": 100.0, "q_chunk": 32.0, "cores_per_head": 16.0}, r"k_chunk=100 must be a multiple of 32"),
+    ({"k_chunk": 96.0, "q_chunk": 32.0, "cores_per_head": 16.0}, r"k_chunk=96 must divide smax=8192"),
+    ({"k_chunk": 128.0, "q_chunk": 32.0, "cores_per_head": 17.0}, r"cores_per_head=17 must be <= 16"),
+    ({"k_chunk": 2048.0, "q_chunk": 32.0, "cores_per_head": 16.0}, r"k_chunk=2048: SDPA circular buffers need"),
+    ({"attn_mode": "standard", "k_chunk": 128.0, "q_chunk": 48.0, "cores_per_head": 16.0}, r"q_chunk=48 must be a multiple of 32"),
+    ({"attn_mode": "standard", "k_chunk": 128.0, "q_chunk": 128.0, "cores_per_head": 16.0}, r"q_chunk=128 must divide the 64"),
     ({"fold_heads": True}, r"fold_heads=True needs attn_mode='standard'"),
     ({"attn_mode": "prefill"}, r"attn_mode='prefill' unknown"),
     ({"smax": 4736.0}, r"smax=4736 must be >= seq_len \+ num_tokens = 4700 \+ 64"),
     ({"smax": 8200.0}, r"smax=8200 must be a multiple of 32"),
     ({"seq_len": -1.0}, r"seq_len=-1 must be >= 0"),
-    ({"kv_dtype": "fp8"}, r"kv_dtype='fp8' unknown"),
-    ({"weight_dtype": "int8"}, r"weight_dtype='int8' unknown"),
-    ({"mask_dtype": "bool"}, r"mask_dtype='bool' unknown"),
+    ({"cache": "fp8"}, r"cache='fp8' unknown"),
+    ({"weights": "int8"}, r"weights='int8' unknown"),
+    ({"mask": "bool"}, r"mask='bool' unknown"),
     ({"fidelity": "HiFi8"}, r"fidelity='HiFi8' unknown"),
 ])
 def test_discrete_evaluator_rejects(change, match):
@@ -292,8 +298,8 @@ def test_decode_l1_limit_matches_the_notes():
     """Notes: 1024 q "heads" in one user overflow L1 (tested on device); the 8-user view (128) fits."""
     l1 = HW.l1_bytes_per_core
     common = {"k_chunk": 128, "head_dim": 128, "kv_dtype": "bf16", "mask_dtype": "bfp4"}
-    assert sdpa.sdpa_l1_bytes(q_rows=1024, **common) > l1
-    assert sdpa.sdpa_l1_bytes(q_rows=128, **common) < l1
+    assert sdpa_l1_bytes(q_rows=1024, **common) > l1
+    assert sdpa_l1_bytes(q_rows=128, **common) < l1
 
 
 def test_vmapped_sweep_equals_evaluator():
@@ -303,8 +309,8 @@ def test_vmapped_sweep_equals_evaluator():
     from costmodel.blackhole import sweep_step_us
 
     fit = load_fitted()
-    settings = [PORT, PORT.replace(smax=5120.0), PORT.replace(w2=dataclasses.replace(PORT.w2, in0_block_w=6.0)),
-                PORT.replace(attn=sdpa.AttnConfig(512.0, 32.0, 8.0))]
+    settings = [PORT, PORT.replace(smax=5120.0), PORT.replace(**_mm(w2=dataclasses.replace(MM["w2"], in0_block_w=6.0))),
+                PORT.replace(k_chunk=512.0, cores_per_head=8.0)]
     batch = jax.tree_util.tree_map(lambda *xs: jnp.asarray(xs), *settings)
     got = sweep_step_us(HW, fit, batch, cfg=CFG)
     want = [evaluate(HW, fit, s, cfg=CFG)["step_ms"] * 1e3 for s in settings]

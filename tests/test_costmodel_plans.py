@@ -8,7 +8,7 @@ from scipy import stats
 
 from costmodel.blackhole import BlackholeConfig, fit
 from costmodel.blackhole.cli import main
-from costmodel.blackhole.graph import matmul_configs, matmul_shapes
+from costmodel.blackhole.graph import matmul_configs
 from costmodel.blackhole.intervals import delta_intervals
 from costmodel.blackhole.opspecs import MatmulSpec
 from costmodel.blackhole.plans import (
@@ -19,6 +19,7 @@ from costmodel.blackhole.plans import (
     search,
     searched_matmul_configs,
 )
+from costmodel.blackhole.port import matmul_shapes
 from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.hardware import TILE, blackhole_p150a
 from jaxref.config import ExpertConfig
@@ -62,7 +63,7 @@ def test_plan_probabilities_against_the_linearised_delta(cal):
     ps = [small[t]["p_reach"] for t in sorted(small)]
     assert ps == sorted(ps) and ps[-1] == 1.0  # monotone in the target
     bc = plan_config({**PORT_PLAN, "smax": "5120"}, HW, cal.params, CFG)
-    d, lo, hi = delta_intervals(cal, HW, bc, BlackholeConfig.port(CFG), cfg=CFG)["step_us"]
+    d, lo, hi = delta_intervals(cal, HW, bc, BlackholeConfig.for_expert(CFG), cfg=CFG)["step_us"]
     sd = (hi - lo) / 2 / stats.norm.ppf(0.95)
     assert small[30.0]["step_ms"] - res[30.0]["port_step_ms"] == pytest.approx(d / 1e3, abs=0.02)
     for t in (29.0, 30.0, 31.0):
@@ -71,8 +72,8 @@ def test_plan_probabilities_against_the_linearised_delta(cal):
 
 
 def test_bad_plans_and_targets_are_rejected(capsys):
-    with pytest.raises(ValueError, match="plan kv_cache='fp8' unknown"):
-        check_plan({**PORT_PLAN, "kv_cache": "fp8"})
+    with pytest.raises(ValueError, match="plan cache='fp8' unknown"):
+        check_plan({**PORT_PLAN, "cache": "fp8"})
     with pytest.raises(ValueError, match="missing or unknown"):
         check_plan({k: v for k, v in PORT_PLAN.items() if k != "smax"})
     with pytest.raises(ValueError, match="must include the port's value"):

@@ -50,7 +50,7 @@ def test_csv_reads_back_the_same_ops(notes_csv):
 def test_l1_resident_matmul_operands_round_trip_and_l1_weights_are_skipped(tmp_path):
     """An L1-interleaved activation / output is written as ``DEV_0_L1_INTERLEAVED`` and read back as such
     (priced without its DRAM bytes); weights in L1 are a form the model does not price: skipped, with why."""
-    port = layer_op_specs(BlackholeConfig.port(CFG), cfg=CFG)
+    port = layer_op_specs(BlackholeConfig.for_expert(CFG), cfg=CFG)
     specs = [port["wqkv"], dataclasses.replace(port["wqkv"], in0_l1=True),
              dataclasses.replace(port["w2"], in0_l1=True, out_l1=True)]
     path = tmp_path / "l1.csv"
@@ -116,7 +116,7 @@ def test_emit_csv_writes_the_prediction(tmp_path, capsys):
     path = tmp_path / "pred.csv"
     result = main(["--smax", "5120", "--kv-dtype", "bfp8", "--emit-csv", str(path), "--json"])
     back = read_report(path)
-    specs = layer_op_specs(BlackholeConfig.port(CFG, smax=5120.0, kv_dtype="bfp8"), cfg=CFG)
+    specs = layer_op_specs(BlackholeConfig.for_expert(CFG, smax=5120.0, cache="bfp8"), cfg=CFG)
     assert all(r.status == MODELLED for r in back.rows)
     assert [r.spec for r in back.rows] == list(specs.values())
     # kernel-only durations (DEVICE KERNEL DURATION has no dispatch): each op's time less its dispatch
@@ -137,7 +137,7 @@ def test_tt_perf_report_reads_emit_csv(tmp_path, capsys):
     out = tt_perf_report(path, tmp_path)
     assert len(out) == len(result["per_op_us"])
     assert [float(r["Device Time"]) for r in out] == pytest.approx(list(result["kernel_us"].values()), rel=1e-6)
-    specs = layer_op_specs(BlackholeConfig.port(CFG), cfg=CFG)
+    specs = layer_op_specs(BlackholeConfig.for_expert(CFG), cfg=CFG)
     mm = [(s, result["kernel_us"][k]) for k, s in specs.items() if isinstance(s, MatmulSpec)]
     check_matmul_rows(out, blackhole("p150a"), mm)
 

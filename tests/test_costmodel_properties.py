@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from costmodel.blackhole import (
-    AttnConfig,
     BlackholeConfig,
     MatmulProgramConfig,
+    Port,
+    SdpaProgramConfig,
     evaluate,
     load_fitted,
     step_breakdown,
@@ -27,12 +28,15 @@ HW = blackhole_p150a()
 FIT = load_fitted()
 
 MODES = {
-    "decode_k128": {"attn_mode": "decode", "mask_dtype": "bfp4", "attn": AttnConfig(128.0, 32.0, 16.0)},
-    "decode_k256": {"attn_mode": "decode", "mask_dtype": "bfp4", "attn": AttnConfig(256.0, 32.0, 16.0)},
-    "decode_cph4": {"attn_mode": "decode", "mask_dtype": "bfp4", "attn": AttnConfig(128.0, 32.0, 4.0)},
-    "standard_q32": {"attn_mode": "standard", "mask_dtype": "bfp4", "attn": AttnConfig(128.0, 32.0, 16.0)},
-    "standard_q64": {"attn_mode": "standard", "mask_dtype": "bf16", "attn": AttnConfig(256.0, 64.0, 16.0)},
-    "folded_q128": {"attn_mode": "standard", "fold_heads": True, "mask_dtype": "bf16", "attn": AttnConfig(128.0, 128.0, 16.0)},
+    "decode_k128": {"attn_mode": "decode", "mask": "bfp4", "k_chunk": 128.0, "q_chunk": 32.0, "cores_per_head": 16.0},
+    "decode_k256": {"attn_mode": "decode", "mask": "bfp4", "k_chunk": 256.0, "q_chunk": 32.0, "cores_per_head": 16.0},
+    "decode_cph4": {"attn_mode": "decode", "mask": "bfp4", "k_chunk": 128.0, "q_chunk": 32.0, "cores_per_head": 4.0},
+    "standard_q32": {"attn_mode": "standard", "mask": "bfp4", "k_chunk": 128.0, "q_chunk": 32.0,
+                     "cores_per_head": 16.0},
+    "standard_q64": {"attn_mode": "standard", "mask": "bf16", "k_chunk": 256.0, "q_chunk": 64.0,
+                     "cores_per_head": 16.0},
+    "folded_q128": {"attn_mode": "standard", "fold_heads": True, "mask": "bf16", "k_chunk": 128.0, "q_chunk": 128.0,
+                    "cores_per_head": 16.0},
 }
 SMAX_GRID = np.arange(512, 16384 + 1, 256, dtype=np.float32)  # multiples of every k_chunk used above
 
@@ -48,7 +52,7 @@ def _sweep_smax(hw, fit, bc, smaxes, *, cfg):
 @pytest.mark.parametrize("kv_dtype", ["bf16", "bfp8"])
 @pytest.mark.parametrize("mode", list(MODES))
 def test_monotone_in_smax(mode, kv_dtype):
-    bc = BlackholeConfig.port(CFG, kv_dtype=kv_dtype, **MODES[mode])
+    bc = BlackholeConfig.for_expert(CFG, cache=kv_dtype, **MODES[mode])
     attn, step, sample = (np.asarray(v) for v in _sweep_smax(HW, FIT, bc, jnp.asarray(SMAX_GRID), cfg=CFG))
     for name, v in (("attention", attn), ("step", step), ("sample", sample)):
         assert np.all(np.diff(v) >= -1e-3 * v[1:]), (name, v)
@@ -57,7 +61,7 @@ def test_monotone_in_smax(mode, kv_dtype):
 
 def test_monotone_in_seq_len():
     """The masked graph reads all Smax rows, so S only constrains: time is non-decreasing (flat) in S."""
-    bc = BlackholeConfig.port(CFG)
+    bc = BlackholeConfig.for_expert(CFG)
     steps = [evaluate(HW, FIT, bc.replace(seq_len=float(s)), cfg=CFG)["step_ms"] for s in range(0, 8129, 508)]
     assert np.all(np.diff(steps) >= -1e-9)
 
@@ -65,9 +69,9 @@ def test_monotone_in_seq_len():
 @pytest.mark.parametrize("smax", [2048.0, 5120.0, 8192.0, 16384.0])
 @pytest.mark.parametrize("mode", list(MODES))
 def test_bfp8_cache_never_slower(mode, smax):
-    bc16 = BlackholeConfig.port(CFG, smax=smax, seq_len=0.0, kv_dtype="bf16", **MODES[mode])
+    bc16 = BlackholeConfig.for_expert(CFG, smax=smax, seq_len=0.0, cache="bf16", **MODES[mode])
     r16 = evaluate(HW, FIT, bc16, cfg=CFG)
-    r8 = evaluate(HW, FIT, bc16.replace(kv_dtype="bfp8"), cfg=CFG)
+    r8 = evaluate(HW, FIT, bc16.replace(cache="bfp8"), cfg=CFG)
     for op, t16 in r16["per_op_us"].items():
         assert r8["per_op_us"][op] <= t16 + 1e-6, op
     if mode in ("decode_k128", "decode_k256"):
@@ -78,7 +82,7 @@ def test_bfp8_cache_never_slower(mode, smax):
 
 
 def test_slower_memory_is_never_faster():
-    bc = BlackholeConfig.port(CFG)
+    bc = BlackholeConfig.for_expert(CFG)
     a, b = evaluate(blackhole_p150a(), FIT, bc, cfg=CFG), evaluate(blackhole_p100a(), FIT, bc, cfg=CFG)
     assert all(b["per_op_us"][k] >= a["per_op_us"][k] - 1e-6 for k in a["per_op_us"])
     assert b["step_ms"] > a["step_ms"]
@@ -89,10 +93,12 @@ def _relaxed_point(mode: str) -> BlackholeConfig:
     mm = MatmulProgramConfig
     mms = {"wqkv": mm(7.3, 2.3, 2.1), "wo": mm(6.7, 1.3, 1.9), "w1": mm(8.4, 2.2, 2.0), "w3": mm(5.9, 2.45, 2.05),
            "w2": mm(40.5, 1.1, 2.0)}
+    mms["w1"] = mm(8.4, 2.2, 2.0, fused_activation="silu")  # the port's gate projection (not priced: static)
     if mode == "decode":
-        return BlackholeConfig(smax=8100.5, seq_len=4700.3, attn=AttnConfig(120.3, 32.0, 15.3), **mms)
-    return BlackholeConfig(smax=8100.5, seq_len=4700.3, attn=AttnConfig(120.3, 40.7, 16.0), attn_mode="standard",
-                           mask_dtype="bf16", **mms)
+        port = Port(matmuls=mms, attention=SdpaProgramConfig(120.3, 32.0, 15.3))
+    else:
+        port = Port(matmuls=mms, attention=SdpaProgramConfig(120.3, 40.7, 16.0, attn_mode="standard")).replace(mask="bf16")
+    return BlackholeConfig(port=port, smax=8100.5, seq_len=4700.3)
 
 
 @pytest.mark.parametrize("mode", ["decode", "standard"])
@@ -130,7 +136,7 @@ def test_smax_terms_are_bytes_bounded_by_the_peak():
     pages (bytes set it, not a free slope)."""
     slopes = {}
     for kv_dtype, elem_bytes in (("bf16", 2.0), ("bfp8", 1088 / 1024)):
-        bc = BlackholeConfig.port(CFG, kv_dtype=kv_dtype)
+        bc = BlackholeConfig.for_expert(CFG, cache=kv_dtype)
         attn = np.asarray(_sweep_smax(HW, FIT, bc, jnp.asarray(SMAX_GRID), cfg=CFG)[0])
         row_bytes = 2 * CFG.num_kv_heads * CFG.head_dim * elem_bytes
         assert np.all(attn * 1e-6 * 512e9 >= SMAX_GRID * row_bytes), kv_dtype

@@ -45,7 +45,7 @@ def _edit(src, dst, edit):
 
 def port_step_ms(params, hw):
     cfg = ExpertConfig.alpamayo_tt()
-    return evaluate(hw, params, BlackholeConfig.port(cfg), cfg=cfg)["step_ms"]
+    return evaluate(hw, params, BlackholeConfig.for_expert(cfg), cfg=cfg)["step_ms"]
 
 
 @pytest.mark.parametrize("path", BLACKHOLE_REPORTS, ids=lambda p: p.stem)

@@ -19,12 +19,12 @@ CFG = ExpertConfig.alpamayo_tt()
 @pytest.mark.parametrize("weight_dtype,bytes_per_elem", [("bfp8", 1088 / 1024), ("bf16", 2.0), ("bfp4", 576 / 1024)])
 def test_weight_bytes(weight_dtype, bytes_per_elem):
     elems = 1536 * 4096 + 2048 * 1536 + 3 * 1536 * 6144  # wqkv, wo, w1/w3/w2 of alpamayo_tt
-    bc = BlackholeConfig.port(CFG, weight_dtype=weight_dtype)
+    bc = BlackholeConfig.for_expert(CFG, weights=weight_dtype)
     assert layer_weight_bytes(bc, cfg=CFG) == pytest.approx(elems * bytes_per_elem)
 
 
 def test_step_floor():
-    bc = BlackholeConfig.port(CFG)
+    bc = BlackholeConfig.for_expert(CFG)
     assert layer_kv_bytes(8192, bc, cfg=CFG) == 2 * 8 * 8192 * 128 * 2  # K and V, bf16
     fl = floor_us(blackhole_p150a(), bc, cfg=CFG)
     per_layer = 40_108_032 + 33_554_432
@@ -36,7 +36,7 @@ def test_step_floor():
 
 
 def test_gap_table_adds_up_and_stays_above_the_floor():
-    rows = gap_table(blackhole_p150a(), load_fitted(), BlackholeConfig.port(CFG), cfg=CFG,
+    rows = gap_table(blackhole_p150a(), load_fitted(), BlackholeConfig.for_expert(CFG), cfg=CFG,
                      measured_ops=measured_op_times())
     step = rows[-1]
     assert step["class"] == "step" and step["measured_ms"] == 32.5

@@ -5,14 +5,14 @@ import itertools
 
 import pytest
 
-from costmodel.blackhole import MATMULS, AttnConfig, BlackholeConfig, evaluate, load_fitted, tune
+from costmodel.blackhole import MATMULS, BlackholeConfig, evaluate, load_fitted, tune
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
 
 CFG = ExpertConfig.alpamayo_tt()
 HW = blackhole_p150a()
 FIT = load_fitted()
-START = BlackholeConfig.port(CFG, matmuls="default")
+START = BlackholeConfig.for_expert(CFG, matmuls="default")
 
 
 def _accepted_by_evaluator(bc) -> bool:
@@ -49,16 +49,16 @@ def test_exhaustive_matches_brute_force_step(op, searches):
     best = None
     if op == "attention":
         for k, q in tune.valid_attention_configs(HW, START, cfg=CFG):
-            t = evaluate(HW, FIT, START.replace(attn=AttnConfig(float(k), float(q), 16.0)), cfg=CFG)["step_ms"]
+            t = evaluate(HW, FIT, START.replace(k_chunk=float(k), q_chunk=float(q)), cfg=CFG)["step_ms"]
             best = min(best or (t, (k, q)), (t, (k, q)))
     else:
         for ibw, pcn in tune.valid_matmul_configs(op, HW, START, cfg=CFG):
-            bc = START.replace(**{op: dataclasses.replace(getattr(START, op), in0_block_w=float(ibw),
-                                                          per_core_N=float(pcn))})
+            mm = dataclasses.replace(START.port.matmuls[op], in0_block_w=float(ibw), per_core_N=float(pcn))
+            bc = START.replace(matmuls=START.port.matmuls.replace(**{op: mm}))
             t = evaluate(HW, FIT, bc, cfg=CFG)["step_ms"]
             best = min(best or (t, (ibw, pcn)), (t, (ibw, pcn)))
-    start = {n: {"config": (getattr(START, n).in0_block_w, getattr(START, n).per_core_N)} for n in MATMULS}
-    start["attention"] = {"config": (START.attn.k_chunk, START.attn.q_chunk)}
+    start = {n: {"config": (START.port.matmuls[n].in0_block_w, START.port.matmuls[n].per_core_N)} for n in MATMULS}
+    start["attention"] = {"config": (START.port.attention.k_chunk, START.port.attention.q_chunk)}
     chosen = tune.apply_configs(START, {**start, op: ex["per_op"][op]})
     assert evaluate(HW, FIT, chosen, cfg=CFG)["step_ms"] == pytest.approx(best[0], rel=1e-5)
 

@@ -20,7 +20,7 @@ from jaxref.config import ExpertConfig
 
 CFG = ExpertConfig.alpamayo_tt()
 HW = blackhole_p150a()
-PORT = BlackholeConfig.port(CFG)
+PORT = BlackholeConfig.for_expert(CFG)
 
 
 @pytest.mark.parametrize("tau", [0.0, 0.13, 0.45])
@@ -71,7 +71,7 @@ def test_extrapolating_rows_get_the_extra_term():
 def test_intervals_widen_where_the_model_extrapolates():
     cal = fit.load_calibration()
     rel = {}
-    for name, bc in (("port", PORT), ("bfp4 weights", PORT.replace(weight_dtype="bfp4"))):
+    for name, bc in (("port", PORT), ("bfp4 weights", PORT.replace(weights="bfp4"))):
         iv = intervals(cal, HW, bc, cfg=CFG)
         _, lo, hi = iv["ops"]["wqkv"]
         rel[name] = (hi / lo, iv["extrapolating"])
@@ -81,7 +81,7 @@ def test_intervals_widen_where_the_model_extrapolates():
     # stored estimate is data-driven (0 when the class terms already explain the extrapolating
     # held-out rows, as since the standard-SDPA barrier refit), so the rule is checked at a set value
     disc = dataclasses.replace(load_discrepancy(), tau_extrap=0.2)
-    bfp4 = PORT.replace(weight_dtype="bfp4")
+    bfp4 = PORT.replace(weights="bfp4")
     _, lo, hi = intervals(cal, HW, bfp4, cfg=CFG, discrepancy=disc)["ops"]["wqkv"]
     _, lo0, hi0 = intervals(cal, HW, bfp4, cfg=CFG, discrepancy=dataclasses.replace(disc, tau_extrap=0.0))["ops"]["wqkv"]
     z = quantile(cal)

@@ -28,9 +28,9 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
+from costmodel.blackhole.port import Port
 from costmodel.blackhole.program_config import MatmulProgramConfig
-from costmodel.blackhole.sdpa import AttnConfig
-from device.configs import GraphConfig
+from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
 from device.emulation import Emulation
 from device.graph import TTExpert
 from device.host import model_from_params
@@ -70,20 +70,23 @@ def spec_of_call(call):
         return EltwiseSpec(name, _rows(x), x[-1], act)
     pc = at["program_config"]
     (k, kd), (_, md) = ins[1], ins[3]  # inputs: q, k, v, mask
+    g = pc.compute_with_storage_grid_size
+    sdpa = {"k_chunk": pc.k_chunk_size, "q_chunk": pc.q_chunk_size, "cores_per_head": pc.max_cores_per_head_batch,
+            "grid_x": g.x, "grid_y": g.y, "exp_approx_mode": bool(pc.exp_approx_mode)}
     if name == "transformer.scaled_dot_product_attention_decode":  # q [1, users, rows, H], k [users, 1, Smax, H]
-        attn = AttnConfig(pc.k_chunk_size, pc.q_chunk_size, pc.max_cores_per_head_batch)
+        attn = SdpaProgramConfig(**sdpa, attn_mode="decode")
         return SdpaDecodeSpec(attn, k[2], x[1], x[2], x[3], kd, md, act, fid)
     if name == "transformer.scaled_dot_product_attention":
-        attn = AttnConfig(pc.k_chunk_size, pc.q_chunk_size, pc.max_cores_per_head_batch)
+        attn = SdpaProgramConfig(**sdpa, attn_mode="standard")
         return SdpaStandardSpec(attn, k[2], x[1], x[2], x[3], kd, md, act, fid)
     raise AssertionError(f"unmapped device op {name}")
 
 
-def recorded_layer(cfg: ExpertConfig, graph: GraphConfig):
+def recorded_layer(cfg: ExpertConfig, port: Port):
     """The recorded device ops of layer 0 (zero weights: only shapes, dtypes and configs matter)."""
     emu = Emulation()
     layers, final_norm = model_from_params(zeros_params(cfg), cfg)
-    ex = TTExpert(emu, emu.open_device(0), layers, final_norm, cfg=cfg, graph=graph)
+    ex = TTExpert(emu, emu.open_device(0), layers, final_norm, cfg=cfg, port=port)
     zeros = np.zeros((cfg.num_kv_heads, cfg.max_seq_len, cfg.head_dim), np.float32)
     caches = [ex.upload_cache(zeros, zeros)]
     ex.set_context(cfg.max_seq_len - cfg.num_tokens - 32)
@@ -98,10 +101,10 @@ def recorded_layer(cfg: ExpertConfig, graph: GraphConfig):
 def test_cost_model_layer_ops_equal_the_recorded_device_calls(preset, mode, weights):
     cfg = ExpertConfig.alpamayo_tt(num_layers=1) if preset == "alpamayo_tt" else ExpertConfig.tiny(head_dim=32,
                                                                                                    num_layers=1)
-    graph = GraphConfig(weights=weights, attn_mode=mode)
-    port = graph.port(cfg)
-    recorded = [spec_of_call(c) for c in recorded_layer(cfg, graph)]
-    modelled = list(layer_op_specs(BlackholeConfig.from_port(port, smax=cfg.max_seq_len, seq_len=100), cfg=cfg).values())
+    port = Port.for_expert(cfg, weights=weights, attn_mode=mode)
+    recorded = [spec_of_call(c) for c in recorded_layer(cfg, port)]
+    modelled = list(layer_op_specs(BlackholeConfig(port=port, smax=float(cfg.max_seq_len), seq_len=100.0),
+                                   cfg=cfg).values())
     assert len(recorded) == len(modelled) == 19
     for i, (got, want) in enumerate(zip(recorded, modelled, strict=True)):
         assert got == want, f"op {i}: device graph calls {got}, the cost model prices {want}"
@@ -110,10 +113,10 @@ def test_cost_model_layer_ops_equal_the_recorded_device_calls(preset, mode, weig
 def test_a_drift_is_caught():
     """The comparison sees a config change: a w2 config the cost model does not know differs."""
     cfg = ExpertConfig.tiny(head_dim=32, num_layers=1)
-    graph = GraphConfig()
-    other = dataclasses.replace(graph.port(cfg).matmuls["w2"], out_subblock_w=1, in0_block_w=1.0)
-    drifted = GraphConfig(matmul_overrides=(("w2", other),))
+    port = Port.for_expert(cfg)
+    other = dataclasses.replace(port.matmuls["w2"], out_subblock_w=1, in0_block_w=1.0)
+    drifted = port.replace(matmuls=port.matmuls.replace(w2=other))
     recorded = [spec_of_call(c) for c in recorded_layer(cfg, drifted)]
-    modelled = list(layer_op_specs(BlackholeConfig.from_port(graph.port(cfg), smax=cfg.max_seq_len, seq_len=100),
+    modelled = list(layer_op_specs(BlackholeConfig(port=port, smax=float(cfg.max_seq_len), seq_len=100.0),
                                    cfg=cfg).values())
     assert [i for i, (a, b) in enumerate(zip(recorded, modelled, strict=True)) if a != b] == [17]

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 from _device_util import Model
 
+from costmodel.blackhole.port import Port
 from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.hardware import blackhole_p150a
-from device.configs import GraphConfig
+from device.graph import check_graph
 from device.host import model_from_params, rope_host
 from device.recorder import DEVICE_OPS, Recorder
 from jaxref.config import ExpertConfig
@@ -38,8 +39,8 @@ def meets(errors, kind: str) -> bool:
 
 
 def run_case(model: Model, kind: str, mode: str, **kw):
-    graph = GraphConfig(weights="bf16" if kind == "exact" else kind, attn_mode=mode)
-    ex, caches = model.expert(graph, rounding=kind != "exact", **kw)
+    port = Port.for_expert(model.cfg, weights="bf16" if kind == "exact" else kind, attn_mode=mode)
+    ex, caches = model.expert(port, rounding=kind != "exact", **kw)
     return ex, caches
 
 
@@ -128,20 +129,22 @@ def test_nineteen_ops_per_layer(tiny):
 
 def test_bad_configurations_are_rejected(tiny):
     with pytest.raises(ValueError, match="seq_len"):
-        tiny.expert(GraphConfig()).__getitem__(0).set_context(tiny.cfg.max_seq_len - 63)
+        tiny.expert().__getitem__(0).set_context(tiny.cfg.max_seq_len - 63)
     with pytest.raises(ValueError, match="in0_block_w=5 must divide K/32=48"):
         MatmulProgramConfig(5.0, 2.0).validate("wqkv", blackhole_p150a(), M=64, K=1536, N=4096, weight_dtype="bfp8")
     with pytest.raises(ValueError, match=r"ceil\(128/1\) = 128 cores exceeds"):  # 128 tiles on 110 cores
         MatmulProgramConfig(8.0, 1.0).validate("wqkv", blackhole_p150a(), M=64, K=1536, N=4096, weight_dtype="bfp8")
-    with pytest.raises(ValueError, match="attn_mode"):
-        GraphConfig(attn_mode="paged")
+    with pytest.raises(ValueError, match="attn_mode='paged' unknown"):
+        Port.for_expert(tiny.cfg, attn_mode="paged")
     with pytest.raises(ValueError, match="head_dim"):
-        GraphConfig().check(ExpertConfig.tiny())  # H = 16: not a tile multiple
+        check_graph(Port.for_expert(ExpertConfig.tiny()), ExpertConfig.tiny())  # H = 16: not a tile multiple
+    with pytest.raises(ValueError, match="k_chunk=96 must divide smax"):  # the port's rule, at construction
+        tiny.expert(Port.for_expert(tiny.cfg, k_chunk=96.0))
 
 
 def test_tuned_matmul_configs_at_alpamayo_tt():
     cfg = ExpertConfig.alpamayo_tt()
-    m, shapes = GraphConfig().matmuls(cfg), device_shapes(cfg)
+    m, shapes = Port.for_expert(cfg).matmuls, device_shapes(cfg)
     got = {k: (c.in0_block_w, c.per_core_N, c.num_cores(M=64, N=shapes[k][1]), c.fused_activation) for k, c in m.items()}
     assert got == {"wqkv": (8, 2, 64, None), "wo": (8, 1, 48, None), "w1": (8, 2, 96, "silu"),
                    "w3": (8, 2, 96, None), "w2": (48, 1, 48, None)}

@@ -67,15 +67,15 @@ def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
     the same port (graph config, geometry), and tt-perf-report reads it: DRAM / FLOP % per matmul."""
     from costmodel.blackhole import BlackholeConfig, layer_op_specs
     from costmodel.blackhole.opspecs import MatmulSpec, NormSpec
+    from costmodel.blackhole.port import Port
     from costmodel.blackhole.profiler_csv import MODELLED, read_report
     from costmodel.hardware import blackhole
-    from device.configs import GraphConfig
 
     out = tmp_path / "o"
     assert parity.main(["--backend", "emulation", "--preset", "tiny", "--no-sample", "--layers", "0",
                         "--out", str(out)]) == 0
-    cfg, graph = ExpertConfig.tiny(head_dim=32), GraphConfig()
-    bc = BlackholeConfig.from_port(graph.port(cfg), smax=float(cfg.max_seq_len), seq_len=100.0)
+    cfg = ExpertConfig.tiny(head_dim=32)
+    bc = BlackholeConfig(port=Port.for_expert(cfg), smax=float(cfg.max_seq_len), seq_len=100.0)
     model = list(layer_op_specs(bc, cfg=cfg).values())
     report = read_report(out / "ops.csv")
     assert all(r.status == MODELLED for r in report.rows), report.summary()

@@ -29,6 +29,7 @@ except (ImportError, OSError, RuntimeError) as exc:
 
 import jax  # after the skip: the main env never gets here
 
+from costmodel.blackhole.port import Port
 from costmodel.blackhole.program_config import (
     CLASS_NAMES,
     DRAM_SHARDED,
@@ -38,7 +39,6 @@ from costmodel.blackhole.program_config import (
     MCAST_2D,
     MatmulProgramConfig,
 )
-from device.configs import GraphConfig
 from device.emulation import Emulation
 from device.graph import TTExpert
 from device.host import host_tensor, model_from_params
@@ -74,17 +74,17 @@ def test_prepared_weights_are_ttnn_tile_tensors_equal_to_quantize_bfp():
 @pytest.mark.parametrize("preset", ["tiny", "alpamayo_tt"])
 def test_configs_construct_as_ttnn_objects(preset):
     cfg = CFG if preset == "tiny" else ExpertConfig.alpamayo_tt()
-    graph = GraphConfig()
-    for name, c in graph.matmuls(cfg).items():
+    port = Port.for_expert(cfg)
+    for name, c in port.matmuls.items():
         pc = c.build(ttnn)
         assert isinstance(pc, ttnn.MatmulMultiCoreReuseMultiCast1DProgramConfig), name
         assert (pc.in0_block_w, pc.per_core_M, pc.per_core_N) == (c.in0_block_w, c.per_core_M, c.per_core_N)
         assert (pc.fused_activation is not None) == (name == "w1") and pc.mcast_in0 and pc.fuse_batch
         assert MatmulProgramConfig.from_ttnn(pc) == c and repr(pc) == c.ttnn_repr()
-    sdpa = graph.sdpa().build(ttnn)
+    sdpa = port.attention.build(ttnn)
     assert isinstance(sdpa, ttnn.SDPAProgramConfig) and sdpa.k_chunk_size == 128
     assert sdpa.max_cores_per_head_batch == 16
-    ck = graph.compute.build(ttnn)
+    ck = port.compute.build(ttnn)
     assert isinstance(ck, ttnn.WormholeComputeKernelConfig) and ck.math_fidelity == ttnn.MathFidelity.HiFi2
 
 
@@ -189,7 +189,7 @@ def test_every_recorded_call_exists_in_ttnn_with_its_keywords(mode):
     emu = Emulation()
     rec = Recorder(emu)
     layers, final_norm = model_from_params(params, CFG)
-    ex = TTExpert(rec, emu.open_device(0), layers, final_norm, cfg=CFG, graph=GraphConfig(attn_mode=mode))
+    ex = TTExpert(rec, emu.open_device(0), layers, final_norm, cfg=CFG, port=Port.for_expert(CFG, attn_mode=mode))
     caches = [ex.upload_cache(np.asarray(cache.k[i]), np.asarray(cache.v[i])) for i in range(CFG.num_layers)]
     x0 = np.zeros((CFG.num_tokens, CFG.action_dim), np.float32)
     ex.sample(params.action_in, params.action_out, x0, caches, seq_len=100)

@@ -101,7 +101,7 @@ def test_not_modelled_ahbm_fields_change_nothing_and_every_settable_field_change
 
 def test_not_modelled_blackhole_fields_change_nothing_and_every_settable_field_changes_something():
     cfg, cal = ExpertConfig.alpamayo_tt(), load_calibration()
-    port = BlackholeConfig.port(cfg)
+    port = BlackholeConfig.for_expert(cfg)
     base = bh_evaluate(blackhole_p150a(), cal.params, port, cfg=cfg)["step_ms"]
     for name in float_fields(blackhole_p150a()):
         v = float(getattr(blackhole_p150a(), name))

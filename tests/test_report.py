@@ -131,7 +131,7 @@ def test_blackhole_section_honours_overrides(override_run):
     sec = payload["sections"]["blackhole"]
     assert sec["status"] == "ok"
     assert all((out / f).stat().st_size > 1000 and f in sec["markdown"] for f in sec["figures"])
-    cal, port = load_calibration(), BlackholeConfig.port(CFG)
+    cal, port = load_calibration(), BlackholeConfig.for_expert(CFG)
     peak = OVERRIDES["blackhole.dram_peak_bytes_per_s"]
     slow = evaluate(dataclasses.replace(blackhole_p150a(), dram_peak_bytes_per_s=peak), cal.params, port, cfg=CFG)
     default = evaluate(blackhole_p150a(), cal.params, port, cfg=CFG)

@@ -19,7 +19,6 @@ Modules:
 from costmodel.blackhole.graph import (
     FUSED_LAYER_OPS,
     LAYER_OPS,
-    MATMULS,
     OP_CLASS,
     BlackholeConfig,
     attention_us,
@@ -35,18 +34,22 @@ from costmodel.blackhole.graph import (
     validate,
 )
 from costmodel.blackhole.params import FitParams, initial_params, load_fitted
+from costmodel.blackhole.port import MATMULS, ComputeConfig, MatmulConfigs, Port
 from costmodel.blackhole.program_config import MatmulProgramConfig
-from costmodel.blackhole.sdpa import AttnConfig
+from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
 
 __all__ = [
     "FUSED_LAYER_OPS",
     "LAYER_OPS",
     "MATMULS",
     "OP_CLASS",
-    "AttnConfig",
     "BlackholeConfig",
+    "ComputeConfig",
     "FitParams",
+    "MatmulConfigs",
     "MatmulProgramConfig",
+    "Port",
+    "SdpaProgramConfig",
     "attention_us",
     "attn_q_rows",
     "evaluate",

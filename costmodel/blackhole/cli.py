@@ -29,9 +29,6 @@ import sys
 from costmodel.blackhole import cli_tune
 from costmodel.blackhole import fit as fitting
 from costmodel.blackhole.graph import (
-    KV_DTYPES,
-    MATMULS,
-    WEIGHT_DTYPES,
     BlackholeConfig,
     evaluate,
     layer_op_specs,
@@ -40,13 +37,14 @@ from costmodel.blackhole.graph import (
 from costmodel.blackhole.intervals import LEVEL, delta_intervals, intervals
 from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.params import CALIBRATION_PATH, PARAM_NAMES, param_info
+from costmodel.blackhole.port import MATMULS
 from costmodel.blackhole.profiler_csv import read_report, write_csv
 from costmodel.blackhole.rows import load_rows
-from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.hardware import BLACKHOLE_PRESETS, Blackhole, blackhole
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
 from jaxref.config import ExpertConfig
-from jaxref.validation import dumps_strict, nonnegative_int, output_file, positive_int
+from jaxref.validation import choices_of, dumps_strict, nonnegative_int, output_file, positive_int
+from jaxref.vocabulary import AttnMode, CacheFormat, MaskFormat, MathFidelity, MatmulChoice, WeightFormat
 
 TOTALS_MS = {"step_us": "step_ms", "step_full_us": "step_full_ms", "sample_us": "sample_ms"}
 
@@ -63,19 +61,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default="alpamayo_tt", help="ExpertConfig preset (geometry)")
     p.add_argument("--smax", type=positive_int, default=None, help="cache rows Smax (default: preset max_seq_len)")
     p.add_argument("--seq-len", type=positive_int, default=4700, help="valid VLM rows S (<= Smax - T)")
-    p.add_argument("--kv-dtype", default="bf16", help=f"one of {list(KV_DTYPES)}")
-    p.add_argument("--weight-dtype", default="bfp8", help=f"one of {list(WEIGHT_DTYPES)}")
-    p.add_argument("--mask-dtype", default=None, help="default: bfp4 (decode) / bf16 (standard)")
-    p.add_argument("--attn-mode", default="decode", help="decode | standard")
+    p.add_argument("--kv-dtype", default="bf16", choices=choices_of(CacheFormat), help="KV cache format")
+    p.add_argument("--weight-dtype", default="bfp8", choices=choices_of(WeightFormat), help="matmul weight format")
+    p.add_argument("--mask-dtype", default=None, choices=choices_of(MaskFormat),
+                   help="default: bfp4 (decode) / bf16 (standard)")
+    p.add_argument("--attn-mode", default="decode", choices=choices_of(AttnMode), help="SDPA kernel")
     p.add_argument("--k-chunk", type=positive_int, default=128)
     p.add_argument("--q-chunk", type=positive_int, default=32, help="standard SDPA only")
     p.add_argument("--fold-heads", action="store_true", help="standard SDPA with the group's q heads on rows")
     p.add_argument("--cores-per-head", type=positive_int, default=16, help="decode SDPA max_cores_per_head_batch (<= 16)")
-    p.add_argument("--matmuls", default="tuned", help="tuned (the port's configs) | default (ttnn heuristic)")
+    p.add_argument("--matmuls", default="tuned", choices=choices_of(MatmulChoice),
+                   help="tuned (the port's configs) | default (ttnn heuristic)")
     p.add_argument("--matmul-config", action="append", default=[], metavar="NAME=IN0_BLOCK_W,PER_CORE_N",
                    help="override one matmul's 1D config, e.g. w2=48,1 (repeatable)")
     p.add_argument("--grid", default=None, metavar="XxY", help="matmul core grid, e.g. 11x10 (default: the chip's)")
-    p.add_argument("--fidelity", default="HiFi2")
+    p.add_argument("--fidelity", default="HiFi2", choices=choices_of(MathFidelity))
     p.add_argument("--fuse-add-norm", action="store_true", help="fuse each residual add into the next rms_norm")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: costmodel/data/calibration.json; "
                                                        "write one with the calibrate subcommand)")
@@ -95,7 +95,6 @@ def config_from_args(args: argparse.Namespace) -> tuple[Blackhole, ExpertConfig,
     """Build (hardware, geometry, setting) from parsed CLI flags; raises ValueError on bad input."""
     hw = apply_overrides(blackhole(board_of(args)), parse_overrides(args.overrides))
     cfg = ExpertConfig.preset(args.preset)
-    mask = args.mask_dtype or ("bfp4" if args.attn_mode == "decode" else "bf16")
     smax_rows = cfg.max_seq_len if args.smax is None else args.smax
     grid = (hw.grid_x, hw.grid_y)
     if args.grid is not None:
@@ -115,11 +114,12 @@ def config_from_args(args: argparse.Namespace) -> tuple[Blackhole, ExpertConfig,
         except ValueError:
             raise ValueError(f"matmul-config={item!r}: in0_block_w and per_core_N must be numbers") from None
         mms[name] = dataclasses.replace(mms[name], in0_block_w=ibw, per_core_N=pcn)
-    bc = BlackholeConfig.port(cfg, smax=float(smax_rows), seq_len=float(args.seq_len), **mms,
-                              attn=AttnConfig(float(args.k_chunk), float(args.q_chunk), float(args.cores_per_head)),
-                              attn_mode=args.attn_mode, fold_heads=args.fold_heads, kv_dtype=args.kv_dtype,
-                              weight_dtype=args.weight_dtype, mask_dtype=mask, fidelity=args.fidelity,
-                              fuse_add_norm=args.fuse_add_norm)
+    mask = {} if args.mask_dtype is None else {"mask": args.mask_dtype}  # else the mode's (mask_dtype_for)
+    bc = BlackholeConfig.for_expert(cfg, matmuls=mms, grid=(hw.grid_x, hw.grid_y), attn_mode=args.attn_mode,
+                                    smax=float(smax_rows), seq_len=float(args.seq_len), k_chunk=float(args.k_chunk),
+                                    q_chunk=float(args.q_chunk), cores_per_head=float(args.cores_per_head),
+                                    fold_heads=args.fold_heads, cache=args.kv_dtype, weights=args.weight_dtype,
+                                    fidelity=args.fidelity, fuse_add_norm=args.fuse_add_norm, **mask)
     return hw, cfg, bc
 
 
@@ -306,7 +306,7 @@ def calibrate(argv: list[str]) -> dict:
               f"  {pi['meaning']}{tag}")
     if prior is not None:
         cfg = ExpertConfig.alpamayo_tt()
-        port = BlackholeConfig.port(cfg)
+        port = BlackholeConfig.for_expert(cfg)
         new, old = (evaluate(hw, c.params, port, cfg=cfg)["step_ms"] for c in (cal, prior))
         print(f"\nport step ({hw.name}): {new:.2f} ms with this calibration, {old:.2f} ms with the stored one")
     if out is not None:

@@ -16,8 +16,9 @@ import argparse
 
 from costmodel.blackhole import fit as fitting
 from costmodel.blackhole import tune as tuning
-from costmodel.blackhole.graph import MATMULS, evaluate
+from costmodel.blackhole.graph import evaluate
 from costmodel.blackhole.params import CALIBRATION_PATH
+from costmodel.blackhole.port import MATMULS
 from jaxref.timing import time_call
 from jaxref.validation import positive_int
 

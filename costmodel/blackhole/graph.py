@@ -21,12 +21,6 @@ import math
 import jax
 
 from costmodel._pytree import pytree_dataclass, static_field
-from costmodel.blackhole.ops import (
-    ACT_DTYPES,
-    KV_DTYPES,
-    MASK_DTYPES,
-    WEIGHT_DTYPES,
-)
 from costmodel.blackhole.opspecs import (
     EltwiseSpec,
     FillCacheSpec,
@@ -39,14 +33,13 @@ from costmodel.blackhole.opspecs import (
     SdpaStandardSpec,
 )
 from costmodel.blackhole.params import FitParams
-from costmodel.blackhole.port import FUSED_ACTIVATION, MATMULS, Port, matmul_shapes, port_matmuls
+from costmodel.blackhole.port import FUSED_ACTIVATION, Port, matmul_shapes, port_matmuls
 from costmodel.blackhole.program_config import MatmulProgramConfig
-from costmodel.blackhole.sdpa import AttnConfig, validate_attention
 from costmodel.compile_options import jit
-from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, tile_bytes
+from costmodel.hardware import GRID, TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax
 from jaxref.config import ExpertConfig
-from jaxref.validation import check_choice
+from jaxref.validation import check_int
 
 LAYER_OPS = ("rms_norm", "wqkv", "nlp_create_qkv_heads", "q_norm", "k_norm", "rope_q", "rope_k",
              "fill_cache_k", "fill_cache_v", "attention", "concat_heads", "wo", "add", "rms_norm2",
@@ -67,90 +60,69 @@ OP_CLASS = {
 
 @pytree_dataclass
 class BlackholeConfig:
-    """One setting of the port: cache size, matmul and SDPA knobs (float leaves) and formats (static).
+    """The cost model's setting: the port (``costmodel.blackhole.port.Port``: formats, SDPA and matmul
+    program configs, fidelity) plus what is not the port.
 
     Attributes:
+      port: the port; its matmul and SDPA knobs are float leaves (relaxable), the rest static.
       smax: Smax, cache rows per layer (the decode kernel reads all of them).
       seq_len: S, valid VLM rows (<= Smax - T; only constrains, the masked graph does not depend on S).
-      wqkv, wo, w1, w3, w2: matmul program configs.
-      attn: SDPA knobs (k_chunk, q_chunk, cores_per_head).
-      attn_mode: 'decode' (flash-decode, 8 users x G*T rows) or 'standard' (SDPA over q heads).
       fold_heads: standard SDPA with the G q heads of a kv head folded onto rows (G*T rows per head).
-      kv_dtype / weight_dtype / mask_dtype / act_dtype: storage formats (tile bytes follow).
-      fidelity: matrix-engine math fidelity of matmuls and SDPA.
       fuse_add_norm: residual add fused into the following rms_norm (2 ops fewer per layer).
     """
 
+    port: Port
     smax: float
     seq_len: float
-    wqkv: MatmulProgramConfig
-    wo: MatmulProgramConfig
-    w1: MatmulProgramConfig
-    w3: MatmulProgramConfig
-    w2: MatmulProgramConfig
-    attn: AttnConfig
-    attn_mode: str = static_field(default="decode")
     fold_heads: bool = static_field(default=False)
-    kv_dtype: str = static_field(default="bf16")
-    weight_dtype: str = static_field(default="bfp8")
-    mask_dtype: str = static_field(default="bfp4")
-    act_dtype: str = static_field(default="bf16")
-    fidelity: str = static_field(default="HiFi2")
     fuse_add_norm: bool = static_field(default=False)
 
     @classmethod
-    def from_port(cls, port: Port, *, smax: float, seq_len: float, **overrides) -> BlackholeConfig:
-        """The cost model's view of a port description (``costmodel.blackhole.port``): its matmul
-        configs, SDPA knobs and formats; ``overrides`` are what-ifs beyond it (``fold_heads``, ...)."""
-        base = dict(smax=float(smax), seq_len=float(seq_len), **dict(port.matmuls),
-                    attn=AttnConfig(float(port.k_chunk), float(port.q_chunk), float(port.cores_per_head)),
-                    attn_mode=port.attn_mode, kv_dtype=port.cache, weight_dtype=port.weights, mask_dtype=port.mask,
-                    act_dtype=port.activations, fidelity=port.fidelity)
-        return cls(**{**base, **overrides})
-
-    @classmethod
-    def port(cls, cfg: ExpertConfig | None = None, *, matmuls: str = "tuned", **overrides) -> BlackholeConfig:
+    def for_expert(cls, cfg: ExpertConfig | None = None, *, matmuls: str = "tuned", grid: tuple[int, int] = GRID,
+                   attn_mode: str = "decode", smax: float | None = None, seq_len: float = 4700.0,
+                   **changes) -> BlackholeConfig:
         """The measured port (``Port.for_expert(cfg)``): Smax = cfg's (8192), S 4700, tuned matmuls,
-        decode SDPA k_chunk 128, 16 cores/head, bf16 cache, bfp8 weights, bfp4 mask.
-        ``matmuls='default'`` uses ttnn's default heuristic."""
+        decode SDPA k_chunk 128, 16 cores/head, bf16 cache, bfp8 weights, bfp4 mask; ``matmuls='default'``
+        uses ttnn's default heuristic; ``changes`` as in ``replace``."""
         cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
-        smax, seq_len = overrides.pop("smax", float(cfg.max_seq_len)), overrides.pop("seq_len", 4700.0)
-        return cls.from_port(Port.for_expert(cfg, matmuls=matmuls), smax=smax, seq_len=seq_len, **overrides)
+        port = Port.for_expert(cfg, matmuls=matmuls, grid=grid, attn_mode=attn_mode)
+        bc = cls(port=port, smax=float(cfg.max_seq_len) if smax is None else float(smax), seq_len=float(seq_len))
+        return bc.replace(**changes)
 
     def replace(self, **changes) -> BlackholeConfig:
-        """``dataclasses.replace`` (validation happens in ``validate`` / ``evaluate``)."""
-        return dataclasses.replace(self, **changes)
+        """A field of this config (``smax``, ``fold_heads`` ...) or, by its own name, of the port
+        (``Port.replace``: ``cache='bfp8'``, ``attention=...``); validation happens in ``validate``."""
+        own = {f.name for f in dataclasses.fields(self)}
+        port_changes = {k: v for k, v in changes.items() if k not in own}
+        mine = {k: v for k, v in changes.items() if k in own}
+        if port_changes:
+            mine["port"] = mine.get("port", self.port).replace(**port_changes)
+        return dataclasses.replace(self, **mine)
 
     def setting(self) -> dict:
-        """Plain-Python summary for reports and JSON."""
-        out = {"smax": float(self.smax), "seq_len": float(self.seq_len), "attn_mode": self.attn_mode,
-               "fold_heads": self.fold_heads, "kv_dtype": self.kv_dtype, "weight_dtype": self.weight_dtype,
-               "mask_dtype": self.mask_dtype, "fidelity": self.fidelity, "fuse_add_norm": self.fuse_add_norm,
-               "k_chunk": float(self.attn.k_chunk), "q_chunk": float(self.attn.q_chunk),
-               "cores_per_head": float(self.attn.cores_per_head)}
-        for name in MATMULS:
-            m = getattr(self, name)
-            out[name] = {"in0_block_w": float(m.in0_block_w), "per_core_N": float(m.per_core_N),
-                         "per_core_M": float(m.per_core_M)}
-        return out
+        """Plain-Python summary for reports and JSON: these fields and the port's (``Port.setting``)."""
+        return {"smax": float(self.smax), "seq_len": float(self.seq_len), "fold_heads": self.fold_heads,
+                "fuse_add_norm": self.fuse_add_norm, **self.port.setting()}
 
 
-def matmul_configs(cfg: ExpertConfig, kind: str = "tuned", *, grid_x: int = 11, grid_y: int = 10
+def matmul_configs(cfg: ExpertConfig, kind: str = "tuned", *, grid_x: int = GRID[0], grid_y: int = GRID[1]
                    ) -> dict[str, MatmulProgramConfig]:
     """The port's tuned configs or ttnn's default heuristic, per weight (``port.port_matmuls``)."""
     return port_matmuls(cfg, kind, grid=(grid_x, grid_y))
 
 
 def attn_q_rows(bc: BlackholeConfig, cfg: ExpertConfig) -> int:
-    """Query rows per attention head as the kernel sees them (G*T decode / folded, T standard GQA)."""
-    return cfg.group * cfg.num_tokens if (bc.attn_mode == "decode" or bc.fold_heads) else cfg.num_tokens
+    """Query rows per attention head as the kernel sees them (``SdpaProgramConfig.query_rows``)."""
+    return bc.port.attention.query_rows(group=cfg.group, num_tokens=cfg.num_tokens, fold_heads=bc.fold_heads)
 
 
 def attention_spec(bc: BlackholeConfig, cfg: ExpertConfig) -> SdpaDecodeSpec | SdpaStandardSpec:
     """The attention op of one layer (decode or standard SDPA) as an op spec."""
-    common = {"attn": bc.attn, "smax_rows": bc.smax, "q_rows": attn_q_rows(bc, cfg), "head_dim": cfg.head_dim,
-              "kv_dtype": bc.kv_dtype, "mask_dtype": bc.mask_dtype, "act_dtype": bc.act_dtype, "fidelity": bc.fidelity}
-    if bc.attn_mode == "decode":
+    port, prec = bc.port, bc.port.precision
+    common = {"attn": port.attention, "smax_rows": bc.smax, "q_rows": attn_q_rows(bc, cfg), "head_dim": cfg.head_dim,
+              "kv_dtype": prec.cache, "mask_dtype": prec.mask, "act_dtype": prec.activations,
+              "fidelity": port.compute.fidelity}
+    if port.attention.attn_mode == "decode":
         return SdpaDecodeSpec(users=cfg.num_kv_heads, **common)
     return SdpaStandardSpec(q_heads=cfg.num_kv_heads if bc.fold_heads else cfg.num_heads, **common)
 
@@ -165,12 +137,13 @@ def layer_op_specs(bc: BlackholeConfig, *, cfg: ExpertConfig) -> dict[str, OpSpe
     """The ttnn ops of one decoder layer as op specs, in graph order (keys: ``LAYER_OPS``, or
     ``FUSED_LAYER_OPS`` with ``fuse_add_norm``)."""
     T, D, N, K, H = cfg.num_tokens, cfg.hidden, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-    act = bc.act_dtype
+    port, prec = bc.port, bc.port.precision
+    act, kv = prec.activations, prec.cache
     shapes = matmul_shapes(cfg)
 
     def mm(name, fused_activation=False):
         M, Kd, Nd = shapes[name]
-        return MatmulSpec(M, Kd, Nd, getattr(bc, name), bc.weight_dtype, act, bc.fidelity, fused_activation)
+        return MatmulSpec(M, Kd, Nd, port.matmuls[name], prec.weights, act, port.compute.fidelity, fused_activation)
 
     specs = {
         "rms_norm": NormSpec(T, D, act),
@@ -180,8 +153,8 @@ def layer_op_specs(bc: BlackholeConfig, *, cfg: ExpertConfig) -> dict[str, OpSpe
         "k_norm": NormSpec(K * T, H, act),
         "rope_q": RopeSpec(N, T, H, act),
         "rope_k": RopeSpec(K, T, H, act),
-        "fill_cache_k": FillCacheSpec(K, T, H, bc.kv_dtype, act),
-        "fill_cache_v": FillCacheSpec(K, T, H, bc.kv_dtype, act),
+        "fill_cache_k": FillCacheSpec(K, T, H, kv, act),
+        "fill_cache_v": FillCacheSpec(K, T, H, kv, act),
         "attention": attention_spec(bc, cfg),
         "concat_heads": HeadsSpec("concat", T, N * H // TILE, act, H),
         "wo": mm("wo"),
@@ -224,15 +197,16 @@ def step_breakdown(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: E
     layer_us = sum(ops.values())
     layer_trace_us = layer_us - len(ops) * fit.trace_overlap_us
     # the final RMSNorm (or, with fused add+norm, the first layer's input norm) stands alone
-    lone_norm_us = evaluate_op(NormSpec(cfg.num_tokens, cfg.hidden, bc.act_dtype)) - fit.trace_overlap_us
+    prec = bc.port.precision
+    lone_norm_us = evaluate_op(NormSpec(cfg.num_tokens, cfg.hidden, prec.activations)) - fit.trace_overlap_us
     step_device_us = cfg.num_layers * layer_trace_us + lone_norm_us
-    act_elem_bytes = tile_bytes(bc.act_dtype) / TILE**2
+    act_elem_bytes = tile_bytes(prec.activations) / TILE**2
     io_bytes = 2 * cfg.num_tokens * cfg.hidden * act_elem_bytes  # bf16 upload of emb + download of hidden
     step_io_us = io_bytes / fit.host_bytes_per_s * 1e6
     step_us = step_device_us + step_io_us
     step_full_us = step_us + fit.host_proj_us
     mask_rows = attn_q_rows(bc, cfg)
-    ctx_bytes = (math.ceil(mask_rows / TILE) * (bc.smax / TILE) * tile_bytes(bc.mask_dtype)
+    ctx_bytes = (math.ceil(mask_rows / TILE) * (bc.smax / TILE) * tile_bytes(prec.mask)
                  + 2 * cfg.num_tokens * cfg.head_dim * act_elem_bytes)
     set_context_us = ctx_bytes / fit.host_bytes_per_s * 1e6
     sample_us = set_context_us + cfg.num_steps * step_full_us
@@ -255,20 +229,17 @@ def sweep_step_us(hw: Blackhole, fit: FitParams, bc_batch: BlackholeConfig, *, c
 
 
 def validate(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> None:
-    """Raise ValueError (naming the argument, the value, what was expected) for an illegal setting."""
+    """Raise ValueError (naming the argument, the value, what was expected) for an illegal setting:
+    the port's one rule (``Port.check``) at Smax, the cache rows S + T fit, the stack fits DRAM."""
     for name in ("num_tokens", "hidden", "head_dim", "ffn"):  # the op models count whole 32x32 tiles
         if getattr(cfg, name) % TILE:
             raise ValueError(f"{name}={getattr(cfg, name)} of the expert geometry: expected a multiple of the "
                              f"{TILE}-element tile (the Blackhole op models count whole tiles)")
-    for name, value, allowed in (("kv_dtype", bc.kv_dtype, KV_DTYPES), ("weight_dtype", bc.weight_dtype, WEIGHT_DTYPES),
-                                 ("mask_dtype", bc.mask_dtype, MASK_DTYPES), ("act_dtype", bc.act_dtype, ACT_DTYPES),
-                                 ("fidelity", bc.fidelity, tuple(FIDELITY_PASSES))):
-        check_choice(name, value, allowed)
-    for name, (M, K, N) in matmul_shapes(cfg).items():
-        getattr(bc, name).validate(name, hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype)
-    validate_attention(bc.attn, hw, mode=bc.attn_mode, fold_heads=bc.fold_heads, smax_rows=bc.smax,
-                       seq_len=bc.seq_len, num_tokens=cfg.num_tokens, group=cfg.group, head_dim=cfg.head_dim,
-                       kv_dtype=bc.kv_dtype, mask_dtype=bc.mask_dtype)
+    smax_i, s_i = check_int("smax", bc.smax, lo=1), check_int("seq_len", bc.seq_len, lo=0)
+    if smax_i < s_i + cfg.num_tokens:
+        raise ValueError(f"smax={smax_i} must be >= seq_len + num_tokens = {s_i} + {cfg.num_tokens} = "
+                         f"{s_i + cfg.num_tokens}: the last {cfg.num_tokens} cache rows hold the expert's own K/V")
+    bc.port.check(cfg, hw, smax=bc.smax, fold_heads=bc.fold_heads)
     need = dram_bytes(bc, cfg=cfg)
     if need > float(hw.dram_capacity_bytes):
         raise ValueError(f"smax={int(bc.smax)}: weights + KV cache of {cfg.num_layers} layers need {need / 1e9:.3g} GB "
@@ -276,11 +247,12 @@ def validate(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> None:
 
 
 def dram_bytes(bc: BlackholeConfig, *, cfg: ExpertConfig) -> float:
-    """Bytes resident in DRAM for the whole stack: every layer's weights (``weight_dtype`` tiles) and
-    its K and V cache of Smax rows (``kv_dtype`` tiles, [K, Smax, H] each)."""
+    """Bytes resident in DRAM for the whole stack: every layer's weights (tiles of the port's weight
+    format) and its K and V cache of Smax rows (cache-format tiles, [K, Smax, H] each)."""
     weights = sum(math.ceil(K / TILE) * math.ceil(N / TILE) for _, K, N in matmul_shapes(cfg).values())
     cache = 2 * cfg.num_kv_heads * math.ceil(float(bc.smax) / TILE) * math.ceil(cfg.head_dim / TILE)
-    return float(cfg.num_layers * (weights * tile_bytes(bc.weight_dtype) + cache * tile_bytes(bc.kv_dtype)))
+    prec = bc.port.precision
+    return float(cfg.num_layers * (weights * tile_bytes(prec.weights) + cache * tile_bytes(prec.cache)))
 
 
 @functools.partial(jit, fast=True, static_argnames=("cfg", "relax"))

@@ -45,9 +45,8 @@ import jax.numpy as jnp
 from costmodel.blackhole.params import FitParams
 from costmodel.hardware import TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax, sceil, smax
-from jaxref.validation import check_choice
 
-if TYPE_CHECKING:  # annotations only: program_config imports this module
+if TYPE_CHECKING:  # annotations only
     from costmodel.blackhole.program_config import MatmulProgramConfig
 
 # Elementwise passes per tile, counted from the op's compute kernel:
@@ -64,11 +63,6 @@ SOFTMAX_PASSES = 5
 SOFTMAX_PASSES_NO_MASK = 4  # causal decode with cur_pos: no mask tile to add
 SDPA_RESCALE_PASSES = 2  # per output tile per chunk: out * exp(m_old - m_new), + P.V
 SDPA_COMBINE_PASSES = 3  # worker partial merge at the reducer: rescale own, rescale other, add
-MAX_CORES_PER_HEAD = 16  # SDPAProgramConfig.max_cores_per_head_batch cap (REFERENCE §2)
-KV_DTYPES = ("bf16", "bfp8", "bfp4")
-WEIGHT_DTYPES = ("bf16", "bfp8", "bfp4")
-MASK_DTYPES = ("bf16", "bfp8", "bfp4")
-ACT_DTYPES = ("bf16",)
 
 
 def us_of(seconds):
@@ -154,19 +148,6 @@ def overlap(fit: FitParams, *stage_us):
     m = jax.lax.stop_gradient(functools.reduce(jnp.maximum, [jnp.asarray(t) for t in stage_us]))
     m = jnp.maximum(m, 1e-30)  # all stages zero -> 0, not 0/0
     return m * sum((jnp.asarray(t) / m) ** q for t in stage_us) ** (1.0 / q)
-
-
-def check_int(name: str, value, *, lo: int | None = None) -> int:
-    v = float(value)
-    if not v.is_integer():
-        raise ValueError(f"{name}={value} must be an integer")
-    if lo is not None and v < lo:
-        raise ValueError(f"{name}={int(v)} must be >= {lo}")
-    return int(v)
-
-
-def check_dtype(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    check_choice(name, value, allowed)
 
 
 # ---- matmul (1D multicast; config type and legality: program_config) ------------------------------
@@ -401,8 +382,6 @@ def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs
 
 __all__ = [
     "agg_bytes_per_s",
-    "check_dtype",
-    "check_int",
     "cycles_us",
     "dram_us",
     "eltwise_us",

@@ -31,7 +31,8 @@ from costmodel.blackhole.program_config import (
     MCAST_2D,
     MatmulProgramConfig,
 )
-from costmodel.blackhole.sdpa import AttnConfig, sdpa_decode_us, sdpa_standard_us
+from costmodel.blackhole.sdpa import sdpa_decode_us, sdpa_standard_us
+from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
 from costmodel.hardware import Blackhole, blackhole
 from costmodel.smooth import Relax
 
@@ -168,7 +169,7 @@ class SdpaDecodeSpec:
     """``scaled_dot_product_attention_decode``: ``users`` (batch x kv heads) of ``q_rows`` rows over
     ``smax_rows`` cache rows; ``mask_dtype=None`` is causal decode without a mask."""
 
-    attn: AttnConfig
+    attn: SdpaProgramConfig
     smax_rows: float
     users: int
     q_rows: int
@@ -191,7 +192,7 @@ class SdpaDecodeSpec:
 class SdpaStandardSpec:
     """``scaled_dot_product_attention`` (non-causal, additive mask) of ``q_heads`` heads x ``q_rows`` rows."""
 
-    attn: AttnConfig
+    attn: SdpaProgramConfig
     smax_rows: float
     q_heads: int
     q_rows: int

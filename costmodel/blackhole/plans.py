@@ -1,16 +1,19 @@
 """Plan search: which combinations of the notes' op-graph options reach a target step time, and how surely.
 
 The options (seeds/EXPERT_NOTES.md, "Remaining op-graph options" and the measured tables) and
-their values, the port's first:
+their values, the port's first. An option is named for the setting field it changes
+(``BlackholeConfig.replace``: a field of a port part, or smax / fuse_add_norm), and a plan is that set
+of changes to the measured port (``plan_changes``):
 
-  kv_cache     bf16 | bfp8                       KV cache format (fill_cache, attention reads)
+  cache        bf16 | bfp8                       KV cache format (fill_cache, attention reads)
   smax         8192 | 5120                       cache rows the masked attention reads
-  add_norm     separate | fused                  each residual add fused into the next rms_norm
+  fuse_add_norm  separate | fused                each residual add fused into the next rms_norm
   matmuls      port | default | searched         the port's tuned 1D configs, ttnn's heuristic, or
                                                  per matmul the fastest legal 1D config under the
                                                  model (exhaustive over in0_block_w x per_core_N)
   attention    decode k128 | decode k256 | standard q32   flash-decode or standard SDPA (bfp4 mask)
-  weights      bfp8 | bf16                       matmul weight format
+  weights      bfp8 | bf16                       matmul weight format (the vocabulary's 8- and 16-bit
+                                                 ones: bfp4 weights or K/V are not among the notes' options)
 
 Every combination (144) is predicted exactly (one vmapped evaluation per static setting); the
 ones whose prediction lies within ``SAMPLE_WITHIN`` of the target are sampled: ``draws``
@@ -49,21 +52,32 @@ from costmodel.blackhole.graph import (
 from costmodel.blackhole.intervals import op_error_var, theta_draws, value_samples
 from costmodel.blackhole.opspecs import MatmulSpec
 from costmodel.blackhole.params import CALIBRATION_PATH, DATA_DIR, FitParams
+from costmodel.blackhole.port import MatmulConfigs, Port
 from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.roofline import measured_step_ms
-from costmodel.blackhole.sdpa import AttnConfig
 from costmodel.compile_options import jit
 from costmodel.hardware import TILE, Blackhole, blackhole
 from jaxref.config import ExpertConfig
-from jaxref.validation import check_choice
+from jaxref.validation import check_choice, choices_of
+from jaxref.vocabulary import CacheFormat, WeightFormat
+
+PORT = Port.for_expert(ExpertConfig.alpamayo_tt())  # the measured port: each option's first value
+FUSE_ADD_NORM = {"separate": False, "fused": True}
+
+
+def _format_options(field: str, literal) -> tuple[str, ...]:
+    """The port's format of ``field`` first, then the vocabulary's other formats but bfp4."""
+    port = getattr(PORT.precision, field)
+    return (port, *(f for f in choices_of(literal) if f not in (port, "bfp4")))
+
 
 OPTIONS: dict[str, tuple[str, ...]] = {
-    "kv_cache": ("bf16", "bfp8"),
+    "cache": _format_options("cache", CacheFormat),
     "smax": ("8192", "5120"),
-    "add_norm": ("separate", "fused"),
+    "fuse_add_norm": tuple(FUSE_ADD_NORM),
     "matmuls": ("port", "default", "searched"),
     "attention": ("decode k128", "decode k256", "standard q32"),
-    "weights": ("bfp8", "bf16"),
+    "weights": _format_options("weights", WeightFormat),
 }
 PORT_PLAN = {k: v[0] for k, v in OPTIONS.items()}
 # a smaller grid (16 combinations, 4 compiled settings) for quick reports: the notes' three remaining
@@ -111,9 +125,10 @@ def searched_matmul_configs(hw: Blackhole, fit: FitParams, cfg: ExpertConfig, *,
     return out
 
 
-def plan_config(plan: dict[str, str], hw: Blackhole, fit: FitParams, cfg: ExpertConfig, *, seq_len: float = 4700.0,
-                _searched: dict | None = None) -> BlackholeConfig:
-    """The ``BlackholeConfig`` of one plan (validated)."""
+def plan_changes(plan: dict[str, str], hw: Blackhole, fit: FitParams, cfg: ExpertConfig, *,
+                 _searched: dict | None = None) -> dict:
+    """A plan as ``BlackholeConfig.replace`` changes: the plain options by their own field names, the
+    matmul choice as program configs, the SDPA choice as the kernel and its chunk."""
     check_plan(plan)
     w = plan["weights"]
     if plan["matmuls"] == "searched":
@@ -123,15 +138,24 @@ def plan_config(plan: dict[str, str], hw: Blackhole, fit: FitParams, cfg: Expert
                              grid_y=hw.grid_y)
     mode, _, chunk = plan["attention"].partition(" ")
     k_chunk, q_chunk = (float(chunk[1:]), 32.0) if mode == "decode" else (128.0, float(chunk[1:]))
-    bc = BlackholeConfig.port(cfg, smax=float(plan["smax"]), seq_len=seq_len, **mms,
-                              attn=AttnConfig(k_chunk, q_chunk, 16.0), attn_mode=mode, kv_dtype=plan["kv_cache"],
-                              weight_dtype=w, mask_dtype="bfp4", fuse_add_norm=plan["add_norm"] == "fused")
+    return {"cache": plan["cache"], "weights": w, "smax": float(plan["smax"]),
+            "fuse_add_norm": FUSE_ADD_NORM[plan["fuse_add_norm"]], "matmuls": MatmulConfigs(mms),
+            "attn_mode": mode, "k_chunk": k_chunk, "q_chunk": q_chunk}
+
+
+def plan_config(plan: dict[str, str], hw: Blackhole, fit: FitParams, cfg: ExpertConfig, *, seq_len: float = 4700.0,
+                _searched: dict | None = None) -> BlackholeConfig:
+    """The ``BlackholeConfig`` of one plan (validated): the port on ``hw``'s grid with the plan's
+    changes (the bfp4 mask of the notes' attention table in either SDPA kernel)."""
+    base = BlackholeConfig.for_expert(cfg, grid=(hw.grid_x, hw.grid_y), seq_len=seq_len, mask="bfp4")
+    bc = base.replace(**plan_changes(plan, hw, fit, cfg, _searched=_searched))
     validate(hw, bc, cfg=cfg)
     return bc
 
 
 def _static_key(bc: BlackholeConfig):
-    return (bc.attn_mode, bc.kv_dtype, bc.weight_dtype, bc.fuse_add_norm)
+    """Configs that share a tree structure (every static choice, the port's included) vmap together."""
+    return jax.tree.structure(bc)
 
 
 @functools.partial(jit, fast=True, static_argnames=("cfg",))
@@ -218,7 +242,7 @@ def search(target_ms: float, *, hw: Blackhole | None = None, cal: Calibration | 
     names = sorted({n for i in to_sample for n in layer_op_specs(configs[i], cfg=cfg)})
     eps = {n: rng.standard_normal(draws) for n in names}
     acc = accuracy_table()
-    port_pcc = acc.get(("bfp8", "bf16"))
+    port_pcc = acc.get((PORT_PLAN["weights"], PORT_PLAN["cache"]))
     # anchored on the measurement: a plan's step is the measured port step plus the modelled change,
     # whose draws share the port's parameters and op-model errors (a correlated delta)
     base_us = measured_step_ms() * 1e3
@@ -227,7 +251,7 @@ def search(target_ms: float, *, hw: Blackhole | None = None, cal: Calibration | 
     for i, (p, bc) in enumerate(zip(plans, configs)):
         row = {"plan": p, "changes": {k: v for k, v in p.items() if v != PORT_PLAN[k]},
                "step_ms": float(pred[i]) / 1e3, "interval_ms": None, "p_reach": None,
-               "pcc": acc.get((p["weights"], p["kv_cache"]))}
+               "pcc": acc.get((p["weights"], p["cache"]))}
         row["dpcc"] = None if row["pcc"] is None or port_pcc is None else row["pcc"] - port_pcc
         if i in to_sample:
             s = base_us + reach_samples(cal, disc, hw, bc, cfg, thetas, eps) - port_draws
@@ -245,7 +269,7 @@ def describe(plan_row: dict) -> str:
     ch = plan_row["changes"]
     if not ch:
         return "the port as measured"
-    labels = {"kv_cache": "{} KV cache", "smax": "Smax {}", "add_norm": "{} add+norm", "matmuls": "{} matmul configs",
+    labels = {"cache": "{} KV cache", "smax": "Smax {}", "fuse_add_norm": "{} add+norm", "matmuls": "{} matmul configs",
               "attention": "{} SDPA", "weights": "{} weights"}
     return ", ".join(labels[k].format(v) for k, v in ch.items())
 
@@ -310,5 +334,6 @@ def plan_main(argv: list[str]) -> dict:
     return result
 
 
-__all__ = ["OPTIONS", "PORT_PLAN", "QUICK_OPTIONS", "check_plan", "describe", "format_plans", "plan_config", "plan_main",
+__all__ = ["OPTIONS", "PORT_PLAN", "QUICK_OPTIONS", "check_plan", "describe", "format_plans", "plan_changes", "plan_config",
+           "plan_main",
            "point_predictions", "reach_samples", "search", "searched_matmul_configs"]

@@ -31,7 +31,6 @@ from costmodel.blackhole.opreport import (
     format_config,
     write_report,
 )
-from costmodel.blackhole.ops import ACT_DTYPES, KV_DTYPES, MASK_DTYPES, WEIGHT_DTYPES
 from costmodel.blackhole.opspecs import (
     EltwiseSpec,
     FillCacheSpec,
@@ -45,8 +44,10 @@ from costmodel.blackhole.opspecs import (
 )
 from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MatmulProgramConfig
 from costmodel.blackhole.rows import Row
-from costmodel.blackhole.sdpa import AttnConfig
+from costmodel.blackhole.sdpa_program_config import MAX_CORES_PER_HEAD, SdpaProgramConfig
 from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, blackhole
+from jaxref.validation import choices_of
+from jaxref.vocabulary import ActivationFormat, CacheFormat, MaskFormat, WeightFormat
 
 MODELLED = "modelled"
 # Op codes per op class; the first is written. ttnn renames device operations between versions.
@@ -89,10 +90,10 @@ def matmul_program_config(c: MatmulProgramConfig) -> str:
     return c.ttnn_repr().replace(",", ";")
 
 
-def sdpa_program_config(a: AttnConfig, grid: tuple[int, int]) -> str:
+def sdpa_program_config(a: SdpaProgramConfig, grid: tuple[int, int]) -> str:
     return format_config("SDPAProgramConfig", [
         ("compute_with_storage_grid_size", f"(x={grid[0]};y={grid[1]})"), ("sub_core_grids", "std::nullopt"),
-        ("q_chunk_size", int(a.q_chunk)), ("k_chunk_size", int(a.k_chunk)), ("exp_approx_mode", 0),
+        ("q_chunk_size", int(a.q_chunk)), ("k_chunk_size", int(a.k_chunk)), ("exp_approx_mode", int(a.exp_approx_mode)),
         ("max_cores_per_head_batch", int(a.cores_per_head))])
 
 
@@ -299,13 +300,13 @@ class _Line:
             dims.append(int(m.group(1)))
         return tuple(dims)
 
-    def dtype(self, pre: str, allowed: tuple[str, ...]) -> str:
+    def dtype(self, pre: str, allowed) -> str:
         col = f"{pre}_DATATYPE"
         text = self.get(col)
         if not text:
             raise self.fail(col, "empty; expected a ttnn data type such as 'BFLOAT16'")
         fmt = DTYPE_OF_TTNN.get(text)
-        if fmt not in allowed:
+        if fmt not in choices_of(allowed):
             raise _Skip(f"data type not modelled ({pre} {text or 'empty'})")
         return fmt
 
@@ -398,7 +399,7 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
     if _in_l1(ln, "INPUT_1"):
         raise _Skip(f"weights in L1 ({ln.memory('INPUT_1').removeprefix('DEV_0_')}); the model streams the "
                     "weights from DRAM")
-    act, wdt = ln.dtype("INPUT_0", ACT_DTYPES), ln.dtype("INPUT_1", WEIGHT_DTYPES)
+    act, wdt = ln.dtype("INPUT_0", ActivationFormat), ln.dtype("INPUT_1", WeightFormat)
     M, K, N = x[2], x[3], w[3]
     if w[2] != K:
         raise ln.fail(ln.dim_col("INPUT_1", "Y"), f"K={w[2]} of the weights != K={K} of the activations")
@@ -421,7 +422,7 @@ def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
         raise _Skip(f"program-config kind not modelled: {pc.split('(')[0]}")
     x = ln.shape("INPUT_0")  # a row-wise op: batch dims are more rows
     _no_sharding(ln, "INPUT_0", "OUTPUT_0")
-    act = ln.dtype("INPUT_0", ACT_DTYPES)
+    act = ln.dtype("INPUT_0", ActivationFormat)
     fused = ln.has("INPUT_1") and ln.shape("INPUT_1") == x  # a residual of the same shape (gamma is one row)
     return NormSpec(x[0] * x[1] * x[2], x[3], act, fused)
 
@@ -439,14 +440,14 @@ def _eltwise(ln: _Line, hw: Blackhole) -> EltwiseSpec:
     if ln.shape("INPUT_1") != x:
         raise _Skip("broadcast operand")
     _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
-    act = ln.dtype("INPUT_0", ACT_DTYPES)
-    ln.dtype("INPUT_1", ACT_DTYPES)
+    act = ln.dtype("INPUT_0", ActivationFormat)
+    ln.dtype("INPUT_1", ActivationFormat)
     return EltwiseSpec(kind, x[0] * x[1] * x[2], x[3], act)
 
 
 def _heads(ln: _Line, hw: Blackhole, cls: str) -> HeadsSpec:
     _no_sharding(ln, "INPUT_0", "OUTPUT_0")
-    act = ln.dtype("INPUT_0", ACT_DTYPES)
+    act = ln.dtype("INPUT_0", ActivationFormat)
     if cls == "create_heads":
         x = _unbatched(ln, "INPUT_0")
         hd = ln.attr("head_dim")
@@ -464,7 +465,7 @@ def _rope(ln: _Line, hw: Blackhole) -> RopeSpec:
     if x[0] > 1:
         raise _Skip("batched operands")
     _no_sharding(ln, "INPUT_0", "OUTPUT_0")
-    return RopeSpec(x[1], x[2], x[3], ln.dtype("INPUT_0", ACT_DTYPES))
+    return RopeSpec(x[1], x[2], x[3], ln.dtype("INPUT_0", ActivationFormat))
 
 
 def _fill_cache(ln: _Line, hw: Blackhole) -> FillCacheSpec:
@@ -477,7 +478,7 @@ def _fill_cache(ln: _Line, hw: Blackhole) -> FillCacheSpec:
     if new[0] > 1:
         raise _Skip("batched operands")
     _no_sharding(ln, "INPUT_0", "INPUT_1")
-    return FillCacheSpec(new[1], new[2], new[3], ln.dtype("INPUT_0", KV_DTYPES), ln.dtype("INPUT_1", ACT_DTYPES))
+    return FillCacheSpec(new[1], new[2], new[3], ln.dtype("INPUT_0", CacheFormat), ln.dtype("INPUT_1", ActivationFormat))
 
 
 def _sdpa(ln: _Line, hw: Blackhole, cls: str):
@@ -490,18 +491,19 @@ def _sdpa(ln: _Line, hw: Blackhole, cls: str):
     _no_sharding(ln, "INPUT_0", "INPUT_1", "INPUT_2", "INPUT_3", "OUTPUT_0")
     pc = ln.attr("program_config") or ""
     x, k = ln.shape("INPUT_0"), ln.shape("INPUT_1")
-    act, kv, mask = (ln.dtype("INPUT_0", ACT_DTYPES), ln.dtype("INPUT_1", KV_DTYPES),
-                     ln.dtype("INPUT_3", MASK_DTYPES))
+    act, kv, mask = (ln.dtype("INPUT_0", ActivationFormat), ln.dtype("INPUT_1", CacheFormat),
+                     ln.dtype("INPUT_3", MaskFormat))
     fid = ln.fidelity()
     grid = ln.config_grid(pc, hw)
     k_chunk = float(ln.config_int(pc, "k_chunk_size"))
     if cls == "sdpa_decode":
         if k[1] != 1:
             raise _Skip("decode with several kv heads per user (the model's decode view has one)")
-        attn = AttnConfig(k_chunk, 32.0, float(ln.config_int(pc, "max_cores_per_head_batch", default=16)))
+        attn = SdpaProgramConfig(k_chunk, 32.0, float(ln.config_int(pc, "max_cores_per_head_batch",
+                                                                    default=MAX_CORES_PER_HEAD)))
         cores = None if grid is None or grid == (hw.grid_x, hw.grid_y) else grid[0] * grid[1]
         return SdpaDecodeSpec(attn, float(k[2]), x[1], x[2], x[3], kv, mask, act, fid, grid_cores=cores)
-    attn = AttnConfig(k_chunk, float(ln.config_int(pc, "q_chunk_size")), 16.0)
+    attn = SdpaProgramConfig(k_chunk, float(ln.config_int(pc, "q_chunk_size")), attn_mode="standard")
     return SdpaStandardSpec(attn, float(k[2]), x[1], x[2], x[3], kv, mask, act, fid)
 
 

@@ -13,8 +13,8 @@ directions) apart, so every consumer switches on one attribute:
                      over the DRAM banks, in0 width-sharded in L1 (no grid field: the shard spec sets it)
 
 One type serves the emulation (``device.emulation`` checks every ``linear`` with ``validate``), the
-device graph's configs (``device.configs``, ``build(ttnn)`` makes the real object) and the cost
-model (``costmodel.blackhole.ops.matmul_us`` prices it, ``graph.validate`` / ``tune`` call the same
+device graph (``device.graph.TTExpert`` reads them from its ``Port``; ``build(ttnn)`` makes the real
+object) and the cost model (``costmodel.blackhole.ops.matmul_us`` prices it, ``graph.validate`` / ``tune`` call the same
 ``validate``). It lives here, under ``costmodel.blackhole``, because the legality rule needs the
 chip's numbers (``costmodel.hardware``: grid, L1 per core, tile bytes per format) and the cost
 model's pytree machinery, and because ``costmodel`` never imports ``device``: ``device`` imports
@@ -33,14 +33,16 @@ import math
 import re
 
 from costmodel._pytree import pytree_dataclass, static_field
-from costmodel.blackhole.ops import ACT_DTYPES, WEIGHT_DTYPES, check_dtype, check_int
 from costmodel.hardware import TILE, Blackhole, tile_bytes
+from jaxref.validation import check_choice, check_dtype, check_int, choices_of
+from jaxref.vocabulary import ActivationFormat, MatmulKind, WeightFormat
 
 MCAST_1D_IN0 = "mcast_1d_in0"
 MCAST_1D_IN1 = "mcast_1d_in1"
 MCAST_2D = "mcast_2d"
 DRAM_SHARDED = "dram_sharded"
-KINDS = (MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, DRAM_SHARDED)
+KINDS: tuple[str, ...] = choices_of(MatmulKind)
+assert KINDS == (MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, DRAM_SHARDED)  # the names above spell the vocabulary's
 CLASS_NAMES = {MCAST_1D_IN0: "MatmulMultiCoreReuseMultiCast1DProgramConfig",
                MCAST_1D_IN1: "MatmulMultiCoreReuseMultiCast1DProgramConfig",
                MCAST_2D: "MatmulMultiCoreReuseMultiCastProgramConfig",
@@ -85,8 +87,7 @@ class MatmulProgramConfig:
 
     def __post_init__(self):
         # only static fields here: the leaves may be tracers (vmap / grad) or JAX's placeholders
-        if self.kind not in KINDS:
-            raise ValueError(f"kind={self.kind!r} unknown; expected one of {list(KINDS)}")
+        check_choice("kind", self.kind, MatmulKind)
         if self.fused_activation is not None and self.fused_activation not in ACTIVATIONS:
             raise ValueError(f"fused_activation={self.fused_activation!r} unknown; expected None or one of "
                              f"{list(ACTIVATIONS)}")
@@ -133,8 +134,8 @@ class MatmulProgramConfig:
         divide the output block, which divides the per-core block, and use at most ``DEST_TILES``
         destination tiles; the circular buffers fit one core's L1.
         """
-        check_dtype("weight_dtype", weight_dtype, WEIGHT_DTYPES)
-        check_dtype("act_dtype", act_dtype, ACT_DTYPES)
+        check_dtype("weight_dtype", weight_dtype, WeightFormat)
+        check_dtype("act_dtype", act_dtype, ActivationFormat)
         for dim_name, dim in (("M", M), ("K", K), ("N", N)):
             if dim <= 0 or dim % TILE:
                 raise ValueError(f"{name}: {dim_name}={dim} must be a positive multiple of {TILE}")

@@ -13,9 +13,10 @@ import json
 
 import jax
 
-from costmodel.blackhole.graph import MATMULS, OP_CLASS, BlackholeConfig, matmul_shapes, step_breakdown
+from costmodel.blackhole.graph import OP_CLASS, BlackholeConfig, step_breakdown
 from costmodel.blackhole.ops import matmul_weight_bytes
 from costmodel.blackhole.params import DATA_DIR, FitParams
+from costmodel.blackhole.port import MATMULS, matmul_shapes
 from costmodel.hardware import TILE, Blackhole, tile_bytes
 from jaxref.config import ExpertConfig
 
@@ -23,15 +24,15 @@ CLASS_ORDER = ("matmul", "attention", "heads", "norm", "rope", "fill_cache", "el
 
 
 def layer_weight_bytes(bc: BlackholeConfig, *, cfg: ExpertConfig) -> int:
-    """DRAM bytes of one layer's matmul weights (wqkv, wo, w1, w3, w2) in ``bc.weight_dtype``."""
-    return sum(matmul_weight_bytes(K=K, N=N, weight_dtype=bc.weight_dtype)
+    """DRAM bytes of one layer's matmul weights (wqkv, wo, w1, w3, w2) in the port's weight format."""
+    return sum(matmul_weight_bytes(K=K, N=N, weight_dtype=bc.port.precision.weights)
                for name, (_, K, N) in matmul_shapes(cfg).items() if name in MATMULS)
 
 
 def layer_kv_bytes(rows: float, bc: BlackholeConfig, *, cfg: ExpertConfig) -> float:
-    """DRAM bytes of K and V for ``rows`` cache rows of one layer in ``bc.kv_dtype`` (whole tiles)."""
+    """DRAM bytes of K and V for ``rows`` cache rows of one layer in the port's cache format (whole tiles)."""
     tiles = 2 * cfg.num_kv_heads * (rows / TILE) * (cfg.head_dim // TILE)
-    return tiles * tile_bytes(bc.kv_dtype)
+    return tiles * tile_bytes(bc.port.precision.cache)
 
 
 def floor_us(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig, kv_rows: str = "smax") -> dict[str, float]:

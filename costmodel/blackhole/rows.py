@@ -44,8 +44,8 @@ from costmodel.blackhole.opspecs import (
 )
 from costmodel.blackhole.params import DATA_DIR, FitParams
 from costmodel.blackhole.program_config import DRAM_SHARDED, MCAST_2D, MatmulProgramConfig
-from costmodel.blackhole.sdpa import AttnConfig
-from costmodel.hardware import Blackhole
+from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
+from costmodel.hardware import GRID, Blackhole
 from jaxref.config import ExpertConfig
 
 NOTES_FILES = ("op_times.json", "matmul_table.json", "attention_table.json", "step_times.json")
@@ -99,7 +99,7 @@ class Row:
 
 
 def _notes_rows(data_dir: pathlib.Path, cfg: ExpertConfig) -> list[Row]:
-    port = BlackholeConfig.port(cfg)
+    port = BlackholeConfig.for_expert(cfg)
     port_specs = layer_op_specs(port, cfg=cfg)
     rows: list[Row] = []
     ops = json.loads((data_dir / "op_times.json").read_text())
@@ -107,20 +107,22 @@ def _notes_rows(data_dir: pathlib.Path, cfg: ExpertConfig) -> list[Row]:
         rows.append(Row("op_times", r["op"], f"op_times/{OP_CLASS[r['op']]}", "calibration", r["us"], r["us"],
                         f"{ops['source']}: {r['note']}", port_specs[r["op"]]))
     mm = json.loads((data_dir / "matmul_table.json").read_text())
-    default = layer_op_specs(BlackholeConfig.port(cfg, matmuls="default"), cfg=cfg)
+    default = layer_op_specs(BlackholeConfig.for_expert(cfg, matmuls="default"), cfg=cfg)
     for r in mm["rows"]:
         src = f"{mm['source']}: {r['note']}"
         rows.append(Row("matmul_table", f"{r['name']}/default", "matmul_table/default", "calibration",
                         r["default_us"], r["default_us"], src, default[r["name"]]))
-        tuned = dataclasses.replace(getattr(port, r["name"]), in0_block_w=float(r["tuned"]["in0_block_w"]),
+        tuned = dataclasses.replace(port.port.matmuls[r["name"]], in0_block_w=float(r["tuned"]["in0_block_w"]),
                                     per_core_N=float(r["tuned"]["per_core_N"]))
-        spec = layer_op_specs(port.replace(**{r["name"]: tuned}), cfg=cfg)[r["name"]]
+        spec = layer_op_specs(port.replace(matmuls=port.port.matmuls.replace(**{r["name"]: tuned})),
+                              cfg=cfg)[r["name"]]
         rows.append(Row("matmul_table", f"{r['name']}/tuned", "matmul_table/tuned", "calibration",
                         r["tuned_us"][0], r["tuned_us"][1], src, spec))
     at = json.loads((data_dir / "attention_table.json").read_text())
     for r in at["rows"]:
-        bc = port.replace(attn=AttnConfig(float(r["k_chunk"]), float(r["q_chunk"]), float(r["cores_per_head"])),
-                          attn_mode=r["attn_mode"], fold_heads=r["fold_heads"], mask_dtype=r["mask_dtype"])
+        bc = port.replace(k_chunk=float(r["k_chunk"]), q_chunk=float(r["q_chunk"]),
+                          cores_per_head=float(r["cores_per_head"]), attn_mode=r["attn_mode"],
+                          fold_heads=r["fold_heads"], mask=r["mask_dtype"])
         rows.append(Row("attention_table", r["name"], f"attention_table/{r['attn_mode']}", "calibration",
                         r["us"], r["us"], f"{at['source']}: {r['note']}", attention_spec(bc, cfg)))
     st = json.loads((data_dir / "step_times.json").read_text())
@@ -136,7 +138,7 @@ def _public_rows(data_dir: pathlib.Path) -> list[Row]:
     rows: list[Row] = []
     sd = json.loads((data_dir / "public_sdpa_decode.json").read_text())
     s = sd["setting"]
-    attn = AttnConfig(float(s["k_chunk"]), 32.0, float(s["cores_per_head"]))
+    attn = SdpaProgramConfig(float(s["k_chunk"]), 32.0, float(s["cores_per_head"]))
     for r in sd["rows"]:
         read_rows = -(-(r["pos"] + 1) // s["k_chunk"]) * s["k_chunk"]  # chunks up to cur_pos
         spec = SdpaDecodeSpec(attn, float(read_rows), s["users"], s["q_rows"], s["head_dim"], r["kv_dtype"], None,
@@ -163,7 +165,7 @@ def _public_op_spec(kind: str, g: dict, r: dict):
                            n_inputs=int(r.get("n_inputs", 2)))
     if kind == "matmul_2d":
         pc = MatmulProgramConfig(float(r["in0_block_w"]), float(r["per_core_N"]), float(r["per_core_M"]), kind=MCAST_2D,
-                                 grid_x=11, grid_y=10, out_subblock_h=int(r["out_subblock_h"]),
+                                 grid_x=GRID[0], grid_y=GRID[1], out_subblock_h=int(r["out_subblock_h"]),
                                  out_subblock_w=int(r["out_subblock_w"]), fuse_batch=False)
         return MatmulSpec(int(r["M"]), int(r["K"]), int(r["N"]), pc, "bfp8")
     if kind == "matmul_dram_sharded":
@@ -172,7 +174,7 @@ def _public_op_spec(kind: str, g: dict, r: dict):
                                  num_workers_per_dram_bank=int(r["num_workers_per_dram_bank"]))
         return MatmulSpec(int(r["M"]), int(r["K"]), int(r["N"]), pc, r["weight_dtype"], fidelity=r["fidelity"])
     if kind == "sdpa_decode":
-        attn = AttnConfig(float(g["k_chunk"]), 32.0, float(g["cores_per_head"]))
+        attn = SdpaProgramConfig(float(g["k_chunk"]), 32.0, float(g["cores_per_head"]))
         return SdpaDecodeSpec(attn, float(r["cache_rows"]), int(g["users"]), int(g["q_rows"]), int(g["head_dim"]),
                               r["kv_dtype"], None)
     raise ValueError(f"public_ops group {g['group']!r}: kind={kind!r} unknown; expected rms_norm, eltwise_add, "

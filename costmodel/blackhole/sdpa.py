@@ -1,23 +1,18 @@
 """Roofline models of ttnn's SDPA ops on Blackhole: flash-decode and standard (times in microseconds).
 
-Same building blocks as ``ops`` (page reads at a core's request rate or its share of the
-achievable bandwidth, q-norm overlap of a chunk's round trip, read and math); see its docstring.
+The config type and its legality rule: ``sdpa_program_config.SdpaProgramConfig``. Same building
+blocks as ``ops`` (page reads at a core's request rate or its share of the achievable bandwidth,
+q-norm overlap of a chunk's round trip, read and math); see its docstring.
 """
 
 from __future__ import annotations
 
-from costmodel._pytree import pytree_dataclass
 from costmodel.blackhole.ops import (
-    KV_DTYPES,
-    MASK_DTYPES,
-    MAX_CORES_PER_HEAD,
     SDPA_COMBINE_PASSES,
     SDPA_RESCALE_PASSES,
     SOFTMAX_PASSES,
     SOFTMAX_PASSES_NO_MASK,
     barrier_read_us,
-    check_dtype,
-    check_int,
     cycles_us,
     launch_us,
     overlap,
@@ -25,32 +20,9 @@ from costmodel.blackhole.ops import (
     us_of,
 )
 from costmodel.blackhole.params import FitParams
+from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
 from costmodel.hardware import TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax, sceil, smin
-from jaxref.validation import check_choice
-
-
-@pytree_dataclass
-class AttnConfig:
-    """``SDPAProgramConfig`` knobs.
-
-    Attributes:
-      k_chunk: K/V rows per chunk (k_chunk_size), both kernels.
-      q_chunk: query rows per work item (q_chunk_size), standard SDPA only.
-      cores_per_head: max_cores_per_head_batch (<= 16), flash-decode only.
-    """
-
-    k_chunk: float = 128.0
-    q_chunk: float = 32.0
-    cores_per_head: float = 16.0
-
-
-def sdpa_l1_bytes(*, q_rows, k_chunk, head_dim: int, kv_dtype: str, mask_dtype: str, act_dtype: str = "bf16"):
-    """L1 per core of an SDPA work item: Q, double-buffered K/V/mask chunks, the score block, and
-    three output-sized buffers (PV intermediate, running accumulator, output)."""
-    qt, kc, ht = q_rows / TILE, k_chunk / TILE, head_dim / TILE
-    act, kv, mk = tile_bytes(act_dtype), tile_bytes(kv_dtype), tile_bytes(mask_dtype)
-    return qt * ht * act + 2 * 2 * kc * ht * kv + 2 * qt * kc * mk + qt * kc * act + 3 * qt * ht * act
 
 
 def chunk_math_us(hw: Blackhole, fit: FitParams, *, q_tiles, k_tiles, head_tiles, masked: bool, fidelity: str):
@@ -65,7 +37,7 @@ def chunk_math_us(hw: Blackhole, fit: FitParams, *, q_tiles, k_tiles, head_tiles
                      + eltwise_tiles * fit.eltwise_cycles_per_tile)
 
 
-def decode_cores_per_user(hw: Blackhole, attn: AttnConfig, *, users: int, grid_cores: int | None = None,
+def decode_cores_per_user(hw: Blackhole, attn: SdpaProgramConfig, *, users: int, grid_cores: int | None = None,
                           relax: Relax | None = None):
     """Cores per (batch, kv head): min(max_cores_per_head_batch, grid cores // users) (sdpa_decode
     factory); ``grid_cores`` is the program config's grid (default: the chip's ttnn compute grid)."""
@@ -73,7 +45,7 @@ def decode_cores_per_user(hw: Blackhole, attn: AttnConfig, *, users: int, grid_c
     return smin(attn.cores_per_head, float(max(grid // users, 1)), relax=relax)
 
 
-def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows, users: int, q_rows: int,
+def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, smax_rows, users: int, q_rows: int,
                    head_dim: int, kv_dtype: str, mask_dtype: str | None, act_dtype: str = "bf16",
                    fidelity: str = "HiFi2", grid_cores: int | None = None, relax: Relax | None = None):
     """``scaled_dot_product_attention_decode`` over ``smax_rows`` cache rows, us.
@@ -134,7 +106,7 @@ def sdpa_barrier_tiles(grid_cores: int, q_tile_bytes: int) -> int:
     return ((SDPA_BARRIER_BYTES_X_CORES // grid_cores) * SDPA_BARRIER_BYTES_PER_SLOT) // q_tile_bytes
 
 
-def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_rows, q_heads: int,
+def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, smax_rows, q_heads: int,
                      q_rows: int, head_dim: int, kv_dtype: str, mask_dtype: str, act_dtype: str = "bf16",
                      fidelity: str = "HiFi2", relax: Relax | None = None):
     """``scaled_dot_product_attention`` (is_causal=False, additive mask), us.
@@ -172,44 +144,3 @@ def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: AttnConfig, *, smax_ro
     t_final = cycles_us(hw, qc * ht * fit.eltwise_cycles_per_tile)
     return (launch_us(fit, cores, fit.launch_sdpa_us) + fit.dram_latency_us
             + items_per_core * (t_q + chunks * t_chunk + t_final))
-
-
-def validate_attention(attn: AttnConfig, hw: Blackhole, *, mode: str, fold_heads: bool, smax_rows,
-                       seq_len, num_tokens: int, group: int, head_dim: int, kv_dtype: str, mask_dtype: str) -> None:
-    """Raise ValueError unless the attention settings are legal for the port's cache layout."""
-    check_dtype("kv_dtype", kv_dtype, KV_DTYPES)
-    check_dtype("mask_dtype", mask_dtype, MASK_DTYPES)
-    check_choice("attn_mode", mode, ("decode", "standard"))
-    if fold_heads and mode != "standard":
-        raise ValueError(f"fold_heads=True needs attn_mode='standard', got attn_mode={mode!r}")
-    smax_i = check_int("smax", smax_rows, lo=1)
-    s_i = check_int("seq_len", seq_len, lo=0)
-    if smax_i % TILE:
-        raise ValueError(f"smax={smax_i} must be a multiple of {TILE}")
-    if smax_i < s_i + num_tokens:
-        raise ValueError(f"smax={smax_i} must be >= seq_len + num_tokens = {s_i} + {num_tokens} = "
-                         f"{s_i + num_tokens}: the last {num_tokens} cache rows hold the expert's own K/V")
-    k = check_int("k_chunk", attn.k_chunk, lo=TILE)
-    if k % TILE:
-        raise ValueError(f"k_chunk={k} must be a multiple of {TILE}")
-    if smax_i % k:
-        raise ValueError(f"k_chunk={k} must divide smax={smax_i}")
-    if mode == "decode":
-        cph = check_int("cores_per_head", attn.cores_per_head, lo=1)
-        if cph > MAX_CORES_PER_HEAD:
-            raise ValueError(f"cores_per_head={cph} must be <= {MAX_CORES_PER_HEAD} (max_cores_per_head_batch)")
-        q_rows = group * num_tokens
-    else:
-        q_rows = group * num_tokens if fold_heads else num_tokens
-        q = check_int("q_chunk", attn.q_chunk, lo=TILE)
-        if q % TILE:
-            raise ValueError(f"q_chunk={q} must be a multiple of {TILE}")
-        if q_rows % q:
-            raise ValueError(f"q_chunk={q} must divide the {q_rows} query rows per head "
-                             f"({'G*T, heads folded' if fold_heads else 'T'})")
-    q_chunk_rows = q_rows if mode == "decode" else attn.q_chunk
-    l1 = float(sdpa_l1_bytes(q_rows=q_chunk_rows, k_chunk=k, head_dim=head_dim, kv_dtype=kv_dtype,
-                             mask_dtype=mask_dtype))
-    if l1 > float(hw.l1_bytes_per_core):
-        raise ValueError(f"k_chunk={k}: SDPA circular buffers need {l1 / 1024:.0f} KB of L1 per core; "
-                         f"the core has {hw.l1_bytes_per_core / 1024:.0f} KB")

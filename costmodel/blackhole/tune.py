@@ -23,10 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from costmodel import tuning
-from costmodel.blackhole.graph import MATMULS, BlackholeConfig, attention_us, attn_q_rows, matmul_shapes
+from costmodel.blackhole.graph import BlackholeConfig, attention_us, attn_q_rows
 from costmodel.blackhole.ops import matmul_us
 from costmodel.blackhole.params import FitParams
-from costmodel.blackhole.sdpa import AttnConfig, sdpa_l1_bytes, validate_attention
+from costmodel.blackhole.port import MATMULS, matmul_shapes
+from costmodel.blackhole.sdpa_program_config import sdpa_l1_bytes
 from costmodel.compile_options import jit
 from costmodel.hardware import TILE, Blackhole
 from costmodel.smooth import Relax
@@ -41,12 +42,12 @@ def _divisors(n: int) -> list[int]:
 def valid_matmul_configs(name: str, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> list[tuple[int, int]]:
     """Every (in0_block_w, per_core_N) that ``MatmulProgramConfig.validate`` accepts for weight ``name``."""
     M, K, N = matmul_shapes(cfg)[name]
-    base = getattr(bc, name)
+    base, prec = bc.port.matmuls[name], bc.port.precision
     out = []
     for ibw, pcn in itertools.product(_divisors(K // TILE), _divisors(N // TILE)):
         m = dataclasses.replace(base, in0_block_w=float(ibw), per_core_N=float(pcn))
         try:
-            m.validate(name, hw, M=M, K=K, N=N, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype)
+            m.validate(name, hw, M=M, K=K, N=N, weight_dtype=prec.weights, act_dtype=prec.activations)
         except ValueError:
             continue
         out.append((ibw, pcn))
@@ -54,19 +55,19 @@ def valid_matmul_configs(name: str, hw: Blackhole, bc: BlackholeConfig, *, cfg: 
 
 
 def valid_attention_configs(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig) -> list[tuple[int, int]]:
-    """Every (k_chunk, q_chunk) that ``validate_attention`` accepts (q_chunk fixed in decode mode)."""
+    """Every (k_chunk, q_chunk) that ``SdpaProgramConfig.validate`` accepts (q_chunk fixed in decode mode)."""
     smax_i = int(bc.smax)
     q_rows = attn_q_rows(bc, cfg)
+    attn, prec = bc.port.attention, bc.port.precision
     k_opts = [k for k in range(TILE, smax_i + 1, TILE) if smax_i % k == 0]
-    q_opts = [q for q in range(TILE, q_rows + 1, TILE) if q_rows % q == 0] if bc.attn_mode == "standard" \
-        else [int(bc.attn.q_chunk)]
+    q_opts = [q for q in range(TILE, q_rows + 1, TILE) if q_rows % q == 0] if attn.attn_mode == "standard" \
+        else [int(attn.q_chunk)]
     out = []
     for k, q in itertools.product(k_opts, q_opts):
-        a = dataclasses.replace(bc.attn, k_chunk=float(k), q_chunk=float(q))
+        a = dataclasses.replace(attn, k_chunk=float(k), q_chunk=float(q))
         try:
-            validate_attention(a, hw, mode=bc.attn_mode, fold_heads=bc.fold_heads, smax_rows=bc.smax,
-                               seq_len=bc.seq_len, num_tokens=cfg.num_tokens, group=cfg.group,
-                               head_dim=cfg.head_dim, kv_dtype=bc.kv_dtype, mask_dtype=bc.mask_dtype)
+            a.validate(hw, smax=bc.smax, num_tokens=cfg.num_tokens, group=cfg.group, head_dim=cfg.head_dim,
+                       kv_dtype=prec.cache, mask_dtype=prec.mask, act_dtype=prec.activations, fold_heads=bc.fold_heads)
         except ValueError:
             continue
         out.append((k, q))
@@ -76,13 +77,14 @@ def valid_attention_configs(hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertCo
 # ---- per-op cost functions (exact or relaxed), vmappable over the knob arrays ----------------------
 def _matmul_cost(hw, fit, ibw, pcn, *, name, bc, cfg, relax):
     M, K, N = matmul_shapes(cfg)[name]
-    m = dataclasses.replace(getattr(bc, name), in0_block_w=ibw, per_core_N=pcn)
-    return matmul_us(hw, fit, m, M=M, K=K, N=N, weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype,
-                     fidelity=bc.fidelity, fused_activation=(name == "w1"), relax=relax)
+    m = dataclasses.replace(bc.port.matmuls[name], in0_block_w=ibw, per_core_N=pcn)
+    prec = bc.port.precision
+    return matmul_us(hw, fit, m, M=M, K=K, N=N, weight_dtype=prec.weights, act_dtype=prec.activations,
+                     fidelity=bc.port.compute.fidelity, fused_activation=(name == "w1"), relax=relax)
 
 
 def _attn_cost(hw, fit, k_chunk, q_chunk, *, bc, cfg, relax):
-    b = bc.replace(attn=dataclasses.replace(bc.attn, k_chunk=k_chunk, q_chunk=q_chunk))
+    b = bc.replace(attention=dataclasses.replace(bc.port.attention, k_chunk=k_chunk, q_chunk=q_chunk))
     return attention_us(hw, fit, b, cfg=cfg, relax=relax)
 
 
@@ -138,23 +140,25 @@ def relaxed_objective(log_knobs: dict, hw: Blackhole, fit: FitParams, bc: Blackh
     'wqkv'... -> log([in0_block_w, per_core_N]) and 'attention' -> log([k_chunk, q_chunk])."""
     total = 0.0
     l1 = hw.l1_bytes_per_core
+    prec, attn = bc.port.precision, bc.port.attention
     for name in MATMULS:
         _, K, N = matmul_shapes(cfg)[name]
         ibw, pcn = jnp.exp(log_knobs[name][0]), jnp.exp(log_knobs[name][1])
         total = total + _matmul_cost(hw, fit, ibw, pcn, name=name, bc=bc, cfg=cfg, relax=relax)
-        m = dataclasses.replace(getattr(bc, name), in0_block_w=ibw, per_core_N=pcn)
-        Kt, Nt, cores = K // TILE, N // TILE, getattr(bc, name).grid_x * getattr(bc, name).grid_y
-        total = total + _penalty_us(m.l1_bytes(weight_dtype=bc.weight_dtype, act_dtype=bc.act_dtype) / l1 - 1.0)
+        base = bc.port.matmuls[name]
+        m = dataclasses.replace(base, in0_block_w=ibw, per_core_N=pcn)
+        Kt, Nt, cores = K // TILE, N // TILE, base.grid_x * base.grid_y
+        total = total + _penalty_us(m.l1_bytes(weight_dtype=prec.weights, act_dtype=prec.activations) / l1 - 1.0)
         total = total + _penalty_us(Nt / pcn / cores - 1.0) + _penalty_us(ibw / Kt - 1.0)
         total = total + _penalty_us(1.0 - ibw) + _penalty_us(1.0 - pcn) + _penalty_us(pcn / Nt - 1.0)
     k, q = jnp.exp(log_knobs["attention"][0]), jnp.exp(log_knobs["attention"][1])
     total = total + _attn_cost(hw, fit, k, q, bc=bc, cfg=cfg, relax=relax)
     q_rows = attn_q_rows(bc, cfg)
-    sdpa_rows = q_rows if bc.attn_mode == "decode" else q
-    total = total + _penalty_us(sdpa_l1_bytes(q_rows=sdpa_rows, k_chunk=k, head_dim=cfg.head_dim, kv_dtype=bc.kv_dtype,
-                                              mask_dtype=bc.mask_dtype, act_dtype=bc.act_dtype) / l1 - 1.0)
+    sdpa_rows = q_rows if attn.attn_mode == "decode" else q
+    total = total + _penalty_us(sdpa_l1_bytes(q_rows=sdpa_rows, k_chunk=k, head_dim=cfg.head_dim, kv_dtype=prec.cache,
+                                              mask_dtype=prec.mask, act_dtype=prec.activations) / l1 - 1.0)
     total = total + _penalty_us(TILE / k - 1.0) + _penalty_us(k / bc.smax - 1.0)
-    if bc.attn_mode == "standard":
+    if attn.attn_mode == "standard":
         total = total + _penalty_us(TILE / q - 1.0) + _penalty_us(q / q_rows - 1.0)
     return total
 
@@ -187,8 +191,9 @@ def gradient_tune(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: Ex
     ``relax`` defaults to ``Relax()``.
     """
     relax = Relax() if relax is None else relax
-    start = {name: (float(getattr(bc, name).in0_block_w), float(getattr(bc, name).per_core_N)) for name in MATMULS}
-    start["attention"] = (float(bc.attn.k_chunk), float(bc.attn.q_chunk))
+    attn = bc.port.attention
+    start = {name: (float(m.in0_block_w), float(m.per_core_N)) for name, m in bc.port.matmuls.items()}
+    start["attention"] = (float(attn.k_chunk), float(attn.q_chunk))
     x0 = {k: jnp.log(jnp.asarray(v, jnp.float32)) for k, v in start.items()}
     leaves, treedef = jax.tree_util.tree_flatten(bc)
     x, vals = _descend(x0, hw, fit, leaves, bc_static=treedef, cfg=cfg, relax=relax, steps=steps, lr=lr)
@@ -197,8 +202,8 @@ def gradient_tune(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: Ex
         relaxed = tuple(float(v) for v in jnp.exp(x[op]))
         valid = (valid_attention_configs(hw, bc, cfg=cfg) if op == "attention"
                  else valid_matmul_configs(op, hw, bc, cfg=cfg))
-        if op == "attention" and bc.attn_mode == "decode":
-            relaxed = (relaxed[0], float(bc.attn.q_chunk))  # q_chunk is unused by the decode kernel
+        if op == "attention" and attn.attn_mode == "decode":
+            relaxed = (relaxed[0], float(attn.q_chunk))  # q_chunk is unused by the decode kernel
         cand = project(op, relaxed, valid)
         t = _score(hw, fit, bc, cfg, op, cand)
         i = int(np.argmin(t))
@@ -211,11 +216,11 @@ def gradient_tune(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: Ex
 
 def apply_configs(bc: BlackholeConfig, per_op: dict) -> BlackholeConfig:
     """``bc`` with the tuned configs of ``per_op`` ({op: {"config": (a, b)}}) applied."""
-    changes = {name: dataclasses.replace(getattr(bc, name), in0_block_w=float(per_op[name]["config"][0]),
-                                         per_core_N=float(per_op[name]["config"][1])) for name in MATMULS}
+    matmuls = bc.port.matmuls.replace(**{
+        name: dataclasses.replace(bc.port.matmuls[name], in0_block_w=float(per_op[name]["config"][0]),
+                                  per_core_N=float(per_op[name]["config"][1])) for name in MATMULS})
     k, q = per_op["attention"]["config"]
-    changes["attn"] = AttnConfig(float(k), float(q), float(bc.attn.cores_per_head))
-    return bc.replace(**changes)
+    return bc.replace(matmuls=matmuls, k_chunk=float(k), q_chunk=float(q))
 
 
 __all__ = [

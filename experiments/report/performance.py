@@ -46,22 +46,22 @@ def shapes(quick: bool) -> dict:
 def random_batch(n: int, rng: np.random.Generator, *, kv_dtype: str = "bf16"):
     """A ``BlackholeConfig`` whose leaves are [n] arrays of random valid settings: (in0_block_w, per_core_N)
     of the five matmuls drawn from their valid sets, k_chunk in {128, 256, 512}, Smax in {5120, 6144, 8192}."""
-    from costmodel.blackhole import MATMULS, AttnConfig, BlackholeConfig
+    from costmodel.blackhole import MATMULS, BlackholeConfig
     from costmodel.blackhole.tune import valid_matmul_configs
     from costmodel.hardware import blackhole_p150a
 
     hw = blackhole_p150a()
-    bc = BlackholeConfig.port(CFG, kv_dtype=kv_dtype)
+    bc = BlackholeConfig.for_expert(CFG, cache=kv_dtype)
     changes = {}
     for name in MATMULS:
         valid = np.asarray(valid_matmul_configs(name, hw, bc, cfg=CFG), np.float32)
         pick = valid[rng.integers(0, len(valid), n)]
-        changes[name] = dataclasses.replace(getattr(bc, name), in0_block_w=jnp.asarray(pick[:, 0]),
+        changes[name] = dataclasses.replace(bc.port.matmuls[name], in0_block_w=jnp.asarray(pick[:, 0]),
                                             per_core_N=jnp.asarray(pick[:, 1]), per_core_M=jnp.full(n, 2.0))
     k = np.asarray([128.0, 256.0, 512.0], np.float32)[rng.integers(0, 3, n)]
     smax = np.asarray([5120.0, 6144.0, 8192.0], np.float32)[rng.integers(0, 3, n)]
-    return bc.replace(smax=jnp.asarray(smax), seq_len=jnp.full(n, 4700.0),
-                      attn=AttnConfig(jnp.asarray(k), jnp.full(n, 32.0), jnp.full(n, 16.0)), **changes)
+    return bc.replace(smax=jnp.asarray(smax), seq_len=jnp.full(n, 4700.0), matmuls=bc.port.matmuls.replace(**changes),
+                      k_chunk=jnp.asarray(k), q_chunk=jnp.full(n, 32.0), cores_per_head=jnp.full(n, 16.0))
 
 
 def costmodel_throughput(*, n: int, reps: int, single: int, overrides: dict[str, float]) -> dict:
@@ -81,7 +81,7 @@ def costmodel_throughput(*, n: int, reps: int, single: int, overrides: dict[str,
     if out.shape != (n,) or not np.isfinite(out).all():
         raise ValueError(f"sweep returned shape {out.shape} with {int((~np.isfinite(out)).sum())} non-finite values")
     med = time_repeats({"sweep": sweep}, reps=reps, warmup=0)["sweep"].median_s
-    bc = BlackholeConfig.port(CFG)
+    bc = BlackholeConfig.for_expert(CFG)
     evaluate(hw, fit, bc, cfg=CFG)  # compile
     _, loop_s, _ = time_call(lambda: [evaluate(hw, fit, bc.replace(smax=float(5120 + 1024 * (i % 3))), cfg=CFG)
                                       for i in range(single)])

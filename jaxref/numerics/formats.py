@@ -5,9 +5,12 @@ against ttnn in ``tests/test_numerics_ttnn.py``)."""
 
 from __future__ import annotations
 
+from jaxref.validation import choices_of
+from jaxref.vocabulary import NumberFormat
+
 TILE = 32  # tile edge (rows = columns), elements; ttnn pads TILE-layout tensors to multiples of it
 FACE_ROW = 16  # elements of one face row of a 32x32 tile (four 16x16 faces): one shared bfp exponent
-FORMATS = ("fp32", "bf16", "bfp8", "bfp4")  # storage formats the golden emulates
+FORMATS: tuple[str, ...] = choices_of(NumberFormat)  # storage formats the golden emulates
 # Magnitude bits of a block-float element (sign separate, no hidden bit): bfloat8_b / bfloat4_b.
 MANTISSA_BITS: dict[str, int] = {"bfp8": 7, "bfp4": 3}
 _ELEM_BITS = {"fp32": 32, "bf16": 16, **{f: 1 + w for f, w in MANTISSA_BITS.items()}}
