@@ -1,6 +1,6 @@
 """One tuning framework for the cost models: relax, descend, project onto legal neighbours, score.
 
-A tuner (``costmodel.ahbm.tune``, ``costmodel.blackhole.tune``) supplies
+A tuner (``costmodel.ahbm.tune``, ``costmodel.blackhole.knob_search``) supplies
 
 * a relaxed loss over continuous coordinates (log of each integer knob) that ``descend`` runs
   optax Adam on (inside the caller's ``jax.jit``),

@@ -34,8 +34,8 @@ from costmodel.blackhole.port import Port
 from device.emulation import Emulation
 from device.graph import TTExpert
 from device.host import final_norm_from_hf, layer_from_hf
-from device.op_report import write_op_report
 from device.parity_model import GeneratedModel
+from device.recorded_report import write_op_report
 from device.recorder import Recorder
 from jaxref.action import action_in_proj
 from jaxref.config import ExpertConfig

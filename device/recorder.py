@@ -4,7 +4,7 @@
 config constructors, host tensors) is logged by dotted name, positional count and keyword names,
 so a test can check each against the installed ttnn, and device ops additionally log their tensor
 shapes / dtypes / layouts and non-tensor keyword values (program configs) - the rows of a
-profiler op report ``device.op_report`` writes, and what ``tests/test_device_costmodel_graph.py``
+profiler op report ``device.recorded_report`` writes, and what ``tests/test_device_costmodel_graph.py``
 compares with the cost model's layer op list. With ``sync`` (a chip run's eager profiling pass)
 each device op is bracketed by ``synchronize_device`` and its host wall time recorded.
 """

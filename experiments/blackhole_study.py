@@ -19,12 +19,12 @@ import argparse
 import json
 import pathlib
 
-from costmodel.blackhole import BlackholeConfig, evaluate, plans, tune
+from costmodel.blackhole import BlackholeConfig, evaluate, knob_search, plans
 from costmodel.blackhole.fit import load_calibration
+from costmodel.blackhole.holdout import validate_rows
 from costmodel.blackhole.intervals import delta_intervals, intervals
 from costmodel.blackhole.roofline import gap_table, measured_op_times, measured_step_ms
 from costmodel.blackhole.rows import load_rows
-from costmodel.blackhole.validation import validate_rows
 from costmodel.hardware import Blackhole, blackhole_p150a
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
 from jaxref.config import ExpertConfig
@@ -141,10 +141,10 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     lines.append(md_table(["plan", "model ms", "90% of draws", "P(reach)", "layer-0 PCC"], rows))
     if not quick:
         start = BlackholeConfig.for_expert(CFG, matmuls="default")
-        gr, ex = tune.gradient_tune(hw, cal.params, start, cfg=CFG), tune.exhaustive(hw, cal.params, start, cfg=CFG)
+        gr, ex = knob_search.gradient_tune(hw, cal.params, start, cfg=CFG), knob_search.exhaustive(hw, cal.params, start, cfg=CFG)
         s = {k: evaluate(hw, cal.params, b, cfg=CFG)["step_ms"] for k, b in
-             (("default", start), ("gradient", tune.apply_configs(start, gr["per_op"])),
-              ("exhaustive", tune.apply_configs(start, ex["per_op"])), ("port tuned", port))}
+             (("default", start), ("gradient", knob_search.apply_configs(start, gr["per_op"])),
+              ("exhaustive", knob_search.apply_configs(start, ex["per_op"])), ("port tuned", port))}
         results["tuning_step_ms"] = s
         results["tuning_evaluations"] = {"gradient": gr["evaluations"], "exhaustive": ex["evaluations"]}
         lines += ["", (f"Tuning from ttnn's default matmul configs: step {s['default']:.2f} ms -> gradient "

@@ -135,6 +135,16 @@ def cli_main(parser: argparse.ArgumentParser, argv: Iterable[str] | None,
     return 0 if status is None else status
 
 
+def cli_run(parser: argparse.ArgumentParser, argv: Iterable[str] | None, body: Callable[[argparse.Namespace], object]):
+    """``cli_main`` for a command that Python callers also run: returns ``body(args)``'s result; bad input
+    is ``<prog>: error: <message>`` on stderr and ``SystemExit(2)`` (``--help``: ``SystemExit(0)``)."""
+    results = []
+    status = cli_main(parser, argv, lambda args: results.append(body(args)))
+    if status or not results:
+        raise SystemExit(status)
+    return results[0]
+
+
 def dumps_strict(obj, **kwargs) -> str:
     """``json.dumps`` that refuses NaN / Infinity (ValueError naming the first non-finite key path)."""
     try:

@@ -7,7 +7,7 @@ import pytest
 
 from costmodel.blackhole import MATMULS, BlackholeConfig, evaluate, load_fitted
 from costmodel.blackhole.cli import main
-from costmodel.blackhole.tune import valid_matmul_configs
+from costmodel.blackhole.knob_search import valid_matmul_configs
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
 

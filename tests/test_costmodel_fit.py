@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from costmodel.blackhole import FitParams, fit, rows
+from costmodel.blackhole.holdout import row_intervals
 from costmodel.blackhole.params import CALIBRATION_PATH, DATA_DIR, DRAM_EFF_MAX, PARAM_NAMES, param_info
-from costmodel.blackhole.validation import row_intervals
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from costmodel.blackhole import BlackholeConfig, fit, rows, step_breakdown
+from costmodel.blackhole.holdout import leave_one_group_out, row_intervals
 from costmodel.blackhole.intervals import delta_intervals, intervals, model_values
-from costmodel.blackhole.validation import leave_one_group_out, row_intervals
 from costmodel.compile_options import jit
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig

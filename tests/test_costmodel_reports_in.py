@@ -14,8 +14,8 @@ from costmodel.blackhole import BlackholeConfig, evaluate, fit
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.fit import PARAM_BOUNDS
 from costmodel.blackhole.opspecs import EltwiseSpec, FillCacheSpec, MatmulSpec, NormSpec
-from costmodel.blackhole.profiler_csv import MODELLED, invalid_duration, read_report
 from costmodel.blackhole.program_config import MatmulProgramConfig
+from costmodel.blackhole.report_reader import MODELLED, invalid_duration, read_report
 from costmodel.hardware import blackhole
 from jaxref.config import ExpertConfig
 

@@ -68,7 +68,7 @@ def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
     from costmodel.blackhole import BlackholeConfig, layer_op_specs
     from costmodel.blackhole.opspecs import MatmulSpec, NormSpec
     from costmodel.blackhole.port import Port
-    from costmodel.blackhole.profiler_csv import MODELLED, read_report
+    from costmodel.blackhole.report_reader import MODELLED, read_report
     from costmodel.hardware import blackhole
 
     out = tmp_path / "o"
@@ -114,7 +114,7 @@ def test_chip_op_report_carries_measured_durations_into_calibrate(tmp_path, monk
     """On a chip with the device profiler on, ops.csv carries ttnn's measured kernel durations and
     goes straight into calibrate --ops-csv."""
     from costmodel.blackhole.cli import main as costmodel_main
-    from costmodel.blackhole.profiler_csv import MODELLED, read_report
+    from costmodel.blackhole.report_reader import MODELLED, read_report
 
     monkeypatch.setenv("TT_METAL_DEVICE_PROFILER", "1")
     assert parity.main(["--preset", "alpamayo_tt", "--num-layers", "2", "--no-sample", "--out", str(tmp_path)]) == 0

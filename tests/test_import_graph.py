@@ -97,7 +97,7 @@ def test_import_graph_sees_known_edges():
     g = import_graph(module_files())
     assert "jaxref.vocabulary" in g["jaxref.validation"] or "jaxref.vocabulary" in g["costmodel.hardware"]
     assert "costmodel.blackhole.program_config" in g["costmodel.blackhole.port"]
-    assert "costmodel.tuning" in g["costmodel.blackhole.tune"] or any("costmodel.tuning" in v for v in g.values())
+    assert "costmodel.tuning" in g["costmodel.blackhole.knob_search"] or any("costmodel.tuning" in v for v in g.values())
 
 
 def test_no_import_cycle():

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import pathlib
 import shlex
@@ -38,12 +37,12 @@ from costmodel.blackhole.intervals import LEVEL, delta_intervals, intervals
 from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.params import CALIBRATION_PATH, PARAM_NAMES, param_info
 from costmodel.blackhole.port import MATMULS
-from costmodel.blackhole.profiler_csv import read_report, write_csv
+from costmodel.blackhole.report_reader import read_report, write_csv
 from costmodel.blackhole.rows import load_rows
 from costmodel.hardware import BLACKHOLE_PRESETS, Blackhole, blackhole
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
 from jaxref.config import ExpertConfig
-from jaxref.validation import choices_of, dumps_strict, nonnegative_int, output_file, positive_int
+from jaxref.validation import choices_of, cli_run, dumps_strict, nonnegative_int, output_file, positive_int
 from jaxref.vocabulary import AttnMode, CacheFormat, MaskFormat, MathFidelity, MatmulChoice, WeightFormat
 
 TOTALS_MS = {"step_us": "step_ms", "step_full_us": "step_full_ms", "sample_us": "sample_ms"}
@@ -240,7 +239,8 @@ def calibrate(argv: list[str]) -> dict:
                                                                     "stored rows)")
     p.add_argument("--device-id", default="first", help="with --ops-csv: DEVICE ID to fit, 'first' (the lowest; "
                                                         "default) or 'all'")
-    p.add_argument("--hw", default=None, help="p150a | p100a (default: from the report's DEVICE ARCH)")
+    p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS),
+                   help="Blackhole board (default: from the report's DEVICE ARCH)")
     p.add_argument("--force-arch", action="store_true", help="fit a report of another architecture (Wormhole) "
                                                              "with the Blackhole model anyway")
     p.add_argument("--with-stored", action="store_true", help="with --ops-csv: fit the stored rows as well")
@@ -250,7 +250,10 @@ def calibrate(argv: list[str]) -> dict:
     p.add_argument("--write", action="store_true", help=f"write the calibration JSON to {CALIBRATION_PATH}")
     p.add_argument("--steps", type=int, default=60, help="Levenberg-Marquardt iterations")
     p.add_argument("--json", action="store_true", help="print the calibration as JSON")
-    args = p.parse_args(argv)
+    return cli_run(p, argv, lambda args: _calibrate(args, p))
+
+
+def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
     out = pathlib.Path(args.out) if args.out else (CALIBRATION_PATH if args.write else None)
     _check_out(p, out)  # before the fit: a bad path should not cost a fit
     if args.steps < 1:
@@ -261,7 +264,7 @@ def calibrate(argv: list[str]) -> dict:
         p.error("--with-stored needs --ops-csv")
     prior, hw = None, None
     try:
-        hw = None if args.hw is None else blackhole(args.hw)
+        hw = None if args.board is None else blackhole(args.board)
         if args.ops_csv is not None:
             report = read_report(args.ops_csv, hw=hw, force_arch=args.force_arch,
                                  device_id=args.device_id if not args.device_id.isdigit() else int(args.device_id))
@@ -291,7 +294,7 @@ def calibrate(argv: list[str]) -> dict:
     if out is not None:
         fitting.write_calibration(cal, table, out)
     if args.json:
-        print(json.dumps(cal.to_json(), indent=1))
+        print(dumps_strict(cal.to_json(), indent=1))
         return cal.to_json()
     print(fitting.format_report(table))
     info = cal.info
@@ -320,7 +323,7 @@ def main(argv: list[str] | None = None) -> dict:
     if argv[:1] == ["calibrate"]:
         return calibrate(argv[1:])
     if argv[:1] == ["validate"]:
-        from costmodel.blackhole.validation import validate_main
+        from costmodel.blackhole.holdout import validate_main
 
         return validate_main(argv[1:])
     if argv[:1] == ["tune"]:  # the what-if flags give its starting setting
@@ -330,17 +333,14 @@ def main(argv: list[str] | None = None) -> dict:
 
         return plan_main(argv[1:])
     parser = _parser()
-    args = parser.parse_args(argv)
-    try:
+
+    def body(args):
         result = whatif(args, parser)
-    except ValueError as e:
-        parser.error(str(e))
-    try:
         text = dumps_strict(result, indent=2)  # a non-finite number is an error, in text output too
-    except ValueError as e:
-        parser.error(str(e))
-    if args.json:
-        print(text)
-    else:
-        _print_whatif(result, ExpertConfig.preset(args.preset).num_steps)
-    return result
+        if args.json:
+            print(text)
+        else:
+            _print_whatif(result, ExpertConfig.preset(args.preset).num_steps)
+        return result
+
+    return cli_run(parser, argv, body)

@@ -7,7 +7,7 @@ runs gradient descent on the relaxed knobs (in0_block_w, per_core_N per matmul; 
 projects to valid configs and compares with the exhaustive per-op search over every valid config.
 The report's Blackhole section (``python -m experiments.report --sections blackhole``) shows the
 summary; this prints every op. (The held-out check of every row is ``... validate``:
-``costmodel.blackhole.validation.validate_main``.)
+``costmodel.blackhole.holdout.validate_main``.)
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 
 from costmodel.blackhole import fit as fitting
-from costmodel.blackhole import tune as tuning
+from costmodel.blackhole import knob_search as tuning
 from costmodel.blackhole.graph import evaluate
 from costmodel.blackhole.params import CALIBRATION_PATH
 from costmodel.blackhole.port import MATMULS
 from jaxref.timing import time_call
-from jaxref.validation import positive_int
+from jaxref.validation import cli_run, positive_int
 
 
 def tune(argv: list[str], p: argparse.ArgumentParser, config_from_args) -> dict:
@@ -33,7 +33,10 @@ def tune(argv: list[str], p: argparse.ArgumentParser, config_from_args) -> dict:
     p.description = ("Gradient tuning of the matmul / SDPA knobs from the setting given by the what-if flags "
                      "(e.g. --matmuls default: ttnn's heuristic) vs exhaustive per-op search over valid configs.")
     p.add_argument("--steps", type=positive_int, default=300, help="gradient steps on the relaxed knobs")
-    args = p.parse_args(argv)
+    return cli_run(p, argv, lambda args: _tune(args, p, config_from_args))
+
+
+def _tune(args: argparse.Namespace, p: argparse.ArgumentParser, config_from_args) -> dict:
     unused = [flag for flag, v in (("--vs", args.vs is not None), ("--draws", args.draws), ("--emit-csv", args.emit_csv),
                                    ("--json", args.json)) if v]
     if unused:

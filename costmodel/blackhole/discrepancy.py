@@ -32,6 +32,7 @@ import pathlib
 import numpy as np
 
 from costmodel.blackhole.params import DATA_DIR
+from jaxref.validation import dumps_strict
 
 DISCREPANCY_PATH = DATA_DIR / "discrepancy.json"
 SHRINK_ROWS = 3.0  # pseudo-rows of the pooled tau in each class estimate
@@ -203,4 +204,4 @@ def write_discrepancy(d: Discrepancy, path: str | pathlib.Path = DISCREPANCY_PAT
     doc = {"description": "Model-discrepancy sds (log space) of the Blackhole op models, estimated from "
                           "held-out predictions (costmodel.blackhole.discrepancy); written by "
                           "`python -m costmodel.blackhole validate --write`", **d.to_json()}
-    pathlib.Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    pathlib.Path(path).write_text(dumps_strict(doc, indent=1) + "\n")  # strict JSON: no NaN / Infinity

@@ -47,6 +47,7 @@ from costmodel.blackhole.rows import Row, load_rows, predict
 from costmodel.compile_options import jit
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
+from jaxref.validation import dumps_strict
 
 PRIOR_SD = math.log(10.0)  # sd of the prior per unconstrained coordinate
 SIGMA_REF = 0.05  # log-space row error assumed while fitting (weighs the prior); re-estimated after
@@ -382,4 +383,4 @@ def write_calibration(cal: Calibration, table: list[dict], path: str | pathlib.P
            "units": {k: param_info(k)["unit"] for k in PARAM_NAMES},
            "rows": [{"table": r["table"], "name": r["name"], "role": r["role"], "measured": [r["lo"], r["hi"]],
                      "predicted": round(r["predicted"], 3), "error": round(r["error"], 4)} for r in table]}
-    pathlib.Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    pathlib.Path(path).write_text(dumps_strict(doc, indent=1) + "\n")  # strict JSON: no NaN / Infinity

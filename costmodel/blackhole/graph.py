@@ -224,7 +224,7 @@ def step_us(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: ExpertCo
 @functools.partial(jit, static_argnames=("cfg",))
 def sweep_step_us(hw: Blackhole, fit: FitParams, bc_batch: BlackholeConfig, *, cfg: ExpertConfig) -> jax.Array:
     """Exact traced-step time (us) of a batch of settings: every leaf of ``bc_batch`` has a leading
-    axis [B]; returns [B]. No validation: feed it configs from ``costmodel.blackhole.tune``'s valid sets."""
+    axis [B]; returns [B]. No validation: feed it configs from ``costmodel.blackhole.knob_search``'s valid sets."""
     return jax.vmap(lambda b: step_us(hw, fit, b, cfg=cfg))(bc_batch)
 
 

@@ -56,9 +56,17 @@ from costmodel.blackhole.port import MatmulConfigs, Port
 from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.roofline import measured_step_ms
 from costmodel.compile_options import jit
-from costmodel.hardware import TILE, Blackhole, blackhole
+from costmodel.hardware import BLACKHOLE_PRESETS, TILE, Blackhole, blackhole
 from jaxref.config import ExpertConfig
-from jaxref.validation import check_choice, choices_of
+from jaxref.validation import (
+    check_choice,
+    choices_of,
+    cli_run,
+    dumps_strict,
+    finite_float,
+    nonnegative_int,
+    positive_int,
+)
 from jaxref.vocabulary import CacheFormat, WeightFormat
 
 PORT = Port.for_expert(ExpertConfig.alpamayo_tt())  # the measured port: each option's first value
@@ -314,24 +322,19 @@ def plan_main(argv: list[str]) -> dict:
                                             "fused add+norm, matmul configs, SDPA kernel, weight format) predicted "
                                             "to reach a target step time, with P(reach) under correlated draws of "
                                             "the model's uncertainty and the golden's accuracy cost.")
-    p.add_argument("--target-ms", type=float, default=30.0)
-    p.add_argument("--draws", type=int, default=256)
-    p.add_argument("--hw", default="p150a", help="p150a | p100a")
-    p.add_argument("--top", type=int, default=12, help="plans to print")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--target-ms", type=finite_float, default=30.0)
+    p.add_argument("--draws", type=positive_int, default=256)
+    p.add_argument("--board", default="p150a", choices=sorted(BLACKHOLE_PRESETS), help="Blackhole board")
+    p.add_argument("--top", type=positive_int, default=12, help="plans to print")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    try:
-        if args.top < 1:
-            raise ValueError(f"top={args.top} must be >= 1")
-        result = search(args.target_ms, hw=blackhole(args.hw), draws=args.draws, seed=args.seed)
-    except ValueError as e:
-        p.error(str(e))
-    if args.json:
-        print(json.dumps(result, indent=1))
-    else:
-        print(format_plans(result, top=args.top))
-    return result
+
+    def body(args):
+        result = search(args.target_ms, hw=blackhole(args.board), draws=args.draws, seed=args.seed)
+        print(dumps_strict(result, indent=1) if args.json else format_plans(result, top=args.top))
+        return result
+
+    return cli_run(p, argv, body)
 
 
 __all__ = ["OPTIONS", "PORT_PLAN", "QUICK_OPTIONS", "check_plan", "describe", "format_plans", "plan_changes", "plan_config",

@@ -47,7 +47,7 @@ def random_batch(n: int, rng: np.random.Generator, *, kv_dtype: str = "bf16"):
     """A ``BlackholeConfig`` whose leaves are [n] arrays of random valid settings: (in0_block_w, per_core_N)
     of the five matmuls drawn from their valid sets, k_chunk in {128, 256, 512}, Smax in {5120, 6144, 8192}."""
     from costmodel.blackhole import MATMULS, BlackholeConfig
-    from costmodel.blackhole.tune import valid_matmul_configs
+    from costmodel.blackhole.knob_search import valid_matmul_configs
     from costmodel.hardware import blackhole_p150a
 
     hw = blackhole_p150a()

@@ -1,7 +1,7 @@
 """The parity run's per-op report: recorded device-op calls as a tt-metal profiler op report.
 
 ``records_of_calls`` turns the calls a ``device.recorder.Recorder`` logged (one eager pass) into
-``costmodel.blackhole.opreport.OpRecord`` rows: real op codes, ``ATTRIBUTES`` with the program /
+``costmodel.blackhole.report_schema.OpRecord`` rows: real op codes, ``ATTRIBUTES`` with the program /
 compute-kernel configs the graph passed (printed as ttnn prints them), input / output shapes,
 formats and memory. Views (``reshape``) launch no device program and have no row. Durations:
 
@@ -19,9 +19,16 @@ import enum
 import pathlib
 
 from costmodel.blackhole.fit import load_calibration
-from costmodel.blackhole.opreport import DURATION, OpRecord, TensorDesc, format_config, shape4, write_report
-from costmodel.blackhole.profiler_csv import MODELLED, matmul_program_config, model_cores, read_report
 from costmodel.blackhole.program_config import MatmulProgramConfig
+from costmodel.blackhole.report_reader import MODELLED, matmul_program_config, model_cores, read_report
+from costmodel.blackhole.report_schema import (
+    DURATION,
+    OpRecord,
+    TensorDesc,
+    format_config,
+    shape4,
+    write_report,
+)
 
 OP_CODE = {"rms_norm": "LayerNormDeviceOperation", "linear": "MatmulDeviceOperation",
            "add": "BinaryNgDeviceOperation", "mul": "BinaryNgDeviceOperation",

@@ -8,17 +8,28 @@ Coverage is the fraction of measured values inside their 90% prediction interval
 
 from __future__ import annotations
 
+import argparse
 import math
 
 import jax.numpy as jnp
 import numpy as np
 
-from costmodel.blackhole.discrepancy import Discrepancy, Domain, estimate, op_class, op_kind
-from costmodel.blackhole.fit import Calibration, fit, residuals_and_jacobian
+from costmodel.blackhole.discrepancy import (
+    DISCREPANCY_PATH,
+    Discrepancy,
+    Domain,
+    estimate,
+    op_class,
+    op_kind,
+    write_discrepancy,
+)
+from costmodel.blackhole.fit import Calibration, fit, load_calibration, residuals_and_jacobian
 from costmodel.blackhole.intervals import LEVEL, quantile
-from costmodel.blackhole.rows import Row
+from costmodel.blackhole.params import CALIBRATION_PATH
+from costmodel.blackhole.rows import Row, load_rows
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
+from jaxref.validation import cli_run, dumps_strict
 
 
 def row_intervals(cal: Calibration, rows: list[Row], *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
@@ -206,14 +217,6 @@ def format_validation(result: dict) -> str:
 def validate_main(argv: list[str]) -> dict:
     """``python -m costmodel.blackhole validate``: print the validation table; ``--write`` stores the
     discrepancy the intervals use (``data/discrepancy.json``). Bad input exits 2 with ``error: ...``."""
-    import argparse
-    import json
-
-    from costmodel.blackhole.discrepancy import DISCREPANCY_PATH, write_discrepancy
-    from costmodel.blackhole.fit import load_calibration
-    from costmodel.blackhole.params import CALIBRATION_PATH
-    from costmodel.blackhole.rows import load_rows
-
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole validate",
                                 description="Every measured row (the port's and public ones) predicted without its "
                                             "own data (leave-one-group-out refits; validation rows by the full fit), "
@@ -224,14 +227,14 @@ def validate_main(argv: list[str]) -> dict:
     p.add_argument("--write", action="store_true", help=f"store the estimated discrepancy in {DISCREPANCY_PATH}")
     p.add_argument("--out", default=None, metavar="FILE", help="store the estimated discrepancy here instead")
     p.add_argument("--json", action="store_true", help="print JSON")
-    args = p.parse_args(argv)
-    try:
-        if args.steps < 1:
-            raise ValueError(f"steps={args.steps} must be >= 1")
-        full = load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
-        result = validate_rows(load_rows(), full, steps=args.steps)
-    except ValueError as e:
-        p.error(str(e))
+    return cli_run(p, argv, _validate)
+
+
+def _validate(args: argparse.Namespace) -> dict:
+    if args.steps < 1:
+        raise ValueError(f"steps={args.steps} must be >= 1")
+    full = load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
+    result = validate_rows(load_rows(), full, steps=args.steps)
     out = args.out or (DISCREPANCY_PATH if args.write else None)
     if out is not None:
         write_discrepancy(result["discrepancy"], out)
@@ -239,7 +242,7 @@ def validate_main(argv: list[str]) -> dict:
            "discrepancy": result["discrepancy"].to_json(),
            "rows": [{k: v for k, v in e.items() if k != "z"} for e in result["rows"]]}
     if args.json:
-        print(json.dumps(doc, indent=1))
+        print(dumps_strict(doc, indent=1))
     else:
         print(format_validation(result))
         if out is not None:

@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from costmodel.blackhole import MATMULS, BlackholeConfig, evaluate, load_fitted, tune
+from costmodel.blackhole import MATMULS, BlackholeConfig, evaluate, knob_search, load_fitted
 from costmodel.hardware import blackhole_p150a
 from jaxref.config import ExpertConfig
 
@@ -29,17 +29,18 @@ def test_valid_set_equals_what_the_evaluator_accepts():
     for ibw, pcn in itertools.product(range(1, 2048 // 32 + 1), range(1, 1536 // 32 + 1)):
         if (2048 // 32) % ibw or (1536 // 32) % pcn:  # cheap pre-filter; the evaluator re-checks below
             continue
-        if _accepted_by_evaluator(START.replace(wo=dataclasses.replace(START.wo, in0_block_w=float(ibw),
-                                                                       per_core_N=float(pcn)))):
+        if _accepted_by_evaluator(START.replace(matmuls=START.port.matmuls.replace(
+                wo=dataclasses.replace(START.port.matmuls["wo"], in0_block_w=float(ibw), per_core_N=float(pcn))))):
             brute.append((ibw, pcn))
-    assert sorted(tune.valid_matmul_configs("wo", HW, START, cfg=CFG)) == sorted(brute)
+    assert sorted(knob_search.valid_matmul_configs("wo", HW, START, cfg=CFG)) == sorted(brute)
     # and the pre-filter did not hide anything: a non-divisor is rejected by the evaluator
-    assert not _accepted_by_evaluator(START.replace(wo=dataclasses.replace(START.wo, in0_block_w=3.0)))
+    wo3 = dataclasses.replace(START.port.matmuls["wo"], in0_block_w=3.0)
+    assert not _accepted_by_evaluator(START.replace(matmuls=START.port.matmuls.replace(wo=wo3)))
 
 
 @pytest.fixture(scope="module")
 def searches():
-    return tune.exhaustive(HW, FIT, START, cfg=CFG), tune.gradient_tune(HW, FIT, START, cfg=CFG)
+    return knob_search.exhaustive(HW, FIT, START, cfg=CFG), knob_search.gradient_tune(HW, FIT, START, cfg=CFG)
 
 
 @pytest.mark.parametrize("op", ["w2", "attention"])
@@ -48,25 +49,25 @@ def test_exhaustive_matches_brute_force_step(op, searches):
     ex, _ = searches
     best = None
     if op == "attention":
-        for k, q in tune.valid_attention_configs(HW, START, cfg=CFG):
+        for k, q in knob_search.valid_attention_configs(HW, START, cfg=CFG):
             t = evaluate(HW, FIT, START.replace(k_chunk=float(k), q_chunk=float(q)), cfg=CFG)["step_ms"]
             best = min(best or (t, (k, q)), (t, (k, q)))
     else:
-        for ibw, pcn in tune.valid_matmul_configs(op, HW, START, cfg=CFG):
+        for ibw, pcn in knob_search.valid_matmul_configs(op, HW, START, cfg=CFG):
             mm = dataclasses.replace(START.port.matmuls[op], in0_block_w=float(ibw), per_core_N=float(pcn))
             bc = START.replace(matmuls=START.port.matmuls.replace(**{op: mm}))
             t = evaluate(HW, FIT, bc, cfg=CFG)["step_ms"]
             best = min(best or (t, (ibw, pcn)), (t, (ibw, pcn)))
     start = {n: {"config": (START.port.matmuls[n].in0_block_w, START.port.matmuls[n].per_core_N)} for n in MATMULS}
     start["attention"] = {"config": (START.port.attention.k_chunk, START.port.attention.q_chunk)}
-    chosen = tune.apply_configs(START, {**start, op: ex["per_op"][op]})
+    chosen = knob_search.apply_configs(START, {**start, op: ex["per_op"][op]})
     assert evaluate(HW, FIT, chosen, cfg=CFG)["step_ms"] == pytest.approx(best[0], rel=1e-5)
 
 
 def test_gradient_tuning_reaches_the_exhaustive_optimum(searches):
     ex, gr = searches
-    tuned_grad = tune.apply_configs(START, gr["per_op"])
-    tuned_ex = tune.apply_configs(START, ex["per_op"])
+    tuned_grad = knob_search.apply_configs(START, gr["per_op"])
+    tuned_ex = knob_search.apply_configs(START, ex["per_op"])
     t_grad = evaluate(HW, FIT, tuned_grad, cfg=CFG)["step_ms"]  # validates: the projection is feasible
     t_ex = evaluate(HW, FIT, tuned_ex, cfg=CFG)["step_ms"]
     t_start = evaluate(HW, FIT, START, cfg=CFG)["step_ms"]

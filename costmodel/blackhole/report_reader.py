@@ -1,7 +1,7 @@
 """Device-profiler op reports (``ops_perf_results_*.csv``) in and out of the cost model.
 
 Out: ``spec_record`` turns an op spec (and its modelled or measured time) into an ``OpRecord`` of
-the profiler's schema (``opreport``): real op codes, ttnn's attribute text with the full program
+the profiler's schema (``report_schema``): real op codes, ttnn's attribute text with the full program
 config, input and output shapes / layouts / formats / memory, CORE COUNT as the model splits the
 op. ``write_csv`` writes a list of them.
 
@@ -21,16 +21,6 @@ import math
 import pathlib
 import re
 
-from costmodel.blackhole.opreport import (
-    DIMS,
-    DTYPE_OF_TTNN,
-    DURATION,
-    TTNN_OF_DTYPE,
-    OpRecord,
-    TensorDesc,
-    format_config,
-    write_report,
-)
 from costmodel.blackhole.opspecs import (
     EltwiseSpec,
     FillCacheSpec,
@@ -43,6 +33,16 @@ from costmodel.blackhole.opspecs import (
     SdpaStandardSpec,
 )
 from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MatmulProgramConfig
+from costmodel.blackhole.report_schema import (
+    DIMS,
+    DTYPE_OF_TTNN,
+    DURATION,
+    TTNN_OF_DTYPE,
+    OpRecord,
+    TensorDesc,
+    format_config,
+    write_report,
+)
 from costmodel.blackhole.rows import Row
 from costmodel.blackhole.sdpa_program_config import MAX_CORES_PER_HEAD, SdpaProgramConfig
 from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, blackhole

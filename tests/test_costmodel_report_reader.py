@@ -14,10 +14,10 @@ from _report_util import check_matmul_rows, tt_perf_report
 
 from costmodel.blackhole import BlackholeConfig, fit, layer_op_specs, rows
 from costmodel.blackhole.cli import main
-from costmodel.blackhole.opreport import DURATION
 from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec
 from costmodel.blackhole.params import PARAM_NAMES
-from costmodel.blackhole.profiler_csv import MODELLED, read_report, read_rows, write_csv
+from costmodel.blackhole.report_reader import MODELLED, read_report, read_rows, write_csv
+from costmodel.blackhole.report_schema import DURATION
 from costmodel.hardware import blackhole
 from jaxref.config import ExpertConfig
 
