@@ -8,7 +8,7 @@ in the run on embedded defaults, without a Tenstorrent chip:
 2. device precision (``device_precision``): the device-precision golden vs fp32, per layer and stack;
 3. Blackhole cost model (``experiments.blackhole_study``);
 4. AHBM attention kernels (``experiments.ahbm_study``);
-5. device parity (``device.parity``);
+5. device parity (``sections.device_parity``, the run of ``device.parity``);
 6. performance of the references (``performance``).
 
 ``runner`` holds the section list, failure isolation and the output files; see its docstring for

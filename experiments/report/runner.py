@@ -58,7 +58,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("precision", "Device precision", "experiments.report.device_precision"),
     Section("blackhole", "Blackhole cost model", "experiments.blackhole_study"),
     Section("ahbm", "AHBM attention kernels", "experiments.ahbm_study"),
-    Section("device", "Device parity", "device.parity"),
+    Section("device", "Device parity", "experiments.report.sections.device_parity"),
     Section("performance", "Performance of the references", "experiments.report.performance"),
 )
 
