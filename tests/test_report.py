@@ -102,8 +102,8 @@ OVERRIDES = {"blackhole.dram_peak_bytes_per_s": 448e9, "ahbm.hbm_efficiency": 0.
 
 @pytest.fixture(scope="module")
 def override_run(tmp_path_factory):
-    if not available("experiments.blackhole_study"):
-        pytest.skip("experiments.blackhole_study (issue 12) is not in this checkout")
+    if not available("experiments.report.sections.blackhole"):
+        pytest.skip("experiments.report.sections.blackhole (issue 12) is not in this checkout")
     out = tmp_path_factory.mktemp("override")
     res, payload = report(out, "--sections", "blackhole", *(a for k, v in OVERRIDES.items() for a in ("--set", f"{k}={v}")))
     assert res.returncode == 0, res.stderr[-3000:]

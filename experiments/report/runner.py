@@ -54,12 +54,12 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("golden", "Golden parity", "experiments.report.golden_parity"),
-    Section("precision", "Device precision", "experiments.report.device_precision"),
-    Section("blackhole", "Blackhole cost model", "experiments.blackhole_study"),
+    Section("golden", "Golden parity", "experiments.report.sections.golden_parity"),
+    Section("precision", "Device precision", "experiments.report.sections.device_precision"),
+    Section("blackhole", "Blackhole cost model", "experiments.report.sections.blackhole"),
     Section("ahbm", "AHBM attention kernels", "experiments.ahbm_study"),
     Section("device", "Device parity", "experiments.report.sections.device_parity"),
-    Section("performance", "Performance of the references", "experiments.report.performance"),
+    Section("performance", "Performance of the references", "experiments.report.sections.performance"),
 )
 
 
