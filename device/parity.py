@@ -38,6 +38,8 @@ from device.host import final_norm_from_hf, layer_from_hf
 from device.op_report import write_op_report
 from device.parity_model import GeneratedModel
 from device.recorder import Recorder
+from experiments.report.render import md_table
+from experiments.timing import time_repeats
 from jaxref.action import action_in_proj
 from jaxref.config import ExpertConfig
 from jaxref.expert import CacheContext, expert_rope, expert_stack, sample, velocity
@@ -47,8 +49,6 @@ from jaxref.numerics.formats import CACHE_GARBAGE as GARBAGE  # cache rows [S, S
 from jaxref.options import ExpertOptions
 from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS
 from jaxref.precision import Precision
-from jaxref.render import md_table
-from jaxref.timing import time_repeats
 from jaxref.weights import from_hf_state_dict
 
 

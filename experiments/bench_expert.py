@@ -34,13 +34,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.report.render import format_table
+from experiments.timing import time_call, time_repeats
 from jaxref.config import ExpertConfig
 from jaxref.expert import KVCache, expert_rope
 from jaxref.layers import decoder_layer
 from jaxref.options import ExpertOptions
-from jaxref.render import format_table
 from jaxref.testing import walk_jaxpr_shapes
-from jaxref.timing import time_call, time_repeats
 from jaxref.validation import positive_int
 from jaxref.weights import init_cache_layer, init_layer_params
 

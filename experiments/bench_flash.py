@@ -9,7 +9,7 @@ One kv head group (K = 1, N = G q heads), d = 128, causal, T = S, float32 on thi
   bytes (deterministic; the buffers XLA allocates for one call). Dense is always compiled (that
   allocates nothing) but run only when those bytes fit ``--dense-max-gib`` (default 4 GiB, kind
   to a shared machine) and half of MemAvailable; otherwise its row says "not run".
-* Time: median of ``reps`` runs after one warm-up (``jaxref.timing.time_repeats``), flash with causal
+* Time: median of ``reps`` runs after one warm-up (``experiments.timing.time_repeats``), flash with causal
   tile skip vs the same sweep computing the wholly-future tiles under the mask (``causal_skip=False``),
   interleaved. Dense
   (when run) is timed once, for scale; it is not a target.
@@ -27,9 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.report.render import format_table
+from experiments.timing import time_call, time_repeats
 from jaxref.attention import AttentionGeometry, Flash, attention_reference
-from jaxref.render import format_table
-from jaxref.timing import time_call, time_repeats
 from jaxref.validation import positive_float, positive_int
 
 

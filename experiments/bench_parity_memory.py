@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from jaxref.render import md_table
+from experiments.report.render import md_table
 
 
 def _rss_kb(pid: int) -> int:

@@ -15,9 +15,9 @@ import pytest
 from _report_util import check_matmul_rows, tt_perf_report
 
 from device import parity
+from experiments.report.render import SectionResult
 from experiments.report.sections import device_parity
 from jaxref.config import ExpertConfig
-from jaxref.render import SectionResult
 from jaxref.weights import init_params, save_safetensors
 
 ROOT = Path(__file__).resolve().parents[1]

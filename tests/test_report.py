@@ -19,8 +19,8 @@ from costmodel.blackhole.fit import load_calibration
 from costmodel.hardware import blackhole_p150a
 from costmodel.overrides import parse_overrides
 from experiments.report import runner
+from experiments.report.render import SectionResult
 from jaxref.config import ExpertConfig
-from jaxref.render import SectionResult
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECTION_KEYS = ["golden", "precision", "blackhole", "ahbm", "device", "performance"]
@@ -239,7 +239,7 @@ def test_section_figures_must_be_pngs_inside_the_output_folder(tmp_path, name):
 
 def test_section_result_is_the_contract(tmp_path):
     """A dict (the old ad-hoc shape) is refused; so are fields of the wrong type, when the result is made."""
-    with pytest.raises(TypeError, match="must return a jaxref.render.SectionResult; got dict"):
+    with pytest.raises(TypeError, match="must return a experiments.report.render.SectionResult; got dict"):
         runner.check_result({"markdown": "", "results": {}, "figures": []}, tmp_path)
     with pytest.raises(TypeError, match="markdown must be a str, got list"):
         SectionResult(["text"], {})

@@ -17,14 +17,14 @@ import time
 import pytest
 
 from experiments.report import runner
-from jaxref.render import SectionResult
+from experiments.report.render import SectionResult
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 SECTION_SRC = textwrap.dedent('''
     import os, time
     from matplotlib.figure import Figure
-    from jaxref.render import SectionResult
+    from experiments.report.render import SectionResult
 
     def report_section(out_dir, *, quick, overrides):
         fig = Figure(figsize=(2, 2))

@@ -18,7 +18,7 @@ from costmodel.blackhole import fit as fitting
 from costmodel.blackhole import tune as tuning
 from costmodel.blackhole.graph import MATMULS, evaluate
 from costmodel.blackhole.params import CALIBRATION_PATH
-from jaxref.timing import time_call
+from experiments.timing import time_call
 from jaxref.validation import positive_int
 
 

@@ -12,5 +12,5 @@ in the run on embedded defaults, without a Tenstorrent chip:
 6. performance of the references (``performance``).
 
 ``runner`` holds the section list, failure isolation and the output files; see its docstring for
-the section contract (``jaxref.render.SectionResult``); tables and figures come from ``jaxref.render``.
+the section contract (``experiments.report.render.SectionResult``); tables and figures come from ``experiments.report.render``.
 """

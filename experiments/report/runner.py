@@ -4,7 +4,7 @@ Every section is a module with the report contract
 
     report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult
 
-returning ``jaxref.render.SectionResult(markdown, results, figures)``: its text, JSON-able numbers and
+returning ``experiments.report.render.SectionResult(markdown, results, figures)``: its text, JSON-able numbers and
 the PNG file names it wrote into out_dir, checked here (``check_result``) and nowhere else.
 The module is imported when its section runs, so a section whose module is missing (or raises,
 or breaks the contract) is reported in its own place with the error and its traceback tail; the
@@ -36,7 +36,7 @@ import types
 
 from costmodel.overrides import add_set_argument, parse_overrides
 from experiments.report.progress import Progress
-from jaxref.render import SectionResult, md_table
+from experiments.report.render import SectionResult, md_table
 from jaxref.validation import output_dir
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -89,7 +89,7 @@ def check_result(res, out_dir: pathlib.Path) -> dict:
     """Validate a ``report_section`` return value (a ``SectionResult``: its fields' types are checked when
     it is made); returns the results.json entry, ``results`` made JSON-plain."""
     if not isinstance(res, SectionResult):
-        raise TypeError(f"report_section must return a jaxref.render.SectionResult; got {type(res).__name__}")
+        raise TypeError(f"report_section must return a experiments.report.render.SectionResult; got {type(res).__name__}")
     for name in res.figures:
         if not isinstance(name, str) or not inside(out_dir, name) or not name.endswith(".png"):
             raise ValueError(f"figure {name!r} must be a .png file name relative to the output folder")

@@ -25,8 +25,8 @@ from costmodel.blackhole.rows import load_rows
 from costmodel.blackhole.validation import validate_rows
 from costmodel.hardware import Blackhole, blackhole_p150a
 from costmodel.overrides import apply_overrides
+from experiments.report.render import SectionResult, figure, md_table, save
 from jaxref.config import ExpertConfig
-from jaxref.render import SectionResult, figure, md_table, save
 
 CFG = ExpertConfig.alpamayo_tt()
 TARGET_STEP_MS = 30.0  # seeds/EXPERT_NOTES.md: the goal of < 30 ms/step as an op graph

@@ -15,7 +15,7 @@ import pathlib
 import subprocess
 import sys
 
-from jaxref.render import md_table
+from experiments.report.render import md_table
 
 PES = 8
 

@@ -12,9 +12,9 @@ import pathlib
 from device.configs import GraphConfig
 from device.emulation import Emulation
 from device.parity import Problem, chip_status, markdown, run
+from experiments.report.render import SectionResult, figure, save
 from jaxref.config import ExpertConfig
 from jaxref.numerics.formats import CACHE_GARBAGE as GARBAGE  # cache rows [S, Smax) hold this
-from jaxref.render import SectionResult, figure, save
 
 
 def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult:

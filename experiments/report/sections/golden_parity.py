@@ -17,15 +17,15 @@ import pathlib
 import jax
 import numpy as np
 
+from experiments.report import render
 from experiments.report.progress import note
+from experiments.report.render import SectionResult, md_table
 from experiments.report.sections.attention_parity import MAX_ABS_TOL, attention_rows
 from experiments.report.sections.collectives import collectives_part
-from jaxref import render
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_stack
 from jaxref.numerics import pcc
 from jaxref.options import ExpertOptions
-from jaxref.render import SectionResult, md_table
 from jaxref.testing import random_setup
 
 HF_PCC_MIN, HF_MAX_ABS = 0.999999, 1e-4

@@ -20,12 +20,12 @@ import numpy as np
 
 from costmodel.overrides import apply_overrides
 from experiments import bench_expert, bench_flash
+from experiments.report import render
 from experiments.report.progress import note
+from experiments.report.render import SectionResult, md_table
 from experiments.report.sections.golden_sample import run_sample
-from jaxref import render
+from experiments.timing import time_call, time_repeats
 from jaxref.config import ExpertConfig
-from jaxref.render import SectionResult, md_table
-from jaxref.timing import time_call, time_repeats
 
 CFG = ExpertConfig.alpamayo_tt()
 
