@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import pathlib
 import sys
@@ -49,6 +48,7 @@ from jaxref.numerics.formats import CACHE_GARBAGE as GARBAGE  # cache rows [S, S
 from jaxref.options import ExpertOptions
 from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS
 from jaxref.precision import Precision
+from jaxref.validation import atomic_output, atomic_write_text, cli_main, dumps_strict, output_dir
 from jaxref.weights import from_hf_state_dict
 
 
@@ -193,8 +193,8 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     n_before = len(rec.state.log)
     eager = ex.forward(np.asarray(emb), caches, traced=False)
     if out_dir is not None:
-        written = write_op_report(out_dir / "ops.csv", rec.state.log[n_before:], backend=backend, ttnn=ns,
-                                  device=device)
+        with atomic_output(out_dir / "ops.csv") as tmp:
+            written = write_op_report(tmp, rec.state.log[n_before:], backend=backend, ttnn=ns, device=device)
         res["csv_rows"], res["csv_durations"] = written["rows"], written["durations"]
     rec.state.sync = None
     traced = ex.forward(np.asarray(emb), caches)
@@ -246,7 +246,9 @@ def markdown(results: list[dict]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m device.parity", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m device.parity", description=__doc__.split("\n\n")[0],
+                                 epilog="example: python -m device.parity --backend emulation --preset tiny "
+                                        "--out /tmp/parity")
     ap.add_argument("--backend", choices=("chip", "emulation"), default="chip")
     ap.add_argument("--preset", default="alpamayo_tt", help="alpamayo_tt / alpamayo_r1 / tiny (tiny runs at H = 32)")
     ap.add_argument("--num-layers", type=int, default=None)
@@ -259,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--checkpoint", default=None, help="HF-format safetensors file of the expert")
     ap.add_argument("--expert-prefix", default="", help="key prefix in the checkpoint (e.g. 'expert.')")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="parity_out", help="directory for parity.json / parity.md / ops.csv")
+    ap.add_argument("--out", type=output_dir, default="parity_out",
+                    help="folder for parity.json / parity.md / ops.csv (existing, or new in an existing folder)")
     return ap
 
 
@@ -331,17 +334,16 @@ def check_checkpoint(path: str, cfg: ExpertConfig, *, expert_prefix: str = "") -
 
 
 def main(argv=None) -> int:
-    ap = build_parser()
-    a = ap.parse_args(argv)
-    try:  # every input error before any computation: exit 2 with 'error: ...'
-        p = problem_from_args(a)
-        out = pathlib.Path(a.out)
-        if out.exists() and not out.is_dir():
-            raise ValueError(f"--out={a.out!r} is an existing file; expected a directory (existing or new)")
-        if p.checkpoint:
-            check_checkpoint(p.checkpoint, p.cfg, expert_prefix=p.expert_prefix)
-    except ValueError as exc:
-        ap.error(str(exc))
+    """The command line (``jaxref.validation.cli_main``): every input error, the output folder included, is
+    ``error: ...`` and status 2 before any computation."""
+    return cli_main(build_parser(), argv, run_cli)
+
+
+def run_cli(a: argparse.Namespace) -> int:
+    p = problem_from_args(a)
+    out = a.out
+    if p.checkpoint:
+        check_checkpoint(p.checkpoint, p.cfg, expert_prefix=p.expert_prefix)
     if a.backend == "chip":
         try:
             ns, device = open_chip()
@@ -354,14 +356,14 @@ def main(argv=None) -> int:
     else:
         ns = Emulation()
         device, sync = ns.open_device(0), None
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(exist_ok=True)
     try:
         res = run(p, ns, device, backend=a.backend, out_dir=out, sync=sync)
     finally:
         ns.close_device(device)
     md = markdown([res])
-    (out / "parity.json").write_text(json.dumps(res, indent=2))
-    (out / "parity.md").write_text(f"# ttnn graph parity ({a.backend})\n\n{md}\n")
+    atomic_write_text(out / "parity.json", dumps_strict(res, indent=2) + "\n")
+    atomic_write_text(out / "parity.md", f"# ttnn graph parity ({a.backend})\n\n{md}\n")
     print(md)
     print(f"\nwrote {out / 'parity.json'}, {out / 'parity.md'}, {out / 'ops.csv'}")
     return 0

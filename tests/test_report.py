@@ -247,14 +247,18 @@ def test_section_result_is_the_contract(tmp_path):
         SectionResult("", [1.5])
     with pytest.raises(TypeError, match="figures='a.png': expected a sequence of file names"):
         SectionResult("", {}, "a.png")
-    with pytest.raises(TypeError, match="results.x: set is not JSON-serialisable"):
+    with pytest.raises(TypeError, match=r"results\['x'\]: set is not JSON-serialisable"):
         runner.check_result(SectionResult("", {"x": {1}}), tmp_path)
 
 
-def test_results_must_be_plain_json():
+def test_results_must_be_plain_finite_json(tmp_path):
+    """numpy values are made plain; a NaN in a section's results fails that section (never a silent null)."""
     import numpy as np
 
-    got = runner.jsonable({"a": np.float32(1.5), "b": [np.int64(2), float("nan")], "c": np.arange(2)})
-    assert got == {"a": 1.5, "b": [2, None], "c": [0, 1]}
-    with pytest.raises(TypeError, match=r"results\.x\[0\]: object is not JSON-serialisable"):
-        runner.jsonable({"x": [object()]})
+    got = runner.check_result(SectionResult("", {"a": np.float32(1.5), "b": [np.int64(2)], "c": np.arange(2)}),
+                              tmp_path)["results"]
+    assert got == {"a": 1.5, "b": [2], "c": [0, 1]}
+    with pytest.raises(ValueError, match=r"non-finite number at results\['b'\]\[1\] \(nan\)"):
+        runner.check_result(SectionResult("", {"b": [2.0, float("nan")]}), tmp_path)
+    with pytest.raises(TypeError, match=r"results\['x'\]\[0\]: object is not JSON-serialisable"):
+        runner.check_result(SectionResult("", {"x": [object()]}), tmp_path)

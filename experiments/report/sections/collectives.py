@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 from experiments.report.render import md_table
+from jaxref.validation import dumps_strict
 
 PES = 8
 
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     from jaxref.testing.collectives import decode_rows
 
     cubes, pes, seq_len = (sys.argv[1:] if argv is None else argv)
-    print(json.dumps(decode_rows(int(pes), [int(c) for c in cubes.split(",")], int(seq_len))))
+    print(dumps_strict(decode_rows(int(pes), [int(c) for c in cubes.split(",")], int(seq_len))))
 
 
 if __name__ == "__main__":
