@@ -356,7 +356,7 @@ def run_cli(a: argparse.Namespace) -> int:
     else:
         ns = Emulation()
         device, sync = ns.open_device(0), None
-    out.mkdir(exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     try:
         res = run(p, ns, device, backend=a.backend, out_dir=out, sync=sync)
     finally:

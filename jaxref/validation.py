@@ -101,8 +101,9 @@ def writable_output(path: str | os.PathLike, kind: str = "file", *, name: str | 
     path of the other kind or not a regular file / folder (a FIFO, a device, a socket), a path under a
     regular file, a missing parent folder, a folder in which no file can be created (permissions, an
     immutable or read-only folder: probed by creating and removing a temporary file, so it holds for
-    root too) and a file system with less than ``MIN_FREE_BYTES`` free. A "dir" that does not exist yet
-    is created by its writer, inside an existing parent.
+    root too) and a file system with less than ``MIN_FREE_BYTES`` free. A "file" needs an existing
+    parent folder; a "dir" that does not exist yet is made by its writer with its missing parents
+    (``mkdir(parents=True)``), so the nearest existing folder above it is the one probed.
     """
     if kind not in ("file", "dir"):
         raise ValueError(f"kind={kind!r} unknown; expected one of ('file', 'dir')")
@@ -130,6 +131,8 @@ def writable_output(path: str | os.PathLike, kind: str = "file", *, name: str | 
     above = next((a for a in (folder, *folder.parents) if a.exists()), None)
     if above is not None and not above.is_dir():
         raise ValueError(f"{what} is under {str(above)!r}, which is a file; expected a path in a folder")
+    if kind == "dir" and above is not None:
+        folder = above  # a new folder is made with its missing parents (mkdir parents=True), in here
     if not folder.is_dir():
         raise ValueError(f"{what}: folder {str(p.parent)!r} does not exist (expected an existing parent folder)")
     try:

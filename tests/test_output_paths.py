@@ -30,8 +30,9 @@ def bad_paths(tmp_path: pathlib.Path) -> dict[str, tuple[pathlib.Path, str]]:
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     return {"under a file": (tmp_path / "regular" / "out", "which is a file"),
+            "deep under a file": (tmp_path / "regular" / "a" / "b", "which is a file"),
             "dangling symlink": (tmp_path / "dangling", "is a symlink to a missing target"),
-            "missing parent": (tmp_path / "no" / "such" / "out", "does not exist")}
+            "FIFO": (tmp_path / "fifo", "FIFO")}
 
 
 @pytest.mark.parametrize("kind", ["file", "dir"])
@@ -39,6 +40,12 @@ def test_unwritable_outputs_are_refused_with_the_reason(tmp_path, kind):
     for path, words in bad_paths(tmp_path).values():
         with pytest.raises(ValueError, match=words):
             writable_output(path, kind, name="--out")
+    missing = tmp_path / "no" / "such" / "out"
+    if kind == "file":  # a file needs its folder; a new folder is made with its parents
+        with pytest.raises(ValueError, match="folder .*no/such' does not exist"):
+            writable_output(missing, kind)
+    else:
+        assert writable_output(missing, kind) == missing
     with pytest.raises(ValueError, match="--out=.*fifo' is a FIFO; expected a regular file" if kind == "file"
                        else "is an existing FIFO; expected a folder"):
         writable_output(tmp_path / "fifo", kind, name="--out")
@@ -46,7 +53,7 @@ def test_unwritable_outputs_are_refused_with_the_reason(tmp_path, kind):
     with pytest.raises(ValueError, match="is an existing file; expected a folder" if kind == "dir" else "is a folder"):
         writable_output(other, kind)
     assert writable_output(tmp_path / "new", kind) == tmp_path / "new"  # new, in an existing folder
-    assert not (tmp_path / "new").exists() and sorted(p.name for p in tmp_path.iterdir()) == [
+    assert not (tmp_path / "no").exists() and sorted(p.name for p in tmp_path.iterdir()) == [
         "dangling", "fifo", "regular"]  # the write probe leaves nothing behind
 
 
@@ -89,7 +96,7 @@ def test_atomic_write_replaces_whole_or_not_at_all(tmp_path):
         atomic_write_text(tmp_path / "gone" / "x.json", "{}")
 
 
-@pytest.mark.parametrize("case", ["under a file", "dangling symlink", "missing parent"])
+@pytest.mark.parametrize("case", ["under a file", "dangling symlink", "FIFO"])
 def test_device_parity_refuses_its_output_folder_before_the_comparison(tmp_path, case, capsys):
     path, words = bad_paths(tmp_path)[case]
     t0 = time.perf_counter()
