@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--expert-prefix", default="", help="key prefix in the checkpoint (e.g. 'expert.')")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=output_dir, default="parity_out",
-                    help="folder for parity.json / parity.md / ops.csv (existing, or new in an existing folder)")
+                    help="folder for parity.json / parity.md / ops.csv (existing or new)")
     return ap
 
 

@@ -386,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
                "--set blackhole.dram_peak_bytes_per_s=448e9")
     ap.add_argument("--quick", action="store_true", help="small shapes everywhere (about 2 minutes)")
     ap.add_argument("--out", type=output_dir, default="report",
-                    help="output folder, existing or new in an existing folder (default report/)")
+                    help="output folder, existing or new (default report/)")
     ap.add_argument("--sections", nargs="+", choices=[s.key for s in SECTIONS], default=None, metavar="NAME",
                     help="run only these sections, in report order: " + ", ".join(s.key for s in SECTIONS))
     add_set_argument(ap)
