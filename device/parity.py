@@ -11,7 +11,8 @@ numbers. Both backends compare against the golden on the same weights and inputs
 * one traced step (velocity at t = 0) and, unless ``--no-sample``, the 10-step sample;
 * the traced stack vs the same stack run eagerly (a trace must replay bit for bit).
 
-Writes ``parity.json``, ``parity.md`` and ``ops.csv`` (one row per device op of an eager pass,
+The report's device-parity section (``experiments.report.sections.device_parity``) runs the same
+``run`` on the emulation. Writes ``parity.json``, ``parity.md`` and ``ops.csv`` (one row per device op of an eager pass,
 ttnn-profiler style; host durations only on a chip, measured around ``synchronize_device``) into
 ``--out``. Weights and the VLM cache are random (bf16-valued, garbage 7.0 in rows [S, Smax)) unless
 ``--checkpoint`` names an HF-format safetensors file.
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import pathlib
 import sys
@@ -37,6 +37,8 @@ from device.host import final_norm_from_hf, layer_from_hf
 from device.parity_model import GeneratedModel
 from device.recorded_report import write_op_report
 from device.recorder import Recorder
+from experiments.report.render import md_table
+from experiments.timing import time_repeats
 from jaxref.action import action_in_proj
 from jaxref.config import ExpertConfig
 from jaxref.expert import CacheContext, expert_rope, expert_stack, sample, velocity
@@ -46,9 +48,7 @@ from jaxref.numerics.formats import CACHE_GARBAGE as GARBAGE  # cache rows [S, S
 from jaxref.options import ExpertOptions
 from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS
 from jaxref.precision import Precision
-from jaxref.render import SectionResult, figure, md_table, save
-from jaxref.timing import time_repeats
-from jaxref.validation import choices_of
+from jaxref.validation import atomic_output, atomic_write_text, choices_of, cli_main, dumps_strict, output_dir
 from jaxref.vocabulary import AttnMode, CacheFormat, WeightFormat
 from jaxref.weights import from_hf_state_dict
 
@@ -194,8 +194,8 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     n_before = len(rec.state.log)
     eager = ex.forward(np.asarray(emb), caches, traced=False)
     if out_dir is not None:
-        written = write_op_report(out_dir / "ops.csv", rec.state.log[n_before:], backend=backend, ttnn=ns,
-                                  device=device)
+        with atomic_output(out_dir / "ops.csv") as tmp:
+            written = write_op_report(tmp, rec.state.log[n_before:], backend=backend, ttnn=ns, device=device)
         res["csv_rows"], res["csv_durations"] = written["rows"], written["durations"]
     rec.state.sync = None
     traced = ex.forward(np.asarray(emb), caches)
@@ -246,60 +246,10 @@ def markdown(results: list[dict]) -> str:
     return md_table(header, table)
 
 
-def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult:
-    """Report section: the ttnn graph on the emulation backend vs the golden, and the chip status.
-
-    quick: tiny (H = 32, S = 100, 2 layers), decode attention, bfp8 weights; full: also its 10-step
-    sample, the standard attention with bf16 weights, and a 2-layer model at alpamayo_tt widths
-    (S = 4600, Smax = 8192). ``overrides`` (hardware
-    numbers) do not enter: nothing here is a cost prediction.
-    """
-    tiny = ExpertConfig.tiny(head_dim=32)
-    probs = [Problem(cfg=tiny, seq_len=100, layers=(0, 1), sample=not quick,
-                     port=Port.for_expert(tiny, weights="bfp8"))]
-    if not quick:
-        probs.append(Problem(cfg=tiny, seq_len=100, layers=(0, 1), sample=False,
-                             port=Port.for_expert(tiny, weights="bf16", attn_mode="standard")))
-        big = ExpertConfig.alpamayo_tt(num_layers=2)
-        probs.append(Problem(cfg=big, seq_len=4600, layers=(0, 1), sample=False,
-                             port=Port.for_expert(big, weights="bfp8")))
-    results = []
-    for p in probs:
-        ns = Emulation()
-        results.append(run(p, ns, ns.open_device(0), backend="emulation"))
-    status = chip_status()
-    chip = ("Chip run: skipped - " + status + "; `python -m device.parity` runs it on a Blackhole."
-            if status else "Chip run: a device is visible; run `python -m device.parity` for the chip numbers.")
-    md = ("The expert's ttnn graph (`device/graph.py`, 19 ops per layer) run on the JAX emulation of its ttnn "
-          "ops (`device/emulation.py`: outputs rounded to each op's output format, no math-fidelity loss inside "
-          "kernels) against the fp32 golden (exact attention) and the device-precision golden "
-          "(`Precision.device`, tail-slot attention); layer inputs are the fp32 golden's, uploaded as bf16; "
-          f"cache rows [S, Smax - T) hold garbage ({GARBAGE}).\n\n" + markdown(results) + "\n\n" + chip)
-    fig_name = plot_layer_pcc(results, pathlib.Path(out_dir) / "device_parity_layers.png")
-    md += f"\n\n![per-layer 1 - PCC of the emulated graph]({fig_name})"
-    return SectionResult(md, {"runs": results, "chip": status or "available"}, (fig_name,))
-
-
-def plot_layer_pcc(results: list[dict], path: pathlib.Path) -> str:
-    """Per-layer 1 - PCC (log scale) of each run vs the fp32 and the device-precision golden; returns the
-    file name (``jaxref.render`` imports matplotlib on first use: the parity script needs no plotting library)."""
-    fig, (ax,) = figure(width=7.0, height=3.6)
-    for r in results:
-        label = f"D={r['hidden']} S={r['seq_len']} {r['weights']} {r['attn_mode']}"
-        layers = [row["layer"] for row in r["layers"]]
-        for key, style in (("vs_fp32", "o-"), ("vs_device_golden", "s--")):
-            gap = [max(1.0 - row[key]["pcc"], 1e-12) for row in r["layers"]]
-            ax.semilogy(layers, gap, style, label=f"{label}, {key.removeprefix('vs_')}")
-    ax.set_xticks(sorted({row["layer"] for r in results for row in r["layers"]}))
-    ax.set_xlabel("layer")
-    ax.set_ylabel("1 - PCC")
-    ax.set_title("ttnn graph on the emulation backend vs the golden")
-    ax.legend(fontsize=6)
-    return save(fig, path.parent, path.name, dpi=110)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m device.parity", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m device.parity", description=__doc__.split("\n\n")[0],
+                                 epilog="example: python -m device.parity --backend emulation --preset tiny "
+                                        "--out /tmp/parity")
     ap.add_argument("--backend", choices=("chip", "emulation"), default="chip")
     ap.add_argument("--preset", default="alpamayo_tt", help="alpamayo_tt / alpamayo_r1 / tiny (tiny runs at H = 32)")
     ap.add_argument("--num-layers", type=int, default=None)
@@ -312,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--checkpoint", default=None, help="HF-format safetensors file of the expert")
     ap.add_argument("--expert-prefix", default="", help="key prefix in the checkpoint (e.g. 'expert.')")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="parity_out", help="directory for parity.json / parity.md / ops.csv")
+    ap.add_argument("--out", type=output_dir, default="parity_out",
+                    help="folder for parity.json / parity.md / ops.csv (existing or new)")
     return ap
 
 
@@ -384,17 +335,16 @@ def check_checkpoint(path: str, cfg: ExpertConfig, *, expert_prefix: str = "") -
 
 
 def main(argv=None) -> int:
-    ap = build_parser()
-    a = ap.parse_args(argv)
-    try:  # every input error before any computation: exit 2 with 'error: ...'
-        p = problem_from_args(a)
-        out = pathlib.Path(a.out)
-        if out.exists() and not out.is_dir():
-            raise ValueError(f"--out={a.out!r} is an existing file; expected a directory (existing or new)")
-        if p.checkpoint:
-            check_checkpoint(p.checkpoint, p.cfg, expert_prefix=p.expert_prefix)
-    except ValueError as exc:
-        ap.error(str(exc))
+    """The command line (``jaxref.validation.cli_main``): every input error, the output folder included, is
+    ``error: ...`` and status 2 before any computation."""
+    return cli_main(build_parser(), argv, run_cli)
+
+
+def run_cli(a: argparse.Namespace) -> int:
+    p = problem_from_args(a)
+    out = a.out
+    if p.checkpoint:
+        check_checkpoint(p.checkpoint, p.cfg, expert_prefix=p.expert_prefix)
     if a.backend == "chip":
         try:
             ns, device = open_chip()
@@ -413,8 +363,8 @@ def main(argv=None) -> int:
     finally:
         ns.close_device(device)
     md = markdown([res])
-    (out / "parity.json").write_text(json.dumps(res, indent=2))
-    (out / "parity.md").write_text(f"# ttnn graph parity ({a.backend})\n\n{md}\n")
+    atomic_write_text(out / "parity.json", dumps_strict(res, indent=2) + "\n")
+    atomic_write_text(out / "parity.md", f"# ttnn graph parity ({a.backend})\n\n{md}\n")
     print(md)
     print(f"\nwrote {out / 'parity.json'}, {out / 'parity.md'}, {out / 'ops.csv'}")
     return 0

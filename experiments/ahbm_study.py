@@ -25,7 +25,7 @@ from costmodel.ahbm.tune import exhaustive, stack_knobs, sweep_latency, tune
 from costmodel.hardware import ahbm_sip
 from costmodel.overrides import apply_overrides
 from experiments import ahbm_sim_check as sim_check
-from jaxref.render import SectionResult, figure, md_table, save
+from experiments.report.render import SectionResult, figure, md_table, save
 from jaxref.validation import output_dir
 
 K = 1024

@@ -18,7 +18,7 @@ import numpy as np
 from costmodel.ahbm.config import MODELS, PIPELINES
 from costmodel.ahbm.tune import sweep_latency
 from costmodel.hardware import ahbm_sip
-from jaxref.timing import time_repeats
+from experiments.timing import time_repeats
 from jaxref.validation import positive_int
 
 

@@ -34,14 +34,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.report.render import format_table
+from experiments.timing import time_call, time_repeats
 from jaxref.config import ExpertConfig
 from jaxref.expert import KVCache, expert_rope
 from jaxref.layers import decoder_layer
 from jaxref.options import ExpertOptions
-from jaxref.render import format_table
 from jaxref.testing import walk_jaxpr_shapes
-from jaxref.timing import time_call, time_repeats
-from jaxref.validation import positive_int
+from jaxref.validation import cli_main, positive_int
 from jaxref.weights import init_cache_layer, init_layer_params
 
 
@@ -237,21 +237,30 @@ def _one_layer_params(layer, cfg: ExpertConfig):
     return dataclasses.replace(base, layers=jax.tree.map(lambda a: a[None], layer))
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m experiments.bench_expert", description=__doc__.split("\n")[0],
+                                 epilog="example: python -m experiments.bench_expert --seq-len 1024 --rounds 3")
     ap.add_argument("--seq-len", type=positive_int, default=4700)
     ap.add_argument("--rounds", type=positive_int, default=7, help="interleaved rounds (after one warm-up round)")
     ap.add_argument("--block", type=positive_int, default=3, help="consecutive calls per variant per round (first not kept)")
     ap.add_argument("--batch", type=positive_int, default=8)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (``jaxref.validation.cli_main``): bad input is ``error: ...``, status 2."""
+    return cli_main(build_parser(), argv, run_cli)
+
+
+def run_cli(args: argparse.Namespace) -> None:
     try:
         ExpertConfig.alpamayo_tt().check_seq_len(args.seq_len)
     except ValueError as e:
-        ap.error(f"--seq-len: {e}")
+        raise ValueError(f"--seq-len: {e}") from None
     if args.block < 2:
-        ap.error(f"--block={args.block}: expected >= 2 (the first call of each block is not kept)")
+        raise ValueError(f"--block={args.block}: expected >= 2 (the first call of each block is not kept)")
     print(run(seq_len=args.seq_len, rounds=args.rounds, block=args.block, batch=args.batch), flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

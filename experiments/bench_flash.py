@@ -9,7 +9,7 @@ One kv head group (K = 1, N = G q heads), d = 128, causal, T = S, float32 on thi
   bytes (deterministic; the buffers XLA allocates for one call). Dense is always compiled (that
   allocates nothing) but run only when those bytes fit ``--dense-max-gib`` (default 4 GiB, kind
   to a shared machine) and half of MemAvailable; otherwise its row says "not run".
-* Time: median of ``reps`` runs after one warm-up (``jaxref.timing.time_repeats``), flash with causal
+* Time: median of ``reps`` runs after one warm-up (``experiments.timing.time_repeats``), flash with causal
   tile skip vs the same sweep computing the wholly-future tiles under the mask (``causal_skip=False``),
   interleaved. Dense
   (when run) is timed once, for scale; it is not a target.
@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.report.render import format_table
+from experiments.timing import time_call, time_repeats
 from jaxref.attention import AttentionGeometry, Flash, attention_reference
-from jaxref.render import format_table
-from jaxref.timing import time_call, time_repeats
-from jaxref.validation import positive_float, positive_int
+from jaxref.validation import cli_main, positive_float, positive_int
 
 
 def _mem_available_bytes() -> int:
@@ -84,8 +84,10 @@ def measure(sizes, *, group: int = 1, head_dim: int = 128, tile: int = 512, q_bl
     return rows
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m experiments.bench_flash", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="example: python -m experiments.bench_flash --sizes 1024 2048 --tile 128")
     ap.add_argument("--sizes", type=positive_int, nargs="+", default=[4096, 16384, 32768])
     ap.add_argument("--group", type=positive_int, default=1, help="q heads G of the one kv head")
     ap.add_argument("--head-dim", type=positive_int, default=128)
@@ -95,7 +97,15 @@ def main(argv=None) -> int:
     ap.add_argument("--dense-max-gib", type=positive_float, default=4.0,
                     help="run dense only if its compiled buffers fit this (and half of MemAvailable); "
                          "dense at 32k needs ~8.7 GB and ~1-2 min on 2 cores")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    """The command line (``jaxref.validation.cli_main``): bad input is ``error: ...``, status 2."""
+    return cli_main(build_parser(), argv, run_cli)
+
+
+def run_cli(args: argparse.Namespace) -> int:
     print(f"flash vs dense causal prefill: K=1 kv head, G={args.group} q heads, d={args.head_dim}, float32, "
           f"tile={args.tile}, q_block={args.q_block}, reps={args.reps} (median), backend={jax.default_backend()}, "
           f"devices={jax.device_count()}")

@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 
-from jaxref.render import md_table
+from experiments.report.render import md_table
+from jaxref.validation import cli_main, positive_float
 
 
 def _rss_kb(pid: int) -> int:
@@ -54,12 +55,22 @@ def measure(args: list[str], *, limit_gb: float) -> dict:
                 "rc": proc.returncode, "killed": killed, "tail": tail}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m experiments.bench_parity_memory",
+                                 description=__doc__.split("\n\n")[0],
+                                 epilog="example: python -m experiments.bench_parity_memory --no-sample --limit-gb 4")
     ap.add_argument("--full", action="store_true", help="also the default 64-layer alpamayo_tt run")
-    ap.add_argument("--limit-gb", type=float, default=7.0, help="kill a run above this resident size")
+    ap.add_argument("--limit-gb", type=positive_float, default=7.0, help="kill a run above this resident size")
     ap.add_argument("--no-sample", action="store_true", help="pass --no-sample to every run")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    """The command line (``jaxref.validation.cli_main``): bad input is ``error: ...``, status 2."""
+    return cli_main(build_parser(), argv, run_cli)
+
+
+def run_cli(a: argparse.Namespace) -> int:
     extra = ["--no-sample"] if a.no_sample else []
     runs = [["--preset", "tiny"], ["--preset", "alpamayo_tt", "--num-layers", "4"]]
     if a.full:

@@ -10,16 +10,20 @@ from costmodel.blackhole import BlackholeConfig, evaluate
 from costmodel.blackhole import cli as bh_cli
 from costmodel.blackhole.fit import load_calibration
 from costmodel.hardware import blackhole_p100a, blackhole_p150a
-from experiments import ahbm_study, bench_expert, bench_flash, blackhole_study
+from experiments import ahbm_study, bench_expert, bench_flash
+from experiments.report import runner
 from jaxref.config import ExpertConfig
 
 
 def refused(main, argv, capsys) -> str:
-    """Run ``main(argv)``; assert exit status 2 and no traceback; return stderr."""
-    with pytest.raises(SystemExit) as e:
-        main(argv)
+    """Run ``main(argv)``; assert exit status 2 (returned, as ``jaxref.validation.cli_main`` does, or raised
+    by argparse) and no traceback; return stderr."""
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
     err = capsys.readouterr().err
-    assert e.value.code == 2, err
+    assert code == 2, err
     assert "error: " in err and "Traceback" not in err
     return err
 
@@ -30,14 +34,16 @@ def refused(main, argv, capsys) -> str:
     (bench_flash.main, ["--dense-max-gib", "nan"], "argument --dense-max-gib: 'nan': expected a finite number"),
     (bench_expert.main, ["--seq-len", "-5"], "argument --seq-len: -5: expected an integer >= 1"),
     (bench_expert.main, ["--seq-len", "9000"], "--seq-len: seq_len=9000"),
-    (blackhole_study.main, ["--set", "blackhole.bogus=1"], "'bogus' is not a field of costmodel.hardware.Blackhole"),
-    (blackhole_study.main, ["--set", "blackhole.clock_hz=-1"], "clock_hz=-1.0: expected a finite number in"),
+    (runner.main, ["--sections", "blackhole", "--set", "blackhole.bogus=1"],
+     "'bogus' is not a field of costmodel.hardware.Blackhole"),
+    (runner.main, ["--sections", "blackhole", "--set", "blackhole.clock_hz=-1"],
+     "clock_hz=-1.0: expected a finite number in"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else None)
 def test_experiment_clis_refuse_bad_numbers(main, argv, message, capsys):
     assert message in refused(main, argv, capsys)
 
 
-@pytest.mark.parametrize("main", [ahbm_study.main, blackhole_study.main], ids=["ahbm_study", "blackhole_study"])
+@pytest.mark.parametrize("main", [ahbm_study.main, runner.main], ids=["ahbm_study", "report"])
 def test_study_out_an_existing_file_is_refused(main, tmp_path, capsys):
     target = tmp_path / "results.txt"
     target.write_text("keep")

@@ -15,8 +15,9 @@ import pytest
 from _report_util import check_matmul_rows, tt_perf_report
 
 from device import parity
+from experiments.report.render import SectionResult
+from experiments.report.sections import device_parity
 from jaxref.config import ExpertConfig
-from jaxref.render import SectionResult
 from jaxref.weights import init_params, save_safetensors
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +90,7 @@ def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
 
 
 def test_report_section_contract(tmp_path):
-    sec = parity.report_section(tmp_path, quick=True, overrides={"blackhole.dram_peak_bytes_per_s": 1.0})
+    sec = device_parity.report_section(tmp_path, quick=True, overrides={"blackhole.dram_peak_bytes_per_s": 1.0})
     assert isinstance(sec, SectionResult) and sec.figures == ("device_parity_layers.png",)
     assert (tmp_path / "device_parity_layers.png").read_bytes().startswith(b"\x89PNG")
     assert f"]({sec.figures[0]})" in sec.markdown

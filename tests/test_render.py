@@ -1,9 +1,9 @@
-"""``jaxref.render``: the one table type (Markdown and plain text) and the one figure helper of the reports."""
+"""``experiments.report.render``: the one table type (Markdown and plain text) and the one figure helper of the reports."""
 
 import matplotlib.image
 import pytest
 
-from jaxref.render import figure, format_table, md_table, save
+from experiments.report.render import figure, format_table, md_table, save
 
 
 def test_format_table_aligns_columns():

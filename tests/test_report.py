@@ -19,8 +19,8 @@ from costmodel.blackhole.fit import load_calibration
 from costmodel.hardware import blackhole_p150a
 from costmodel.overrides import parse_overrides
 from experiments.report import runner
+from experiments.report.render import SectionResult
 from jaxref.config import ExpertConfig
-from jaxref.render import SectionResult
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECTION_KEYS = ["golden", "precision", "blackhole", "ahbm", "device", "performance"]
@@ -102,8 +102,8 @@ OVERRIDES = {"blackhole.dram_peak_bytes_per_s": 448e9, "ahbm.hbm_efficiency": 0.
 
 @pytest.fixture(scope="module")
 def override_run(tmp_path_factory):
-    if not available("experiments.blackhole_study"):
-        pytest.skip("experiments.blackhole_study (issue 12) is not in this checkout")
+    if not available("experiments.report.sections.blackhole"):
+        pytest.skip("experiments.report.sections.blackhole (issue 12) is not in this checkout")
     out = tmp_path_factory.mktemp("override")
     res, payload = report(out, "--sections", "blackhole", *(a for k, v in OVERRIDES.items() for a in ("--set", f"{k}={v}")))
     assert res.returncode == 0, res.stderr[-3000:]
@@ -239,7 +239,7 @@ def test_section_figures_must_be_pngs_inside_the_output_folder(tmp_path, name):
 
 def test_section_result_is_the_contract(tmp_path):
     """A dict (the old ad-hoc shape) is refused; so are fields of the wrong type, when the result is made."""
-    with pytest.raises(TypeError, match="must return a jaxref.render.SectionResult; got dict"):
+    with pytest.raises(TypeError, match="must return a experiments.report.render.SectionResult; got dict"):
         runner.check_result({"markdown": "", "results": {}, "figures": []}, tmp_path)
     with pytest.raises(TypeError, match="markdown must be a str, got list"):
         SectionResult(["text"], {})
@@ -247,14 +247,18 @@ def test_section_result_is_the_contract(tmp_path):
         SectionResult("", [1.5])
     with pytest.raises(TypeError, match="figures='a.png': expected a sequence of file names"):
         SectionResult("", {}, "a.png")
-    with pytest.raises(TypeError, match="results.x: set is not JSON-serialisable"):
+    with pytest.raises(TypeError, match=r"results\['x'\]: set is not JSON-serialisable"):
         runner.check_result(SectionResult("", {"x": {1}}), tmp_path)
 
 
-def test_results_must_be_plain_json():
+def test_results_must_be_plain_finite_json(tmp_path):
+    """numpy values are made plain; a NaN in a section's results fails that section (never a silent null)."""
     import numpy as np
 
-    got = runner.jsonable({"a": np.float32(1.5), "b": [np.int64(2), float("nan")], "c": np.arange(2)})
-    assert got == {"a": 1.5, "b": [2, None], "c": [0, 1]}
-    with pytest.raises(TypeError, match=r"results\.x\[0\]: object is not JSON-serialisable"):
-        runner.jsonable({"x": [object()]})
+    got = runner.check_result(SectionResult("", {"a": np.float32(1.5), "b": [np.int64(2)], "c": np.arange(2)}),
+                              tmp_path)["results"]
+    assert got == {"a": 1.5, "b": [2], "c": [0, 1]}
+    with pytest.raises(ValueError, match=r"non-finite number at results\['b'\]\[1\] \(nan\)"):
+        runner.check_result(SectionResult("", {"b": [2.0, float("nan")]}), tmp_path)
+    with pytest.raises(TypeError, match=r"results\['x'\]\[0\]: object is not JSON-serialisable"):
+        runner.check_result(SectionResult("", {"x": [object()]}), tmp_path)

@@ -17,14 +17,14 @@ import time
 import pytest
 
 from experiments.report import runner
-from jaxref.render import SectionResult
+from experiments.report.render import SectionResult
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 SECTION_SRC = textwrap.dedent('''
     import os, time
     from matplotlib.figure import Figure
-    from jaxref.render import SectionResult
+    from experiments.report.render import SectionResult
 
     def report_section(out_dir, *, quick, overrides):
         fig = Figure(figsize=(2, 2))
@@ -193,8 +193,6 @@ def test_cleanup_removes_only_the_previous_reports_own_figures(tmp_path, monkeyp
 def test_out_an_existing_file_is_an_input_error(tmp_path, capsys):
     target = tmp_path / "file.txt"
     target.write_text("keep")
-    with pytest.raises(SystemExit) as e:
-        runner.main(["--out", str(target), "--sections", "golden"])
-    assert e.value.code == 2
+    assert runner.main(["--out", str(target), "--sections", "golden"]) == 2
     assert "is an existing file; expected a folder" in capsys.readouterr().err
     assert target.read_text() == "keep"

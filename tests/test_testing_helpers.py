@@ -1,5 +1,5 @@
-"""The shared helpers outside the model: ``jaxref.testing`` and ``jaxref.render`` import no torch,
-transformers or matplotlib until used; ``jaxref.timing`` warms up, interleaves and blocks."""
+"""The shared helpers outside the model: ``jaxref.testing`` and ``experiments.report.render`` import no
+torch, transformers or matplotlib until used; ``experiments.timing`` warms up, interleaves and blocks."""
 
 import subprocess
 import sys
@@ -7,12 +7,12 @@ import sys
 import jax.numpy as jnp
 import pytest
 
-from jaxref.timing import Timing, time_call, time_repeats
+from experiments.timing import Timing, time_call, time_repeats
 
 
 def test_helpers_import_without_the_oracle_or_plotting_libraries():
-    code = ("import sys, jaxref.testing, jaxref.testing.hf_oracle, jaxref.testing.collectives, jaxref.render, "
-            "jaxref.timing; print(sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules))")
+    code = ("import sys, jaxref.testing, jaxref.testing.hf_oracle, jaxref.testing.collectives, "
+            "experiments.report.render, experiments.timing; print(sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[]"

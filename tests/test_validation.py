@@ -61,3 +61,16 @@ def test_dumps_strict_names_the_non_finite_number():
     assert json.loads(dumps_strict({"a": [1.0, 2]})) == {"a": [1.0, 2]}
     with pytest.raises(ValueError, match=r"non-finite number at result\['b'\]\[1\]"):
         dumps_strict({"a": 1.0, "b": [0.0, math.nan]})
+
+
+def test_board_argument_is_one_flag_with_the_presets_as_choices(capsys):
+    import argparse
+
+    from jaxref.validation import board_argument
+
+    p = argparse.ArgumentParser(prog="prog")
+    board_argument(p, {"p150a", "p100a"}, default="p150a")
+    assert p.parse_args([]).board == "p150a" and p.parse_args(["--board", "p100a"]).board == "p100a"
+    with pytest.raises(SystemExit):
+        p.parse_args(["--board", "p200"])
+    assert "argument --board: invalid choice: 'p200'" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from costmodel.blackhole import knob_search as tuning
 from costmodel.blackhole.graph import evaluate
 from costmodel.blackhole.params import CALIBRATION_PATH
 from costmodel.blackhole.port import MATMULS
-from jaxref.timing import time_call
+from experiments.timing import time_call
 from jaxref.validation import cli_run, positive_int
 
 

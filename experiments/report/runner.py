@@ -4,11 +4,14 @@ Every section is a module with the report contract
 
     report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult
 
-returning ``jaxref.render.SectionResult(markdown, results, figures)``: its text, JSON-able numbers and
-the PNG file names it wrote into out_dir, checked here (``check_result``) and nowhere else.
+returning ``experiments.report.render.SectionResult(markdown, results, figures)``: its text, JSON-able numbers
+(finite: a NaN in the results fails the section, ``jaxref.validation.json_plain``) and the PNG file names it
+wrote into out_dir, checked here (``check_result``) and nowhere else. The sections live in
+``experiments.report.sections`` (one module each); ``SECTIONS`` below is the one table of them.
 The module is imported when its section runs, so a section whose module is missing (or raises,
 or breaks the contract) is reported in its own place with the error and its traceback tail; the
-other sections are still run and written, and ``main`` returns 1.
+other sections are still run and written, and ``main`` returns 1. SIGINT and SIGTERM stop the run the
+same way: the finished sections are kept (``keep_partial``), the previous report is not touched.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import fcntl
 import gc
 import importlib
 import json
-import math
 import os
 import pathlib
 import platform
@@ -36,8 +38,8 @@ import types
 
 from costmodel.overrides import add_set_argument, parse_overrides
 from experiments.report.progress import Progress
-from jaxref.render import SectionResult, md_table
-from jaxref.validation import output_dir
+from experiments.report.render import SectionResult, md_table
+from jaxref.validation import cli_main, dumps_strict, json_plain, output_dir, writable_output
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FAKE_CPU_DEVICES = 8  # the sharded attention rows run on a ('cube', 'pe') mesh of fake CPU devices
@@ -54,42 +56,20 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("golden", "Golden parity", "experiments.report.golden_parity"),
-    Section("precision", "Device precision", "experiments.report.device_precision"),
-    Section("blackhole", "Blackhole cost model", "experiments.blackhole_study"),
+    Section("golden", "Golden parity", "experiments.report.sections.golden_parity"),
+    Section("precision", "Device precision", "experiments.report.sections.device_precision"),
+    Section("blackhole", "Blackhole cost model", "experiments.report.sections.blackhole"),
     Section("ahbm", "AHBM attention kernels", "experiments.ahbm_study"),
-    Section("device", "Device parity", "device.parity"),
-    Section("performance", "Performance of the references", "experiments.report.performance"),
+    Section("device", "Device parity", "experiments.report.sections.device_parity"),
+    Section("performance", "Performance of the references", "experiments.report.sections.performance"),
 )
-
-
-def jsonable(obj, path: str = "results"):
-    """``obj`` with numpy scalars / arrays made plain and non-finite floats made None.
-
-    Raises TypeError naming the key path of anything that is not a number, string, bool, None,
-    list or dict with string keys.
-    """
-    if isinstance(obj, dict):
-        bad = [k for k in obj if not isinstance(k, str)]
-        if bad:
-            raise TypeError(f"{path}: keys must be strings, got {bad[0]!r}")
-        return {k: jsonable(v, f"{path}.{k}") for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v, f"{path}[{i}]") for i, v in enumerate(obj)]
-    if hasattr(obj, "tolist") and type(obj).__module__.startswith("numpy"):
-        return jsonable(obj.tolist(), path)
-    if obj is None or isinstance(obj, (str, bool, int)):
-        return obj
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    raise TypeError(f"{path}: {type(obj).__name__} is not JSON-serialisable (numbers / strings only)")
 
 
 def check_result(res, out_dir: pathlib.Path) -> dict:
     """Validate a ``report_section`` return value (a ``SectionResult``: its fields' types are checked when
     it is made); returns the results.json entry, ``results`` made JSON-plain."""
     if not isinstance(res, SectionResult):
-        raise TypeError(f"report_section must return a jaxref.render.SectionResult; got {type(res).__name__}")
+        raise TypeError(f"report_section must return a experiments.report.render.SectionResult; got {type(res).__name__}")
     for name in res.figures:
         if not isinstance(name, str) or not inside(out_dir, name) or not name.endswith(".png"):
             raise ValueError(f"figure {name!r} must be a .png file name relative to the output folder")
@@ -99,7 +79,7 @@ def check_result(res, out_dir: pathlib.Path) -> dict:
         with open(path, "rb") as f:
             if f.read(8) != PNG_SIGNATURE:
                 raise ValueError(f"figure {name!r} is not a PNG file")
-    return {"markdown": res.markdown, "results": jsonable(dict(res.results)), "figures": list(res.figures)}
+    return {"markdown": res.markdown, "results": json_plain(dict(res.results), "results"), "figures": list(res.figures)}
 
 
 def error_text(exc: BaseException, section: Section) -> str:
@@ -126,7 +106,7 @@ class ReportBusy(ValueError):
 
 
 class Interrupted(Exception):
-    """The run was interrupted (SIGINT); the message says what was kept where."""
+    """The run was interrupted (SIGINT or SIGTERM); the message says what was kept where."""
 
 
 @contextlib.contextmanager
@@ -143,9 +123,24 @@ def locked(out_dir: pathlib.Path):
                              "expected one run per folder (wait for it to finish or choose another --out)") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
+        remove_stale_partials(out_dir)
         yield
     finally:
         os.close(fd)
+
+
+def partial_prefix(out_dir: pathlib.Path) -> str:
+    """Name prefix of the temporary folders a run into ``out_dir`` writes its sections into (next to it)."""
+    return f".{out_dir.name}.partial-"
+
+
+def remove_stale_partials(out_dir: pathlib.Path) -> None:
+    """Remove the temporary folders of earlier runs into ``out_dir`` that died without cleaning up (SIGKILL,
+    a power cut): called under the folder's lock, so no live run is writing into them; a killed run wrote
+    no report there (its sections are finished only in results.json, written at the end or on interrupt)."""
+    for path in out_dir.parent.glob(partial_prefix(out_dir) + "*"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def previous_figures(out_dir: pathlib.Path) -> list[pathlib.Path]:
@@ -162,7 +157,7 @@ def previous_figures(out_dir: pathlib.Path) -> list[pathlib.Path]:
 
 def write_report_files(folder: pathlib.Path, payload: dict) -> None:
     """results.json (strict JSON) and REPORT.md of ``payload`` into ``folder``."""
-    (folder / "results.json").write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n")
+    (folder / "results.json").write_text(dumps_strict(payload, indent=1) + "\n")
     (folder / "REPORT.md").write_text(render_markdown(payload))
 
 
@@ -229,14 +224,14 @@ def run_report(out_dir: pathlib.Path, *, sections: tuple[Section, ...] | list[Se
 
     The sections write into a temporary folder next to ``out_dir``; the finished report is moved into
     place at the end, so ``out_dir`` always holds a complete report (the previous one until then).
-    A second run into the same folder raises ``ReportBusy``; a KeyboardInterrupt raises
-    ``Interrupted`` after keeping the finished sections (``keep_partial``).
+    A second run into the same folder raises ``ReportBusy``; a KeyboardInterrupt (SIGINT, or SIGTERM:
+    ``signals_noted``) raises ``Interrupted`` after keeping the finished sections (``keep_partial``).
     """
-    out_dir = pathlib.Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"--out {out_dir} is an existing file; expected a folder (existing or new)")
-    with locked(out_dir), sigint_noted() as sigint:
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    out_dir = writable_output(out_dir, "dir", name="--out")
+    if out_dir.is_dir():  # the temporary folder of the sections goes next to it
+        writable_output(out_dir.parent, "dir", name="--out's parent folder")
+    with locked(out_dir), signals_noted() as sigint:
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix=partial_prefix(out_dir), dir=out_dir.parent))
         try:
             return _run_into(tmp, out_dir, sigint, sections=sections, quick=quick, overrides=overrides,
                              command=command)
@@ -245,11 +240,15 @@ def run_report(out_dir: pathlib.Path, *, sections: tuple[Section, ...] | list[Se
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # both stop a run like Ctrl-C: the finished sections are kept
+
+
 @contextlib.contextmanager
-def sigint_noted():
-    """SIGINT raises KeyboardInterrupt as usual and is also noted (``.hit``): a KeyboardInterrupt raised
-    inside a callback that swallows it (JAX's gc callback does) still stops the run after that section,
-    and the swallowed one is not printed as a traceback."""
+def signals_noted():
+    """SIGINT and SIGTERM raise KeyboardInterrupt (SIGTERM would otherwise kill the process with the
+    finished sections unsaved) and are also noted (``.hit``): a KeyboardInterrupt raised inside a callback
+    that swallows it (JAX's gc callback does) still stops the run after that section, and the swallowed
+    one is not printed as a traceback."""
     state = types.SimpleNamespace(hit=False)
 
     def handler(signum, frame):
@@ -263,12 +262,14 @@ def sigint_noted():
     if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
         yield state
         return
-    previous, default_hook = signal.signal(signal.SIGINT, handler), sys.unraisablehook
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    default_hook = sys.unraisablehook
     sys.unraisablehook = hook
     try:
         yield state
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
         sys.unraisablehook = default_hook
 
 
@@ -323,11 +324,17 @@ def free_memory() -> None:
 
 
 def machine_info() -> dict:
+    """Python, platform, cores and (once a section imported it) JAX's backend; a backend that cannot start
+    (``JAX_PLATFORMS=tpu`` without one) is named as such: its sections fail in their own place."""
     info = {"python": platform.python_version(), "platform": platform.platform(),
             "cpu_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
     if "jax" in sys.modules:
         jax = sys.modules["jax"]
-        info.update(jax=jax.__version__, jax_backend=jax.default_backend(), jax_devices=jax.device_count())
+        try:
+            info.update(jax=jax.__version__, jax_backend=jax.default_backend(), jax_devices=jax.device_count())
+        except RuntimeError as exc:
+            info.update(jax=jax.__version__, jax_backend=f"unavailable ({str(exc).splitlines()[0][:200]})",
+                        jax_devices=0)
     return info
 
 
@@ -371,19 +378,29 @@ def use_fake_cpu_devices(n: int = FAKE_CPU_DEVICES) -> None:
     jax.config.update("jax_num_cpu_devices", n)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.report",
-                                 description="The main job: write the project's report (Markdown, JSON, PNG plots).")
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m experiments.report",
+        description="The main job: write the project's report (Markdown, JSON, PNG plots).",
+        epilog="example: python -m experiments.report --quick --sections blackhole --out /tmp/rep "
+               "--set blackhole.dram_peak_bytes_per_s=448e9")
     ap.add_argument("--quick", action="store_true", help="small shapes everywhere (about 2 minutes)")
-    ap.add_argument("--out", type=output_dir, default=pathlib.Path("report"), help="output folder (default report/)")
+    ap.add_argument("--out", type=output_dir, default="report",
+                    help="output folder, existing or new (default report/)")
     ap.add_argument("--sections", nargs="+", choices=[s.key for s in SECTIONS], default=None, metavar="NAME",
                     help="run only these sections, in report order: " + ", ".join(s.key for s in SECTIONS))
     add_set_argument(ap)
-    args = ap.parse_args(argv)
-    try:
-        overrides = parse_overrides(args.overrides)
-    except ValueError as exc:
-        ap.error(str(exc))
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The report's command line (``jaxref.validation.cli_main``): 0 when every section is ok, 1 when one
+    failed, 2 on bad input (the output folder checked before any section runs), 130 when interrupted."""
+    return cli_main(build_parser(), argv, lambda args: run_cli(args, argv))
+
+
+def run_cli(args: argparse.Namespace, argv: list[str] | None) -> int:
+    overrides = parse_overrides(args.overrides)
     chosen = SECTIONS if args.sections is None else tuple(s for s in SECTIONS if s.key in args.sections)
     use_fake_cpu_devices()
     command = " ".join(["python -m experiments.report", *(sys.argv[1:] if argv is None else argv)])
@@ -392,8 +409,6 @@ def main(argv: list[str] | None = None) -> int:
     except Interrupted as exc:
         print(f"\n{exc}", file=sys.stderr)
         return 130
-    except ValueError as exc:  # the output folder: a file, or busy with another run
-        ap.error(str(exc))
     secs = payload["sections"]
     figures = sum(len(e["figures"]) for e in secs.values())
     print(f"\nreport: {args.out / 'REPORT.md'} (+ results.json, {figures} figures) in "

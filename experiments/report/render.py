@@ -1,5 +1,5 @@
 """The one table type, the one figure helper and the one section result of every report: the report's
-sections, the benchmark scripts, ``python -m device.parity`` and the cost-model CLIs.
+sections (``experiments.report.sections``), the benchmark scripts and ``python -m device.parity``.
 
 * ``md_table`` (GitHub Markdown) and ``format_table`` (aligned plain text): a header and rows of cells,
   floats formatted by the caller;

@@ -2,7 +2,7 @@
 
 * one decoder layer at ``alpamayo_tt`` shapes: the jitted golden vs HF transformers with eager and
   with SDPA attention, side by side (``experiments.bench_expert``);
-* a full 10-step Euler sample of the 64-layer golden (``experiments.report.golden_sample``);
+* a full 10-step Euler sample of the 64-layer golden (``experiments.report.sections.golden_sample``);
 * flash vs dense causal prefill: compiled memory and time (``experiments.bench_flash``);
 * the vmapped Blackhole cost-model sweep: configurations per second (``costmodel_throughput`` here).
 
@@ -20,12 +20,12 @@ import numpy as np
 
 from costmodel.overrides import apply_overrides
 from experiments import bench_expert, bench_flash
-from experiments.report.golden_sample import run_sample
+from experiments.report import render
 from experiments.report.progress import note
-from jaxref import render
+from experiments.report.render import SectionResult, md_table
+from experiments.report.sections.golden_sample import run_sample
+from experiments.timing import time_call, time_repeats
 from jaxref.config import ExpertConfig
-from jaxref.render import SectionResult, md_table
-from jaxref.timing import time_call, time_repeats
 
 CFG = ExpertConfig.alpamayo_tt()
 

@@ -2,7 +2,7 @@
 
 ``jaxref.testing.collectives.decode_rows`` lowers ``SplitKVSharded`` on C x P fake CPU
 devices (P = 8) for every reduce and reads the collectives back from the StableHLO text. It runs in
-a fresh process (``python -m experiments.report.collectives C,C,... P S``, printing the rows as
+a fresh process (``python -m experiments.report.sections.collectives C,C,... P S``, printing the rows as
 JSON): the device count is fixed when JAX starts. C = 5 and 7 have no rectangular CUBE-Group
 sub-mesh in the 4x4 SIP and are reported as rejected.
 """
@@ -15,7 +15,8 @@ import pathlib
 import subprocess
 import sys
 
-from jaxref.render import md_table
+from experiments.report.render import md_table
+from jaxref.validation import dumps_strict
 
 PES = 8
 
@@ -29,9 +30,9 @@ def run_subprocess(pes: int, cubes: list[int], seq_len: int) -> list[dict]:
     """``decode_rows`` in a fresh process with ``pes * max(cubes)`` fake CPU devices."""
     n = pes * max(cubes)
     env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}", "JAX_PLATFORMS": "cpu"}
-    args = [sys.executable, "-m", "experiments.report.collectives", ",".join(map(str, cubes)), str(pes), str(seq_len)]
+    args = [sys.executable, "-m", "experiments.report.sections.collectives", ",".join(map(str, cubes)), str(pes), str(seq_len)]
     res = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600, check=False,
-                         cwd=pathlib.Path(__file__).resolve().parents[2])
+                         cwd=pathlib.Path(__file__).resolve().parents[3])
     if res.returncode:
         raise RuntimeError(f"collectives subprocess failed:\n{res.stderr[-3000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     from jaxref.testing.collectives import decode_rows
 
     cubes, pes, seq_len = (sys.argv[1:] if argv is None else argv)
-    print(json.dumps(decode_rows(int(pes), [int(c) for c in cubes.split(",")], int(seq_len))))
+    print(dumps_strict(decode_rows(int(pes), [int(c) for c in cubes.split(",")], int(seq_len))))
 
 
 if __name__ == "__main__":

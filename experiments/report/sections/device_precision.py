@@ -19,13 +19,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.report import render
 from experiments.report.progress import note
-from jaxref import render
+from experiments.report.render import SectionResult, md_table
 from jaxref.action import action_in_proj
 from jaxref.config import ExpertConfig
 from jaxref.numerics import compare, round_bf16
 from jaxref.precision import Precision
-from jaxref.render import SectionResult, md_table
 from jaxref.testing import LayerwiseBf16Model
 
 FP32 = Precision.fp32()

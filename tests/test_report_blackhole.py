@@ -4,7 +4,7 @@ the model are checked on one command-line run in ``tests/test_report.py``.)"""
 import pytest
 
 from costmodel.hardware import blackhole_p150a
-from experiments.blackhole_study import hardware_with
+from experiments.report.sections.blackhole import hardware_with
 
 
 def test_unknown_override_is_rejected():

@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.timing import time_call
 from jaxref.action import UnicycleConfig, action_to_traj, euler_sample
 from jaxref.config import ExpertConfig
 from jaxref.testing import packed_random_model
-from jaxref.timing import time_call
 
 
 def run_sample(cfg: ExpertConfig, *, seq_len: int, seed: int = 0, v0: float = 10.0) -> dict:

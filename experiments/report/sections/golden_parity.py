@@ -5,8 +5,8 @@
   ``Qwen3VLTextModel`` (fp32, eager attention, 4-D additive mask, the VLM cache in a
   ``DynamicCache``) holding the same random weights, for ``tiny`` and a 2-layer model at
   ``alpamayo_tt`` widths. Targets: PCC >= 0.999999 and max-abs <= 1e-4 per output.
-* Attention: ``experiments.report.attention_parity`` (flash, split-KV, ring, sharded versions).
-* Collectives: ``experiments.report.collectives`` (the decode-SP reduce's rounds and bytes read from
+* Attention: ``experiments.report.sections.attention_parity`` (flash, split-KV, ring, sharded versions).
+* Collectives: ``experiments.report.sections.collectives`` (the decode-SP reduce's rounds and bytes read from
   the lowered program, next to the schedule).
 """
 
@@ -17,15 +17,15 @@ import pathlib
 import jax
 import numpy as np
 
-from experiments.report.attention_parity import MAX_ABS_TOL, attention_rows
-from experiments.report.collectives import collectives_part
+from experiments.report import render
 from experiments.report.progress import note
-from jaxref import render
+from experiments.report.render import SectionResult, md_table
+from experiments.report.sections.attention_parity import MAX_ABS_TOL, attention_rows
+from experiments.report.sections.collectives import collectives_part
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_stack
 from jaxref.numerics import pcc
 from jaxref.options import ExpertOptions
-from jaxref.render import SectionResult, md_table
 from jaxref.testing import random_setup
 
 HF_PCC_MIN, HF_MAX_ABS = 0.999999, 1e-4

@@ -1,6 +1,6 @@
-"""Report section: the expert on one Blackhole chip, as the calibrated cost model sees it, with intervals.
+"""Report section 3: the expert on one Blackhole chip, as the calibrated cost model sees it, with intervals.
 
-    python -m experiments.blackhole_study [--quick] [--out DIR] [--set blackhole.dram_peak_bytes_per_s=448e9]
+    python -m experiments.report --sections blackhole [--quick] [--set blackhole.dram_peak_bytes_per_s=448e9]
 
 ``report_section(out_dir, quick=..., overrides=...)`` (the report contract) computes, at the port's
 setting (p150a, S 4700, Smax 8192, bf16 cache, bfp8 weights, decode SDPA, tuned matmuls):
@@ -15,8 +15,6 @@ calibration (fitted on a p150a), so an override is a what-if on the hardware.
 
 from __future__ import annotations
 
-import argparse
-import json
 import pathlib
 
 from costmodel.blackhole import BlackholeConfig, evaluate, knob_search, plans
@@ -26,10 +24,9 @@ from costmodel.blackhole.intervals import delta_intervals, intervals
 from costmodel.blackhole.roofline import gap_table, measured_op_times, measured_step_ms
 from costmodel.blackhole.rows import load_rows
 from costmodel.hardware import Blackhole, blackhole_p150a
-from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
+from costmodel.overrides import apply_overrides
+from experiments.report.render import SectionResult, figure, md_table, save
 from jaxref.config import ExpertConfig
-from jaxref.render import SectionResult, figure, md_table, save
-from jaxref.validation import output_dir
 
 CFG = ExpertConfig.alpamayo_tt()
 TARGET_STEP_MS = 30.0  # seeds/EXPERT_NOTES.md: the goal of < 30 ms/step as an op graph
@@ -163,21 +160,3 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
                        f"worst: {worst_text}.")]
     return SectionResult("\n".join(lines), results, tuple(figures))
 
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", type=output_dir, default="out/blackhole_study")
-    add_set_argument(ap, hw="blackhole")
-    args = ap.parse_args(argv)
-    try:
-        overrides = parse_overrides(args.overrides)
-    except ValueError as e:
-        ap.error(str(e))
-    sec = report_section(pathlib.Path(args.out), quick=args.quick, overrides=overrides)
-    print(sec.markdown)
-    print(json.dumps(sec.results, indent=1, allow_nan=False)[:2000])
-
-
-if __name__ == "__main__":
-    main()
