@@ -191,7 +191,7 @@ class AHBM:
                               "item 6). The kernel CPU issues ops in program order, one at a time; an op starts "
                               "executing only after its issue ends", default=0.0, bounds=(0.0, 1e-3))
     # ---- mechanisms of issue 18 (each specified precisely enough to be simulated independently; the
-    # ---- per-case physics is costmodel/ahbm/__init__.py's docstring) ------------------------------
+    # ---- per-case physics is costmodel/ahbm/physics.py's docstring) ------------------------------
     cpu_issue_composite_s: float = spec(
         "s", "[assumed] CPU issue cost of one COMPOSITE descriptor push (tl.composite and the opt2 "
         "tl.ex_composite; ADR-0064: a descriptor push >> a primitive op); default 0 as kernbench's "

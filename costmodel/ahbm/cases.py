@@ -259,7 +259,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
 
 
 def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None) -> dict:
-    """Prefill-SP ring over C = G CUBEs (``costmodel.ahbm``'s docstring): per (CUBE c, step s) the
+    """Prefill-SP ring over C = G CUBEs (``costmodel.ahbm.physics``): per (CUBE c, step s) the
     busiest PE's work on block b = (c - s) mod C; CUBE c forwards its held block to c + 1 when it
     starts a step (its NOC port serialises its sends; the receiver needs a free one of
     ``ring_recv_depth`` buffers) and starts step s once it finished step s - 1 and received the

@@ -1,6 +1,6 @@
 """Per-tile engine times, streamed composites and the three pipelining options (ADR-0060 section 5.6).
 
-The physics is ``costmodel.ahbm``'s docstring; this module is its closed-form surrogate for one
+The physics is ``costmodel.ahbm.physics``; this module is its closed-form surrogate for one
 inner tile. A composite GEMM streams its K / V operand DMA -> GEMM -> write-back per sub-tile
 (``gemm_tile_n`` keys for Q.K^T, ``gemm_tile_k`` for P.V) through ``composite_runahead_subtiles``
 operand buffers. As a pipeline of m sub-tiles it is summarised by
