@@ -24,7 +24,7 @@ from costmodel.ahbm.sensitivity import elasticities
 from costmodel.ahbm.tune import exhaustive, stack_knobs, sweep_latency, tune
 from costmodel.hardware import ahbm_sip
 from costmodel.overrides import apply_overrides
-from experiments import ahbm_sim_check as sim_check
+from costmodel.ahbm import sim_check
 from jaxref.render import SectionResult, figure, md_table, save
 from jaxref.validation import output_dir
 

@@ -11,7 +11,7 @@ from costmodel.ahbm.pipeline import DTYPE_BYTES, q_load_time, tile_times, visit_
 from costmodel.ahbm.sim.rates import SimRates
 from costmodel.ahbm.sim.tile_loop import run_visit
 from costmodel.hardware import ahbm_sip
-from experiments.ahbm_sim_check import compare, describe, grid, summary
+from costmodel.ahbm.sim_check import compare, describe, grid, summary
 
 BASE = dataclasses.replace(ahbm_sip(), commands=("composite", "ex_composite"))
 VISIT_HW = {"adr": BASE, "issue_bound": dataclasses.replace(BASE, cpu_issue_s=5e-9, cpu_issue_composite_s=40e-9),
