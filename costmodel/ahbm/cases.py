@@ -25,10 +25,10 @@ from costmodel.ahbm.pipeline import (
     US,
     dma_time,
     hbm_rate,
-    issues_per_tile,
     q_load_time,
     sweep_terms,
     tcm_bytes,
+    tile_busy,
     tile_times,
     visit_time,
     visits_time,
@@ -42,7 +42,7 @@ from jaxref.validation import check_choice
 MERGE_ELEMS_PER_ROW = 3
 MERGE_ELEMS_ROW_FIXED = 8
 ROOT_ISSUES = 2  # the root's O / l and tl.store
-RESOURCES = ("hbm", "gemm", "math", "cpu_issue", "links")
+RESOURCES = ("hbm", "gemm", "math", "tcm", "cpu_issue", "links")
 
 
 def graph_options(case: str, reduce: str, placement: str, mesh: str) -> dict:
@@ -135,12 +135,8 @@ def _options(fn):
 
 
 def _busy(t: dict, count, pipeline: str) -> dict:
-    """Resource busy time of ``count`` tiles of times ``t`` (HBM, GEMM, MATH, CPU issue)."""
-    n_comp, n_prim = issues_per_tile(pipeline)
-    return {"hbm": count * (t["K"]["dma_busy"] + t["V"]["dma_busy"]),
-            "gemm": count * (t["K"]["gemm_busy"] + t["V"]["gemm_busy"]),
-            "math": count * (t["m_s"] + t["m_o"]),
-            "cpu_issue": count * (n_comp * t["cc"] + n_prim * t["c"])}
+    """Resource busy time of ``count`` tiles of times ``t`` (HBM, GEMM, MATH, TCM port, CPU issue)."""
+    return {k: count * v for k, v in tile_busy(t, pipeline).items()}
 
 
 def _wsum(w, per_option: list):
@@ -248,11 +244,15 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         raise AssertionError(case)  # a case in CASES without a branch here
     if case in ("decode", "prefill"):
         out["cubes_used"] = Hkv / hw.pes_per_cube + 0.0 * S  # one PE per kv head
-    for k in ("hbm", "gemm", "math", "cpu_issue"):
+    for k in ("hbm", "gemm", "math", "tcm", "cpu_issue"):
         out[f"{k}_busy"] = _wsum(w, [b[k] for b in busy])
     out["hbm_busy"] = out["hbm_busy"] + out.pop("hbm_extra")
     out["math_busy"] = out["math_busy"] + out.pop("math_extra")
     out["links_busy"] = out.pop("link_busy")
+    # no schedule beats a resource's own work: the closed forms' terms each carry their floors, and
+    # the whole case is floored by every roofline (the visits' fill / drain and the ragged terms
+    # may otherwise round below a saturated resource's busy time)
+    total = smax(total, *(out[f"{k}_busy"] for k in RESOURCES), relax=relax)
     out.update(total=total, tcm_bytes=tcm, opt2_weight=w[PIPELINES.index("opt2")],
                ring_depth_margin=(2.0 - hw.ring_recv_depth if case == "prefill_sp" else -1.0) + 0.0 * S)
     return out

@@ -12,6 +12,7 @@ from costmodel.smooth import Relax
 
 # what each resource's roofline is, for the bound's explanation
 RESOURCE_NAMES = {"hbm": "HBM (the critical PE's controller)", "gemm": "GEMM engine", "math": "MATH engine",
+                  "tcm": "TCM port (write-backs, TCM-held operands)",
                   "cpu_issue": "CPU issue", "links": "links (CUBE NOC)"}
 
 
@@ -80,7 +81,7 @@ def evaluate(cfg: AhbmConfig, hw: AHBM | None = None) -> dict:
     """Exact latency of a discrete config: latency_us (one layer), model_us (x layers), the
     breakdown (us; prefill-SP reports the ring's mean exposed wait per CUBE as ring_wait_us),
     ``bound`` (the resource with the largest roofline) and ``rooflines_us`` (each resource's busy
-    time on the critical PE / link: HBM, GEMM, MATH, CPU issue, links). Raises ValueError naming
+    time on the critical PE / link: HBM, GEMM, MATH, TCM port, CPU issue, links). Raises ValueError naming
     the violated constraint."""
     hw = ahbm_sip() if hw is None else hw
     out = case_latency(hw, knobs_of(cfg), **static_of(cfg))
