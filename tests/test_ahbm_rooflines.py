@@ -67,3 +67,21 @@ def test_bound_fraction_is_at_most_one_when_hbm_bound():
     assert 0.5 < fast["bound_fraction"] <= 1 + 1e-6
     assert fast["latency_us"] >= fast["rooflines_us"]["hbm"] == pytest.approx(
         1e6 * (2 * (1 << 17) * 128 * 2 + 2 * 8 * 128 * 2) / (256e9 * 0.8), rel=1e-5)
+
+
+def test_elasticities_follow_placement_and_mesh():
+    """The GEMM elasticity of a contiguous-placement decode-SP config is the one of its own graph:
+    a finite difference of the evaluator (the oracle) at +-1% GEMM rate, not the round-robin
+    graph's (-0.27 was reported where the contiguous placement's is about -0.65)."""
+    from costmodel.ahbm.sensitivity import elasticities
+
+    hw = base_hardware()
+    cfg = AhbmConfig("decode_sp", 3000, tile=512, cubes=8, pes=8, placement="contiguous", capacity=131072)
+    f = "gemm_flops_per_cycle_per_pe"
+    lat = [evaluate(cfg, dataclasses.replace(hw, **{f: float(getattr(hw, f)) * k}))["latency_us"]
+           for k in (0.99, 1.01)]
+    fd = (math.log(lat[1]) - math.log(lat[0])) / (math.log(1.01) - math.log(0.99))
+    got = elasticities(cfg, hw)[f]
+    assert got == pytest.approx(fd, abs=0.03), (got, fd)
+    rr = elasticities(cfg.replace(placement="round_robin", capacity=None), hw)[f]
+    assert abs(rr - got) > 0.1  # the two placements bind differently here

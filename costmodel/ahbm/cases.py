@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from costmodel.ahbm import counts
-from costmodel.ahbm.config import CASES, MODELS, PIPELINES
+from costmodel.ahbm.config import CASES, MODELS, PIPELINES, WEIGHT_BYTES
 from costmodel.ahbm.pipeline import (
     ACC_BYTES,
     DTYPE_BYTES,
@@ -253,9 +253,25 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
     # the whole case is floored by every roofline (the visits' fill / drain and the ragged terms
     # may otherwise round below a saturated resource's busy time)
     total = smax(total, *(out[f"{k}_busy"] for k in RESOURCES), relax=relax)
+    out.update(kv_bytes(hw, knobs, case=case, model=model))
     out.update(total=total, tcm_bytes=tcm, opt2_weight=w[PIPELINES.index("opt2")],
                ring_depth_margin=(2.0 - hw.ring_recv_depth if case == "prefill_sp" else -1.0) + 0.0 * S)
     return out
+
+
+def kv_bytes(hw: AHBM, knobs: dict, *, case: str, model: str) -> dict:
+    """HBM the KV cache takes: ``kv_pe_bytes``, one layer's K and V buffers on the fullest PE (sized
+    for ``capacity`` keys over the ranks in decode-SP, S on one PE, a ring block of ceil(S / C)
+    keys per PE in prefill-SP), x B requests; ``model_hbm_bytes``, every layer's KV of every kv head
+    (capacity keys) x B plus the model's weights where known (``WEIGHT_BYTES``)."""
+    geom, layers = MODELS[model]
+    S, B = knobs["seq_len"], knobs["batch"]
+    cap = jnp.maximum(knobs.get("capacity", S), S)
+    per_key = 2 * geom.head_dim * DTYPE_BYTES  # K and V
+    lane = {"decode": cap, "decode_sp": jnp.ceil(cap / (knobs["cubes"] * knobs["pes"])), "prefill": S,
+            "prefill_sp": jnp.ceil(S / knobs["cubes"])}[case]
+    total = layers * geom.num_kv_heads * B * cap * per_key + WEIGHT_BYTES[model]
+    return {"kv_pe_bytes": B * lane * per_key, "model_hbm_bytes": total}
 
 
 def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None) -> dict:

@@ -39,10 +39,18 @@ Mesh = Literal["wide", "tall"]  # CUBE Group sub-mesh orientation
 CASES, PIPELINES, PLACEMENTS, MESHES = (choices_of(c) for c in (Case, Pipeline, Placement, Mesh))
 # model name -> (geometry, decoder layers)
 MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
+# bf16 weight bytes of the whole model where known (Llama-3-70B: 70.55e9 parameters, the HF model
+# card); the Alpamayo expert's are not: its KV alone is checked against HBM
+WEIGHT_BYTES = {"llama3_70b": 2 * 70.55e9, "alpamayo": 0.0}
 TILE_RANGE = (32, 4096)  # keys per tile: one composite N tile .. a one-shot sweep of a short shard
 TILE_STEP = 64  # lcm of the scheduler's Q.K^T N step (32) and P.V K step (64)
 CUBES_MAX = 16  # a CUBE Group stays inside one 4x4 SIP
 PES_MAX = 8
+
+
+# the options a case other than decode_sp must leave at these values (it has no reduce / placement;
+# decode and prefill run on one PE, so no sub-mesh either)
+IGNORED_DEFAULTS = {"reduce": "tree", "placement": "round_robin", "capacity": None, "cube_mesh": "wide"}
 
 
 def is_pow2(x) -> bool:
@@ -103,6 +111,14 @@ class AhbmConfig:
                   and self.capacity >= self.seq_len,
                   f"capacity={self.capacity!r} must be an int >= seq_len={self.seq_len} (the KV buffers hold "
                   "the context)")
+        if self.case != "decode_sp":  # options only decode-SP's reduce and placement read: refused elsewhere
+            ignored = {k: v for k, v in (("reduce", self.reduce), ("placement", self.placement),
+                                         ("capacity", self.capacity)) if v != IGNORED_DEFAULTS[k]}
+            if self.case in ("decode", "prefill") and self.cube_mesh != IGNORED_DEFAULTS["cube_mesh"]:
+                ignored["cube_mesh"] = self.cube_mesh
+            require(not ignored, f"{', '.join(f'{k}={v!r}' for k, v in ignored.items())} has no effect on "
+                    f"case={self.case!r} (only decode_sp has a reduce, a key placement and its capacity"
+                    f"{'' if self.case == 'prefill_sp' else ', and a CUBE sub-mesh'}); drop it")
         G = self.geometry.group
         if self.case in ("decode", "prefill"):
             require(self.cubes == 1 and self.pes == 1,

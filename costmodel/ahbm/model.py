@@ -25,7 +25,8 @@ def knobs_of(cfg: AhbmConfig) -> dict:
 
 
 def static_of(cfg: AhbmConfig) -> dict:
-    """The static (jit) arguments of ``case_latency`` for a config."""
+    """The static (jit) arguments of ``case_latency`` for a config (every option that shapes its
+    graph: the evaluator, the elasticities and the sweeps all read them from here)."""
     return {"case": cfg.case, "model": cfg.model, "reduce": cfg.reduce, "placement": cfg.placement,
             "mesh": cfg.cube_mesh, "causal_skip": cfg.causal_skip}
 
@@ -35,12 +36,16 @@ def constraints(hw: AHBM, times: dict) -> dict:
 
     * ``tcm``: the PE's TCM holds the Q rows, (m, l, O), the composites' streaming operand
       buffers, the score buffers (and the ring's blocks when they are kept in TCM);
+    * ``hbm_pe`` / ``hbm_total``: one layer's KV buffers fit the fullest PE's share of its CUBE's
+      HBM, and every layer's KV plus the weights (where known) fit the ``sips`` SIPs' HBM;
     * ``sips``: the K kv heads' CUBE Groups (K x C CUBEs) fit the ``sips`` budget;
     * ``commands``: opt2 needs the ex_composite command in ``hw.commands``;
     * ``ring_depth``: the ring needs >= 2 receive buffers (with one it deadlocks: every CUBE
       waits for its successor's buffer before it can free its own).
     """
     return {"tcm": times["tcm_bytes"] / hw.tcm_bytes_per_pe - 1.0,
+            "hbm_pe": times["kv_pe_bytes"] / (hw.hbm_bytes_per_cube / hw.pes_per_cube) - 1.0,
+            "hbm_total": times["model_hbm_bytes"] / (hw.sips * hw.cubes * hw.hbm_bytes_per_cube) - 1.0,
             "sips": times["cubes_used"] / (hw.sips * hw.cubes) - 1.0,
             "commands": times["opt2_weight"] * (0.0 if "ex_composite" in hw.commands else 1.0) - 0.5,
             "ring_depth": times["ring_depth_margin"]}
@@ -54,6 +59,16 @@ def violations(hw: AHBM, times: dict, cfg: AhbmConfig) -> list[str]:
         out.append(f"tcm: tile={cfg.tile} infeasible for case={cfg.case!r}, pipeline={cfg.pipeline!r}: the PE needs "
                    f"{float(times['tcm_bytes']):.0f} B of TCM, more than tcm_bytes_per_pe={float(hw.tcm_bytes_per_pe):.0f} "
                    "(Q rows, (m, l, O), streaming operand buffers, score buffers); use a smaller tile")
+    if m["hbm_pe"] > 0:
+        out.append(f"hbm_capacity: seq_len={cfg.seq_len} (capacity {cfg.kv_capacity}, batch {cfg.batch}) needs "
+                   f"{float(times['kv_pe_bytes']):.4g} B of KV per PE for one layer, more than its share "
+                   f"hbm_bytes_per_cube / pes_per_cube = {float(hw.hbm_bytes_per_cube) / hw.pes_per_cube:.4g} B; "
+                   "use more ranks, a shorter context or a smaller batch")
+    if m["hbm_total"] > 0:
+        out.append(f"hbm_capacity: seq_len={cfg.seq_len} (capacity {cfg.kv_capacity}, batch {cfg.batch}) needs "
+                   f"{float(times['model_hbm_bytes']):.4g} B of HBM for {cfg.layers} layers' KV and the weights, "
+                   f"more than sips={hw.sips} x {hw.cubes} CUBEs x hbm_bytes_per_cube="
+                   f"{float(hw.hbm_bytes_per_cube):.4g} B")
     if m["sips"] > 0:
         out.append(f"sips: {cfg.geometry.num_kv_heads} kv heads x cubes={cfg.cubes} need "
                    f"{float(times['cubes_used']):.0f} CUBEs, more than sips={hw.sips} x {hw.cubes} CUBEs")

@@ -269,10 +269,11 @@ def _ring_events(C, P, rates, work, final, block_bytes, order, mesh, in_tcm, hbm
     return {"end": max(ends), "link_busy_us": max(noc.link_busy_us.values(), default=0.0), "messages": noc.messages}
 
 
-def plan_cells(case: str, S: int, tile: int, C: int, P: int) -> int:
-    """Cells the case's plan enumerates (lanes x q blocks x KV tiles): what bounds its memory."""
+def plan_cells(case: str, S: int, tile: int, C: int, P: int, capacity: int | None = None) -> int:
+    """Cells the case's plan enumerates (lanes x q blocks x KV tiles; decode's placement lays out
+    ``capacity`` slots): what bounds its memory."""
     if case in ("decode", "decode_sp"):
-        return S + math.ceil(S / tile)
+        return max(S, capacity or 0) + math.ceil(S / tile)
     if case == "prefill":
         return math.ceil(S / tile) ** 2
     nq = math.ceil(S / tile)
