@@ -24,6 +24,7 @@ from costmodel.ahbm.config import (
     AhbmConfig,
 )
 from costmodel.ahbm.model import evaluate
+from costmodel.ahbm.tune import METHODS
 from costmodel.hardware import ahbm_sip
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides, settable_fields
 from jaxref.validation import cli_main, dumps_strict, positive_int
@@ -56,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--pes", type=positive_int, default=1)
             s.add_argument("--pipeline", default="opt3", choices=PIPELINES)
             s.add_argument("--simulate", action="store_true", help="also run the SimPy event simulation")
+        else:
+            s.add_argument("--method", default="auto", choices=METHODS,
+                           help="auto: exhaustive where the knob space is small (every case today), else descent")
     return p
 
 
@@ -91,12 +95,14 @@ def run(args: argparse.Namespace) -> dict:
                 raise ValueError(f"--simulate: {e}") from None
         return out
     from costmodel.ahbm.tune import exhaustive, tune
-    res = tune(args.case, args.seq_len, hw=hw, **prob)
-    best, lat, n = exhaustive(args.case, args.seq_len, hw=hw, **prob)
+
+    res = tune(args.case, args.seq_len, hw=hw, method=args.method, **prob)
+    best, lat, n = (res.best, res.latency_us, res.evaluations) if res.method == "exhaustive" else \
+        exhaustive(args.case, args.seq_len, hw=hw, **prob)
     ev = evaluate(res.best, hw)
     return {"best": res.best.__dict__, "latency_us": res.latency_us, "bound": ev["bound"],
             "rooflines_us": ev["rooflines_us"], "evaluations": res.evaluations,
-            "gradient_steps": res.gradient_steps, "relaxed": res.relaxed,
+            "gradient_steps": res.gradient_steps, "relaxed": res.relaxed, "method": res.method,
             "exhaustive": {"best": best.__dict__, "latency_us": lat, "evaluations": n}}
 
 
@@ -107,7 +113,7 @@ def _print(args: argparse.Namespace) -> int:
         print(text)
     elif "exhaustive" in out:
         b, e = out["best"], out["exhaustive"]
-        print(f"tuner: tile={b['tile']} cubes={b['cubes']} pes={b['pes']} {b['pipeline']}  "
+        print(f"tuner ({out['method']}): tile={b['tile']} cubes={b['cubes']} pes={b['pes']} {b['pipeline']}  "
               f"{out['latency_us']:.3f} us  ({out['evaluations']} evaluations, {out['gradient_steps']} gradient steps)")
         print(f"  bound: {out['bound']}; rooflines (us): "
               + ", ".join(f"{k} {v:.4g}" for k, v in out["rooflines_us"].items()))

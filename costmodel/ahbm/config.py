@@ -63,6 +63,19 @@ def is_tile(x) -> bool:
             and (x == TILE_RANGE[0] or x % TILE_STEP == 0))
 
 
+def check_case_options(case: str, reduce: str, placement: str, capacity, cube_mesh: str) -> None:
+    """Refuse options the case has no use for: only decode_sp has a reduce, a key placement and its
+    capacity; decode and prefill run on one PE, so they have no CUBE sub-mesh either."""
+    if case == "decode_sp":
+        return
+    given = {"reduce": reduce, "placement": placement, "capacity": capacity, "cube_mesh": cube_mesh}
+    ignored = {k: v for k, v in given.items() if v != IGNORED_DEFAULTS[k]
+               and not (k == "cube_mesh" and case == "prefill_sp")}
+    require(not ignored, f"{', '.join(f'{k}={v!r}' for k, v in ignored.items())} has no effect on case={case!r} "
+            "(only decode_sp has a reduce, a key placement and its capacity; decode and prefill run on one PE); "
+            "drop it")
+
+
 def check_problem(case: str, seq_len, batch, model: str, reduce: str = "tree") -> None:
     """Validate the problem a tuner is asked about (before any knob is chosen)."""
     check_choice("case", case, Case)
@@ -111,14 +124,7 @@ class AhbmConfig:
                   and self.capacity >= self.seq_len,
                   f"capacity={self.capacity!r} must be an int >= seq_len={self.seq_len} (the KV buffers hold "
                   "the context)")
-        if self.case != "decode_sp":  # options only decode-SP's reduce and placement read: refused elsewhere
-            ignored = {k: v for k, v in (("reduce", self.reduce), ("placement", self.placement),
-                                         ("capacity", self.capacity)) if v != IGNORED_DEFAULTS[k]}
-            if self.case in ("decode", "prefill") and self.cube_mesh != IGNORED_DEFAULTS["cube_mesh"]:
-                ignored["cube_mesh"] = self.cube_mesh
-            require(not ignored, f"{', '.join(f'{k}={v!r}' for k, v in ignored.items())} has no effect on "
-                    f"case={self.case!r} (only decode_sp has a reduce, a key placement and its capacity"
-                    f"{'' if self.case == 'prefill_sp' else ', and a CUBE sub-mesh'}); drop it")
+        check_case_options(self.case, self.reduce, self.placement, self.capacity, self.cube_mesh)
         G = self.geometry.group
         if self.case in ("decode", "prefill"):
             require(self.cubes == 1 and self.pes == 1,
