@@ -270,6 +270,25 @@ class AHBM:
         return self.pes_per_cube * self.pseudo_channels_per_pe * self.pseudo_channel_bytes_per_s
 
 
+# The TCM a PE's visit holds besides ring blocks (the one TCM-fit rule: the model's constraint and the
+# simulation's ring-block placement both read it). Per pipelining option: (Q.K^T composites, P.V
+# composites) in flight, each owning composite_runahead_subtiles operand sub-tile buffers (gemm_tile_n
+# keys for Q.K^T, gemm_tile_k for P.V), and fp32 score buffers (opt3 / opt2 keep S_j and S_{j+1}).
+AHBM_TCM_BUFFERS = {"opt1": (1, 1, 1), "opt3": (2, 1, 2), "opt2": (2, 2, 2)}
+
+
+def ahbm_tcm_bytes(hw: AHBM, rows, keys, d: int, pipeline: str):
+    """TCM bytes of one visit's working set (``AHBM_TCM_BUFFERS``): bf16 Q rows, fp32 (m, l, O),
+    the composites' operand buffers, the fp32 score buffers, bf16 P and the fp32 P.V output, for
+    ``rows`` M-folded query rows and tiles of ``keys`` keys at head dim ``d`` (ints or arrays)."""
+    check_choice("pipeline", pipeline, AHBM_TCM_BUFFERS)
+    n_qk, n_pv, s_bufs = AHBM_TCM_BUFFERS[pipeline]
+    bf16, fp32 = 2, 4
+    operands = hw.composite_runahead_subtiles * (n_qk * hw.gemm_tile_n + n_pv * hw.gemm_tile_k) * d * bf16
+    return (rows * d * bf16 + rows * (d + 2) * fp32 + operands + s_bufs * rows * keys * fp32
+            + rows * keys * bf16 + rows * d * fp32)
+
+
 def ahbm_sip() -> AHBM:
     """The ADR-0060 SIP: 4x4 CUBEs x 8 PEs. [ADR-0060] except the engine rates, which are [assumed]."""
     return AHBM(

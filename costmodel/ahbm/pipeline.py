@@ -32,7 +32,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from costmodel.ahbm.config import PIPELINES
-from costmodel.hardware import AHBM
+from costmodel.hardware import AHBM, ahbm_tcm_bytes
 from costmodel.smooth import Relax, smax
 from jaxref.validation import check_choice
 
@@ -296,15 +296,8 @@ def q_load_time(hw: AHBM, nbytes):
 
 
 def tcm_bytes(hw: AHBM, rows, te, d: int, pipeline: str):
-    """TCM a PE holds: Q rows, fp32 (m, l, O), the composites' streaming operand buffers (opt1:
-    one QK and one PV in flight; opt3 / opt2: two QK and one / two PV), the fp32 score buffers
-    (two under opt2 / opt3, which keep S_j and S_{j+1}), the bf16 probabilities and the P.V output."""
-    depth = hw.composite_runahead_subtiles
-    tn, tk = hw.gemm_tile_n, hw.gemm_tile_k
-    n_qk, n_pv, s_bufs = {"opt1": (1, 1, 1), "opt3": (2, 1, 2), "opt2": (2, 2, 2)}[pipeline]
-    operands = depth * (n_qk * tn + n_pv * tk) * d * DTYPE_BYTES
-    return (rows * d * DTYPE_BYTES + rows * (d + 2) * ACC_BYTES + operands
-            + s_bufs * rows * te * ACC_BYTES + rows * te * DTYPE_BYTES + rows * d * ACC_BYTES)
+    """TCM a PE holds for a visit: the spec's one TCM-fit rule (``costmodel.hardware.ahbm_tcm_bytes``)."""
+    return ahbm_tcm_bytes(hw, rows, te, d, pipeline)
 
 
 def issues_per_tile(pipeline: str) -> tuple[int, int]:
