@@ -85,3 +85,22 @@ def test_elasticities_follow_placement_and_mesh():
     assert got == pytest.approx(fd, abs=0.03), (got, fd)
     rr = elasticities(cfg.replace(placement="round_robin", capacity=None), hw)[f]
     assert abs(rr - got) > 0.1  # the two placements bind differently here
+
+
+def test_more_query_tokens_pack_into_the_engine_tile_and_match_the_simulation():
+    """Decode M-folds G = 8 heads into 32-row engine tiles: T = 4 query tokens per step fill that
+    padding (nearly free: the GEMM work is the same padded tile, only MATH and the output grow),
+    while B = 4 requests cost ~4x (their KV differ). Oracle: the event simulation at T = 4."""
+    from costmodel.ahbm.simulate import simulate
+
+    hw = base_hardware()
+    one = evaluate(AhbmConfig("decode", 8192, tile=256), hw)["latency_us"]
+    t4 = AhbmConfig("decode", 8192, tile=256, queries=4)
+    four = evaluate(t4, hw)["latency_us"]
+    b4 = evaluate(AhbmConfig("decode", 8192, tile=256, batch=4), hw)["latency_us"]
+    assert four < 1.25 * one and b4 > 3.5 * one, (one, four, b4)
+    assert four == pytest.approx(simulate(t4, hw)["latency_us"], rel=0.10)
+    sp = AhbmConfig("decode_sp", 8193, tile=128, cubes=4, pes=8, queries=3)
+    assert evaluate(sp, hw)["latency_us"] == pytest.approx(simulate(sp, hw)["latency_us"], rel=0.10)
+    with pytest.raises(ValueError, match="queries=2 applies to decode only"):
+        AhbmConfig("prefill", 1000, tile=32, queries=2)

@@ -145,7 +145,7 @@ def _wsum(w, per_option: list):
 
 def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b", reduce: str = "tree",
                  placement: str = "round_robin", mesh: str = "wide", relax: Relax | None = None,
-                 causal_skip: bool = True) -> dict:
+                 causal_skip: bool = True, queries: int = 1) -> dict:
     """Times (us) of one configuration: total, sweep, reduce / ring, io, the per-resource busy
     times of the critical PE (``<resource>_busy``, the rooflines), TCM bytes and the SIP use."""
     geom, _ = MODELS[model]
@@ -164,7 +164,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
             keys = sceil(S / ranks, relax=relax)
         te = mn(tile, keys)
         n, k_last = tile_count(keys, te, relax=relax)
-        rows = G
+        rows = G * queries  # T query tokens x G heads M-folded (static: the engine tile padding is exact)
         tf = tile_times(hw, rows, te, d, relax=relax)
         tr = tile_times(hw, rows, k_last, d, relax=relax)
         pre = q_load_time(hw, rows * d * DTYPE_BYTES)

@@ -56,6 +56,8 @@ def _parser() -> argparse.ArgumentParser:
             s.add_argument("--cubes", type=positive_int, default=1)
             s.add_argument("--pes", type=positive_int, default=1)
             s.add_argument("--pipeline", default="opt3", choices=PIPELINES)
+            s.add_argument("--queries", type=positive_int, default=1,
+                           help="decode: query tokens per step (speculative / multi-token decode; default 1)")
             s.add_argument("--simulate", action="store_true", help="also run the SimPy event simulation")
         else:
             s.add_argument("--method", default="auto", choices=METHODS,
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> dict:
             **{k: (IGNORED_DEFAULTS[k] if v is None else v) for k, v in given.items()}}
     if args.command == "eval":
         cfg = AhbmConfig(case=args.case, seq_len=args.seq_len, tile=args.tile, cubes=args.cubes, pes=args.pes,
-                         pipeline=args.pipeline, **prob)
+                         pipeline=args.pipeline, queries=args.queries, **prob)
         out = {"config": cfg.__dict__, "layers": cfg.layers, **evaluate(cfg, hw)}
         if args.simulate:
             from costmodel.ahbm.simulate import simulate

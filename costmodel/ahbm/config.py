@@ -2,7 +2,10 @@
 
 Cases (ADR-0060 section 10), per kv head (the K kv heads run on disjoint CUBE Groups in parallel):
 
-* ``decode``     decode, no SP: one PE sweeps the whole KV of B requests (T_q = 1, G rows M-folded).
+* ``decode``     decode, no SP: one PE sweeps the whole KV of B requests (T_q = ``queries`` query tokens
+  per step, 1 by default or more for speculative / multi-token decode: G x T_q rows M-folded into
+  the engine's 32-row tiles, so T_q <= 4 fills the padding G = 8 leaves; different requests have
+  different KV and cannot share a tile).
 * ``decode_sp``  decode, SP: KV round-robin over C x P ranks, per-rank sweep, then a reduce of the
   (m, l, O) partials: ``tree`` (2-level reduce-to-root), ``all_to_all`` (kernbench fan-out) or
   ``all_reduce`` (Tree Attention style: every rank ends with the answer; messages are
@@ -93,6 +96,7 @@ class AhbmConfig:
     case: Case
     seq_len: int  # S: context (keys); prefill also has T = S queries
     batch: int = 1  # B: independent requests, swept one after another on the same ranks
+    queries: int = 1  # T: query tokens per decode step (speculative / multi-token decode), M-folded with G
     tile: int = 128  # TILE
     cubes: int = 1  # C
     pes: int = 1  # P
@@ -111,7 +115,7 @@ class AhbmConfig:
         check_choice("model", self.model, MODELS)
         check_choice("placement", self.placement, Placement)
         check_choice("cube_mesh", self.cube_mesh, Mesh)
-        for name in ("seq_len", "batch"):
+        for name in ("seq_len", "batch", "queries"):
             v = getattr(self, name)
             require(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
         require(is_tile(self.tile), f"tile={self.tile!r} must be {TILE_RANGE[0]} or a multiple of {TILE_STEP} in "
@@ -125,6 +129,10 @@ class AhbmConfig:
                   f"capacity={self.capacity!r} must be an int >= seq_len={self.seq_len} (the KV buffers hold "
                   "the context)")
         check_case_options(self.case, self.reduce, self.placement, self.capacity, self.cube_mesh)
+        require(self.queries == 1 or self.case in ("decode", "decode_sp"),
+                f"queries={self.queries} applies to decode only (prefill's queries are its S tokens)")
+        require(self.queries <= self.seq_len, f"queries={self.queries} must be <= seq_len={self.seq_len} (the step's "
+                "query tokens are among the keys)")
         G = self.geometry.group
         if self.case in ("decode", "prefill"):
             require(self.cubes == 1 and self.pes == 1,

@@ -28,7 +28,7 @@ def static_of(cfg: AhbmConfig) -> dict:
     """The static (jit) arguments of ``case_latency`` for a config (every option that shapes its
     graph: the evaluator, the elasticities and the sweeps all read them from here)."""
     return {"case": cfg.case, "model": cfg.model, "reduce": cfg.reduce, "placement": cfg.placement,
-            "mesh": cfg.cube_mesh, "causal_skip": cfg.causal_skip}
+            "mesh": cfg.cube_mesh, "causal_skip": cfg.causal_skip, "queries": cfg.queries}
 
 
 def constraints(hw: AHBM, times: dict) -> dict:
@@ -80,10 +80,11 @@ def violations(hw: AHBM, times: dict, cfg: AhbmConfig) -> list[str]:
 
 
 def latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b", reduce: str = "tree",
-            relax: Relax | None = None, causal_skip: bool = True, placement: str = "round_robin", mesh: str = "wide"):
+            relax: Relax | None = None, causal_skip: bool = True, placement: str = "round_robin", mesh: str = "wide",
+            queries: int = 1):
     """Total latency (us) of one attention layer (one kv head's CUBE Group; all heads in parallel)."""
     return case_latency(hw, knobs, case=case, model=model, reduce=reduce, relax=relax, causal_skip=causal_skip,
-                        placement=placement, mesh=mesh)["total"]
+                        placement=placement, mesh=mesh, queries=queries)["total"]
 
 
 def bound_of(times: dict) -> tuple[str, dict]:

@@ -61,7 +61,8 @@ after the last merge. Ragged tiles and blocks use their real sizes throughout.
 Cases (per kv head; the K kv heads run in parallel on disjoint CUBE Groups; the groups must fit
 the ``sips`` budget: K x C <= sips x 16 CUBEs):
 
-* decode (one PE): B requests one after another, each a visit over the whole KV (rows = G);
+* decode (one PE): B requests one after another, each a visit over the whole KV (rows = G x T, T
+  query tokens per step; the T tokens' causal mask among themselves is not charged);
   then normalise (rows x d MATH) and store (rows x d x 2 B DMA) per request.
 * decode_sp: keys placed over R = C x P ranks by ``KVPlacement`` (``round_robin``: ceil / floor
   of S / R per rank; ``contiguous``: rank l holds clip(S - l B, 0, B), B = ceil(capacity / R),

@@ -67,7 +67,7 @@ def sub_mesh(C: int, orientation: str) -> tuple[int, int]:
 
 
 def decode(cfg, rates) -> dict:
-    G, d = cfg.geometry.group, cfg.geometry.head_dim
+    G, d = cfg.geometry.group * cfg.queries, cfg.geometry.head_dim  # T query tokens x G heads: the M-folded rows
     sp = cfg.case == "decode_sp"
     C, P = (cfg.cubes, cfg.pes) if sp else (1, 1)
     plan, _, _ = SplitKV(tile=cfg.tile, num_cubes=C, pes_per_cube=P,
