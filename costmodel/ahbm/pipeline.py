@@ -199,7 +199,10 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         gap = V["fill"] - V["a_first"] + V["g"] + V["tail"] + post
         k_left = mx((K1["dma_busy"] - K1["a_head"]) - (V["dma_busy"] - V["a_head"]), 0.0 * q)
         k_wall = k_left * K1["period"] / K1["a_full"]  # that excess alone on the controller
-        hbm_chain = 2 * cc + pre + busy["hbm"] + gap - k_left + mx(k_wall - gap, 0.0 * q)
+        # (K_{j+1} streams from its issue while the softmax's ops are issued: only the part of those
+        # issues it does not cover leaves the controller idle)
+        hbm_chain = (cc + mx(cc + pre - K1["dma_busy"], 0.0 * q) + busy["hbm"] + gap - k_left
+                     + mx(k_wall - gap, 0.0 * q))
         D = mx(pv + v_tail, sat + post, 2 * cc + pre + post, floor, hbm_chain)
         D_c = mx(pv + v_tail, sat - credit + post, 2 * cc + pre + post, floor_no_gemm, hbm_chain)  # tile after the first
         # S_{j+1} done: QK_{j+1} ends at k_end, or (P.V_j started inside it) after P.V_j's span
