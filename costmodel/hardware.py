@@ -198,7 +198,7 @@ class AHBM:
                               "item 6). The kernel CPU issues ops in program order, one at a time; an op starts "
                               "executing only after its issue ends", default=0.0, bounds=(0.0, 1e-3))
     # ---- mechanisms of issue 18 (each specified precisely enough to be simulated independently; the
-    # ---- per-case physics is costmodel/ahbm/__init__.py's docstring) ------------------------------
+    # ---- per-case physics is costmodel/ahbm/physics.py's docstring) ------------------------------
     cpu_issue_composite_s: float = spec(
         "s", "[assumed] CPU issue cost of one COMPOSITE descriptor push (tl.composite and the opt2 "
         "tl.ex_composite; ADR-0064: a descriptor push >> a primitive op); default 0 as kernbench's "
@@ -239,6 +239,12 @@ class AHBM:
         "ping-pong is section 9.4). The block a CUBE computes on at step t arrives into a buffer released "
         "when its step t - depth block finished both its compute and its forward send; depth 1 = no "
         "receive/compute overlap", static=True, default=2)
+    hbm_bytes_per_cube: float = spec(
+        "B", "[assumed] 16 GiB per CUBE: one HBM stack (an 8-high HBM3 stack of 16 Gb dies; the ADR gives "
+        "bandwidth, not capacity; not public). Split evenly over the CUBE's PEs (each PE's controller owns "
+        "its pseudo-channels): a PE holds its KV buffers of every decoder layer it serves in hbm_bytes_per_cube / "
+        "pes_per_cube; the sips SIPs hold the model's KV and weights in total",
+        default=float(16 << 30), bounds=(float(1 << 20), 1e15))
     sips: int = spec("SIPs", "[ADR-0060] 4 SIPs for the full model (section B: H_kv = 8 kv heads at C = 8, two "
                      "CUBE Groups per 16-CUBE SIP): the budget one attention layer's CUBE Groups must fit in",
                      static=True, default=4)
@@ -269,6 +275,25 @@ class AHBM:
     def hbm_cube_bytes_per_s(self):
         """Peak HBM per CUBE: PEs x pseudo-channels x 32 GB/s = 2048 GB/s."""
         return self.pes_per_cube * self.pseudo_channels_per_pe * self.pseudo_channel_bytes_per_s
+
+
+# The TCM a PE's visit holds besides ring blocks (the one TCM-fit rule: the model's constraint and the
+# simulation's ring-block placement both read it). Per pipelining option: (Q.K^T composites, P.V
+# composites) in flight, each owning composite_runahead_subtiles operand sub-tile buffers (gemm_tile_n
+# keys for Q.K^T, gemm_tile_k for P.V), and fp32 score buffers (opt3 / opt2 keep S_j and S_{j+1}).
+AHBM_TCM_BUFFERS = {"opt1": (1, 1, 1), "opt3": (2, 1, 2), "opt2": (2, 2, 2)}
+
+
+def ahbm_tcm_bytes(hw: AHBM, rows, keys, d: int, pipeline: str):
+    """TCM bytes of one visit's working set (``AHBM_TCM_BUFFERS``): bf16 Q rows, fp32 (m, l, O),
+    the composites' operand buffers, the fp32 score buffers, bf16 P and the fp32 P.V output, for
+    ``rows`` M-folded query rows and tiles of ``keys`` keys at head dim ``d`` (ints or arrays)."""
+    check_choice("pipeline", pipeline, AHBM_TCM_BUFFERS)
+    n_qk, n_pv, s_bufs = AHBM_TCM_BUFFERS[pipeline]
+    bf16, fp32 = 2, 4
+    operands = hw.composite_runahead_subtiles * (n_qk * hw.gemm_tile_n + n_pv * hw.gemm_tile_k) * d * bf16
+    return (rows * d * bf16 + rows * (d + 2) * fp32 + operands + s_bufs * rows * keys * fp32
+            + rows * keys * bf16 + rows * d * fp32)
 
 
 def ahbm_sip() -> AHBM:

@@ -256,16 +256,18 @@ def test_gemm_order_matters_only_with_concurrent_composites():
 
 
 def test_refuses_absurd_sizes_quickly():
-    with pytest.raises(ValueError, match="seq_len=99999999999 with tile=128 is too large to simulate"):
+    with pytest.raises(ValueError, match=r"seq_len=99999999999 \(capacity None\) with tile=128 is too large to simulate"):
         simulate(AhbmConfig("decode", 99999999999, tile=128), HW)
     with pytest.raises(ValueError, match="too large to simulate"):
         simulate(AhbmConfig("prefill", 1 << 20, tile=32), HW)
 
 
 def test_cli_simulate_refuses_absurd_size(capsys):
-    assert cli.main(["eval", "--case", "decode", "--seq-len", "99999999999", "--simulate"]) == 2
+    # an HBM large enough for its KV (else the capacity check refuses it first)
+    assert cli.main(["eval", "--case", "decode", "--seq-len", "99999999999", "--simulate",
+                     "--set", "ahbm.hbm_bytes_per_cube=1e15"]) == 2
     err = capsys.readouterr().err
-    assert "error: --simulate: seq_len=99999999999 with tile=128 is too large to simulate" in err
+    assert "error: --simulate: seq_len=99999999999 (capacity None) with tile=128 is too large to simulate" in err
     assert "Traceback" not in err
 
 

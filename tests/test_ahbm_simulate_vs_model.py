@@ -10,8 +10,8 @@ from costmodel.ahbm.config import AhbmConfig
 from costmodel.ahbm.pipeline import DTYPE_BYTES, q_load_time, tile_times, visit_time
 from costmodel.ahbm.sim.rates import SimRates
 from costmodel.ahbm.sim.tile_loop import run_visit
+from costmodel.ahbm.sim_check import compare, describe, grid, summary
 from costmodel.hardware import ahbm_sip
-from experiments.ahbm_sim_check import compare, describe, grid, summary
 
 BASE = dataclasses.replace(ahbm_sip(), commands=("composite", "ex_composite"))
 VISIT_HW = {"adr": BASE, "issue_bound": dataclasses.replace(BASE, cpu_issue_s=5e-9, cpu_issue_composite_s=40e-9),
@@ -99,3 +99,20 @@ def test_decode_sp_reduce_after_uneven_sweeps_within_10_percent(pipeline):
     assert len(rows) == len(pts)
     bad = [f"[{r['hw']}] {describe(r['config'])}: {r['rel_diff']:+.1%}" for r in rows if abs(r["rel_diff"]) > 0.10]
     assert not bad, bad
+
+
+def test_model_and_simulation_place_ring_blocks_by_the_same_tcm_rule():
+    """One TCM-fit rule (``costmodel.hardware.ahbm_tcm_bytes``): around the boundary where two
+    ring blocks and the working set stop fitting a PE's TCM (S ~ 6.95k at TILE 64, C 8, opt1), the model's
+    placement of the blocks and the simulation's agree point by point (two formulas disagreed on
+    537 of 6144 points)."""
+    from costmodel.ahbm.model import evaluate
+    from costmodel.ahbm.simulate import simulate
+
+    seen = set()
+    for S in (6800, 6950, 7100):
+        cfg = AhbmConfig("prefill_sp", S, tile=64, cubes=8, pes=8, pipeline="opt1")
+        model = evaluate(cfg)["breakdown"]["ring_blocks_in_tcm"]
+        assert simulate(cfg, ahbm_sip())["blocks_in_tcm"] == model, S
+        seen.add(model)
+    assert seen == {True, False}  # the points straddle the boundary

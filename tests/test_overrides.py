@@ -93,8 +93,7 @@ def test_not_modelled_ahbm_fields_change_nothing_and_every_settable_field_change
         lo, hi = field_bounds(AHBM, name)
         v = float(getattr(hw, name))
         new = min(hi, max(lo, v * 0.25 if v > 0 else 1e-6))
-        if name == "tcm_bytes_per_pe":
-            new = 4096.0
+        new = {"tcm_bytes_per_pe": 4096.0, "hbm_bytes_per_cube": float(1 << 20)}.get(name, new)  # capacities
         changed = _changes_ahbm(name, new)
         assert changed == (name in settable_fields("ahbm")), (name, changed)
 

@@ -18,17 +18,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from costmodel.ahbm import counts
-from costmodel.ahbm.config import CASES, MODELS, PIPELINES
+from costmodel.ahbm.config import CASES, MODELS, PIPELINES, WEIGHT_BYTES
 from costmodel.ahbm.pipeline import (
     ACC_BYTES,
     DTYPE_BYTES,
     US,
     dma_time,
     hbm_rate,
-    issues_per_tile,
     q_load_time,
     sweep_terms,
     tcm_bytes,
+    tile_busy,
     tile_times,
     visit_time,
     visits_time,
@@ -42,7 +42,7 @@ from jaxref.validation import check_choice
 MERGE_ELEMS_PER_ROW = 3
 MERGE_ELEMS_ROW_FIXED = 8
 ROOT_ISSUES = 2  # the root's O / l and tl.store
-RESOURCES = ("hbm", "gemm", "math", "cpu_issue", "links")
+RESOURCES = ("hbm", "gemm", "math", "tcm", "cpu_issue", "links")
 
 
 def graph_options(case: str, reduce: str, placement: str, mesh: str) -> dict:
@@ -135,12 +135,8 @@ def _options(fn):
 
 
 def _busy(t: dict, count, pipeline: str) -> dict:
-    """Resource busy time of ``count`` tiles of times ``t`` (HBM, GEMM, MATH, CPU issue)."""
-    n_comp, n_prim = issues_per_tile(pipeline)
-    return {"hbm": count * (t["K"]["dma_busy"] + t["V"]["dma_busy"]),
-            "gemm": count * (t["K"]["gemm_busy"] + t["V"]["gemm_busy"]),
-            "math": count * (t["m_s"] + t["m_o"]),
-            "cpu_issue": count * (n_comp * t["cc"] + n_prim * t["c"])}
+    """Resource busy time of ``count`` tiles of times ``t`` (HBM, GEMM, MATH, TCM port, CPU issue)."""
+    return {k: count * v for k, v in tile_busy(t, pipeline).items()}
 
 
 def _wsum(w, per_option: list):
@@ -149,7 +145,7 @@ def _wsum(w, per_option: list):
 
 def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b", reduce: str = "tree",
                  placement: str = "round_robin", mesh: str = "wide", relax: Relax | None = None,
-                 causal_skip: bool = True) -> dict:
+                 causal_skip: bool = True, queries: int = 1) -> dict:
     """Times (us) of one configuration: total, sweep, reduce / ring, io, the per-resource busy
     times of the critical PE (``<resource>_busy``, the rooflines), TCM bytes and the SIP use."""
     geom, _ = MODELS[model]
@@ -168,7 +164,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
             keys = sceil(S / ranks, relax=relax)
         te = mn(tile, keys)
         n, k_last = tile_count(keys, te, relax=relax)
-        rows = G
+        rows = G * queries  # T query tokens x G heads M-folded (static: the engine tile padding is exact)
         tf = tile_times(hw, rows, te, d, relax=relax)
         tr = tile_times(hw, rows, k_last, d, relax=relax)
         pre = q_load_time(hw, rows * d * DTYPE_BYTES)
@@ -248,18 +244,38 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         raise AssertionError(case)  # a case in CASES without a branch here
     if case in ("decode", "prefill"):
         out["cubes_used"] = Hkv / hw.pes_per_cube + 0.0 * S  # one PE per kv head
-    for k in ("hbm", "gemm", "math", "cpu_issue"):
+    for k in ("hbm", "gemm", "math", "tcm", "cpu_issue"):
         out[f"{k}_busy"] = _wsum(w, [b[k] for b in busy])
     out["hbm_busy"] = out["hbm_busy"] + out.pop("hbm_extra")
     out["math_busy"] = out["math_busy"] + out.pop("math_extra")
     out["links_busy"] = out.pop("link_busy")
+    # no schedule beats a resource's own work: the closed forms' terms each carry their floors, and
+    # the whole case is floored by every roofline (the visits' fill / drain and the ragged terms
+    # may otherwise round below a saturated resource's busy time)
+    total = smax(total, *(out[f"{k}_busy"] for k in RESOURCES), relax=relax)
+    out.update(kv_bytes(hw, knobs, case=case, model=model))
     out.update(total=total, tcm_bytes=tcm, opt2_weight=w[PIPELINES.index("opt2")],
                ring_depth_margin=(2.0 - hw.ring_recv_depth if case == "prefill_sp" else -1.0) + 0.0 * S)
     return out
 
 
+def kv_bytes(hw: AHBM, knobs: dict, *, case: str, model: str) -> dict:
+    """HBM the KV cache takes: ``kv_pe_bytes``, one layer's K and V buffers on the fullest PE (sized
+    for ``capacity`` keys over the ranks in decode-SP, S on one PE, a ring block of ceil(S / C)
+    keys per PE in prefill-SP), x B requests; ``model_hbm_bytes``, every layer's KV of every kv head
+    (capacity keys) x B plus the model's weights where known (``WEIGHT_BYTES``)."""
+    geom, layers = MODELS[model]
+    S, B = knobs["seq_len"], knobs["batch"]
+    cap = jnp.maximum(knobs.get("capacity", S), S)
+    per_key = 2 * geom.head_dim * DTYPE_BYTES  # K and V
+    lane = {"decode": cap, "decode_sp": jnp.ceil(cap / (knobs["cubes"] * knobs["pes"])), "prefill": S,
+            "prefill_sp": jnp.ceil(S / knobs["cubes"])}[case]
+    total = layers * geom.num_kv_heads * B * cap * per_key + WEIGHT_BYTES[model]
+    return {"kv_pe_bytes": B * lane * per_key, "model_hbm_bytes": total}
+
+
 def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None) -> dict:
-    """Prefill-SP ring over C = G CUBEs (``costmodel.ahbm``'s docstring): per (CUBE c, step s) the
+    """Prefill-SP ring over C = G CUBEs (``costmodel.ahbm.physics``): per (CUBE c, step s) the
     busiest PE's work on block b = (c - s) mod C; CUBE c forwards its held block to c + 1 when it
     starts a step (its NOC port serialises its sends; the receiver needs a free one of
     ``ring_recv_depth`` buffers) and starts step s once it finished step s - 1 and received the

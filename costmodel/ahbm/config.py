@@ -2,7 +2,10 @@
 
 Cases (ADR-0060 section 10), per kv head (the K kv heads run on disjoint CUBE Groups in parallel):
 
-* ``decode``     decode, no SP: one PE sweeps the whole KV of B requests (T_q = 1, G rows M-folded).
+* ``decode``     decode, no SP: one PE sweeps the whole KV of B requests (T_q = ``queries`` query tokens
+  per step, 1 by default or more for speculative / multi-token decode: G x T_q rows M-folded into
+  the engine's 32-row tiles, so T_q <= 4 fills the padding G = 8 leaves; different requests have
+  different KV and cannot share a tile).
 * ``decode_sp``  decode, SP: KV round-robin over C x P ranks, per-rank sweep, then a reduce of the
   (m, l, O) partials: ``tree`` (2-level reduce-to-root), ``all_to_all`` (kernbench fan-out) or
   ``all_reduce`` (Tree Attention style: every rank ends with the answer; messages are
@@ -39,10 +42,18 @@ Mesh = Literal["wide", "tall"]  # CUBE Group sub-mesh orientation
 CASES, PIPELINES, PLACEMENTS, MESHES = (choices_of(c) for c in (Case, Pipeline, Placement, Mesh))
 # model name -> (geometry, decoder layers)
 MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
+# bf16 weight bytes of the whole model where known (Llama-3-70B: 70.55e9 parameters, the HF model
+# card); the Alpamayo expert's are not: its KV alone is checked against HBM
+WEIGHT_BYTES = {"llama3_70b": 2 * 70.55e9, "alpamayo": 0.0}
 TILE_RANGE = (32, 4096)  # keys per tile: one composite N tile .. a one-shot sweep of a short shard
 TILE_STEP = 64  # lcm of the scheduler's Q.K^T N step (32) and P.V K step (64)
 CUBES_MAX = 16  # a CUBE Group stays inside one 4x4 SIP
 PES_MAX = 8
+
+
+# the options a case other than decode_sp must leave at these values (it has no reduce / placement;
+# decode and prefill run on one PE, so no sub-mesh either)
+IGNORED_DEFAULTS = {"reduce": "tree", "placement": "round_robin", "capacity": None, "cube_mesh": "wide"}
 
 
 def is_pow2(x) -> bool:
@@ -53,6 +64,19 @@ def is_tile(x) -> bool:
     """A legal TILE: 32 or a multiple of 64 in ``TILE_RANGE``."""
     return (isinstance(x, int) and not isinstance(x, bool) and TILE_RANGE[0] <= x <= TILE_RANGE[1]
             and (x == TILE_RANGE[0] or x % TILE_STEP == 0))
+
+
+def check_case_options(case: str, reduce: str, placement: str, capacity, cube_mesh: str) -> None:
+    """Refuse options the case has no use for: only decode_sp has a reduce, a key placement and its
+    capacity; decode and prefill run on one PE, so they have no CUBE sub-mesh either."""
+    if case == "decode_sp":
+        return
+    given = {"reduce": reduce, "placement": placement, "capacity": capacity, "cube_mesh": cube_mesh}
+    ignored = {k: v for k, v in given.items() if v != IGNORED_DEFAULTS[k]
+               and not (k == "cube_mesh" and case == "prefill_sp")}
+    require(not ignored, f"{', '.join(f'{k}={v!r}' for k, v in ignored.items())} has no effect on case={case!r} "
+            "(only decode_sp has a reduce, a key placement and its capacity; decode and prefill run on one PE); "
+            "drop it")
 
 
 def check_problem(case: str, seq_len, batch, model: str, reduce: str = "tree") -> None:
@@ -72,6 +96,7 @@ class AhbmConfig:
     case: Case
     seq_len: int  # S: context (keys); prefill also has T = S queries
     batch: int = 1  # B: independent requests, swept one after another on the same ranks
+    queries: int = 1  # T: query tokens per decode step (speculative / multi-token decode), M-folded with G
     tile: int = 128  # TILE
     cubes: int = 1  # C
     pes: int = 1  # P
@@ -90,7 +115,7 @@ class AhbmConfig:
         check_choice("model", self.model, MODELS)
         check_choice("placement", self.placement, Placement)
         check_choice("cube_mesh", self.cube_mesh, Mesh)
-        for name in ("seq_len", "batch"):
+        for name in ("seq_len", "batch", "queries"):
             v = getattr(self, name)
             require(isinstance(v, int) and not isinstance(v, bool) and v > 0, f"{name}={v!r} must be a positive int")
         require(is_tile(self.tile), f"tile={self.tile!r} must be {TILE_RANGE[0]} or a multiple of {TILE_STEP} in "
@@ -103,6 +128,11 @@ class AhbmConfig:
                   and self.capacity >= self.seq_len,
                   f"capacity={self.capacity!r} must be an int >= seq_len={self.seq_len} (the KV buffers hold "
                   "the context)")
+        check_case_options(self.case, self.reduce, self.placement, self.capacity, self.cube_mesh)
+        require(self.queries == 1 or self.case in ("decode", "decode_sp"),
+                f"queries={self.queries} applies to decode only (prefill's queries are its S tokens)")
+        require(self.queries <= self.seq_len, f"queries={self.queries} must be <= seq_len={self.seq_len} (the step's "
+                "query tokens are among the keys)")
         G = self.geometry.group
         if self.case in ("decode", "prefill"):
             require(self.cubes == 1 and self.pes == 1,

@@ -1,6 +1,6 @@
 """Per-tile engine times, streamed composites and the three pipelining options (ADR-0060 section 5.6).
 
-The physics is ``costmodel.ahbm``'s docstring; this module is its closed-form surrogate for one
+The physics is ``costmodel.ahbm.physics``; this module is its closed-form surrogate for one
 inner tile. A composite GEMM streams its K / V operand DMA -> GEMM -> write-back per sub-tile
 (``gemm_tile_n`` keys for Q.K^T, ``gemm_tile_k`` for P.V) through ``composite_runahead_subtiles``
 operand buffers. As a pipeline of m sub-tiles it is summarised by
@@ -32,7 +32,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from costmodel.ahbm.config import PIPELINES
-from costmodel.hardware import AHBM
+from costmodel.hardware import AHBM, ahbm_tcm_bytes
 from costmodel.smooth import Relax, smax
 from jaxref.validation import check_choice
 
@@ -87,9 +87,11 @@ def _stream(hw: AHBM, keys, sub: int, sub_bytes_per_key, gemm_sub_us, wb_sub_byt
     period = smax(io, gemm_sub_us, epilogue_sub_us + 0.0 * keys, (a_full + dl + gemm_sub_us) / depth, relax=relax)
     rest = jnp.maximum(m - 1.0, 0.0) * period
     gspan = gemm_sub_us + rest
-    return {"fill": a_first + dl, "body": gspan + epilogue_sub_us + w + wb_end_bytes / tcm, "gspan": gspan,
+    return {"fill": a_first + dl, "a_first": a_first, "a_full": a_full + 0.0 * keys, "period": period, "body": gspan + epilogue_sub_us + w + wb_end_bytes / tcm, "gspan": gspan,
             "dma_span": a_first + rest, "a_head": jnp.minimum(keys, depth * sub) * sub_bytes_per_key / rate,
             "dma_busy": keys * sub_bytes_per_key / rate if src != "tcm" else 0.0 * keys,
+            # the TCM port: every sub-tile's write-back, the end write-back, operand reads from TCM
+            "tcm_busy": m * w + wb_end_bytes / tcm + (keys * sub_bytes_per_key / tcm if src == "tcm" else 0.0 * keys),
             "gemm_busy": m * gemm_sub_us, "g": gemm_sub_us + 0.0 * keys, "ep_busy": m * epilogue_sub_us,
             "tail": epilogue_sub_us + w + wb_end_bytes / tcm}
 
@@ -141,6 +143,12 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
     mx = lambda *a: smax(*a, relax=relax)
     mn = lambda a, b: -smax(-a, -b, relax=relax)
     K, V, c, cc = t["K"], t["V"], t["c"], t["cc"]
+    # no option's steady tile is shorter than one tile's work on any resource (HBM, GEMM, MATH,
+    # the TCM port, CPU issue): the closed forms below track the critical chain, these floors the
+    # resource that saturates when its rate is off the defaults
+    busy = tile_busy(t, pipeline)
+    floor = mx(*busy.values())
+    floor_no_gemm = mx(*(v for k, v in busy.items() if k != "gemm"))
     m_p, m_r, m_a = t["m_p"], t["m_r"], t["m_a"]
     K1 = K if nxt is None else nxt["K"]
     pre, post = N_PRE_PV * c, N_POST_PV * c
@@ -152,7 +160,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
     q_busy = mx(q, m_a + K["ep_busy"] + K["tail"] - K["ep_busy"] / jnp.maximum(K["gemm_busy"] / K["g"], 1.0))
     drain = mx(m_a, m_r + m_a - V["body"] - post)
     if pipeline == "opt1":
-        D = mx(q_busy + pre + m_p, q_busy + pre + cc + V["fill"]) + v_tail
+        D = mx(mx(q_busy + pre + m_p, q_busy + pre + cc + V["fill"]) + v_tail, floor)
         return {"single": single, "first": single, "last": D, "D": D, "drain": drain}
     sat = K["gemm_busy"] + V["gspan"]  # the GEMM engine never idles
     # opt3 / opt2 issue QK_1 right after QK_0: QK_1's sub-tiles, landed while QK_0's run, take the
@@ -183,8 +191,20 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         r = mx(mx(cc + pre, m_a) + m_p, mx(2 * cc + pre, cc + K1["a_head"]) + V["fill"])
         k_end = cc + K1["fill"] + K1["gspan"]
         pv = pv_start(r, cc + K1["fill"], k_end, K1, relax=relax)
-        D = mx(pv + v_tail, sat + post, 2 * cc + pre + post)
-        D_c = mx(pv + v_tail, sat - credit + post, 2 * cc + pre + post)  # the tile after the first
+        # HBM-bound: QK_{j+1}'s K and P.V_j's V stream together on the controller from the iteration's
+        # issues; the next iteration's DMAs start only after P.V_j's last sub-tile landed, ran and
+        # wrote back and the merge was issued, so that tail is exposed on the controller every tile
+        # (less what is left of K_{j+1}: after both heads the two streams share the controller, so K's
+        # excess over V's remaining transfers runs in that tail, at its own buffer-cycle rate)
+        gap = V["fill"] - V["a_first"] + V["g"] + V["tail"] + post
+        k_left = mx((K1["dma_busy"] - K1["a_head"]) - (V["dma_busy"] - V["a_head"]), 0.0 * q)
+        k_wall = k_left * K1["period"] / K1["a_full"]  # that excess alone on the controller
+        # (K_{j+1} streams from its issue while the softmax's ops are issued: only the part of those
+        # issues it does not cover leaves the controller idle)
+        hbm_chain = (cc + mx(cc + pre - K1["dma_busy"], 0.0 * q) + busy["hbm"] + gap - k_left
+                     + mx(k_wall - gap, 0.0 * q))
+        D = mx(pv + v_tail, sat + post, 2 * cc + pre + post, floor, hbm_chain)
+        D_c = mx(pv + v_tail, sat - credit + post, 2 * cc + pre + post, floor_no_gemm, hbm_chain)  # tile after the first
         # S_{j+1} done: QK_{j+1} ends at k_end, or (P.V_j started inside it) after P.V_j's span
         # too: a ramp over one Q.K^T sub-tile of overlap (continuous in the relaxed form)
         s_wait = lambda k_e, p_s, end: (k_e + mn(V["gspan"], mx(k_e - p_s, 0.0 * k_e) * V["gspan"] / K1["g"])
@@ -198,8 +218,8 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         single2 = mx(q + m_p, v_start + V["fill"]) + V["body"]
         first2 = mx(q_inter + m_p, v_start + V["fill"]) + V["body"]
         # the accumulator chain: P.V_j's write-back -> merge j -> P_{j+1} -> P.V_{j+1}
-        D = mx(K["dma_busy"] + V["dma_busy"], sat, _tile_math(t), 2 * cc, V["body"] + m_a + m_p)
-        D_c = mx(K["dma_busy"] + V["dma_busy"], sat - credit, _tile_math(t), 2 * cc, V["body"] + m_a + m_p)
+        D = mx(sat, V["body"] + m_a + m_p, floor)
+        D_c = mx(sat - credit, V["body"] + m_a + m_p, floor_no_gemm)
         return {"single": single2, "first": first2 + D_c - D, "last": D, "D": D, "drain": drain}
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
@@ -230,9 +250,14 @@ def last_opt3(t: dict, s_wait, *, relax: Relax | None = None):
     return mx(mx(s0 + pre, t["m_a"]) + t["m_p"], s0 + pre + cc + V["fill"]) + V["body"] + post
 
 
-def _tile_math(t: dict):
-    """All MATH of one tile (softmax with the scale epilogue, merge)."""
-    return t["m_s"] + t["m_o"]
+def tile_busy(t: dict, pipeline: str) -> dict:
+    """Busy time (us) of one tile of times ``t`` on each resource of its PE: the HBM controller,
+    the GEMM engine, MATH (softmax with the scale epilogue, merge), the TCM port and CPU issue."""
+    n_comp, n_prim = issues_per_tile(pipeline)
+    K, V = t["K"], t["V"]
+    return {"hbm": K["dma_busy"] + V["dma_busy"], "gemm": K["gemm_busy"] + V["gemm_busy"],
+            "math": t["m_s"] + t["m_o"], "tcm": K["tcm_busy"] + V["tcm_busy"],
+            "cpu_issue": n_comp * t["cc"] + n_prim * t["c"]}
 
 
 def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
@@ -274,15 +299,8 @@ def q_load_time(hw: AHBM, nbytes):
 
 
 def tcm_bytes(hw: AHBM, rows, te, d: int, pipeline: str):
-    """TCM a PE holds: Q rows, fp32 (m, l, O), the composites' streaming operand buffers (opt1:
-    one QK and one PV in flight; opt3 / opt2: two QK and one / two PV), the fp32 score buffers
-    (two under opt2 / opt3, which keep S_j and S_{j+1}), the bf16 probabilities and the P.V output."""
-    depth = hw.composite_runahead_subtiles
-    tn, tk = hw.gemm_tile_n, hw.gemm_tile_k
-    n_qk, n_pv, s_bufs = {"opt1": (1, 1, 1), "opt3": (2, 1, 2), "opt2": (2, 2, 2)}[pipeline]
-    operands = depth * (n_qk * tn + n_pv * tk) * d * DTYPE_BYTES
-    return (rows * d * DTYPE_BYTES + rows * (d + 2) * ACC_BYTES + operands
-            + s_bufs * rows * te * ACC_BYTES + rows * te * DTYPE_BYTES + rows * d * ACC_BYTES)
+    """TCM a PE holds for a visit: the spec's one TCM-fit rule (``costmodel.hardware.ahbm_tcm_bytes``)."""
+    return ahbm_tcm_bytes(hw, rows, te, d, pipeline)
 
 
 def issues_per_tile(pipeline: str) -> tuple[int, int]:
@@ -307,6 +325,7 @@ __all__ = [
     "q_load_time",
     "sweep_terms",
     "tcm_bytes",
+    "tile_busy",
     "tile_times",
     "visit_time",
     "visits_time",

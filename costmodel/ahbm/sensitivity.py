@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from costmodel.ahbm.cases import case_latency
 from costmodel.ahbm.config import AhbmConfig
-from costmodel.ahbm.model import knobs_of
+from costmodel.ahbm.model import knobs_of, static_of
 from costmodel.hardware import AHBM, ahbm_sip, float_fields
 
 
@@ -22,8 +22,7 @@ def elasticities(cfg: AhbmConfig, hw: AHBM | None = None) -> dict[str, float]:
     knobs = knobs_of(cfg)
 
     def log_lat(h):
-        return jnp.log(case_latency(h, knobs, case=cfg.case, model=cfg.model, reduce=cfg.reduce,
-                                    causal_skip=cfg.causal_skip)["total"])
+        return jnp.log(case_latency(h, knobs, **static_of(cfg))["total"])  # every static option of cfg
 
     g = jax.grad(log_lat)(hw)
     return {name: float(getattr(g, name)) * float(getattr(hw, name)) for name in float_fields(hw)}

@@ -25,11 +25,12 @@ import numpy as np
 
 from costmodel import tuning
 from costmodel.ahbm.cases import case_latency, graph_options
-from costmodel.ahbm.config import PIPELINES, AhbmConfig, check_problem, knob_space
+from costmodel.ahbm.config import PIPELINES, AhbmConfig, check_case_options, check_problem, knob_space
 from costmodel.ahbm.model import constraints, evaluate
 from costmodel.compile_options import jit
 from costmodel.hardware import AHBM, ahbm_sip
 from costmodel.smooth import Relax
+from jaxref.validation import check_choice
 
 # Relaxation temperatures. The ring's counts are sums of ceilings of small ratios (visits of a
 # block per PE); a sharper ceiling keeps its relaxed optimum on the discrete one, while the decode
@@ -55,6 +56,7 @@ class Problem:
 
     def __post_init__(self):
         check_problem(self.case, self.seq_len, self.batch, self.model, self.reduce)
+        check_case_options(self.case, self.reduce, self.placement, self.capacity, self.cube_mesh)
 
     def config(self, **knobs) -> AhbmConfig:
         return AhbmConfig(case=self.case, seq_len=self.seq_len, batch=self.batch, model=self.model,
@@ -73,7 +75,34 @@ class TuneResult:
     latency_us: float
     evaluations: int  # discrete (exact) evaluations
     gradient_steps: int
-    relaxed: dict  # the relaxed optimum: tile, cubes, pes, pipeline weights
+    relaxed: dict  # the relaxed optimum: tile, cubes, pes, pipeline weights ({} when exhaustive)
+    method: str = "descent"  # 'descent' | 'exhaustive'
+
+
+METHODS = ("auto", "descent", "exhaustive")
+# 'auto' searches exhaustively up to this many discrete configs: one vmapped sweep of them costs
+# less than the descent's compilation and steps (every case of the knob space is below it today;
+# a larger space, e.g. more knobs or finer tiles, falls back to descent)
+EXHAUSTIVE_MAX = 50_000
+# latencies within this relative margin of the best are a tie (plateaus: contiguous placement
+# with capacity >> S is flat in C and P); ties go to the smaller resource use
+TIE_REL = 1e-3
+
+
+def resource_use(cfg: AhbmConfig) -> tuple:
+    """Sort key of a config's resource use: ranks C x P, then C, then the effective tile (TCM),
+    then the tile, then the pipelining option (opt1 needs the least: one S buffer, no new command)."""
+    return (cfg.ranks, cfg.cubes, cfg.tile_eff, cfg.tile, PIPELINES.index(cfg.pipeline))
+
+
+def pick(cfgs: list[AhbmConfig], lat: np.ndarray) -> int:
+    """Index of the config of least resource use among those within ``TIE_REL`` of the least
+    finite latency (``lat``: inf where infeasible); -1 when none is finite."""
+    lat = np.asarray(lat, dtype=np.float64)
+    if not np.isfinite(lat).any():
+        return -1
+    near = np.flatnonzero(lat <= np.min(lat) * (1.0 + TIE_REL))
+    return int(min(near, key=lambda i: resource_use(cfgs[i])))
 
 
 def allowed_pipelines(hw: AHBM) -> tuple[str, ...]:
@@ -136,11 +165,20 @@ class _Scorer:
 
 def tune(case: str, seq_len: int, *, batch: int = 1, model: str = "llama3_70b", reduce: str = "tree",
          placement: str = "round_robin", capacity: int | None = None, cube_mesh: str = "wide",
-         hw: AHBM | None = None, steps: int = 150, starts: tuple[float, ...] = (6.0, 9.0)) -> TuneResult:
-    """Gradient tuner: relaxed descent from ``starts`` (log2 TILE), projection onto legal
-    neighbours, exact scoring. Raises ValueError naming the constraint when nothing is legal."""
+         hw: AHBM | None = None, steps: int = 150, starts: tuple[float, ...] = (6.0, 9.0),
+         method: str = "auto") -> TuneResult:
+    """Best config: ``method='auto'`` searches exhaustively when the knob space holds at most
+    ``EXHAUSTIVE_MAX`` configs (cheaper than descent, and exact on plateaus), else descends;
+    'descent': relaxed descent from ``starts`` (log2 TILE), projection onto legal neighbours,
+    exact scoring; 'exhaustive': ``exhaustive``. Ties (within ``TIE_REL``) go to the smaller
+    resource use. Raises ValueError naming the constraint when nothing is legal."""
+    check_choice("method", method, METHODS)
     hw = ahbm_sip() if hw is None else hw
     prob = Problem(case, seq_len, batch, model, reduce, placement, capacity, cube_mesh)
+    if method == "exhaustive" or (method == "auto" and _space_size(case, model, hw) <= EXHAUSTIVE_MAX):
+        best, lat, n = exhaustive(case, seq_len, batch=batch, model=model, reduce=reduce, placement=placement,
+                                  capacity=capacity, cube_mesh=cube_mesh, hw=hw)
+        return TuneResult(best, lat, n, 0, {}, "exhaustive")
     axes = _axes(case, model)
     lo = jnp.asarray([math.log2(ax.values[0]) for ax in axes])
     hi = jnp.asarray([math.log2(ax.values[-1]) for ax in axes])
@@ -181,15 +219,17 @@ def tune(case: str, seq_len: int, *, batch: int = 1, model: str = "llama3_70b", 
                            everything=lambda: [dict(zip(KNOBS, v)) for v in itertools.product(*(a.values for a in axes))],
                            what=f"config for case={case!r}, seq_len={seq_len}")
     cands = cands + _tile_count_neighbours(cands, point, axes[0], scorer, try_pipes)
-    found = None
-    for c in cands:
-        for p in try_pipes:
-            cfg = scorer.config(c, p)
-            r = None if isinstance(cfg, str) else scorer.result(cfg)
-            if isinstance(r, float) and (found is None or r < found[1]):
-                found = (cfg, r)
+    scored = [cfg for c in cands for p in try_pipes
+              if not isinstance(cfg := scorer.config(c, p), str) and isinstance(scorer.result(cfg), float)]
+    found = scored[pick(scored, np.asarray([scorer.result(c) for c in scored]))]
     relaxed = {**point, "pipeline_weights": [float(v) for v in jax.nn.softmax(jnp.asarray(logits) + mask)]}
-    return TuneResult(found[0], found[1], len(scorer.cache), steps * len(starts), relaxed)
+    return TuneResult(found, scorer.result(found), len(scorer.cache), steps * len(starts), relaxed)
+
+
+def _space_size(case: str, model: str, hw: AHBM) -> int:
+    """Discrete configs of the case's knob space (before validation)."""
+    return math.prod(len(v) for k, v in knob_space(case, model).items() if k != "pipeline") * len(
+        allowed_pipelines(hw))
 
 
 def _tile_count_neighbours(cands: list[dict], point: dict, tiles: tuning.Axis, scorer: _Scorer,
@@ -252,15 +292,17 @@ def stack_knobs(cfgs: list[AhbmConfig]) -> dict:
 def exhaustive(case: str, seq_len: int, *, batch: int = 1, model: str = "llama3_70b", reduce: str = "tree",
                placement: str = "round_robin", capacity: int | None = None, cube_mesh: str = "wide",
                hw: AHBM | None = None) -> tuple[AhbmConfig, float, int]:
-    """(best config, its latency us, evaluations) over every valid, feasible discrete config."""
+    """(best config, its latency us, evaluations) over every valid, feasible discrete config; ties
+    (within ``TIE_REL`` of the least latency) go to the smaller ``resource_use``."""
     hw = ahbm_sip() if hw is None else hw
     cfgs = valid_configs(case, seq_len, batch=batch, model=model, reduce=reduce, placement=placement,
                          capacity=capacity, cube_mesh=cube_mesh, pipelines=allowed_pipelines(hw))
     lat, margin = sweep_latency(hw, stack_knobs(cfgs), case=case, model=model,
                                 **graph_options(case, reduce, placement, cube_mesh))
     lat = np.where(np.asarray(margin) <= 0, np.asarray(lat), np.inf)
-    i = int(np.argmin(lat))
-    if not np.isfinite(lat[i]):
+    i = pick(cfgs, lat)
+    if i < 0:
+        i = int(np.argmin(np.asarray(margin)))  # the least infeasible, to name what it violates
         try:
             evaluate(cfgs[i], hw)
             why = ""

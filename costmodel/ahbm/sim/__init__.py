@@ -31,11 +31,12 @@ def simulate(cfg, hw: AHBM, *, gemm_order: str = "ready") -> dict:
     'sweep_us', 'simulated_tiles' (tiles the simulation ran), 'plan_tiles' (tiles the plan
     computes), ...}. Raises ValueError when the plan would not fit in memory.
     """
-    cells = plan_cells(cfg.case, cfg.seq_len, cfg.tile, cfg.cubes, cfg.pes)
+    cells = plan_cells(cfg.case, cfg.seq_len, cfg.tile, cfg.cubes, cfg.pes, cfg.capacity)
     if cells > MAX_PLAN_CELLS:
-        raise ValueError(f"seq_len={cfg.seq_len} with tile={cfg.tile} is too large to simulate: case={cfg.case!r} "
-                         f"plans {cells} (lane, q block, tile) cells, more than {MAX_PLAN_CELLS}; use a larger tile "
-                         "or a smaller seq_len (the analytic model has no such limit)")
+        raise ValueError(f"seq_len={cfg.seq_len} (capacity {cfg.capacity}) with tile={cfg.tile} is too large to "
+                         f"simulate: case={cfg.case!r} plans {cells} (slot / lane, q block, tile) cells, more than "
+                         f"{MAX_PLAN_CELLS}; use a larger tile, a smaller seq_len or capacity (the analytic model "
+                         "has no such limit)")
     rates = SimRates.of(hw, gemm_order=gemm_order)
     if cfg.case in ("decode", "decode_sp"):
         return decode(cfg, rates)

@@ -34,6 +34,7 @@ from costmodel.ahbm.sim.composite import BF16_BYTES, FP32_BYTES
 from costmodel.ahbm.sim.engines import PE
 from costmodel.ahbm.sim.noc import Noc
 from costmodel.ahbm.sim.visits import VisitCache
+from costmodel.hardware import ahbm_tcm_bytes
 from jaxref.attention import Flash, Ring, SplitKV, reduce_plan
 from jaxref.attention.reduce import cube_mesh_shape
 
@@ -66,7 +67,7 @@ def sub_mesh(C: int, orientation: str) -> tuple[int, int]:
 
 
 def decode(cfg, rates) -> dict:
-    G, d = cfg.geometry.group, cfg.geometry.head_dim
+    G, d = cfg.geometry.group * cfg.queries, cfg.geometry.head_dim  # T query tokens x G heads: the M-folded rows
     sp = cfg.case == "decode_sp"
     C, P = (cfg.cubes, cfg.pes) if sp else (1, 1)
     plan, _, _ = SplitKV(tile=cfg.tile, num_cubes=C, pes_per_cube=P,
@@ -172,16 +173,6 @@ def ring_cycle(mesh: tuple[int, int]) -> list[int]:
     return order
 
 
-def ring_working_set(rows: int, te: int, d: int, pipeline: str, rates) -> float:
-    """TCM bytes a PE's ring visit needs besides the K / V blocks: the q block, its fp32 (m, l, O),
-    the fp32 score buffer(s) (two when S_{j+1} is computed during tile j), bf16 P, and the operand
-    sub-tile buffers of two composites in flight."""
-    _, tk, tn = rates.gemm_tile
-    s_bufs = 1 if pipeline == "opt1" else 2
-    return (rows * d * BF16_BYTES + rows * (d + 2) * FP32_BYTES + s_bufs * rows * te * FP32_BYTES
-            + rows * te * BF16_BYTES + 2 * rates.run_ahead * max(tk, tn) * d * BF16_BYTES)
-
-
 def ring(cfg, rates) -> dict:
     G, d = cfg.geometry.group, cfg.geometry.head_dim
     C, P, S = cfg.cubes, cfg.pes, cfg.seq_len
@@ -189,7 +180,7 @@ def ring(cfg, rates) -> dict:
     _, valid, plans = Ring(cfg.tile, cfg.tile, num_cubes=C).plan(S, S, causal=True)
     nq = plans[0].num_q_blocks
     block_bytes = [2 * int(n) * d * BF16_BYTES for n in valid.sum(1)]  # K and V of block b
-    ws = ring_working_set(Gc * plans[0].q_block, plans[0].tile, d, cfg.pipeline, rates)
+    ws = ahbm_tcm_bytes(rates.hw, Gc * plans[0].q_block, plans[0].tile, d, cfg.pipeline)  # the spec's TCM rule
     in_tcm = rates.ring_buffers * max(block_bytes) + ws <= rates.tcm_bytes
     cache = VisitCache(rates, d, cfg.pipeline, kv_in_tcm=in_tcm)
     work = [[[0.0] * P for _ in range(C)] for _ in plans]  # work[s][c][p]: PE p of CUBE c at step s
@@ -269,10 +260,11 @@ def _ring_events(C, P, rates, work, final, block_bytes, order, mesh, in_tcm, hbm
     return {"end": max(ends), "link_busy_us": max(noc.link_busy_us.values(), default=0.0), "messages": noc.messages}
 
 
-def plan_cells(case: str, S: int, tile: int, C: int, P: int) -> int:
-    """Cells the case's plan enumerates (lanes x q blocks x KV tiles): what bounds its memory."""
+def plan_cells(case: str, S: int, tile: int, C: int, P: int, capacity: int | None = None) -> int:
+    """Cells the case's plan enumerates (lanes x q blocks x KV tiles; decode's placement lays out
+    ``capacity`` slots): what bounds its memory."""
     if case in ("decode", "decode_sp"):
-        return S + math.ceil(S / tile)
+        return max(S, capacity or 0) + math.ceil(S / tile)
     if case == "prefill":
         return math.ceil(S / tile) ** 2
     nq = math.ceil(S / tile)

@@ -38,6 +38,7 @@ class SimRates:
     issue_us: dict  # CPU issue cost per op kind
     commands: tuple  # scheduler commands that exist ('composite', 'ex_composite')
     mesh: tuple[int, int]  # the SIP's CUBE mesh (rows, cols)
+    hw: AHBM | None = None  # the spec itself, for its rules shared as data (the TCM working set)
     gemm_order: str = "ready"  # GEMM sub-tiles of concurrent composites: 'ready' (FIFO as their
     # operands land) | 'issue' (a composite's GEMMs only after the previously issued one's): the
     # spec does not say; see ``composite``
@@ -70,5 +71,6 @@ class SimRates:
             issue_us={"composite": comp, "ex_composite": comp, "primitive": prim, "send": prim, "recv": prim},
             commands=tuple(hw.commands),
             mesh=(int(hw.mesh_y), int(hw.mesh_x)),
+            hw=hw,
             gemm_order=gemm_order,
         )
