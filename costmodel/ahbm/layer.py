@@ -70,32 +70,60 @@ def _pad(x: int, q: int) -> int:
     return -(-x // q) * q
 
 
+def _channel_rate(hw: AHBM):
+    """One pseudo-channel (B / us): its own rate, capped at the controller's share, x efficiency."""
+    n = hw.pseudo_channels_per_pe
+    return jnp.minimum(hw.pseudo_channel_bytes_per_s, hw.pe_controller_bytes_per_s / n) * hw.hbm_efficiency / US
+
+
+def transfer_us(hw: AHBM, nbytes):
+    """One DMA of ``nbytes`` on a PE's HBM (transfer only): its ``hbm_interleave_bytes`` chunks go
+    round-robin over the pseudo-channels from channel 0, so it lasts as long as the busiest
+    channel's share."""
+    chunk, n = hw.hbm_interleave_bytes, hw.pseudo_channels_per_pe
+    full = jnp.floor(nbytes / chunk)
+    rounds = jnp.floor(full / n)
+    busiest = jnp.where(full - rounds * n > 0, (rounds + 1.0) * chunk, rounds * chunk + (nbytes - full * chunk))
+    return busiest / _channel_rate(hw)
+
+
 def gemm_times(hw: AHBM, g: Gemm, *, relax: Relax | None = None) -> dict:
     """One PE's GEMM: total and its 'hbm' / 'gemm' rooflines (us)."""
-    rate, lat = _hbm_rate(hw), US * hw.dma_local_latency_s
+    lat = US * hw.dma_local_latency_s
     flops = hw.gemm_flops_per_cycle_per_pe * hw.pe_clock_hz / US
     tm, tk, tn = int(hw.gemm_tile_m), int(hw.gemm_tile_k), int(hw.gemm_tile_n)
     last_rows = g.rows - (g.blocks - 1) * g.m_block
     rows_pad = (g.blocks - 1) * g.m_block + _pad(last_rows, tm)
     w_bytes = g.blocks * g.k * g.n * WEIGHT_BYTES
     a_bytes, o_bytes = g.rows * g.k * ACT_BYTES, g.rows * g.n * ACT_BYTES
-    last_o = last_rows * g.n * ACT_BYTES
     gemm = 2.0 * rows_pad * _pad(g.k, tk) * _pad(g.n, tn) / flops
-    hbm = (w_bytes + a_bytes + o_bytes) / rate
-    sub_k, subs = min(g.k, tk), -(-g.k // tk)
+    hbm = (w_bytes + a_bytes + o_bytes) / (_channel_rate(hw) * hw.pseudo_channels_per_pe)
     depth = hw.composite_runahead_subtiles
+    subs = [min(tk, g.k - i) for i in range(0, g.k, tk)]  # K sub-tiles, the last one ragged
+    period = lambda a, e: smax(a, e, (a + lat + e) / depth, relax=relax)  # DMA, GEMM or buffer cycle
 
-    def period(r):  # per sub-tile of an r-row block: DMA, GEMM or the operand buffers' cycle
-        a = (sub_k * g.n * WEIGHT_BYTES + r * sub_k * ACT_BYTES) / rate
-        e = 2.0 * _pad(r, tm) * tk * _pad(g.n, tn) / flops
-        return smax(a, e, (a + lat + e) / depth, relax=relax), e
+    at = (depth - 1) % len(subs)  # the sub-tile whose DMA queues behind the previous block's write-back
 
-    fill = (sub_k * g.n * WEIGHT_BYTES + min(g.rows, g.m_block) * sub_k * ACT_BYTES) / rate + lat
-    p_full, _ = period(g.m_block)
-    p_last, g_last = period(last_rows)
-    chain = fill + (g.blocks - 1) * subs * p_full + (subs - 1) * p_last + g_last
-    stream = (w_bytes + a_bytes + o_bytes - last_o) / rate + lat + g_last
-    total = smax(stream, chain, relax=relax) + last_o / rate + lat
+    def block(r, behind=0.0):  # an r-row block: its sub-tiles' DMA and GEMM times, the periods inside it
+        dma = [transfer_us(hw, kk * g.n * WEIGHT_BYTES + r * kk * ACT_BYTES) for kk in subs]
+        eng = [2.0 * _pad(r, tm) * _pad(kk, tk) * _pad(g.n, tn) / flops for kk in subs]
+        a = [x + (behind if j == at else 0.0) for j, x in enumerate(dma)]
+        return {"dma": sum(dma), "a0": a[0], "e_end": eng[-1], "inner": sum(period(x, e) for x, e in zip(a[1:], eng[:-1])),
+                "wb": transfer_us(hw, r * g.n * ACT_BYTES)}
+
+    nb = g.blocks - 1  # full blocks before the last (possibly ragged) one
+    first = block(g.m_block if nb else last_rows)
+    full = block(g.m_block, first["wb"])
+    last = block(last_rows, first["wb"]) if nb else first
+    # engine side: the first sub-tile lands, then every sub-tile adds its period (a block's write-back
+    # delays the DMA booked after it), then the last GEMM
+    chain = first["a0"] + lat + first["inner"] + last["e_end"]
+    if nb:
+        chain = (chain + (nb - 1) * (period(full["a0"], full["e_end"]) + full["inner"])
+                 + period(last["a0"], full["e_end"]) + last["inner"])
+    # HBM side: every transfer but the last write-back, then the last sub-tile's latency and GEMM
+    stream = nb * (first["dma"] + first["wb"]) + last["dma"] + lat + last["e_end"]
+    total = smax(stream, chain, relax=relax) + last["wb"] + lat
     return {"total": total, "hbm": hbm, "gemm": gemm}
 
 
@@ -128,14 +156,20 @@ def collective_times(hw: AHBM, c: Collective, mesh: MeshSpec) -> dict:
     for axis, L, ch, add in chunks:
         steps = L - 1
         adds = ch / ACT_BYTES / add_rate if add else 0.0
-        if axis == "sip":
-            xfer, per_msg, extra_hops = share * ch / ucie, sip_lat, 0.0
-        else:
-            xfer, per_msg, extra_hops = ch / noc, trans + hop, (L - 2) * hop
-        total = total + steps * (xfer + per_msg + adds) + extra_hops
-        lat_roof = lat_roof + steps * per_msg
+        if axis == "sip":  # ``share`` CUBEs queue on one link: a step lasts their transfers, or one
+            # message's transfer + latency + add when that is longer (the link then idles); the
+            # last CUBE of the first step waits for the others' transfers
+            x = ch / ucie
+            step = smax(share * x, x + sip_lat + adds, relax=None)
+            total = total + (steps - 1) * step + share * x + sip_lat + adds
+            lat_roof = lat_roof + steps * sip_lat
+            link[axis] = link[axis] + steps * share * x
+        else:  # the ring's closing edge crosses L - 1 hops: its critical path 2L - 3 hops
+            x = ch / noc
+            total = total + steps * (x + trans + hop + adds) + (L - 2) * hop
+            lat_roof = lat_roof + steps * (trans + hop)
+            link[axis] = link[axis] + steps * x
         math_roof = math_roof + steps * adds
-        link[axis] = link[axis] + steps * xfer
     return {"total": total, "noc": jnp.maximum(link["row"], link["col"]), "ucie": link["sip"], "latency": lat_roof,
             "math": math_roof}
 
