@@ -94,8 +94,8 @@ def gemm_times(hw: AHBM, g: Gemm, *, relax: Relax | None = None) -> dict:
     tm, tk, tn = int(hw.gemm_tile_m), int(hw.gemm_tile_k), int(hw.gemm_tile_n)
     last_rows = g.rows - (g.blocks - 1) * g.m_block
     rows_pad = (g.blocks - 1) * g.m_block + _pad(last_rows, tm)
-    w_bytes = g.blocks * g.k * g.n * WEIGHT_BYTES
-    a_bytes, o_bytes = g.rows * g.k * ACT_BYTES, g.rows * g.n * ACT_BYTES
+    w_bytes = float(g.blocks * g.k * g.n * WEIGHT_BYTES)  # float: byte counts overflow int32
+    a_bytes, o_bytes = float(g.rows * g.k * ACT_BYTES), float(g.rows * g.n * ACT_BYTES)
     gemm = 2.0 * rows_pad * _pad(g.k, tk) * _pad(g.n, tn) / flops
     hbm = (w_bytes + a_bytes + o_bytes) / (_channel_rate(hw) * hw.pseudo_channels_per_pe)
     depth = hw.composite_runahead_subtiles
@@ -105,11 +105,11 @@ def gemm_times(hw: AHBM, g: Gemm, *, relax: Relax | None = None) -> dict:
     at = (depth - 1) % len(subs)  # the sub-tile whose DMA queues behind the previous block's write-back
 
     def block(r, behind=0.0):  # an r-row block: its sub-tiles' DMA and GEMM times, the periods inside it
-        dma = [transfer_us(hw, kk * g.n * WEIGHT_BYTES + r * kk * ACT_BYTES) for kk in subs]
+        dma = [transfer_us(hw, float(kk * g.n * WEIGHT_BYTES + r * kk * ACT_BYTES)) for kk in subs]
         eng = [2.0 * _pad(r, tm) * _pad(kk, tk) * _pad(g.n, tn) / flops for kk in subs]
         a = [x + (behind if j == at else 0.0) for j, x in enumerate(dma)]
         return {"dma": sum(dma), "a0": a[0], "e_end": eng[-1], "inner": sum(period(x, e) for x, e in zip(a[1:], eng[:-1])),
-                "wb": transfer_us(hw, r * g.n * ACT_BYTES)}
+                "wb": transfer_us(hw, float(r * g.n * ACT_BYTES))}
 
     nb = g.blocks - 1  # full blocks before the last (possibly ragged) one
     first = block(g.m_block if nb else last_rows)
@@ -143,13 +143,13 @@ def collective_times(hw: AHBM, c: Collective, mesh: MeshSpec) -> dict:
     total, lat_roof, math_roof = zero, zero, zero
     link = {"row": zero, "col": zero, "sip": zero}
     if c.kind == "all_reduce":  # reduce-scatter along the lines, all-gather back in reverse
-        chunks, held = [], c.nbytes
+        chunks, held = [], float(c.nbytes)
         for axis, L in c.lines:
             held = held / L
             chunks.append((axis, L, held, True))
         chunks += [(axis, L, ch, False) for axis, L, ch, _ in reversed(chunks)]
     else:  # all-gather: each CUBE starts with nbytes / members
-        chunks, held = [], c.nbytes / c.members
+        chunks, held = [], float(c.nbytes) / c.members
         for axis, L in c.lines:
             chunks.append((axis, L, held, False))
             held = held * L
@@ -175,7 +175,7 @@ def collective_times(hw: AHBM, c: Collective, mesh: MeshSpec) -> dict:
 
 
 def elementwise_times(hw: AHBM, e: Elementwise) -> dict:
-    t = e.elem_ops / _math_rate(hw)
+    t = float(e.elem_ops) / _math_rate(hw)
     return {"total": t, "math": t}
 
 
