@@ -82,11 +82,9 @@ class CheckpointStream:
         """{key: NaN / Inf count} of every tensor holding one (one tensor in memory at a time)."""
         out = {}
         for k in sorted(self.keys):
-            a = self._file.get_tensor(k)
-            if np.issubdtype(a.dtype, np.floating) or a.dtype.kind == "V" or str(a.dtype) == "bfloat16":
-                n = int(np.sum(~np.isfinite(np.asarray(a, np.float32))))
-                if n:
-                    out[k] = n
+            n = int(np.sum(~np.isfinite(np.asarray(self._file.get_tensor(k), np.float32))))
+            if n:
+                out[k] = n
         return out
 
     # ---- per layer ------------------------------------------------------------------------

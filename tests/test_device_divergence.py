@@ -51,7 +51,6 @@ def test_correct_graph_has_no_divergence(tiny):
     res = _localise(tiny, ex, caches)
     assert [r["op"] for r in res["ops"]] == list(LAYER_OPS)
     assert res["first_divergence"] is None, res["ops"]
-    assert min(r["pcc"] for r in res["ops"]) > 0.99999
 
 
 def test_a_perturbed_op_is_named(tiny):
