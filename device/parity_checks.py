@@ -12,7 +12,8 @@ Targets (``TARGETS``), PCC of the emulated or chip graph against:
   attention) / vs the device-precision golden (the same rounding points: only the order of float32
   operations differs);
 * ``velocity`` / ``velocity_device``: the traced step and each *teacher-forced* sample step (both
-  sides fed the same x_t), vs the fp32 / device-precision golden: 64 layers of bfp8 rounding;
+  sides fed the same x_t), vs the fp32 / device-precision golden: 64 layers of bfp8 rounding (vs the
+  device golden, 64 layers of differently ordered float32 / bf16 rounding: below a layer's target);
 * ``op``: one op's output vs the device-precision golden's value there (``device.divergence``).
 
 The free-running trajectory has no target: the sampler amplifies any difference, the golden's own
@@ -25,7 +26,7 @@ import numpy as np
 
 from jaxref.numerics import compare
 
-TARGETS = {"layer": 0.9999, "layer_device": 0.99999, "velocity": 0.99, "velocity_device": 0.9999, "op": 0.9999}
+TARGETS = {"layer": 0.9999, "layer_device": 0.99999, "velocity": 0.99, "velocity_device": 0.999, "op": 0.9999}
 
 
 def metric(golden, got, target: float | None) -> dict:
