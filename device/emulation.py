@@ -104,6 +104,11 @@ class Emulation:
         op.__doc__ = fn.__doc__
         return op
 
+    def emulated_op(self, fn):
+        """An emulation-only op (not a ttnn call; ``device.fast_twin``'s compiled layer): ``fn`` run like
+        the ttnn ops here, recorded by an open trace capture and replayed by ``execute_trace``."""
+        return self._op(fn)
+
     # ---- host side, transfers, trace ----------------------------------------------------
     def Tensor(self, data, dtype: DataType) -> Tensor:
         """Host tensor: block formats come out in TILE layout, others ROW_MAJOR (as ttnn's constructor)."""

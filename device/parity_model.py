@@ -17,6 +17,7 @@ layers in fp32 next to the golden's and the emulation's copies (issue 16: 23.5 G
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +44,14 @@ def shifts(i, shape: tuple[int, ...]):
 def _roll(a, i, shape):
     r, c = shifts(i, shape)
     return jnp.roll(jnp.roll(a, r, axis=-2), c, axis=-1)
+
+
+def _cache_at(rows, i, pad: int, fill: float, fmt: str) -> jax.Array:
+    """One cache side [K, S + pad, H] in ``fmt``: rows [K, S, H] rolled by layer i's row shift, then
+    ``pad`` rows of ``fill``."""
+    K, _, H = rows.shape
+    filled = jnp.full((K, pad, H), fill, jnp.float32)
+    return cast(jnp.concatenate([jnp.roll(rows, shifts(i, rows.shape[1:])[0], axis=1), filled], axis=1), fmt)
 
 
 @dataclasses.dataclass
@@ -88,27 +97,29 @@ class GeneratedModel:
     def cache_layer(self, i: int, *, fmt: str = "fp32") -> tuple[jax.Array, jax.Array]:
         """Layer i's VLM cache (k, v) [K, Smax, H] in ``fmt``: rolled random rows, then the fill
         (``i`` may be traced)."""
-        K, H, smax, S = self.cfg.num_kv_heads, self.cfg.head_dim, self.cfg.max_seq_len, self.seq_len
-        pad = jnp.full((K, smax - S, H), self.fill, jnp.float32)
-        return tuple(cast(jnp.concatenate([jnp.roll(a, shifts(i, a.shape[1:])[0], axis=1), pad], axis=1), fmt)
-                     for a in self.cache_rows)
+        pad = self.cfg.max_seq_len - self.seq_len
+        return tuple(_cache_at(a, i, pad, self.fill, fmt) for a in self.cache_rows)
 
     def emulation_layers(self, ns, device, *, weights: str) -> list[dict]:
         """Generated emulation buffers of every layer's weights (values produced per read)."""
         fmts = layer_formats(weights)
         shapes = device_shapes(self.cfg)
         quantised = {name: cast(a, fmts[name]) for name, a in self.base.items()}
-        roll = jax.jit(_roll, static_argnums=(2,))  # i traced: one compilation per shape, not per layer
-        return [{name: ns.generated_tensor(device, lambda q=q, i=i, s=shapes[name]: roll(q, jnp.int32(i), s), shapes[name],
+        # partials of a jitted function (i traced: one compilation per shape, not per layer), which
+        # device.fast_twin generates inside its compiled layer
+        roll = jax.jit(_roll, static_argnums=(2,))
+        return [{name: ns.generated_tensor(device, functools.partial(roll, q, jnp.int32(i), shapes[name]), shapes[name],
                                            getattr(ns, DTYPE_ATTR[fmts[name]]))
                  for name, q in quantised.items()} for i in range(self.cfg.num_layers)]
 
     def emulation_caches(self, ns, device, *, fmt: str) -> list[tuple]:
         """Generated emulation cache buffers [1, K, Smax, H] of every layer (fill_cache rows kept)."""
         shape = (1, self.cfg.num_kv_heads, self.cfg.max_seq_len, self.cfg.head_dim)
-        gen = jax.jit(lambda i, j: self.cache_layer(i, fmt=fmt)[j][None], static_argnums=(1,))
-        return [tuple(ns.generated_tensor(device, lambda i=i, j=j: gen(jnp.int32(i), j), shape, getattr(ns, DTYPE_ATTR[fmt]))
-                      for j in (0, 1)) for i in range(self.cfg.num_layers)]
+        gen = jax.jit(lambda rows, i, pad, fill, f: _cache_at(rows, i, pad, fill, f)[None], static_argnums=(2, 3, 4))
+        pad = self.cfg.max_seq_len - self.seq_len
+        return [tuple(ns.generated_tensor(device, functools.partial(gen, rows, jnp.int32(i), pad, self.fill, fmt), shape,
+                                          getattr(ns, DTYPE_ATTR[fmt]))
+                      for rows in self.cache_rows) for i in range(self.cfg.num_layers)]
 
     # ---- the golden side -----------------------------------------------------------------------
     def layer_source(self):

@@ -20,7 +20,7 @@ from costmodel.ahbm.layer_plan import LayerConfig, MeshSpec
 from costmodel.ahbm.sim.layer import simulate_layer
 from costmodel.hardware import ahbm_sip
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
-from jaxref.render import SectionResult, figure, md_table, save
+from experiments.report.render import SectionResult, figure, md_table, save
 from jaxref.validation import cli_main, dumps_strict, output_dir
 
 K = 1024

@@ -2,15 +2,24 @@
 
   python -m experiments.bench_parity_memory                       # tiny, then alpamayo_tt at 4 layers
   python -m experiments.bench_parity_memory --full                # + the default 64-layer alpamayo_tt run
+  python -m experiments.bench_parity_memory --full --before /tmp/old-checkout   # old vs new, back to back
+  python -m experiments.bench_parity_memory --checkpoint-layers 8,16   # --checkpoint runs on generated files
 
 Each run is a subprocess watched by polling ``/proc/<pid>/status`` (VmRSS of the process and its
 children) every 0.2 s; a run above ``--limit-gb`` (default 7, the shared machine's safety margin) is
 killed and reported as such. Prints one table row per run: preset, layers, peak RSS (GB), wall (s).
+``--before DIR`` runs each case first with ``DIR`` (another checkout of the project) on
+``PYTHONPATH``, then with this one, and adds the wall-time ratio of the pair (measured back to back:
+on a shared machine the ratio is steadier than either time) and whether the per-layer PCCs of the
+two ``parity.json`` files are identical. ``--checkpoint-layers`` writes an alpamayo_tt-width
+checkpoint of each depth (random, float32) and runs ``--checkpoint`` on it (one layer compared, no
+sample): peak RSS flat in the depth is what the streaming reader promises.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -36,12 +45,15 @@ def _rss_kb(pid: int) -> int:
     return total
 
 
-def measure(args: list[str], *, limit_gb: float) -> dict:
-    """Run ``python -m device.parity --backend emulation ARGS`` under the watchdog."""
+def measure(args: list[str], *, limit_gb: float, root: str | None = None) -> dict:
+    """Run ``python -m device.parity --backend emulation ARGS`` under the watchdog (``root``: the checkout
+    on PYTHONPATH and the working directory; default: this process's)."""
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, "-m", "device.parity", "--backend", "emulation", "--out", os.path.join(out, "o"), *args]
+        env = os.environ | ({"PYTHONPATH": root} if root else {})
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                cwd=root or None)
         peak, killed = 0, False
         while proc.poll() is None:
             peak = max(peak, _rss_kb(proc.pid))
@@ -51,8 +63,25 @@ def measure(args: list[str], *, limit_gb: float) -> dict:
                 break
             time.sleep(0.2)
         tail = proc.communicate()[0][-2000:]
-        return {"args": " ".join(args), "peak_gb": peak / 1024**2, "wall_s": time.perf_counter() - t0,
-                "rc": proc.returncode, "killed": killed, "tail": tail}
+        wall = time.perf_counter() - t0
+        res_path = os.path.join(out, "o", "parity.json")
+        layers = None
+        if os.path.exists(res_path):
+            with open(res_path) as f:
+                layers = [(x["layer"], x["vs_fp32"]["pcc"], x["vs_device_golden"]["pcc"]) for x in json.load(f)["layers"]]
+        return {"args": " ".join(args), "peak_gb": peak / 1024**2, "wall_s": wall,
+                "rc": proc.returncode, "killed": killed, "tail": tail, "layers": layers}
+
+
+def write_checkpoint(path: str, num_layers: int) -> None:
+    """A random alpamayo_tt-width checkpoint of ``num_layers`` layers (float32, HF names)."""
+    import jax
+
+    from jaxref.config import ExpertConfig
+    from jaxref.weights import init_params, save_safetensors
+
+    cfg = ExpertConfig.alpamayo_tt(num_layers=num_layers)
+    save_safetensors(path, init_params(jax.random.PRNGKey(0), cfg), cfg)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,8 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
                                  description=__doc__.split("\n\n")[0],
                                  epilog="example: python -m experiments.bench_parity_memory --no-sample --limit-gb 4")
     ap.add_argument("--full", action="store_true", help="also the default 64-layer alpamayo_tt run")
+    ap.add_argument("--only-full", action="store_true", help="only the default 64-layer alpamayo_tt run")
     ap.add_argument("--limit-gb", type=positive_float, default=7.0, help="kill a run above this resident size")
     ap.add_argument("--no-sample", action="store_true", help="pass --no-sample to every run")
+    ap.add_argument("--before", default=None, help="another checkout: run each case with it first (old vs new)")
+    ap.add_argument("--checkpoint-layers", default=None, help="e.g. 8,16: --checkpoint runs at these depths")
     return ap
 
 
@@ -72,18 +104,33 @@ def main(argv=None) -> int:
 
 def run_cli(a: argparse.Namespace) -> int:
     extra = ["--no-sample"] if a.no_sample else []
-    runs = [["--preset", "tiny"], ["--preset", "alpamayo_tt", "--num-layers", "4"]]
-    if a.full:
+    runs = [] if a.only_full else [["--preset", "tiny"], ["--preset", "alpamayo_tt", "--num-layers", "4"]]
+    if a.full or a.only_full:
         runs.append([])
     rows = []
+    tmp = tempfile.TemporaryDirectory()
+    for n in ([int(x) for x in a.checkpoint_layers.split(",")] if a.checkpoint_layers else []):
+        path = os.path.join(tmp.name, f"L{n}.safetensors")
+        write_checkpoint(path, n)
+        runs.append(["--preset", "alpamayo_tt", "--num-layers", str(n), "--checkpoint", path, "--layers", "0",
+                     "--no-sample"])
     for r in runs:
-        m = measure(r + extra, limit_gb=a.limit_gb)
-        status = f"killed above {a.limit_gb} GB" if m["killed"] else str(m["rc"])
-        rows.append([m["args"] or "default (alpamayo_tt, 64 layers)", f"{m['peak_gb']:.2f}", f"{m['wall_s']:.0f}", status])
-        print(f"done: {rows[-1][0]} ({rows[-1][2]} s)", file=sys.stderr, flush=True)  # runs take minutes
-        if m["rc"] not in (0, None) and not m["killed"]:
-            print(m["tail"], file=sys.stderr)
-    print(md_table(["run", "peak RSS (GB)", "wall (s)", "exit"], rows))
+        pair = [("before", a.before), ("after", None)] if a.before else [("", None)]
+        got = {}
+        for label, root in pair:
+            m = got[label] = measure(r + extra, limit_gb=a.limit_gb, root=root)
+            status = f"killed above {a.limit_gb} GB" if m["killed"] else str(m["rc"])
+            name = (m["args"] or "default (alpamayo_tt, 64 layers)").replace(tmp.name + "/", "")
+            rows.append([name, label or "-", f"{m['peak_gb']:.2f}", f"{m['wall_s']:.0f}", status, "-", "-"])
+            print(f"done: {name} {label} ({rows[-1][3]} s)", file=sys.stderr, flush=True)  # runs take minutes
+            if m["rc"] not in (0, None) and not m["killed"]:
+                print(m["tail"], file=sys.stderr)
+        if a.before:
+            b, n = got["before"], got["after"]
+            rows[-1][5] = f"{b['wall_s'] / n['wall_s']:.2f}"
+            rows[-1][6] = "identical" if b["layers"] == n["layers"] else f"DIFFER: {b['layers']} vs {n['layers']}"
+    tmp.cleanup()
+    print(md_table(["run", "code", "peak RSS (GB)", "wall (s)", "exit", "before / after wall", "per-layer PCCs"], rows))
     return 0
 
 

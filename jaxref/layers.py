@@ -196,12 +196,14 @@ def project_qkv(
     *,
     cfg: ExpertConfig,
     precision: Precision = FP32,
+    tap=None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """q/k/v projections, per-head q/k RMSNorm (before RoPE), RoPE on q and k.
 
     Args:
       h: [T, D] the input-normed residual stream.
       cos, sin: [T, H] RoPE tables.
+      tap: optional ``(name, value)`` callback at each op boundary (see ``decoder_layer``).
     Returns:
       q [T, N, H], k [T, K, H] (roped; what the device writes to the cache tail), v [T, K, H].
     """
@@ -210,22 +212,31 @@ def project_qkv(
         precision.act(linear(h, w.reshape(-1, D), precision=precision)).reshape(T, *w.shape[:2])
         for w in (params.wq, params.wk, params.wv)
     )
-    q = rms_norm(q, params.q_norm, eps=cfg.rms_eps, precision=precision)
-    k = rms_norm(k, params.k_norm, eps=cfg.rms_eps, precision=precision)
-    return apply_rope(q, cos, sin, precision=precision), apply_rope(k, cos, sin, precision=precision), v
+    tap = _no_tap if tap is None else tap
+    tap("qkv", (q, k, v))
+    q = tap("q_norm", rms_norm(q, params.q_norm, eps=cfg.rms_eps, precision=precision))
+    k = tap("k_norm", rms_norm(k, params.k_norm, eps=cfg.rms_eps, precision=precision))
+    return (tap("rope_q", apply_rope(q, cos, sin, precision=precision)),
+            tap("rope_k", apply_rope(k, cos, sin, precision=precision)), v)
 
 
-def mlp(params: LayerParams, n: jax.Array, *, precision: Precision = FP32) -> jax.Array:
-    """SwiGLU: ``down(silu(gate(n)) * up(n))``; n [T, D] -> [T, D]."""
+def _no_tap(name: str, value):
+    return value
+
+
+def mlp(params: LayerParams, n: jax.Array, *, precision: Precision = FP32, tap=None) -> jax.Array:
+    """SwiGLU: ``down(silu(gate(n)) * up(n))``; n [T, D] -> [T, D]. ``tap``: as ``decoder_layer``."""
+    tap = _no_tap if tap is None else tap
     g = precision.act(linear(n, params.w_gate, precision=precision))
     u = precision.act(linear(n, params.w_up, precision=precision))
-    m = precision.act(precision.act(jax.nn.silu(g)) * u)
-    return precision.act(linear(m, params.w_down, precision=precision))
+    s = tap("silu_gate", precision.act(jax.nn.silu(g)))
+    m = tap("mul", precision.act(s * tap("up", u)))
+    return tap("down", precision.act(linear(m, params.w_down, precision=precision)))
 
 
 def decoder_layer(params: LayerParams, x: jax.Array, kv: tuple[jax.Array, jax.Array], seq_len,
                   rope: tuple[jax.Array, jax.Array], *, cfg: ExpertConfig,
-                  options: ExpertOptions = DEFAULT_OPTIONS) -> jax.Array:
+                  options: ExpertOptions = DEFAULT_OPTIONS, tap=None) -> jax.Array:
     """One pre-norm decoder layer attending non-causally to one VLM cache layer plus its own tokens.
 
     ``h = x + wo(attn(rms_norm(x)))``; ``out = h + down(silu(gate(n)) * up(n))``, ``n = rms_norm(h)``.
@@ -239,6 +250,9 @@ def decoder_layer(params: LayerParams, x: jax.Array, kv: tuple[jax.Array, jax.Ar
       rope: (cos, sin), each [T, H], for positions ``i + rope_delta + S`` (see ``rope_tables``).
       options: attention form ('exact' / 'tail_slot'), ``precision`` (the layer's policy) and
         ``kv_chunk`` (``ExpertOptions``; ``proj_precision`` is not used here).
+      tap: optional callback ``(name, value) -> value`` called (eagerly: not under a trace) with the
+        value at each op boundary: input_norm, qkv ((q, k, v) projections), q_norm, k_norm, rope_q,
+        rope_k, attention, wo, add, post_norm, silu_gate, up, mul, down, out (``device.divergence``).
     Returns:
       [T, D] float32.
     """
@@ -252,11 +266,14 @@ def decoder_layer(params: LayerParams, x: jax.Array, kv: tuple[jax.Array, jax.Ar
     # (the tail-slot bound S <= Smax - T is checked by ``attend_tail_slot`` when S is concrete)
     precision = options.precision
     cos, sin = rope
-    h = rms_norm(x, params.input_norm, eps=cfg.rms_eps, precision=precision)
-    q, k, v = project_qkv(params, h, cos, sin, cfg=cfg, precision=precision)
+    tap = _no_tap if tap is None else tap
+    h = tap("input_norm", rms_norm(x, params.input_norm, eps=cfg.rms_eps, precision=precision))
+    q, k, v = project_qkv(params, h, cos, sin, cfg=cfg, precision=precision, tap=tap)
     attend = attend_exact if options.attention == "exact" else attend_tail_slot
-    a = attend(q, k, v, cache_k, cache_v, seq_len, precision=precision, kv_chunk=options.kv_chunk)  # [T, N, H]
-    o = precision.act(linear(a.reshape(a.shape[0], -1), params.wo.reshape(cfg.hidden, -1), precision=precision))
-    x = precision.act(x + o)
-    n = rms_norm(x, params.post_norm, eps=cfg.rms_eps, precision=precision)
-    return precision.act(x + mlp(params, n, precision=precision))
+    a = tap("attention", attend(q, k, v, cache_k, cache_v, seq_len, precision=precision,
+                                kv_chunk=options.kv_chunk))  # [T, N, H]
+    o = tap("wo", precision.act(linear(a.reshape(a.shape[0], -1), params.wo.reshape(cfg.hidden, -1),
+                                       precision=precision)))
+    x = tap("add", precision.act(x + o))
+    n = tap("post_norm", rms_norm(x, params.post_norm, eps=cfg.rms_eps, precision=precision))
+    return tap("out", precision.act(x + mlp(params, n, precision=precision, tap=tap)))

@@ -1,0 +1,122 @@
+"""The emulated decoder layer compiled once with ``jax.jit``: the fast twin of the eager emulation.
+
+``FastTwin(ex, ns)`` is a ``layer_fn`` for ``TTExpert`` (signature ``(layer_idx, x, k_cache, v_cache)
+-> x``) on the emulation backend. It traces ``TTExpert.layer`` - the same 19 ttnn calls, through a
+fresh ``device.emulation.Emulation`` with the same rounding - over tensors that wrap jit tracers,
+so XLA compiles the whole layer into one program, reused for every layer and every step (one
+compilation per input structure: the first call on a cache without ``fill_cache`` rows and the
+later ones with them). Its outputs are the eager emulation's, bit for bit (tested): the program is
+compiled without XLA's excess-precision licence, so each op's output rounding stays.
+
+Weights and caches stay in their device formats: a plain buffer passes its values; a *generated*
+buffer (``Emulation.generated_tensor``) whose generator is a ``functools.partial`` of a jax function
+(``device.parity_model`` builds them so) is generated inside the compiled program from its
+arguments (the quantised base and the layer index), not materialised per read outside it; rows a
+``fill_cache`` wrote are laid over it as in ``Tensor.value``. The new ``fill_cache`` rows come back
+and are written into the caller's cache buffers, so the state after a call is the eager one's.
+
+The twin registers as one op (``Emulation.emulated_op``): a trace captured through it replays it.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+
+import jax
+import numpy as np
+
+from device.emulation import Emulation
+from device.emulation_types import Device, Layout, Tensor
+
+
+def _identity(a):
+    return a
+
+
+def _is_array(a) -> bool:
+    return isinstance(a, (jax.Array, np.ndarray))
+
+
+def _split(t: Tensor):
+    """(static description, dynamic arrays) of a buffer's values (see the module docstring)."""
+    gen = t.generate
+    if gen is None:
+        return ("plain", t.dtype, t.shape), {"value": t.value}
+    if isinstance(gen, functools.partial) and not gen.keywords:
+        statics = tuple(None if _is_array(a) else a for a in gen.args)
+        dyn = {"args": [a for a in gen.args if _is_array(a)]}
+        kind = ("partial", gen.func, statics)
+    else:  # an opaque generator: read it here (still correct, only not fused)
+        kind, dyn = ("opaque",), {"base": jax.numpy.asarray(gen(), jax.numpy.float32)}
+    keys = tuple(t.patches)
+    dyn["patches"] = [t.patches[k] for k in keys]
+    return ("generated", t.dtype, t.shape, kind, keys), dyn
+
+
+def _rebuild(static, dyn, device: Device, *, record_writes: bool = False) -> Tensor:
+    """The traced twin of a buffer described by ``_split``; ``record_writes``: a plain buffer comes
+    back as a generated one too, so the rows ``fill_cache`` writes are kept apart (``patches``)."""
+    if static[0] == "plain":
+        if not record_writes:
+            return Tensor(dyn["value"], static[1], Layout.TILE, device)
+        return Tensor(None, static[1], Layout.TILE, device, generate=functools.partial(_identity, dyn["value"]),
+                      shape=static[2])
+    _, dtype, shape, kind, keys = static
+    if kind[0] == "partial":
+        args, it = [], iter(dyn["args"])
+        for s in kind[2]:
+            args.append(next(it) if s is None else s)
+        generate = functools.partial(kind[1], *args)
+    else:
+        generate = functools.partial(_identity, dyn["base"])
+    t = Tensor(None, dtype, Layout.TILE, device, generate=generate, shape=shape)
+    t.patches = dict(zip(keys, dyn["patches"], strict=True))
+    return t
+
+
+class FastTwin:
+    """``layer_fn`` running ``TTExpert.layer`` as one compiled program (see the module docstring).
+
+    Args:
+      ex: the ``TTExpert`` whose layer this is (its weights, cos / sin / mask buffers, configs).
+      ns: the ``Emulation`` the graph runs on (not a recorder around it: a compiled layer issues
+        no individual ttnn calls to log).
+    """
+
+    def __init__(self, ex, ns: Emulation):
+        if not isinstance(ns, Emulation):
+            raise TypeError(f"ns must be a device.emulation.Emulation, got {type(ns).__name__}")
+        self.ex, self.ns = ex, ns
+        # XLA may otherwise drop an f32 -> bf16 -> f32 round trip inside a fusion (excess precision):
+        # every op output must round exactly as the eager op does
+        self._jit = jax.jit(self._values, static_argnums=(0,), compiler_options={"xla_allow_excess_precision": False})
+        self.op = ns.emulated_op(self._call)
+        self.compilations = 0
+
+    def __call__(self, i: int, x: Tensor, k_cache: Tensor, v_cache: Tensor) -> Tensor:
+        return self.op(i, x, k_cache, v_cache)
+
+    def _call(self, i: int, x: Tensor, k_cache: Tensor, v_cache: Tensor) -> Tensor:
+        ex = self.ex
+        named = sorted(ex.weights[i].items())
+        parts = [_split(t) for _, t in named] + [_split(t) for t in (x, ex.cos, ex.sin, ex.mask, k_cache, v_cache)]
+        static = (tuple(n for n, _ in named), tuple(s for s, _ in parts))
+        out, k_new, v_new = self._jit(static, [d for _, d in parts])
+        for cache, new in ((k_cache, k_new), (v_cache, v_new)):
+            for (b, start, _stop), rows in new.items():
+                cache.write_rows(b, start, rows)
+        return Tensor(out, x.dtype, Layout.TILE, x.device)
+
+    def _values(self, static, dyn):
+        """Traced: the layer's output values and the cache rows its ``fill_cache`` calls wrote."""
+        self.compilations += 1  # runs once per compilation (at trace time)
+        names, statics = static
+        device = Device(0)
+        n = len(statics)
+        t = [_rebuild(s, d, device, record_writes=j >= n - 2) for j, (s, d) in enumerate(zip(statics, dyn, strict=True))]
+        w, (x, cos, sin, mask, kc, vc) = dict(zip(names, t[:len(names)], strict=True)), t[len(names):]
+        twin = copy.copy(self.ex)  # the same graph object, on traced buffers and an unlogged namespace
+        twin.ns, twin.weights, twin.cos, twin.sin, twin.mask = Emulation(rounding=self.ns.rounding), [w], cos, sin, mask
+        out = type(self.ex).layer(twin, 0, x, kc, vc)
+        return out.value, dict(kc.patches), dict(vc.patches)

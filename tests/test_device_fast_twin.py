@@ -1,0 +1,88 @@
+"""``device.fast_twin``: the jit-compiled emulated layer against the eager emulation, bit for bit.
+
+Oracle: the eager emulation itself (``TTExpert.layer`` one ttnn call at a time), on the parity
+script's generated model (weights and caches generated inside the compiled layer) at the tiny
+preset and on two layers at alpamayo_tt widths (S = 4600, Smax = 8192), both attention modes and
+both weight formats; also the cache rows each writes and a traced stack replaying the twin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from costmodel.blackhole.port import Port
+from device.emulation import Emulation
+from device.fast_twin import FastTwin
+from device.graph import TTExpert
+from device.parity_model import GeneratedModel
+from jaxref.config import ExpertConfig
+
+
+def _expert(model: GeneratedModel, port: Port):
+    ns = Emulation()
+    dev = ns.open_device(0)
+    cfg = model.cfg
+    layers = model.emulation_layers(ns, dev, weights=port.precision.weights)
+    final = np.asarray(model.params.final_norm, np.float32).reshape(1, 1, 1, -1)
+    ex = TTExpert(ns, dev, layers, final, cfg=cfg, port=port)
+    ex.set_context(model.seq_len)
+    return ns, ex, model.emulation_caches(ns, dev, fmt=port.precision.cache)
+
+
+def _x(cfg: ExpertConfig, seed: int) -> np.ndarray:
+    return np.asarray(jax.random.normal(jax.random.PRNGKey(seed), (cfg.num_tokens, cfg.hidden)), np.float32)
+
+
+def _check_layers_bitwise(model: GeneratedModel, port: Port, layers):
+    ns, ex, caches = _expert(model, port)
+    _, ex_e, caches_e = _expert(model, port)
+    twin = FastTwin(ex, ns)
+    ex.layer_fn = twin
+    for i in layers:
+        x = _x(model.cfg, i)
+        for _ in range(2):  # the second call: the caches already hold fill_cache rows
+            got, want = ex.run_layer(i, x, caches), ex_e.run_layer(i, x, caches_e)
+            np.testing.assert_array_equal(got, want, err_msg=f"layer {i}")
+        for a, b in zip(caches[i], caches_e[i], strict=True):
+            np.testing.assert_array_equal(np.asarray(a.value), np.asarray(b.value), err_msg=f"cache of layer {i}")
+    assert twin.compilations == 2  # one per cache state (no fill_cache rows yet / with them), for every layer
+    return ex, ex_e, caches, caches_e
+
+
+TINY = ExpertConfig.tiny(head_dim=32, num_layers=3)
+CASES = [Port.for_expert(TINY, weights="bfp8"), Port.for_expert(TINY, weights="bf16", attn_mode="standard"),
+         Port.for_expert(TINY, weights="bfp8", cache="bfp8")]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return GeneratedModel.build(jax.random.PRNGKey(2), TINY, 100, fill=7.0)
+
+
+@pytest.mark.parametrize("port", CASES, ids=["bfp8-decode", "bf16-standard", "bfp8-cache"])
+def test_twin_equals_eager_bit_for_bit_tiny(tiny, port):
+    ex, ex_e, caches, caches_e = _check_layers_bitwise(tiny, port, range(TINY.num_layers))
+    # a traced stack through the twin replays it: the same bits as the eager stack
+    emb = _x(TINY, 9)
+    np.testing.assert_array_equal(ex.forward(emb, caches), ex_e.forward(emb, caches_e, traced=False))
+    np.testing.assert_array_equal(ex.forward(emb, caches), ex.forward(emb, caches, traced=False))
+
+
+@pytest.mark.xfail(strict=True, reason="at alpamayo_tt widths 80 of 98304 outputs of layer 0 differ by one bf16 ulp "
+                   "(the compiled program's float32 order differs somewhere; not yet located)")
+def test_twin_equals_eager_bit_for_bit_alpamayo_tt_widths():
+    cfg = dataclasses.replace(ExpertConfig.alpamayo_tt(), num_layers=2)
+    model = GeneratedModel.build(jax.random.PRNGKey(0), cfg, 4600, fill=7.0)
+    _check_layers_bitwise(model, Port.for_expert(cfg, weights="bfp8"), (0, 1))
+
+
+def test_twin_rejects_a_recorder():
+    from device.recorder import Recorder
+
+    ns = Emulation()
+    with pytest.raises(TypeError, match="ns must be a device.emulation.Emulation, got Recorder"):
+        FastTwin(None, Recorder(ns))
