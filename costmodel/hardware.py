@@ -240,11 +240,12 @@ class AHBM:
         "when its step t - depth block finished both its compute and its forward send; depth 1 = no "
         "receive/compute overlap", static=True, default=2)
     hbm_bytes_per_cube: float = spec(
-        "B", "[assumed] 16 GiB per CUBE: one HBM stack (an 8-high HBM3 stack of 16 Gb dies; the ADR gives "
-        "bandwidth, not capacity; not public). Split evenly over the CUBE's PEs (each PE's controller owns "
-        "its pseudo-channels): a PE holds its KV buffers of every decoder layer it serves in hbm_bytes_per_cube / "
-        "pes_per_cube; the sips SIPs hold the model's KV and weights in total",
-        default=float(16 << 30), bounds=(float(1 << 20), 1e15))
+        "B", "[assumed] 36 GB per CUBE: a CUBE's 64 pseudo-channels at 2048 GB/s are one HBM4 stack (JEDEC "
+        "JESD270-4: 2048-bit, 32 channels x 2 pseudo-channels, 4-16-high stacks of 24 / 32 Gb dies = 12-64 GB); "
+        "12-high of 24 Gb = 36 GB, the first HBM4 parts (the ADR gives bandwidth, not capacity). Split evenly "
+        "over the CUBE's PEs (each PE's controller owns its pseudo-channels): a PE holds its KV buffers of every "
+        "decoder layer it serves in hbm_bytes_per_cube / pes_per_cube; the sips SIPs hold the model's KV and "
+        "weights in total", default=36e9, bounds=(float(1 << 20), 1e15))
     sips: int = spec("SIPs", "[ADR-0060] 4 SIPs for the full model (section B: H_kv = 8 kv heads at C = 8, two "
                      "CUBE Groups per 16-CUBE SIP): the budget one attention layer's CUBE Groups must fit in",
                      static=True, default=4)

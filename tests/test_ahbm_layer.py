@@ -162,7 +162,7 @@ def test_capacity_refuses_what_does_not_fit():
     cap = plan(big.replace(sips=4), HW, MESH).capacity  # 1.37 TB of KV + 137 GB of weights over 64 CUBEs
     assert cap["fits"] and cap["kv_bytes"] == 80 * 4 * (1 << 20) * 8 * 128 * 2 * 2
     with pytest.raises(ValueError, match="capacity"):
-        plan(big.replace(sips=4), HW, MeshSpec(hbm_bytes_per_cube=16e9))
+        plan(big.replace(sips=4), dataclasses.replace(HW, hbm_bytes_per_cube=16e9))
 
 
 def test_cli_refuses_bad_override(capsys):

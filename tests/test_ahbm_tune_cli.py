@@ -47,7 +47,7 @@ def test_tuner_within_2pct_of_exhaustive_with_10x_fewer_evaluations(case, S):
 @pytest.mark.parametrize("S", RAGGED_S)
 def test_ring_tuner_within_2pct_of_exhaustive(S):
     """prefill_sp on the 2-CUBE ring of the alpamayo geometry (the 8-CUBE Llama ring's relaxed
-    graph compiles for a minute; experiments.ahbm_study runs it)."""
+    graph compiles for a minute; the report's AHBM section runs it)."""
     _check_tuner("prefill_sp", S, model="alpamayo")
 
 

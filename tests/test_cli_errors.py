@@ -10,7 +10,7 @@ from costmodel.blackhole import BlackholeConfig, evaluate
 from costmodel.blackhole import cli as bh_cli
 from costmodel.blackhole.fit import load_calibration
 from costmodel.hardware import blackhole_p100a, blackhole_p150a
-from experiments import ahbm_study, bench_expert, bench_flash
+from experiments import bench_expert, bench_flash
 from experiments.report import runner
 from jaxref.config import ExpertConfig
 
@@ -43,7 +43,7 @@ def test_experiment_clis_refuse_bad_numbers(main, argv, message, capsys):
     assert message in refused(main, argv, capsys)
 
 
-@pytest.mark.parametrize("main", [ahbm_study.main, runner.main], ids=["ahbm_study", "report"])
+@pytest.mark.parametrize("main", [runner.main], ids=["report"])
 def test_study_out_an_existing_file_is_refused(main, tmp_path, capsys):
     target = tmp_path / "results.txt"
     target.write_text("keep")

@@ -90,10 +90,9 @@ def test_a_nan_checkpoint_through_device_parity_exits_nonzero_with_the_count(tmp
     state = load_file(str(path))
     state["layers.0.self_attn.q_proj.weight"][5, 7] = np.nan
     save_file(state, str(path))
-    with pytest.raises(SystemExit) as e:
-        parity.main(["--backend", "emulation", "--preset", "tiny", "--checkpoint", str(path), "--no-sample",
-                     "--out", str(tmp_path / "o")])
+    status = parity.main(["--backend", "emulation", "--preset", "tiny", "--checkpoint", str(path), "--no-sample",
+                          "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
-    assert e.value.code != 0
+    assert status == 2
     assert "holds 1 non-finite values" in err and "layers.0.self_attn.q_proj.weight" in err, err
     assert not (tmp_path / "o").exists()

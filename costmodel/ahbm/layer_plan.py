@@ -74,13 +74,9 @@ SWIGLU_OPS = 5  # silu(g) = g / (1 + exp(-g)): exp, add, divide; * g; * up
 
 @pytree_dataclass
 class MeshSpec:
-    """What the layer model needs beyond ``costmodel.hardware.AHBM`` (fields to move there: the
-    HBM capacity per CUBE and the SIP-to-SIP UCIe link count)."""
+    """What the layer model needs beyond ``costmodel.hardware.AHBM``: the SIP-to-SIP UCIe link count
+    (the HBM capacity is ``AHBM.hbm_bytes_per_cube``)."""
 
-    hbm_bytes_per_cube: float = spec(
-        "B", "[assumed] 36 GB: a CUBE's 64 pseudo-channels at 2048 GB/s are an HBM4 stack (JEDEC JESD270-4: "
-        "2048-bit, 32 channels x 2 pseudo-channels, 4-16-high stacks of 24 / 32 Gb dies = 12-64 GB); 12-high "
-        "of 24 Gb = 36 GB, the first HBM4 parts", default=36e9, bounds=(1e6, 1e15))
     sip_links: int = spec(
         "links", "[assumed] 4 UCIe links per direction between adjacent SIPs: the facing edges' CUBEs (one per "
         "mesh row) each use one of their UCIe ports (ADR-0060: up to 4 per CUBE, N/E/W/S); SIPs form a ring "
@@ -261,8 +257,8 @@ def capacity(cfg: LayerConfig, hw: AHBM, mesh: MeshSpec) -> dict:
     act = cfg.rows * s.width * ACT_BYTES + cfg.rows * 2 * s.ffn * ACT_BYTES / cubes
     need = (weights + kv) / cubes + act
     return {"weights_bytes": float(weights), "kv_bytes": float(kv), "activation_bytes_per_cube": float(act),
-            "need_bytes_per_cube": float(need), "hbm_bytes_per_cube": float(mesh.hbm_bytes_per_cube),
-            "fits": bool(need <= float(mesh.hbm_bytes_per_cube))}
+            "need_bytes_per_cube": float(need), "hbm_bytes_per_cube": float(hw.hbm_bytes_per_cube),
+            "fits": bool(need <= float(hw.hbm_bytes_per_cube))}
 
 
 def attention_part(cfg: LayerConfig, hw: AHBM) -> Attention:

@@ -59,7 +59,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("golden", "Golden parity", "experiments.report.sections.golden_parity"),
     Section("precision", "Device precision", "experiments.report.sections.device_precision"),
     Section("blackhole", "Blackhole cost model", "experiments.report.sections.blackhole"),
-    Section("ahbm", "AHBM attention kernels", "experiments.ahbm_study"),
+    Section("ahbm", "AHBM attention kernels", "experiments.report.sections.ahbm"),
     Section("device", "Device parity", "experiments.report.sections.device_parity"),
     Section("performance", "Performance of the references", "experiments.report.sections.performance"),
 )

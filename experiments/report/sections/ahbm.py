@@ -3,17 +3,16 @@ the event simulation, tuner vs
 exhaustive search at ragged S, optimal TILE / C vs context, pipelining options vs CPU issue cost,
 reduce kinds, elasticities, and the ring's communication-hiding crossover.
 
-    python -m experiments.ahbm_study [--quick] [--out DIR]
+    python -m experiments.report --sections ahbm [--quick] [--set ahbm.FIELD=VALUE]
 
-``report_section(out_dir, quick=..., overrides=...)`` is the main report's entry point.
+``report_section(out_dir, quick=..., overrides=...)`` is the main report's entry point; the decoder
+layer's token latency on the mesh is ``experiments.ahbm_token`` (its own table, also a CLI).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import pathlib
-import time
 
 import numpy as np
 
@@ -25,7 +24,6 @@ from costmodel.ahbm.tune import TIE_REL, exhaustive, stack_knobs, sweep_latency,
 from costmodel.hardware import ahbm_sip
 from costmodel.overrides import apply_overrides
 from experiments.report.render import SectionResult, figure, md_table, save
-from jaxref.validation import output_dir
 
 K = 1024
 
@@ -466,18 +464,3 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     figs.append(save(fig, out_dir, "ahbm_elasticities.png"))
     md.append("\n![elasticities](ahbm_elasticities.png)\n")
     return SectionResult("\n".join(md), res, tuple(figs))
-
-
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", type=output_dir, default="results/ahbm_study")
-    args = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    sec = report_section(pathlib.Path(args.out), quick=args.quick, overrides={})
-    print(sec.markdown)
-    print(f"\n(figures in {args.out}: {', '.join(sec.figures)}; {time.perf_counter() - t0:.0f} s)")
-
-
-if __name__ == "__main__":
-    main()
