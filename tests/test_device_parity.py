@@ -146,7 +146,7 @@ def _truncated(tmp_path):
     (lambda t: ["--layers", "a,b"], r"--layers='a,b' must be comma-separated layer indices"),
     (lambda t: ["--seq-len", "-1"], r"--seq-len: seq_len=-1 must satisfy 0 <= seq_len"),
     (lambda t: ["--num-layers", "0"], r"--num-layers=0 must be >= 1"),
-    (lambda t: ["--out", str(t / "file.txt")], r"--out='.*file.txt' is an existing file; expected a directory"),
+    (lambda t: ["--out", str(t / "file.txt")], r"argument --out: '.*file.txt' is an existing file; expected a folder"),
     (lambda t: ["--checkpoint", str(t / "missing.safetensors")], r"--checkpoint='.*missing.safetensors': no such file"),
     (lambda t: ["--checkpoint", str(_truncated(t))], r"--checkpoint='.*' is not a readable safetensors file"),
     (lambda t: ["--checkpoint", str(_ckpt(t, hidden=96))],
