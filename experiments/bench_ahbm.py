@@ -10,6 +10,7 @@ of ``repeats`` timed calls after a warm-up call is reported.
 from __future__ import annotations
 
 import argparse
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ from costmodel.ahbm.config import MODELS, PIPELINES
 from costmodel.ahbm.tune import sweep_latency
 from costmodel.hardware import ahbm_sip
 from experiments.timing import time_repeats
-from jaxref.validation import positive_int
+from jaxref.validation import cli_main, positive_int
 
 
 def random_knobs(case: str, n: int, seed: int = 0) -> dict:
@@ -39,11 +40,15 @@ def random_knobs(case: str, n: int, seed: int = 0) -> dict:
     return {"seq_len": f(S), "batch": f(np.ones(n)), "tile": f(tile), "cubes": f(C), "pes": f(P), "w": f(w)}
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=positive_int, default=1 << 20)
-    ap.add_argument("--repeats", type=positive_int, default=5)
-    args = ap.parse_args(argv)
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m experiments.bench_ahbm", description=__doc__.splitlines()[0],
+                                 epilog="example: python -m experiments.bench_ahbm --n 65536 --repeats 3")
+    ap.add_argument("--n", type=positive_int, default=1 << 20, help="configurations per vmapped call")
+    ap.add_argument("--repeats", type=positive_int, default=5, help="timed calls after the warm-up")
+    return ap
+
+
+def run_cli(args: argparse.Namespace) -> None:
     hw = ahbm_sip()
     print(f"{args.n} configurations per call, median of {args.repeats} calls ({jax.devices()[0].platform})")
     print(f"{'case':12s} {'median s':>10s} {'configs/s':>14s}")
@@ -54,5 +59,10 @@ def main(argv=None) -> None:
         print(f"{case:12s} {med:10.4f} {args.n / med:14.3e}")
 
 
+def main(argv=None) -> int:
+    """The command line (``jaxref.validation.cli_main``): bad input is ``error: ...``, status 2."""
+    return cli_main(build_parser(), argv, run_cli)
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
