@@ -31,12 +31,13 @@ import dataclasses
 from typing import Literal
 
 from jaxref.attention import AttentionGeometry
-from jaxref.attention.reduce import REDUCES, cube_mesh_shape
+from jaxref.attention.reduce import cube_mesh_shape
 from jaxref.validation import check_choice, choices_of, require
+from jaxref.vocabulary import ReduceKind
 
 Case = Literal["decode", "decode_sp", "prefill", "prefill_sp"]
 Pipeline = Literal["opt1", "opt2", "opt3"]
-Reduce = Literal[REDUCES]  # the reduce kinds of jaxref.attention.reduce_plan, defined there once
+Reduce = ReduceKind  # declared once, in jaxref.vocabulary
 Placement = Literal["round_robin", "contiguous"]
 Mesh = Literal["wide", "tall"]  # CUBE Group sub-mesh orientation
 CASES, PIPELINES, PLACEMENTS, MESHES = (choices_of(c) for c in (Case, Pipeline, Placement, Mesh))

@@ -33,9 +33,10 @@ from jax import lax
 from jaxref.attention.core import Partial, merge, merge_all
 from jaxref.attention.geometry import PES_PER_CUBE_MAX, SIP_MESH_SHAPE, check_positive
 from jaxref.attention.schedule import Message, ReducePlan
-from jaxref.validation import check_choice
+from jaxref.validation import check_choice, choices_of
+from jaxref.vocabulary import ReduceKind
 
-REDUCES = ("tree", "all_to_all", "all_reduce")
+REDUCES = choices_of(ReduceKind)  # declared once, in jaxref.vocabulary
 
 
 def cube_mesh_shape(num_cubes: int, cube_mesh: tuple[int, int] | None = None) -> tuple[int, int]:
