@@ -98,13 +98,14 @@ def attention_over_rows(q, k, v, *, keep=None, bias=None, kv_chunk: int | None =
     Returns:
       out [T, N, H] float32 and lse [N, T] (fully excluded rows: out 0, lse ``MASK_LSE``).
     """
+    R = k.shape[1] if k.ndim == 3 else None
+    for name, a in (("keep", keep), ("bias", bias)):
+        if R is not None and a is not None and np.shape(a) != (R,):
+            raise ValueError(f"{name} must be [R] = ({R},), got shape {np.shape(a)}")
     pr = AttentionProblem.from_inputs(q, k, v, bias=bias, mask=keep, kv_layout="KSH", mask_name="keep")
-    T, R, K = pr.T, pr.S, pr.K
+    T, K = pr.T, pr.K
     if kv_chunk is not None and kv_chunk <= 0:
         raise ValueError(f"kv_chunk={kv_chunk} must be > 0 (or None)")
-    for name, a in (("keep", keep), ("bias", bias)):
-        if a is not None and a.shape != (R,):
-            raise ValueError(f"{name} must be [R] = ({R},), got shape {a.shape}")
     keep = None if keep is None else jnp.asarray(keep)
     bias = None if bias is None else jnp.asarray(bias, jnp.float32)
     state = _attend_folded(kv_chunk)(_fold(q, K), k, v, keep, bias)

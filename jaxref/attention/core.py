@@ -114,18 +114,17 @@ def merge(a: Partial, b: Partial) -> Partial:
     return Partial(m, l, a.o * (la / ls)[..., None] + b.o * (lb / ls)[..., None])
 
 
-def merge_all(p: Partial, *, max_fn, sum_fn, num_ranks: int) -> Partial:
-    """Merge partials spread over ``num_ranks`` ranks in one shot (Tree Attention): weight each by
-    exp(its log-sum-exp - the global max ``max_fn``), divided by the rank count so the sum of the
-    weighted mean rows stays within the values' range, and sum the weighted (O, weight), packed into
-    one array, with ``sum_fn``. With ``lax.pmax`` / ``lax.psum`` over mesh axes this is the decode
-    all-reduce (two collectives); every rank ends with the same merged state."""
-    c = jnp.where(p.l == 0, -jnp.inf, p.m + jnp.log(_safe(p.l)))  # log of the partial's total weight
-    m = lax.stop_gradient(max_fn(c))
-    w = jnp.exp(c - _shift(m)) / num_ranks
+def merge_all(p: Partial, *, max_fn, sum_fn, total_bound) -> Partial:
+    """Merge partials spread over ranks in one shot (Tree Attention): rescale each to the global max
+    ``max_fn(m)``, weight its mean row by its l divided by ``total_bound`` (>= the sum of every rank's l,
+    e.g. ranks x keys per rank) so the summed weighted rows stay within the values' range, and sum
+    the weighted (O, l), packed into one array, with ``sum_fn``. With ``lax.pmax`` / ``lax.psum`` over
+    mesh axes this is the decode all-reduce (two collectives); every rank ends with the same state."""
+    m = lax.stop_gradient(max_fn(p.m))
+    w = p.l * jnp.exp(p.m - _shift(m)) / total_bound
     ow = sum_fn(jnp.concatenate([p.o * w[..., None], w[..., None]], -1))  # [..., H + 1]
     total = ow[..., -1]
-    return Partial(m, total * num_ranks, ow[..., :-1] / _safe(total)[..., None])
+    return Partial(m, total * total_bound, ow[..., :-1] / _safe(total)[..., None])
 
 
 def finalize(p: Partial, has_key=True) -> tuple[jnp.ndarray, jnp.ndarray]:

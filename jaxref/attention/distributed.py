@@ -172,7 +172,7 @@ class SplitKVSharded(OnMesh, SplitKV):
             state = local = Partial(*(x[:, :, :T] for x in state))  # real rows only: what the reduce moves
             if rplan.sends == "exchange":
                 state = merge_all(state, max_fn=lambda x: lax.pmax(x, MESH_AXES),
-                                  sum_fn=lambda x: lax.psum(x, MESH_AXES), num_ranks=C * P)
+                                  sum_fn=lambda x: lax.psum(x, MESH_AXES), total_bound=C * P * slots)
             else:
                 src, recv, round_of = permute_batches(rplan)
                 me = lax.axis_index(MESH_AXES)  # cube * P + pe
