@@ -8,7 +8,7 @@ Both exist for speed only; results equal the plain forms (the tests check every 
   ms: rows 64: ``(W @ x.T).T`` 6.6 vs ``x @ W.T`` 8.6, weight streaming dominates; rows 512: 65 vs
   47, compute dominates). Under ``vmap`` the batch joins the rows, so the rows of all
   trajectories decide the form.
-* ``shared_kv_rows(fn)``: an attention ``fn(q_m [K, M, H], k, v, add)`` whose vmap over queries
+* ``shared_kv_rows(fn)``: an attention ``fn(q_m [K, M, H], k, v, keep, bias)`` whose vmap over queries
   sharing the keys (trajectories sharing one cache) folds the batch into M, so each kv head's keys
   are read once for all (8 trajectories: 152-161 ms vs 165-172 ms looping over them, 172-245 ms as
   plain batched evaluation).
@@ -62,17 +62,20 @@ def _linear_vmap(f, impl, axis_size, in_batched, x, w):
 linear_rows = with_vmap_rule(_linear_impl, _linear_vmap)
 
 
-def _shared_kv_vmap(f, impl, axis_size, in_batched, q_m, k, v, add):
-    q_b, k_b, v_b, add_b = in_batched
-    if k_b or v_b or add_b or not q_b:  # per-example keys (e.g. the own K/V): plain batching
-        axes = tuple(0 if b else None for b in (q_b, k_b, v_b, add_b))
-        return jax.vmap(impl, in_axes=axes)(q_m, k, v, add), (True, True)
+def _shared_kv_vmap(f, impl, axis_size, in_batched, q_m, *keys):
+    q_b, key_b = in_batched[0], in_batched[1:]
+    if any(key_b) or not q_b:  # per-example keys (e.g. the own K/V): plain batching
+        axes = tuple(0 if b else None for b in in_batched)
+        res = jax.vmap(impl, in_axes=axes)(q_m, *keys)
+        return res, jax.tree.map(lambda _: True, res)
     B, K, M, H = q_m.shape  # shared keys: the batch joins the query rows
-    out, lse = f(q_m.transpose(1, 0, 2, 3).reshape(K, B * M, H), k, v, add)
-    return (out.reshape(K, B, M, H).transpose(1, 0, 2, 3), lse.reshape(K, B, M).transpose(1, 0, 2)), (True, True)
+    res = f(q_m.transpose(1, 0, 2, 3).reshape(K, B * M, H), *keys)
+    # every result leaf is [K, B * M, ...]: unfold it to [B, K, M, ...]
+    res = jax.tree.map(lambda x: jnp.moveaxis(x.reshape(K, B, M, *x.shape[2:]), 1, 0), res)
+    return res, jax.tree.map(lambda _: True, res)
 
 
 def shared_kv_rows(fn):
-    """``fn(q_m [K, M, H], k, v, add) -> (out [K, M, H], lse [K, M])`` with a vmap rule that
-    folds a batch of queries over shared keys into M (nests under more vmaps)."""
+    """``fn(q_m [K, M, H], k, v, *key_side_args) -> pytree of [K, M, ...] arrays`` with a vmap rule
+    that folds a batch of queries over shared keys into M (nests under more vmaps)."""
     return with_vmap_rule(fn, _shared_kv_vmap)

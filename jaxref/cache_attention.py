@@ -22,9 +22,9 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxref.attention.core import (
-    Partial,
     attend_chunks,
     finalize,
     group_queries,
@@ -33,18 +33,35 @@ from jaxref.attention.core import (
     to_heads,
 )
 from jaxref.attention.problem import AttentionProblem
-from jaxref.attention.reference import MASK_LSE, MASK_VALUE
 from jaxref.batching import shared_kv_rows
 from jaxref.config import check_tail_slot_seq_len
 from jaxref.numerics.formats import TAIL_MASK_VALUE
 from jaxref.precision import FP32, Precision
 
 
-def concrete_int(x) -> int | None:
-    """``int(x)`` when ``x`` is known at trace time, else None (a traced S skips the static checks)."""
+def concrete_int(x, name: str = "seq_len") -> int | None:
+    """``x`` as a python int when it is known at trace time, else None (a traced integer scalar).
+
+    Only integers are integers: a float (100.7, -0.5, even 100.0), a bool, a non-scalar or a traced
+    non-integer raises TypeError naming ``name`` (never truncated)."""
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{name}={x!r} must be an integer, not a bool")
+    dtype = getattr(x, "dtype", None)
+    if dtype is None and not isinstance(x, (int, np.integer)):
+        raise TypeError(f"{name}={x!r} must be an integer (got {type(x).__name__})")
+    if dtype is not None and (not jnp.issubdtype(dtype, jnp.integer) or jnp.ndim(x) != 0):
+        shown = "a traced value" if isinstance(x, jax.core.Tracer) else repr(x)
+        raise TypeError(f"{name}={shown} (dtype {dtype}, shape {jnp.shape(x)}) must be an integer scalar")
     if isinstance(x, jax.core.Tracer):
         return None
     return int(x)
+
+
+def traced_in_range(x, lo, hi) -> jax.Array:
+    """lo <= x <= hi as a traced bool (x an integer scalar, python or traced): what a traced bound
+    poisons the result with (NaN) where it cannot raise."""
+    x = jnp.asarray(x, jnp.int32)
+    return (x >= lo) & (x <= hi)
 
 
 @functools.cache
@@ -74,23 +91,25 @@ def attention_over_rows(q, k, v, *, keep=None, bias=None, kv_chunk: int | None =
 
     Args:
       q: [T, N, H]; k, v: [K, R, H] (N a multiple of K; q head n uses kv head n // G).
-      keep: optional bool [R]; False excludes a row exactly (whatever finite values it holds).
+      keep: optional bool [R]; False excludes a row exactly (whatever its K and V rows hold).
       bias: optional float [R] added to the scaled scores (e.g. the device's 0 / -1e9 mask).
+      A float / int ``keep`` or a bool ``bias`` is a TypeError (one meaning for masks everywhere).
       kv_chunk: key rows per online-softmax chunk (static); None = one chunk.
     Returns:
       out [T, N, H] float32 and lse [N, T] (fully excluded rows: out 0, lse ``MASK_LSE``).
     """
-    pr = AttentionProblem.from_inputs(q, k, v, kv_layout="KSH")
-    T, R, K = pr.T, pr.S, pr.K
+    R = k.shape[1] if k.ndim == 3 else None
+    for name, a in (("keep", keep), ("bias", bias)):
+        if R is not None and a is not None and np.shape(a) != (R,):
+            raise ValueError(f"{name} must be [R] = ({R},), got shape {np.shape(a)}")
+    pr = AttentionProblem.from_inputs(q, k, v, bias=bias, mask=keep, kv_layout="KSH", mask_name="keep")
+    T, K = pr.T, pr.K
     if kv_chunk is not None and kv_chunk <= 0:
         raise ValueError(f"kv_chunk={kv_chunk} must be > 0 (or None)")
-    for name, a in (("keep", keep), ("bias", bias)):
-        if a is not None and a.shape != (R,):
-            raise ValueError(f"{name} must be [R] = ({R},), got shape {a.shape}")
-    add = None if bias is None else bias.astype(jnp.float32)
-    if keep is not None:
-        add = jnp.where(keep, 0.0 if add is None else add, MASK_VALUE)
-    out, lse = _attend_folded(kv_chunk)(_fold(q, K), k, v, add)
+    keep = None if keep is None else jnp.asarray(keep)
+    bias = None if bias is None else jnp.asarray(bias, jnp.float32)
+    state = _attend_folded(kv_chunk)(_fold(q, K), k, v, keep, bias)
+    out, lse = finalize(state, True if keep is None else keep.any())
     return _unfold(out, lse, T)
 
 
@@ -129,21 +148,17 @@ def attend_exact(q, k_own, v_own, cache_k, cache_v, seq_len, *, precision: Preci
     s = concrete_int(seq_len)
     if s is not None and not 0 <= s <= smax:
         raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={smax} (cache rows)")
-    # Rows >= S excluded by the mask value: one graph for a python-int or a traced S.
-    add = jnp.where(jnp.arange(smax) < jnp.asarray(seq_len, jnp.int32), 0.0, MASK_VALUE)
+    # Rows >= S excluded exactly (their K and V rows selected away): one graph for a python-int or a traced S.
+    keep = jnp.arange(smax) < jnp.asarray(seq_len, jnp.int32)
     qm = _fold(q, K)
-    out_c, lse_c = _attend_folded(kv_chunk)(qm, precision.kv(cache_k), precision.kv(cache_v), add)
+    cache_part = _attend_folded(kv_chunk)(qm, precision.kv(cache_k), precision.kv(cache_v), keep, None)
     own_k, own_v = (precision.kv(a).astype(jnp.float32).transpose(1, 0, 2) for a in (k_own, v_own))
-    out_o, lse_o = _attend_folded(None)(qm, own_k, own_v, None)  # [K, M, H], [K, M]
-
-    def partial(out, lse):  # a normalised result as a Partial (m = lse, l = 1); S = 0: l = 0, neutral
-        # Only the exact MASK_LSE of a row that saw no key is neutral: a NaN lse (a NaN in a valid
-        # cache row) must reach the merge and the output, not be dropped with the empty cache part.
-        seen = lse != MASK_LSE
-        return Partial(lse, seen.astype(jnp.float32), out)
-
-    out, lse = finalize(merge(partial(out_c, lse_c), partial(out_o, lse_o)))
-    return precision.act(_unfold(out, lse, q.shape[0])[0])
+    own_part = _attend_folded(None)(qm, own_k, own_v, None, None)  # every row sees its T own keys
+    out, lse = finalize(merge(cache_part, own_part))  # S = 0: the cache part is the neutral (-inf, 0, 0)
+    out = _unfold(out, lse, q.shape[0])[0]
+    if s is None:  # a traced S out of [0, Smax] cannot raise here: it poisons the result instead
+        out = jnp.where(traced_in_range(seq_len, 0, smax), out, jnp.nan)
+    return precision.act(out)
 
 
 def tail_slot_mask(seq_len, *, max_seq_len: int, num_tokens: int) -> jax.Array:
@@ -188,4 +203,6 @@ def attend_tail_slot(q, k_own, v_own, cache_k, cache_v, seq_len, *, precision: P
     # The device's mask is [rows, Smax] with identical rows; a block format groups along Smax either way.
     bias = precision.mask_(tail_slot_mask(seq_len, max_seq_len=smax, num_tokens=T)[None, :])[0]  # [Smax]
     out, _ = attention_over_rows(q, k_all, v_all, bias=bias, kv_chunk=kv_chunk)
+    if s is None:  # a traced S beyond Smax - T cannot raise here: it poisons the result instead
+        out = jnp.where(traced_in_range(seq_len, 0, smax - T), out, jnp.nan)
     return precision.act(out)

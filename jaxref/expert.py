@@ -46,11 +46,40 @@ import jax
 import jax.numpy as jnp
 
 from jaxref.action import ActionInParams, ActionOutParams, action_in_proj, action_out_proj, euler_sample
-from jaxref.cache_attention import concrete_int
+from jaxref.cache_attention import concrete_int, traced_in_range
 from jaxref.config import ExpertConfig
 from jaxref.layers import LayerParams, decoder_layer, rms_norm, rope_positions, rope_tables
 from jaxref.options import DEFAULT_OPTIONS, ExpertOptions
 from jaxref.precision import FP32, Precision
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def check_cache_scalars(seq_len, rope_delta, *, max_seq_len: int | None = None) -> None:
+    """The one check of a cache's S and M-RoPE delta where they enter (``KVCache`` / ``CacheContext``):
+    integers (TypeError naming them: 100.7, -0.5, True are not truncated), 0 <= S (<= Smax when known)
+    and the delta within int32 (ValueError). A traced value is checked for its dtype only."""
+    s, d = concrete_int(seq_len, "seq_len"), concrete_int(rope_delta, "rope_delta")  # types first, then ranges
+    if s is not None and not (0 <= s and (max_seq_len is None or s <= max_seq_len)):
+        bound = "" if max_seq_len is None else f" <= Smax={max_seq_len}"
+        raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len{bound}")
+    if d is not None and not INT32_MIN <= d <= INT32_MAX:
+        raise ValueError(f"rope_delta={d} must lie in the int32 position range [{INT32_MIN}, {INT32_MAX}]")
+
+
+def check_positions(seq_len, rope_delta, num_tokens: int):
+    """The expert positions ``i + rope_delta + S`` (i < T) must not wrap int32. Concrete S and delta:
+    ValueError; traced: returns the traced verdict (True when concrete) for the caller to poison with."""
+    s, d = concrete_int(seq_len, "seq_len"), concrete_int(rope_delta, "rope_delta")
+    if s is not None and d is not None:
+        last = d + s + num_tokens - 1
+        if last > INT32_MAX:
+            raise ValueError(f"rope_delta={d} with seq_len={s} puts the last of the T={num_tokens} expert positions "
+                             f"at {last} > {INT32_MAX}: int32 positions would wrap (rope_delta <= "
+                             f"{INT32_MAX - s - num_tokens + 1} for this S)")
+        return True
+    # S >= 0 (else the attention poisons the result): only the upper end can wrap; no int32 overflow here.
+    return traced_in_range(rope_delta, INT32_MIN, INT32_MAX - (num_tokens - 1) - jnp.asarray(seq_len, jnp.int32))
 
 
 @jax.tree_util.register_dataclass
@@ -87,9 +116,7 @@ class KVCache:
             raise ValueError(f"k and v must be floating point, got {k.dtype} / {v.dtype}")
         if k.ndim != 4 or k.shape != v.shape:
             raise ValueError(f"k and v must be [L, K, Smax, H] of equal shape, got k {k.shape}, v {v.shape}")
-        s = concrete_int(seq_len)
-        if s is not None and not 0 <= s <= k.shape[2]:
-            raise ValueError(f"seq_len={s} must satisfy 0 <= seq_len <= Smax={k.shape[2]}")
+        check_cache_scalars(seq_len, rope_delta, max_seq_len=k.shape[2])
         return cls(
             k=k, v=v, seq_len=jnp.asarray(seq_len, jnp.int32), rope_delta=jnp.asarray(rope_delta, jnp.int32)
         )
@@ -109,9 +136,7 @@ class CacheContext:
 
     @classmethod
     def create(cls, seq_len, rope_delta=0) -> CacheContext:
-        s = concrete_int(seq_len)
-        if s is not None and s < 0:
-            raise ValueError(f"seq_len={s} must be >= 0")
+        check_cache_scalars(seq_len, rope_delta)
         return cls(seq_len=jnp.asarray(seq_len, jnp.int32), rope_delta=jnp.asarray(rope_delta, jnp.int32))
 
 
@@ -144,7 +169,7 @@ def check_cache(cache: KVCache, cfg: ExpertConfig, *, attention: str) -> None:
             f"cache.k / cache.v must be [L, K, Smax, H] = [{L}, {K}, Smax, {H}], "
             f"got {cache.k.shape} / {cache.v.shape}"
         )
-    s = concrete_int(cache.seq_len)
+    s = concrete_int(cache.seq_len, "cache.seq_len")
     if s is None:
         return
     if attention == "tail_slot":
@@ -232,6 +257,7 @@ def expert_stack(
     elif not callable(layers):
         raise TypeError(f"layers must be stacked LayerParams or a layer source, got {type(layers).__name__}")
     precision = options.precision
+    positions_ok = check_positions(cache.seq_len, cache.rope_delta, cfg.num_tokens)
     rope = expert_rope(cache.seq_len, cache.rope_delta, cfg=cfg, precision=precision)
 
     res = run_layers(
@@ -245,6 +271,8 @@ def expert_stack(
     )
     h, hidden = res if return_hidden else (res, None)
     out = rms_norm(h, final_norm, eps=cfg.rms_eps, precision=precision)
+    if positions_ok is not True:  # traced S / delta whose positions wrap cannot raise: poison instead
+        out = jnp.where(positions_ok, out, jnp.nan)
     return (out, hidden) if return_hidden else out
 
 
@@ -336,6 +364,32 @@ def sample(
     return euler_sample(lambda x, t: fn(x, t), x0, num_steps=steps)
 
 
+def check_call(cache: KVCache | CacheContext, *, cfg: ExpertConfig, options: ExpertOptions,
+               layers: LayerSource | None) -> None:
+    """Every check ``velocity`` / ``sample`` make on the cache, run on the concrete values before a
+    trace (inside ``jit`` S and the delta are traced: the bounds would be skipped)."""
+    if layers is None:
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"stacked layers need a KVCache, got cache of type {type(cache).__name__}")
+        check_cache(cache, cfg, attention=options.attention)
+    check_cache_scalars(cache.seq_len, cache.rope_delta)
+    check_positions(cache.seq_len, cache.rope_delta, cfg.num_tokens)
+
+
 # Jitted entry points: static knobs are the hashable config / policy objects and strings.
-velocity_jit = jax.jit(velocity, static_argnames=("cfg", "options", "layers"))
-sample_jit = jax.jit(sample, static_argnames=("cfg", "options", "num_steps", "layers"))
+_velocity_jit = jax.jit(velocity, static_argnames=("cfg", "options", "layers"))
+_sample_jit = jax.jit(sample, static_argnames=("cfg", "options", "num_steps", "layers"))
+
+
+def velocity_jit(params, x_t, t, cache, *, cfg, options=DEFAULT_OPTIONS, layers=None):
+    """``velocity`` under ``jax.jit`` (static: cfg, options, layers); the cache is checked first,
+    eagerly, exactly as ``velocity`` checks it (inside the trace a traced S would skip the bounds)."""
+    check_call(cache, cfg=cfg, options=options, layers=layers)
+    return _velocity_jit(params, x_t, t, cache, cfg=cfg, options=options, layers=layers)
+
+
+def sample_jit(params, cache, key, *, cfg, options=DEFAULT_OPTIONS, num_steps=None, x0=None, layers=None):
+    """``sample`` under ``jax.jit`` (static: cfg, options, num_steps, layers); the cache is checked
+    first, eagerly, exactly as ``sample`` checks it."""
+    check_call(cache, cfg=cfg, options=options, layers=layers)
+    return _sample_jit(params, cache, key, cfg=cfg, options=options, num_steps=num_steps, x0=x0, layers=layers)

@@ -31,7 +31,7 @@ import numpy as np
 
 from jaxref.action import ActionInParams, ActionOutParams, action_in_shapes, fourier_freqs
 from jaxref.config import ExpertConfig
-from jaxref.expert import ExpertParams, KVCache
+from jaxref.expert import ExpertParams, KVCache, check_cache_scalars
 from jaxref.layers import LayerParams, check_layer_params, layer_param_shapes
 from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS, NORM, spec
 
@@ -152,6 +152,7 @@ def init_cache(
 ) -> KVCache:
     """A random ``KVCache`` [L, K, Smax, H] (see ``init_cache_layer``); Smax defaults to S.
     ``dtype``: storage dtype (a bf16 VLM stores a bf16 cache); generated one layer at a time."""
+    check_cache_scalars(seq_len, rope_delta, max_seq_len=seq_len if max_seq_len is None else max_seq_len)
     k, v = _init_cache_layers(
         jax.random.split(key, cfg.num_layers),
         cfg=cfg,
@@ -274,17 +275,31 @@ def _is_float(x) -> bool:
     return bool(np.issubdtype(dtype, np.floating) or dtype == jnp.bfloat16)
 
 
-def _as_numpy(x, key: str) -> np.ndarray:
+def _as_numpy(x, key: str, *, allow_nonfinite: bool = False) -> np.ndarray:
     """float32 numpy view of a numpy / jax / torch tensor (bf16 and fp16 are widened exactly).
 
-    Raises ValueError naming ``key`` for a non-float tensor (int, bool: not a weight, never converted).
+    Raises ValueError naming ``key`` for a non-float tensor (int, bool: not a weight, never converted)
+    and, unless ``allow_nonfinite``, for a NaN / Inf after the cast to float32 (in the checkpoint, or
+    a float64 value beyond float32's range that overflowed), with the count and the first index.
     """
     if not _is_float(x):
         raise ValueError(f"state dict key {key!r} has dtype {x.dtype}; expected a floating-point tensor")
     if hasattr(x, "detach"):
         x = x.detach().cpu()
         x = (x if str(x.dtype) == "torch.float32" else x.float()).numpy()
-    return np.asarray(x).astype(np.float32, copy=False)
+    src = np.asarray(x)
+    with np.errstate(over="ignore"):  # an overflow is reported below, by key, with its count
+        a = src.astype(np.float32, copy=False)
+    if not allow_nonfinite:
+        bad = ~np.isfinite(a)
+        if bad.any():
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
+            was = src[first]
+            why = "overflows float32 (|x| > 3.4e38)" if np.isfinite(was) else "is not finite"
+            raise ValueError(f"state dict key {key!r} holds {int(bad.sum())} non-finite value(s) as float32, "
+                             f"the first at index {first} (value {was!r} {why}); a broken checkpoint is "
+                             "refused (pass allow_nonfinite=True to load it anyway)")
+    return a
 
 
 def _rounded_like(values: np.ndarray, x) -> np.ndarray:
@@ -297,13 +312,16 @@ def _rounded_like(values: np.ndarray, x) -> np.ndarray:
 
 
 def from_hf_state_dict(
-    state: Mapping[str, object], cfg: ExpertConfig, *, expert_prefix: str = "", strict: bool = True
+    state: Mapping[str, object], cfg: ExpertConfig, *, expert_prefix: str = "", strict: bool = True,
+    allow_nonfinite: bool = False,
 ) -> ExpertParams:
     """``ExpertParams`` from an HF-format state dict (numpy, jax or torch tensors; any float dtype).
 
-    Raises ValueError naming the key for a missing tensor, a wrong shape, ``freqs`` buffers that
-    are not ``logspace(0, log10(max_freq), num_freqs)`` (exact or bf16-rounded), or (``strict``)
-    an unexpected key. ``embed_tokens.weight`` of a full HF model is ignored.
+    Raises ValueError naming the key for a missing tensor, a wrong shape, a NaN / Inf weight or one
+    that overflows float32 (count and first index; ``allow_nonfinite=True`` loads such a broken model
+    on purpose, e.g. to show that a parity check fails on it), ``freqs`` buffers that are not
+    ``logspace(0, log10(max_freq), num_freqs)`` (exact or bf16-rounded), or (``strict``) an
+    unexpected key. ``embed_tokens.weight`` of a full HF model is ignored.
     """
     ref = to_hf_state_dict(zeros_params(cfg), cfg, expert_prefix=expert_prefix, with_freqs=False)
     missing = [k for k in ref if k not in state]
@@ -311,7 +329,7 @@ def from_hf_state_dict(
         raise ValueError(f"state dict lacks {len(missing)} expected keys, e.g. {missing[:3]}")
     got: dict[str, np.ndarray] = {}
     for k, want in ref.items():
-        a = _as_numpy(state[k], k)
+        a = _as_numpy(state[k], k, allow_nonfinite=allow_nonfinite)
         if a.shape != want.shape:
             raise ValueError(f"state dict key {k!r} has shape {a.shape}, expected {want.shape}")
         got[k] = a
@@ -385,7 +403,8 @@ def save_safetensors(
 
 
 def load_safetensors(
-    path: str | os.PathLike, cfg: ExpertConfig, *, expert_prefix: str = "", strict: bool = True
+    path: str | os.PathLike, cfg: ExpertConfig, *, expert_prefix: str = "", strict: bool = True,
+    allow_nonfinite: bool = False,
 ) -> ExpertParams:
     """Read an HF-format safetensors file (see ``from_hf_state_dict``).
 
@@ -404,7 +423,8 @@ def load_safetensors(
         state = load_file(path)
     except (SafetensorError, OSError) as e:
         raise ValueError(f"checkpoint {path!r} is not a readable safetensors file ({e})") from None
-    return from_hf_state_dict(state, cfg, expert_prefix=expert_prefix, strict=strict)
+    return from_hf_state_dict(state, cfg, expert_prefix=expert_prefix, strict=strict,
+                              allow_nonfinite=allow_nonfinite)
 
 
 def to_torch_state_dict(
@@ -420,7 +440,9 @@ def to_torch_state_dict(
 
 
 def from_torch_state_dict(
-    state: Mapping[str, object], cfg: ExpertConfig, *, expert_prefix: str = "", strict: bool = True
+    state: Mapping[str, object], cfg: ExpertConfig, *, expert_prefix: str = "", strict: bool = True,
+    allow_nonfinite: bool = False,
 ) -> ExpertParams:
     """``ExpertParams`` from a torch state_dict (any float dtype; see ``from_hf_state_dict``)."""
-    return from_hf_state_dict(state, cfg, expert_prefix=expert_prefix, strict=strict)
+    return from_hf_state_dict(state, cfg, expert_prefix=expert_prefix, strict=strict,
+                              allow_nonfinite=allow_nonfinite)

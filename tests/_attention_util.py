@@ -46,14 +46,14 @@ def assert_matches_reference(got, want, tol: float = FP32_TOL):
     assert rel_err(lse, lse_ref) <= tol, f"lse rel err {rel_err(lse, lse_ref):.3g} > {tol}"
 
 
-def numpy_attention(q, k, v, keep=None):
+def numpy_attention(q, k, v, keep=None, *, scale=None):
     """Dense GQA attention in numpy float64: (out [T, N, H], lse [N, T]). A second, compile-free
     oracle; ``keep``: optional bool [N, T, S] (False excludes a key; a fully excluded row gives
-    out 0, lse ``MASK_LSE`` as the contract says)."""
+    out 0, lse ``MASK_LSE`` as the contract says); ``scale`` default H ** -0.5."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     T, N, H = q.shape
     S, K = k.shape[:2]
-    s = np.einsum("TKGH,SKH->KGTS", q.reshape(T, K, N // K, H), k).reshape(N, T, S) * H**-0.5
+    s = np.einsum("TKGH,SKH->KGTS", q.reshape(T, K, N // K, H), k).reshape(N, T, S) * (H**-0.5 if scale is None else scale)
     keep = np.ones((N, T, S), bool) if keep is None else np.broadcast_to(keep, (N, T, S))
     s = np.where(keep, s, -np.inf)
     m = s.max(-1, keepdims=True)

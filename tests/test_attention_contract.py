@@ -24,6 +24,8 @@ from _attention_util import (
     reference,
     rel_err,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jaxref.attention import MASK_LSE, attention_reference, causal_mask
 from jaxref.attention.registry import single_device
@@ -185,3 +187,98 @@ def test_registry_flags_are_true_to_the_configs():
         if impl.mesh is not None:
             with pytest.raises(ValueError, match="mesh"):
                 impl.bind()
+
+
+# ---- one meaning for masks and biases (issue 30) -------------------------------------------------
+@settings(max_examples=12, deadline=None)
+@given(arg=st.sampled_from(["mask", "bias"]), dtype=st.sampled_from(
+    [np.float32, np.float16, np.float64, np.int32, np.int8, np.uint8, np.bool_]))
+@pytest.mark.parametrize("name", [n for n, i in IMPLS.items() if i.mask])
+def test_masks_are_bool_and_biases_float_everything_else_a_type_error(name, arg, dtype):
+    """A 0 / -inf float mask was cast to bool (inverted) by the tiled paths, an int {0, 1, 2} mask read
+    bitwise by one and as truthy by the others, a bool bias added as 0 / 1: one rule now, one check."""
+    T, S = 4, 9
+    q, k, v = random_qkv(60, T, S, N, K, H)
+    x = np.random.default_rng(61).integers(0, 3, (N, T, S)).astype(dtype)
+    if arg == "mask":
+        x = np.where(x == 0, -np.inf, 0.0).astype(dtype) if np.issubdtype(dtype, np.floating) else x
+    good = dtype == np.bool_ if arg == "mask" else np.issubdtype(dtype, np.floating)
+    if good:
+        return  # accepted: its values are checked against the reference by the tests above
+    with pytest.raises(TypeError, match=rf"{arg}\.dtype={np.dtype(dtype).name} must be"):
+        IMPLS[name].bind()(q, k, v, **{arg: x})
+
+
+def test_bad_mask_shape_is_a_value_error_naming_it():
+    q, k, v = random_qkv(62, 4, 9, N, K, H)
+    with pytest.raises(ValueError, match=r"mask\.shape=\(4, 8\) must broadcast to \[N, T, S\] = \(8, 4, 9\)"):
+        attention_reference(q, k, v, mask=np.ones((4, 8), bool))
+
+
+# ---- the reference's semantics for non-finite and extreme scores, on every entry (issue 30) -------
+ET, ES = 5, 13  # small problem: one compile per (entry, causal), reused by every example
+
+
+@functools.cache
+def _masked_fn(name, causal):
+    attn = attention_reference if name == "reference" else IMPLS[name].bind()
+    return jax.jit(lambda q, k, v, mask: attn(q, k, v, mask=mask, causal=causal, scale=1.0))
+
+
+def _extreme_problem(case, seed, mag, head):
+    """q, k, v, mask of one adversarial case; kv head ``head`` (q heads head*G ...) is the target."""
+    rng = np.random.default_rng(seed)
+    q, k, v = (np.array(x) for x in random_qkv(seed, ET, ES, N, K, H))  # writable copies
+    mask = rng.random((N, ET, ES)) < 0.8
+    mask[:, :, 0] = True  # every row keeps a valid key: "no key" cannot be the answer
+    G = N // K
+    heads = slice(head * G, (head + 1) * G)
+    if case == "every-valid-score--inf":  # an Inf in every key of one kv head: scores -inf, not "masked"
+        q[:, heads] = np.abs(q[:, heads])
+        k[:, head, 0], q[:, heads, 0] = np.inf, -1.0
+    elif case == "scores-below-floor":  # finite scores below -1.19e38 are scores (softmax = mean of v)
+        q[:, heads], k[:, head] = 0.0, 0.0
+        q[:, heads, 0], k[:, head, 0] = -mag * 1e19, 1e19  # every score -mag * 1e38
+    elif case == "huge-values":  # the merge must not overflow where the reference does not
+        v[:, head] = np.sign(v[:, head]) * mag * 1e38
+    elif case == "nan-v-in-a-masked-key":  # selected away, not multiplied by a 0 weight
+        mask[:, :, 7] = False
+        v[7, head, 2] = np.nan
+    return (*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), jnp.asarray(mask))
+
+
+EXTREME_CASES = ["every-valid-score--inf", "scores-below-floor", "huge-values", "nan-v-in-a-masked-key"]
+
+
+@settings(max_examples=8, deadline=None)
+@given(case=st.sampled_from(EXTREME_CASES), seed=st.integers(0, 2**16), mag=st.floats(1.2, 3.3),
+       head=st.integers(0, K - 1), causal=st.booleans())
+@pytest.mark.parametrize("name", [n for n, i in IMPLS.items() if i.mask])
+def test_extreme_and_nonfinite_scores_follow_the_reference(name, case, seed, mag, head, causal):
+    """Issue 30: the tiled paths read a row whose scores are all -inf (or below -1.19e38) as "no key"
+    (0), overflowed on v = 3e38 and let a NaN of a masked V row leak. "No key" now comes from the mask
+    only. Oracles: the dense reference, and for the finite cases the float64 numpy oracle."""
+    q, k, v, mask = _extreme_problem(case, seed, mag, head)
+    keep = np.asarray(mask) & (np.asarray(causal_mask(ET, ES))[None] if causal else True)
+    out, lse = (np.asarray(x, np.float64) for x in _masked_fn(name, causal)(q, k, v, mask))
+    r_out, r_lse = (np.asarray(x, np.float64) for x in _masked_fn("reference", causal)(q, k, v, mask))
+    for got, want in ((out, r_out), (lse, r_lse)):
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want))
+        np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want))
+        fin = np.isfinite(want)
+        assert rel_err(got[fin], want[fin]) <= FP32_TOL
+    G = N // K
+    target = out[:, head * G:(head + 1) * G]
+    if case == "every-valid-score--inf":
+        assert np.isnan(target).all() and np.isneginf(lse[head * G:(head + 1) * G]).all()
+    else:  # finite everywhere, and equal to the float64 oracle (the masked NaN V row zeroed: excluded)
+        assert np.isfinite(out).all() and np.isfinite(lse).all()
+        v_clean = np.nan_to_num(np.asarray(v, np.float64))
+        want_out, _ = numpy_attention(np.asarray(q, np.float64), np.asarray(k, np.float64), v_clean, keep,
+                                      scale=1.0)
+        assert rel_err(out, want_out) <= FP32_TOL
+    if case == "scores-below-floor":  # every score equal: each row's output is the mean of its valid values
+        w = keep.reshape(K, G, ET, ES)[head] / keep.reshape(K, G, ET, ES)[head].sum(-1, keepdims=True)
+        want = np.einsum("GTS,SH->TGH", w, np.asarray(v, np.float64)[:, head])
+        assert rel_err(target, want) <= FP32_TOL

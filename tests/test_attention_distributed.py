@@ -131,13 +131,34 @@ SCRIPT = textwrap.dedent("""
         row["bf16"] = dict(err=rel(o, ro), dense=rel(dense_bf16(qb, kb, vb, causal=True), ro))
         raised = {}
         for what, fn in (("int", lambda: attn(q.astype(jnp.int32), k, v)),
-                         ("mask", lambda: attn(q, k, v, mask=np.ones((N, T, S), bool)))):
+                         ("mask", lambda: attn(q, k, v, mask=np.ones((N, T, S), bool))),
+                         ("float_mask", lambda: attn(q, k, v, mask=np.zeros((N, T, S), np.float32))),
+                         ("bool_bias", lambda: attn(q, k, v, bias=np.zeros((N, T, S), bool)))):
             try:
                 fn()
                 raised[what] = None
-            except ValueError as e:
-                raised[what] = str(e)
+            except (ValueError, TypeError) as e:
+                raised[what] = f"{type(e).__name__}: {e}"
         row["raised"] = raised
+        # Extreme / non-finite scores against the reference (one compile, three inputs of one shape).
+        f = jax.jit(functools.partial(attn, scale=1.0))
+        G = N // K
+        extreme = {}
+        qa, ka = np.abs(np.asarray(q)), np.asarray(k).copy()
+        qa[:, G:, 0], ka[:, 1, 0] = -1.0, np.inf  # kv head 1: every score -inf
+        qf, kf = np.zeros_like(qa), np.zeros_like(ka)
+        qf[..., 0], kf[..., 0] = -2e19, 1e19  # every score -2e38 (below -1.19e38)
+        vh = np.sign(np.asarray(v)) * 3e38
+        for case, args in (("neg_inf", (qa, ka, v)), ("below_floor", (qf, kf, v)), ("huge_v", (q, k, vh))):
+            args = tuple(jnp.asarray(x, jnp.float32) for x in args)
+            o, l = f(*args)
+            ro, rl = attention_reference(*args, scale=1.0)
+            fin = np.isfinite(np.asarray(ro))
+            extreme[case] = dict(pattern=nan_pattern_equal(o, ro) and nan_pattern_equal(l, rl)
+                                 and bool(np.array_equal(np.isfinite(np.asarray(o)), fin)),
+                                 ref_nan=bool(np.isnan(np.asarray(ro)).any()),
+                                 err=rel(np.asarray(o)[fin], np.asarray(ro)[fin]) if fin.any() else 0.0)
+        row["extreme"] = extreme
         out["contract"][name] = row
     print(json.dumps(out))
 """)
@@ -236,7 +257,8 @@ def test_sharded_attention_rejects_bad_meshes_and_lengths(results):
 @pytest.mark.parametrize("name", list(sharded()))
 def test_sharded_entry_keeps_the_attention_contract(results, name):
     """Forward + lse vs the reference and the numpy oracle (causal and not), NaN in one valid key
-    propagates as in the reference, bf16 within 2x of dense bf16, integer inputs and masks refused."""
+    propagates as in the reference, bf16 within 2x of dense bf16, integer inputs and masks refused,
+    extreme scores / values as the reference (issue 30)."""
     row = results["contract"][name]
     for causal in ("causal=False", "causal=True"):
         assert row[causal]["ref"] <= 1e-5 and row[causal]["numpy"] <= 1e-5, row
@@ -244,4 +266,12 @@ def test_sharded_entry_keeps_the_attention_contract(results, name):
     assert 1e-4 < row["bf16"]["err"] <= 2 * row["bf16"]["dense"], row
     assert "q.dtype=int32 must be a floating dtype" in row["raised"]["int"]
     assert "takes no bias / mask" in row["raised"]["mask"]
+    # One meaning for masks and biases (issue 30): a float mask / bool bias is a TypeError here too.
+    assert row["raised"]["float_mask"].startswith("TypeError: mask.dtype=float32 must be bool"), row
+    assert row["raised"]["bool_bias"].startswith("TypeError: bias.dtype=bool must be a floating dtype"), row
+    # Extreme / non-finite scores as the reference: all -inf -> NaN, below -1.19e38 -> mean(v), 3e38 stays.
+    ext = row["extreme"]
+    assert ext["neg_inf"]["ref_nan"] and not ext["below_floor"]["ref_nan"] and not ext["huge_v"]["ref_nan"], ext
+    for case in ext.values():
+        assert case["pattern"] and case["err"] <= 1e-5, ext
 

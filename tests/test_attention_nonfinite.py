@@ -10,7 +10,7 @@ from _attention_util import random_qkv
 from _expert_util import tiny_setup
 
 from jaxref.attention import MASK_LSE, attention_reference
-from jaxref.cache_attention import attend_exact, attend_tail_slot
+from jaxref.cache_attention import attend_exact, attend_tail_slot, attention_over_rows
 from jaxref.expert import KVCache, sample, velocity
 
 T, S, N, K, H = 5, 23, 4, 2, 8
@@ -99,6 +99,34 @@ def test_nan_in_a_garbage_cache_row_is_excluded():
     clean = np.asarray(attend_exact(q, ko, vo, cache.k[0], cv, s))
     dirty_k = cache.k[0].at[1, s + 3, 0].set(np.nan)
     np.testing.assert_array_equal(np.asarray(attend_exact(q, ko, vo, dirty_k, cv, s)), clean)
+
+
+@pytest.mark.parametrize("where", ["k", "v"])
+def test_nan_in_a_garbage_cache_row_is_excluded_in_k_and_in_v(where):
+    """Issue 30: a NaN in a V row >= S made the whole velocity NaN (0 * NaN in P.V) while the same value
+    in a K row was excluded. Rows >= S are selected away in both, through attend_exact and velocity."""
+    cfg, params, cache, q, (ko, vo), _, _ = _cache_problem(0.0)
+    s = int(cache.seq_len)
+    clean = np.asarray(attend_exact(q, ko, vo, cache.k[0], cache.v[0], s))
+    ck, cv = cache.k[0], cache.v[0]
+    if where == "k":
+        ck = ck.at[1, s + 3, 0].set(np.nan)
+    else:
+        cv = cv.at[1, s + 3, 0].set(np.nan)
+    np.testing.assert_array_equal(np.asarray(attend_exact(q, ko, vo, ck, cv, s)), clean)
+    dirty = KVCache.create(cache.k.at[0].set(ck), cache.v.at[0].set(cv), cache.seq_len, cache.rope_delta)
+    x = jnp.zeros((cfg.num_tokens, cfg.action_dim), jnp.float32)
+    np.testing.assert_array_equal(np.asarray(velocity(params, x, 0.5, dirty, cfg=cfg)),
+                                  np.asarray(velocity(params, x, 0.5, cache, cfg=cfg)))
+
+
+@pytest.mark.parametrize("arg,dtype", [("keep", np.float32), ("keep", np.int32), ("bias", np.bool_)])
+def test_cache_row_mask_is_bool_and_bias_float(arg, dtype):
+    """Issue 30: attention_over_rows(keep=float) cast the 0 / -inf mask to bool, inverting it."""
+    q, k, v = random_qkv(43, T, S, N, K, H)
+    kh, vh = (jnp.transpose(x, (1, 0, 2)) for x in (k, v))
+    with pytest.raises(TypeError, match=rf"{arg}\.dtype={np.dtype(dtype).name} must be"):
+        attention_over_rows(q, kh, vh, **{arg: np.zeros(S, dtype)})
 
 
 @pytest.mark.parametrize("arg", ["q", "k", "v"])

@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jaxref.numerics import compare, pcc
 
@@ -115,15 +117,72 @@ def test_compare_counts_nonfinite_and_never_reports_zero_error(frac):
     c[bad] = np.nan
     rep = compare(g, c)
     assert (rep.nonfinite, rep.calculated_nonfinite, rep.golden_nonfinite) == (len(bad), len(bad), 0)
-    assert not rep.finite
-    assert np.isnan(rep.max_abs) and np.isnan(rep.mean_abs) and np.isnan(rep.rel_fro)
-    assert f"NON-FINITE: {len(bad)} in calculated" in str(rep)
+    assert not rep.finite and not rep.meets(min_pcc=-1.0)
+    assert np.isnan(rep.max_abs) and np.isnan(rep.mean_abs) and np.isnan(rep.rel_fro) and np.isnan(rep.pcc)
+    assert f"NON-FINITE {len(bad)} in calculated" in str(rep) and "FAIL" in str(rep)
 
 
-def test_compare_identical_nonfinite_values_agree():
+def test_compare_identical_nonfinite_values_are_a_failure_not_agreement():
+    """Issue 30: two all-NaN tensors (a broken model on both sides) compared as pcc 1.0, max-abs 0,
+    finite=True. Any NaN / Inf on either side is now a failure with its counts."""
     g = np.array([1.0, NAN, INF, -INF], np.float32)
     rep = compare(g, g.copy())
-    assert (rep.nonfinite, rep.golden_nonfinite, rep.calculated_nonfinite) == (0, 3, 3)
-    assert rep.finite and rep.max_abs == 0.0
-    assert "NON-FINITE" in str(rep)  # still said, though they agree
-    assert not compare(g, np.array([1.0, NAN, -INF, -INF], np.float32)).finite  # +Inf vs -Inf
+    assert (rep.nonfinite, rep.golden_nonfinite, rep.calculated_nonfinite) == (3, 3, 3)
+    assert not rep.finite and not rep.meets() and np.isnan(rep.pcc) and np.isnan(rep.max_abs)
+    both_nan = compare(np.full(5, NAN, np.float32), np.full(5, NAN, np.float32))
+    assert (both_nan.nonfinite, both_nan.finite, both_nan.meets()) == (5, False, False)
+    assert both_nan.pcc != 1.0 and both_nan.max_abs != 0.0  # NaN: neither a perfect PCC nor a zero error
+    assert pcc(np.full(5, NAN, np.float32), np.full(5, NAN, np.float32)) == 1.0  # tt-metal's metric, as defined
+
+
+def test_meets_applies_the_targets_to_finite_comparisons():
+    g = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    rep = compare(g, g + np.array([0, 0, 0, 0.5], np.float32))
+    assert rep.meets() and rep.meets(min_pcc=0.9, max_abs=0.5)
+    assert not rep.meets(max_abs=0.4) and not rep.meets(min_pcc=rep.pcc + 1e-9)
+
+
+def test_float64_is_compared_in_float64():
+    """Issue 30: float64 inputs were cast to float32 first (1e200 vs 2e200 equal, 1e-12 reported as 0)."""
+    rep = compare(np.array([1e200, 3e200]), np.array([2e200, 3e200]))
+    assert rep.max_abs == 1e200 and rep.mean_abs == 5e199 and rep.finite
+    assert rep.rel_fro == pytest.approx(1 / np.sqrt(10), rel=1e-12)  # ||(1, 0)|| / ||(1, 3)||, no overflow
+    tiny = compare(np.array([1.0, 2.0, 3.0]), np.array([1.0 + 1e-12, 2.0, 3.0]))
+    assert tiny.max_abs == pytest.approx(1e-12, rel=1e-3) and tiny.pcc < 1.0
+    assert compare(np.array([1.0, 5e200, -2e200]), np.array([1.0, 5e200, -2e200])).pcc == 1.0
+
+
+# ---- property tests (hypothesis): each fails on the issue-30 behaviour ---------------------------
+BAD_VALUES = st.sampled_from([NAN, INF, -INF])
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 40), data=st.data(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_any_nonfinite_value_is_counted_and_fails(n, data, dtype):
+    g = np.asarray(data.draw(st.lists(st.floats(-1e6, 1e6), min_size=n, max_size=n)), dtype)
+    c = np.asarray(data.draw(st.lists(st.floats(-1e6, 1e6), min_size=n, max_size=n)), dtype)
+    g_bad = data.draw(st.sets(st.integers(0, n - 1)))
+    c_bad = data.draw(st.sets(st.integers(0, n - 1), min_size=0 if g_bad else 1))
+    for idx in g_bad:
+        g[idx] = data.draw(BAD_VALUES)
+    for idx in c_bad:
+        c[idx] = g[idx] if idx in g_bad and data.draw(st.booleans()) else data.draw(BAD_VALUES)  # identical too
+    rep = compare(g, c)
+    assert (rep.golden_nonfinite, rep.calculated_nonfinite, rep.nonfinite) == (
+        len(g_bad), len(c_bad), len(g_bad | c_bad))
+    assert not rep.finite and not rep.meets()
+    assert all(np.isnan(x) for x in (rep.pcc, rep.max_abs, rep.mean_abs, rep.rel_fro))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-1e300, 1e300), st.floats(-1e300, 1e300)), min_size=1, max_size=30))
+def test_float64_errors_are_exact_float64_statistics(pairs):
+    g = np.array([a for a, _ in pairs], np.float64)
+    c = np.array([b for _, b in pairs], np.float64)
+    d = [abs(float(a) - float(b)) for a, b in pairs]  # python floats: the float64 oracle
+    if not all(np.isfinite(d)):  # the difference itself overflows float64: nothing to compare exactly
+        return
+    rep = compare(g, c)
+    assert rep.finite and rep.max_abs == max(d)
+    assert rep.mean_abs == pytest.approx(sum(x / len(d) for x in d), rel=1e-12, abs=0)
+    assert np.isfinite(rep.rel_fro) or not np.any(g)

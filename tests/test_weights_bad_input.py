@@ -1,8 +1,13 @@
-"""Checkpoints in other float dtypes load; non-float tensors and unreadable files are clear errors."""
+"""Checkpoints in other float dtypes load; non-float tensors, non-finite weights and unreadable files are
+clear errors."""
+
+import re
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors.torch import save_file
 
 from jaxref.action import fourier_freqs
@@ -77,3 +82,46 @@ def test_unreadable_checkpoints_are_value_errors_naming_the_path(params, tmp_pat
         load_safetensors(bad, CFG)
     with pytest.raises(FileNotFoundError, match="missing.safetensors' does not exist"):
         load_safetensors(tmp_path / "missing.safetensors", CFG)
+
+
+# ---- non-finite and overflowing weights (issue 30) ----------------------------------------------
+@pytest.fixture(scope="module")
+def state(params):
+    from jaxref.weights import to_hf_state_dict
+
+    return to_hf_state_dict(params, CFG, with_freqs=False)
+
+
+@settings(max_examples=15, deadline=None)
+@given(data=st.data(), bad=st.sampled_from([np.nan, np.inf, -np.inf, 1e300, -3.5e38]), count=st.integers(1, 3))
+def test_nonfinite_or_overflowing_weights_are_refused_naming_key_count_and_index(state, data, bad, count):
+    """A NaN / Inf weight loaded silently, and a float64 1e300 became inf on the cast to float32: a
+    broken model then "passed" parity (NaN on both sides). Refused unless asked for explicitly."""
+    key = data.draw(st.sampled_from(sorted(state)))
+    a = state[key].astype(np.float64)  # a float64 checkpoint: 1e300 / -3.5e38 overflow float32
+    flat = data.draw(st.lists(st.integers(0, a.size - 1), min_size=count, max_size=count, unique=True))
+    a.flat[flat] = bad
+    sd = {**state, key: a}
+    first = tuple(int(i) for i in np.unravel_index(min(flat), a.shape))
+    with pytest.raises(ValueError, match=re.escape(f"{key!r} holds {count} non-finite value(s) as float32, the "
+                                                   f"first at index {first}")):
+        from_hf_state_dict(sd, CFG)
+    loaded = from_hf_state_dict(sd, CFG, allow_nonfinite=True)  # on purpose: the parity tool shows it fails
+    import jax
+
+    leaves = jax.tree.leaves(loaded)
+    assert sum(int((~np.isfinite(np.asarray(x))).sum()) for x in leaves) == count
+
+
+def test_nonfinite_weights_are_refused_from_files_and_torch_too(params, tmp_path):
+    sd = to_torch_state_dict(params, CFG)
+    key = "layers.1.mlp.down_proj.weight"
+    sd[key][2, 5] = float("nan")
+    with pytest.raises(ValueError, match=re.escape(f"{key!r} holds 1 non-finite value(s) as float32, the first at "
+                                                   "index (2, 5)")):
+        from_torch_state_dict(sd, CFG)
+    save_file(sd, str(tmp_path / "nan.safetensors"))
+    with pytest.raises(ValueError, match=r"holds 1 non-finite value"):
+        load_safetensors(tmp_path / "nan.safetensors", CFG)
+    assert np.isnan(np.asarray(load_safetensors(tmp_path / "nan.safetensors", CFG, allow_nonfinite=True)
+                               .layers.w_down)).sum() == 1

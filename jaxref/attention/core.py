@@ -21,13 +21,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxref.attention.reference import MASK_LSE, MASK_VALUE
+from jaxref.attention.reference import MASK_LSE
 
 KV_LAYOUTS = ("SKH", "KSH")
-# The running max starts at FLOOR: above every excluded score (MASK_VALUE) and far below any real
-# one (even with the device's -1e9 bias), so exp(s - m) is exactly 0 on excluded keys even before
-# a valid key was seen, and no separate keep-mask is needed on the probabilities.
-FLOOR = 0.5 * MASK_VALUE
 # The golden never lets XLA pick a reduced-precision matmul (TF32 / bf16 passes on GPU / TPU).
 _HI = lax.Precision.HIGHEST
 _EINSUM_QK = {"SKH": "KMH,SKH->KMS", "KSH": "KMH,KSH->KMS"}
@@ -35,11 +31,14 @@ _EINSUM_PV = {"SKH": "KMS,SKH->KMH", "KSH": "KMS,KSH->KMH"}
 
 
 class Partial(NamedTuple):
-    """Unnormalised online-softmax state (a pytree), any leading shape ``rows``.
+    """Online-softmax state over the valid keys folded so far (a pytree), any leading shape ``rows``.
 
-    m: running row max of the scaled scores (no gradient: results are invariant to it), [*rows]
-    l: running sum of exp(s - m), [*rows];  o: running sum of exp(s - m) * v, [*rows, H]
-    A row that has seen no valid key holds (FLOOR, 0, 0): the neutral element of ``merge``.
+    m: running max of their scaled scores (-inf before any; no gradient: results are invariant to it), [*rows]
+    l: sum of exp(s - m) over them, [*rows] (0 before any, and while every valid score is -inf)
+    o: their exp(s - m)-weighted *mean* value row, [*rows, H] (0 while l = 0): a convex combination of
+       finite values, so it stays within their range (3e38 values give 3e38, not an overflowed sum)
+    The empty state (-inf, 0, 0) is the neutral element of ``merge``. Whether a row has a valid key at
+    all is never read from these values (a score may be -inf, or below any floor): ``finalize`` is told.
     """
 
     m: jnp.ndarray
@@ -49,8 +48,19 @@ class Partial(NamedTuple):
 
 def init_partial(rows: tuple[int, ...], head_dim: int) -> Partial:
     """Neutral state for rows of shape ``rows`` (e.g. (K, M))."""
-    return Partial(jnp.full(rows, FLOOR, jnp.float32), jnp.zeros(rows, jnp.float32),
+    return Partial(jnp.full(rows, -jnp.inf, jnp.float32), jnp.zeros(rows, jnp.float32),
                    jnp.zeros((*rows, head_dim), jnp.float32))
+
+
+def _shift(m: jnp.ndarray) -> jnp.ndarray:
+    """The max exponents are taken against: 0 where it is -inf (no key yet, or every valid score -inf),
+    so that exp(s - shift) never computes -inf - -inf."""
+    return jnp.where(m == -jnp.inf, 0.0, m)
+
+
+def _safe(x: jnp.ndarray) -> jnp.ndarray:
+    """x with exact zeros replaced by 1 (a divisor; the double-where keeps gradients NaN-free)."""
+    return jnp.where(x == 0, 1.0, x)
 
 
 def scores(q_m: jnp.ndarray, k: jnp.ndarray, *, kv_layout: str) -> jnp.ndarray:
@@ -59,55 +69,77 @@ def scores(q_m: jnp.ndarray, k: jnp.ndarray, *, kv_layout: str) -> jnp.ndarray:
     return jnp.einsum(_EINSUM_QK[kv_layout], q_m, k, precision=_HI, preferred_element_type=jnp.float32)
 
 
-def fold(state: Partial, s: jnp.ndarray, v: jnp.ndarray, *, kv_layout: str) -> Partial:
+def fold(state: Partial, s: jnp.ndarray, v: jnp.ndarray, *, kv_layout: str, keep=None) -> Partial:
     """Fold one key tile into the running state (ADR section 3 inner tile).
 
     Args:
       state: m, l [K, M], o [K, M, H].
-      s: [K, M, S] scaled scores, excluded keys set to ``MASK_VALUE``.
+      s: [K, M, S] scaled (and biased) scores; any value, -inf and NaN included, is a score.
       v: [S, K, H] or [K, S, H] values of the tile (``kv_layout``).
+      keep: None (every key of the tile is valid for every row) or bool broadcastable to [K, M, S]:
+        False excludes a key from a row whatever its K and V rows hold (selected, never multiplied by 0).
+    A non-finite value in the V row of a key a row attends makes that row's output NaN (as in
+    ``attention_reference``), whatever its weight.
     """
-    m1 = lax.stop_gradient(jnp.maximum(state.m, s.max(-1)))
-    p = jnp.exp(s - m1[..., None])
-    corr = jnp.exp(state.m - m1)
-    # P is rounded to V's storage type before the second GEMM, as a bf16 FlashAttention kernel does.
-    pv = jnp.einsum(_EINSUM_PV[kv_layout], p.astype(v.dtype), v, precision=_HI,
+    s_valid = s if keep is None else jnp.where(keep, s, -jnp.inf)
+    m1 = lax.stop_gradient(jnp.maximum(state.m, s_valid.max(-1)))
+    shift = _shift(m1)
+    p = jnp.exp(s_valid - shift[..., None])  # excluded keys: exp(-inf) = 0
+    corr = jnp.exp(state.m - shift)
+    lt = p.sum(-1)
+    l1 = state.l * corr + lt
+    bad = ~jnp.isfinite(v).all(-1)  # [S, K] or [K, S]: keys whose value row holds a NaN / Inf
+    bad_ks = bad.T if kv_layout == "SKH" else bad  # [K, S]
+    hit = bad_ks.any(-1)[:, None] if keep is None else (keep & bad_ks[:, None, :]).any(-1)  # [K, M]
+    v_fin = jnp.where(bad[..., None], jnp.zeros((), v.dtype), v)
+    # The tile's mean value row: P normalised in the tile, rounded to V's storage type before the second
+    # GEMM (as a bf16 FlashAttention kernel rounds P); then a convex merge with the running mean.
+    pv = jnp.einsum(_EINSUM_PV[kv_layout], (p / _safe(lt)[..., None]).astype(v.dtype), v_fin, precision=_HI,
                     preferred_element_type=jnp.float32)
-    return Partial(m1, state.l * corr + p.sum(-1), state.o * corr[..., None] + pv)
+    l1s = _safe(l1)
+    o1 = state.o * (state.l * corr / l1s)[..., None] + pv * (lt / l1s)[..., None]
+    return Partial(m1, l1, jnp.where(hit[..., None], jnp.nan, o1))
 
 
 def merge(a: Partial, b: Partial) -> Partial:
     """Log-sum-exp merge of two partials over disjoint key sets (ADR section 4; associative, commutative).
 
-    A partial that saw no valid key (l = 0) is neutral: its weight is 0 or multiplies l = 0.
+    A partial that saw no valid key (l = 0) is neutral: its weight is 0.
     """
     m = lax.stop_gradient(jnp.maximum(a.m, b.m))
-    sa, sb = jnp.exp(a.m - m), jnp.exp(b.m - m)
-    return Partial(m, a.l * sa + b.l * sb, a.o * sa[..., None] + b.o * sb[..., None])
+    shift = _shift(m)
+    la, lb = a.l * jnp.exp(a.m - shift), b.l * jnp.exp(b.m - shift)
+    l = la + lb
+    ls = _safe(l)
+    return Partial(m, l, a.o * (la / ls)[..., None] + b.o * (lb / ls)[..., None])
 
 
-def merge_all(p: Partial, *, max_fn, sum_fn) -> Partial:
-    """Merge partials spread over ranks in one shot (Tree Attention): rescale each to the global
-    max ``max_fn(m)`` and sum the rescaled (O, l), packed into one array, with ``sum_fn``.
-    With ``lax.pmax`` / ``lax.psum`` over mesh axes this is the decode all-reduce (two collectives);
-    every rank ends with the same merged state."""
+def merge_all(p: Partial, *, max_fn, sum_fn, total_bound) -> Partial:
+    """Merge partials spread over ranks in one shot (Tree Attention): rescale each to the global max
+    ``max_fn(m)``, weight its mean row by its l divided by ``total_bound`` (>= the sum of every rank's l,
+    e.g. ranks x keys per rank) so the summed weighted rows stay within the values' range, and sum
+    the weighted (O, l), packed into one array, with ``sum_fn``. With ``lax.pmax`` / ``lax.psum`` over
+    mesh axes this is the decode all-reduce (two collectives); every rank ends with the same state."""
     m = lax.stop_gradient(max_fn(p.m))
-    w = jnp.exp(p.m - m)
-    ol = sum_fn(jnp.concatenate([p.o, p.l[..., None]], -1) * w[..., None])  # [..., H + 1]
-    return Partial(m, ol[..., -1], ol[..., :-1])
+    w = p.l * jnp.exp(p.m - _shift(m)) / total_bound
+    ow = sum_fn(jnp.concatenate([p.o * w[..., None], w[..., None]], -1))  # [..., H + 1]
+    total = ow[..., -1]
+    return Partial(m, total * total_bound, ow[..., :-1] / _safe(total)[..., None])
 
 
-def finalize(p: Partial) -> tuple[jnp.ndarray, jnp.ndarray]:
-    """Normalise once: out = o / l, lse = m + log l; rows without a valid key give (0, MASK_LSE).
+def finalize(p: Partial, has_key=True) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """out = the weighted mean o, lse = m + log l; rows without a valid key give (0, MASK_LSE).
 
-    "Without a valid key" is l == 0 exactly: a NaN l (a NaN / +Inf score or value was folded in)
-    propagates to out and lse as through the dense reference, never mistaken for a masked row.
+    ``has_key`` (bool, broadcastable to ``p.l``): which rows have at least one valid key by the mask,
+    the causality and S - known from the inputs, never inferred from a score. A row that has one but
+    whose every valid score is -inf (l = 0) gives out NaN (0 / 0) and lse -inf, as the reference; a
+    NaN l (a NaN / +Inf score) propagates to both.
     """
     valid = p.l != 0
-    l_safe = jnp.where(valid, p.l, 1.0)
-    out = jnp.where(valid[..., None], p.o / l_safe[..., None], 0.0)
-    lse = jnp.where(valid, p.m + jnp.log(l_safe), MASK_LSE)
-    return out, lse
+    out = jnp.where(valid[..., None], p.o, jnp.nan)
+    lse = jnp.where(valid, p.m + jnp.log(_safe(p.l)), -jnp.inf)
+    has_key = jnp.asarray(has_key, bool)
+    return jnp.where(has_key[..., None], out, 0.0), jnp.where(has_key, lse, MASK_LSE)
 
 
 def group_queries(q: jnp.ndarray, num_kv_heads: int) -> jnp.ndarray:
@@ -128,8 +160,8 @@ def lse_to_heads(lse: jnp.ndarray) -> jnp.ndarray:
     return jnp.transpose(lse, (0, 2, 1)).reshape(K * G, T)
 
 
-def attend_chunks(q_m: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, add: jnp.ndarray | None, *,
-                  kv_chunk: int | None) -> tuple[jnp.ndarray, jnp.ndarray]:
+def attend_chunks(q_m: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, keep: jnp.ndarray | None,
+                  bias: jnp.ndarray | None, *, kv_chunk: int | None) -> Partial:
     """Online softmax of folded queries over head-major keys, one kv head at a time.
 
     Evaluated per kv head (``lax.map``): the [M, chunk] scores of one head stay in the last-level
@@ -137,11 +169,11 @@ def attend_chunks(q_m: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, add: jnp.nda
 
     Args:
       q_m: [K, M, H] pre-scaled folded queries; k, v: [K, S, H] (upcast to float32).
-      add: optional float32 [S] added to the scores (``MASK_VALUE`` excludes a key exactly, even
-        a NaN one; its value row still enters P.V with weight 0, so it must be finite).
+      keep: optional bool [S]; False excludes a key row exactly, whatever its K and V rows hold.
+      bias: optional float32 [S] added to the scores (the device's 0 / -1e9 mask: a number, not an exclusion).
       kv_chunk: keys per ``lax.scan`` chunk (static); None = one chunk.
     Returns:
-      out [K, M, H] float32 and lse [K, M] (rows seeing nothing: out 0, lse ``MASK_LSE``).
+      the unnormalised ``Partial`` (m, l [K, M], o [K, M, H]); ``finalize`` it, or ``merge`` it first.
     """
     S, H = k.shape[1:]
     C = S if kv_chunk is None else min(kv_chunk, S)
@@ -149,7 +181,8 @@ def attend_chunks(q_m: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, add: jnp.nda
     pad = n_chunks * C - S
     k, v = k.astype(jnp.float32), v.astype(jnp.float32)
     if pad:  # padded keys are excluded
-        add = jnp.pad(jnp.zeros(S, jnp.float32) if add is None else add, (0, pad), constant_values=MASK_VALUE)
+        keep = jnp.pad(jnp.ones(S, bool) if keep is None else keep, (0, pad), constant_values=False)
+        bias = None if bias is None else jnp.pad(bias, (0, pad))
         k, v = (jnp.pad(a, ((0, 0), (0, pad), (0, 0))) for a in (k, v))
 
     def one_head(args):
@@ -157,23 +190,21 @@ def attend_chunks(q_m: jnp.ndarray, k: jnp.ndarray, v: jnp.ndarray, add: jnp.nda
 
         def chunk(state, j):
             kc, vc = (lax.dynamic_slice_in_dim(a, j * C, C)[None] for a in (kh, vh))  # [1, C, H]
-            if add is not None:
-                a = lax.dynamic_slice_in_dim(add, j * C, C)
-                # An excluded key is excluded whatever it holds (a NaN in a row >= S must not leak,
-                # as in the reference's where): its key row is zeroed, so its score is exactly
-                # MASK_VALUE. On the [C, H] keys, not the [M, C] scores: shared by every query row.
-                kc = jnp.where((a == MASK_VALUE)[None, :, None], 0.0, kc)
+            kp = None if keep is None else lax.dynamic_slice_in_dim(keep, j * C, C)[None, None, :]  # [1, 1, C]
+            if kp is not None:
+                # An excluded key row is zeroed (on the [C, H] keys, shared by every query row): its
+                # score is then finite, so no 0 * NaN reaches the gradient of q.
+                kc = jnp.where(kp[0, 0][None, :, None], kc, 0.0)
             s = scores(qh[None], kc, kv_layout="KSH")  # [1, M, C]
-            if add is not None:
-                s = s + a  # a finite additive bias (the device's -1e9) adds
-            return fold(state, s, vc, kv_layout="KSH"), None
+            if bias is not None:
+                s = s + lax.dynamic_slice_in_dim(bias, j * C, C)
+            return fold(state, s, vc, kv_layout="KSH", keep=kp), None
 
         init = init_partial((1, qh.shape[0]), H)
         if n_chunks == 1:
             state, _ = chunk(init, 0)
         else:
             state, _ = lax.scan(chunk, init, jnp.arange(n_chunks))
-        out, lse = finalize(state)
-        return out[0], lse[0]
+        return Partial(*(x[0] for x in state))
 
     return jax.lax.map(one_head, (q_m, k, v))

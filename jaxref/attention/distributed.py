@@ -156,8 +156,8 @@ class SplitKVSharded(OnMesh, SplitKV):
 
         Returns the root rank's (out [T, N, H], lse [N, T]) float32.
         """
+        pr = AttentionProblem.from_inputs(q, k, v, bias=bias, mask=mask, causal=causal, scale=scale)
         mesh, C, P = self.bound_mesh(bias, mask)
-        pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
         T, N, K, G, H = pr.T, pr.N, pr.K, pr.G, pr.H
         rplan = self.reduce_plan
         plan, tokens, valid = self.plan(T, pr.S, causal=causal)
@@ -172,7 +172,7 @@ class SplitKVSharded(OnMesh, SplitKV):
             state = local = Partial(*(x[:, :, :T] for x in state))  # real rows only: what the reduce moves
             if rplan.sends == "exchange":
                 state = merge_all(state, max_fn=lambda x: lax.pmax(x, MESH_AXES),
-                                  sum_fn=lambda x: lax.psum(x, MESH_AXES))
+                                  sum_fn=lambda x: lax.psum(x, MESH_AXES), total_bound=C * P * slots)
             else:
                 src, recv, round_of = permute_batches(rplan)
                 me = lax.axis_index(MESH_AXES)  # cube * P + pe

@@ -12,7 +12,7 @@ import functools
 
 import numpy as np
 
-from jaxref.attention.core import finalize, group_queries, lse_to_heads, to_heads
+from jaxref.attention.core import Partial, finalize, group_queries, lse_to_heads, to_heads
 from jaxref.attention.geometry import AttentionGeometry, schedule_problem
 from jaxref.attention.problem import AttentionProblem
 from jaxref.attention.schedule import FlashSchedule, problem_counts
@@ -24,6 +24,7 @@ from jaxref.attention.sweep import (
     TileConfig,
     init_sweep_state,
     plan_sweep,
+    rows_with_a_key,
     run_sweep,
     user_bias_mask,
 )
@@ -66,15 +67,16 @@ class Flash:
 
         Returns out [T, N, H] float32, lse [N, T] float32; a fully masked row gives out 0, lse MASK_LSE.
         """
-        pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
+        pr = AttentionProblem.from_inputs(q, k, v, bias=bias, mask=mask, causal=causal, scale=scale)
         plan = self.plan(pr.T, pr.S, causal=causal)
         b, m = user_bias_mask(bias, mask, pr.N, pr.K, pr.T, pr.S)  # [K, T, G, S]
         state = init_sweep_state(plan, pr.K, pr.G, pr.H)
         state = run_sweep(state, plan, group_queries(q, pr.K)[None], k[None], v[None], pr.query_positions,
                           np.arange(pr.S)[None], np.ones((1, pr.S), bool), bias=None if b is None else b[None],
                           mask=None if m is None else m[None], scale=pr.scale, causal=causal)
-        out, lse = finalize(state)
-        return to_heads(out[0, :, :pr.T], pr.N), lse_to_heads(lse[0, :, :pr.T])
+        out, lse = finalize(Partial(*(x[0, :, :pr.T] for x in state)),
+                            rows_with_a_key(m, causal=causal, T=pr.T, S=pr.S))
+        return to_heads(out, pr.N), lse_to_heads(lse)
 
     def schedule(self, num_queries: int, num_keys: int, geometry: AttentionGeometry | None = None, *,
                  causal: bool = False, dtype_bytes: int = 2) -> FlashSchedule:

@@ -60,11 +60,15 @@ class AttentionProblem:
         return np.arange(self.T) + (self.S - self.T)
 
     @classmethod
-    def from_inputs(cls, q, k, v, *, causal: bool = False, scale: float | None = None,
-                    kv_layout: str = "SKH") -> AttentionProblem:
-        """Check q [T, N, H], k / v [S, K, H] (or [K, S, H] for ``kv_layout='KSH'``) and return the problem.
+    def from_inputs(cls, q, k, v, *, bias=None, mask=None, causal: bool = False, scale: float | None = None,
+                    kv_layout: str = "SKH", mask_name: str = "mask") -> AttentionProblem:
+        """Check q [T, N, H], k / v [S, K, H] (or [K, S, H] for ``kv_layout='KSH'``), an optional bool
+        keep-mask and float bias (each broadcastable to [N, T, S]) and return the problem.
 
-        Raises ValueError naming the offending argument, the value and what was expected.
+        One meaning for every attention path: ``mask`` is bool (True = attend) and ``bias`` is float;
+        anything else (a 0 / -inf float mask, an int mask, a bool bias) is a TypeError naming the
+        argument (``mask_name``: how the caller calls its mask, e.g. ``keep``), its dtype and what was
+        expected. Other bad input raises ValueError naming the argument, the value and what was expected.
         """
         check_choice("kv_layout", kv_layout, KV_LAYOUTS)
         want = "[S, K, H]" if kv_layout == "SKH" else "[K, S, H]"
@@ -84,4 +88,30 @@ class AttentionProblem:
             raise ValueError(f"need at least one query and one key, got T={T}, S={S}")
         if N % K:
             raise ValueError(f"q.shape[1]={N} (q heads) must be divisible by the K={K} kv heads of k")
+        for name, x, kind in ((mask_name, mask, "bool"), ("bias", bias, "float")):
+            check_mask_or_bias(name, x, kind, (N, T, S))
         return cls(T, S, N, K, H, causal=causal, scale=scale)
+
+
+def check_mask_or_bias(name: str, x, kind: str, shape: tuple[int, ...]) -> None:
+    """A keep-mask must be bool (``kind='bool'``), a bias floating (``'float'``), each broadcastable to
+    ``shape``: TypeError for the dtype, ValueError for the shape (None passes)."""
+    if x is None:
+        return
+    dtype = getattr(x, "dtype", None)
+    if dtype is None:
+        dtype = np.asarray(x).dtype
+    if kind == "bool":
+        if dtype != np.bool_:
+            raise TypeError(f"{name}.dtype={dtype} must be bool (True = attend); a float 0 / -inf or an int "
+                            f"mask is not accepted (pass an additive float as bias=, or mask.astype(bool))")
+    elif not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"{name}.dtype={dtype} must be a floating dtype (an additive bias; a bool keep-mask "
+                        "goes in mask=)")
+    xshape = tuple(np.shape(x))
+    try:
+        np.broadcast_shapes(xshape, shape)
+    except ValueError:
+        raise ValueError(f"{name}.shape={xshape} must broadcast to [N, T, S] = {shape}") from None
+    if len(xshape) > len(shape) or np.broadcast_shapes(xshape, shape) != shape:
+        raise ValueError(f"{name}.shape={xshape} must broadcast to [N, T, S] = {shape}")

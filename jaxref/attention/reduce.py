@@ -196,7 +196,8 @@ def reduce_partials(partials: Partial, plan: ReducePlan) -> Partial:
         def over_ranks(f):
             return lambda x: jnp.broadcast_to(f(x, axis=0, keepdims=True), x.shape)
 
-        return merge_all(partials, max_fn=over_ranks(jnp.max), sum_fn=over_ranks(jnp.sum))
+        bound = R * jnp.maximum(lax.stop_gradient(partials.l.max()), 1.0)  # >= the sum of the ranks' l
+        return merge_all(partials, max_fn=over_ranks(jnp.max), sum_fn=over_ranks(jnp.sum), total_bound=bound)
     src, recv, _ = permute_batches(plan)
     if src.shape[0] == 0:
         return partials

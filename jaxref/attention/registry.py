@@ -2,14 +2,15 @@
 
 The contract tests (``tests/test_attention_contract.py``; sharded entries in
 ``tests/test_attention_distributed.py``'s subprocess), the report's attention rows and
-``jaxref.checks`` iterate this map. Adding an algorithm = one frozen config class (callable as
+``jaxref.checks`` iterate this read-only map. Adding an algorithm = one frozen config class (callable as
 ``cfg(q, k, v, *, bias, mask, causal, scale) -> (out, lse)``) + one entry here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
 
 import jax
 
@@ -43,11 +44,15 @@ class Implementation:
         return self.config.with_mesh(mesh)
 
 
-def _entries(*impls: Implementation) -> dict[str, Implementation]:
-    return {impl.name: impl for impl in impls}
+def _entries(*impls: Implementation) -> Mapping[str, Implementation]:
+    """A read-only name -> entry map (a ``MappingProxyType``): no caller can add, replace or drop an entry."""
+    entries = {impl.name: impl for impl in impls}
+    if len(entries) != len(impls):
+        raise ValueError(f"duplicate implementation names in {[impl.name for impl in impls]}")
+    return types.MappingProxyType(entries)
 
 
-IMPLEMENTATIONS: dict[str, Implementation] = _entries(
+IMPLEMENTATIONS: Mapping[str, Implementation] = _entries(
     Implementation("reference", Reference()),
     Implementation("flash", Flash(tile=7, q_block=5)),
     Implementation("split_kv", SplitKV(tile=3, q_block=4, num_cubes=2, pes_per_cube=2, placement="contiguous",

@@ -28,7 +28,7 @@ import functools
 import jax.numpy as jnp
 import numpy as np
 
-from jaxref.attention.core import finalize, lse_to_heads, to_heads
+from jaxref.attention.core import Partial, finalize, lse_to_heads, to_heads
 from jaxref.attention.geometry import AttentionGeometry, check_positive, schedule_problem
 from jaxref.attention.placement import KVPlacement
 from jaxref.attention.problem import AttentionProblem
@@ -38,6 +38,7 @@ from jaxref.attention.sweep import (
     TileConfig,
     init_sweep_state,
     plan_sweep,
+    rows_with_a_key,
     run_sweep,
     user_bias_mask,
 )
@@ -121,7 +122,7 @@ class Ring:
 
         Returns out [T, N, H] float32, lse [N, T] float32.
         """
-        pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
+        pr = AttentionProblem.from_inputs(q, k, v, bias=bias, mask=mask, causal=causal, scale=scale)
         T, S, N, K, H = pr.T, pr.S, pr.N, pr.K, pr.H
         C = self.cubes(pr.G)
         Gc = pr.G // C
@@ -145,8 +146,11 @@ class Ring:
                 held = tuple(jnp.roll(x, 1, axis=0) for x in held)
             state = run_sweep(state, plan, q_lanes, *held[:2], pr.query_positions, *held[2:],
                               bias=step_cols(b, step), mask=step_cols(m, step), scale=pr.scale, causal=causal)
-        out, lse = finalize(state)  # [C, K, Tp, Gc, H], [C, K, Tp, Gc]
-        return lanes_to_heads(out[:, :, :T], lse[:, :, :T])
+        has_key = rows_with_a_key(m, causal=causal, T=T, S=S)  # [K, T, G] -> lanes [C, K, T, Gc]
+        if has_key is not True:
+            has_key = jnp.moveaxis(has_key.reshape(K, T, C, Gc), 2, 0)
+        out, lse = finalize(Partial(*(x[:, :, :T] for x in state)), has_key)  # [C, K, T, Gc, H], [C, K, T, Gc]
+        return lanes_to_heads(out, lse)
 
     def schedule(self, num_queries: int, num_keys: int, geometry: AttentionGeometry | None = None, *,
                  causal: bool = False, dtype_bytes: int = 2) -> RingSchedule:

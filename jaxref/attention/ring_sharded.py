@@ -93,8 +93,8 @@ class RingSharded(OnMesh, Ring):
 
         Returns out [T, N, H] float32, lse [N, T] float32.
         """
+        pr = AttentionProblem.from_inputs(q, k, v, bias=bias, mask=mask, causal=causal, scale=scale)
         mesh, C, P = self.bound_mesh(bias, mask)
-        pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
         T, S, K, G, H = pr.T, pr.S, pr.K, pr.G, pr.H
         check_ring_cubes(C, G)
         if T % P:

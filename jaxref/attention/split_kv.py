@@ -30,6 +30,7 @@ from jaxref.attention.sweep import (
     TileConfig,
     init_sweep_state,
     plan_sweep,
+    rows_with_a_key,
     run_sweep,
     user_bias_mask,
 )
@@ -94,8 +95,8 @@ class SplitKV:
     def partials(self, q, k, v, *, bias=None, mask=None, causal: bool = False,
                  scale: float | None = None) -> Partial:
         """Every rank's unnormalised partial after its local sweep: m, l [R, K, T, G], o [R, K, T, G, H]
-        (rank = cube * P + pe). A rank with no valid key holds the neutral (FLOOR, 0, 0)."""
-        pr = AttentionProblem.from_inputs(q, k, v, causal=causal, scale=scale)
+        (rank = cube * P + pe). A rank with no valid key holds the neutral (-inf, 0, 0)."""
+        pr = AttentionProblem.from_inputs(q, k, v, bias=bias, mask=mask, causal=causal, scale=scale)
         plan, tokens, valid = self.plan(pr.T, pr.S, causal=causal)
         b, m = user_bias_mask(bias, mask, pr.N, pr.K, pr.T, pr.S)  # [K, T, G, S]
 
@@ -114,7 +115,9 @@ class SplitKV:
         """
         rplan = self.reduce_plan
         reduced = reduce_partials(self.partials(q, k, v, bias=bias, mask=mask, causal=causal, scale=scale), rplan)
-        out, lse = finalize(Partial(*(x[rplan.root] for x in reduced)))
+        T, S, N, K = q.shape[0], k.shape[0], q.shape[1], k.shape[1]
+        _, m = user_bias_mask(None, mask, N, K, T, S)
+        out, lse = finalize(Partial(*(x[rplan.root] for x in reduced)), rows_with_a_key(m, causal=causal, T=T, S=S))
         return to_heads(out, q.shape[1]), lse_to_heads(lse)
 
     def schedule(self, num_queries: int, num_keys: int, geometry: AttentionGeometry | None = None, *,

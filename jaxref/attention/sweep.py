@@ -30,7 +30,7 @@ from jax import lax
 
 from jaxref.attention.core import Partial, fold, init_partial, scores
 from jaxref.attention.geometry import check_positive
-from jaxref.attention.reference import MASK_VALUE
+from jaxref.attention.reference import causal_mask
 
 PAST, PARTIAL, FUTURE, EMPTY = "past", "partial", "future", "empty"
 
@@ -195,13 +195,13 @@ def _tile_step(state: Partial, item, *, arrays, masked: bool, causal: bool, scal
         user = lax.dynamic_slice(mask, (lane, 0, t0, 0, s0), (1, K, bq, Gl, tl))[0]
         keep = user if keep is None else keep & user
     if keep is not None:
-        s = jnp.where(keep, s, MASK_VALUE)
+        keep = jnp.broadcast_to(keep, (K, bq, Gl, tl)).reshape(K, bq * Gl, tl)
     at = (lane, 0, t0, 0)
     rows = (K, bq * Gl)
     old = Partial(lax.dynamic_slice(state.m, at, (1, K, bq, Gl)).reshape(rows),
                   lax.dynamic_slice(state.l, at, (1, K, bq, Gl)).reshape(rows),
                   lax.dynamic_slice(state.o, (*at, 0), (1, K, bq, Gl, H)).reshape(*rows, H))
-    m1, l1, o1 = fold(old, s.reshape(*rows, tl), v_tile, kv_layout="SKH")
+    m1, l1, o1 = fold(old, s.reshape(*rows, tl), v_tile, kv_layout="SKH", keep=keep)
     new = Partial(lax.dynamic_update_slice(state.m, m1.reshape(1, K, bq, Gl), at),
                   lax.dynamic_update_slice(state.l, l1.reshape(1, K, bq, Gl), at),
                   lax.dynamic_update_slice(state.o, o1.reshape(1, K, bq, Gl, H), (*at, 0)))
@@ -238,7 +238,8 @@ def run_sweep(state: Partial, plan: SweepPlan, q, k, v, qpos, kpos, kvalid, *, b
 
 
 def user_bias_mask(bias, mask, N: int, K: int, T: int, S: int):
-    """Broadcast user bias / keep-mask (broadcastable to [N, T, S]) to [K, T, G, S]."""
+    """Broadcast user bias / keep-mask (broadcastable to [N, T, S], types checked by
+    ``AttentionProblem.from_inputs``) to [K, T, G, S]."""
     G = N // K
 
     def prep(x, dtype):
@@ -248,4 +249,15 @@ def user_bias_mask(bias, mask, N: int, K: int, T: int, S: int):
         return jnp.transpose(x.reshape(K, G, T, S), (0, 2, 1, 3))
 
     return prep(bias, jnp.float32), prep(mask, bool)
+
+
+def rows_with_a_key(mask, *, causal: bool, T: int, S: int):
+    """Which query rows have at least one valid key, from the inputs alone (never from a score):
+    ``True`` without a user mask (bottom-right causal always leaves key 0), else bool [K, T, G]
+    for a [K, T, G, S] keep-mask (``user_bias_mask``), with the causal mask applied."""
+    if mask is None:
+        return True
+    if causal:
+        mask = mask & causal_mask(T, S)[None, :, None, :]
+    return mask.any(-1)
 

@@ -12,6 +12,8 @@
    masked, so the min is the other tensor's diagonal, ~1.0); all masked -> 1.0.
 
 The metric runs in numpy float64, as tt-metal's does, so it is not traceable by ``jax.jit``.
+``pcc`` is tt-metal's metric as defined (two all-NaN tensors give 1.0 there); ``compare``, the
+project's check, fails closed on any non-finite value instead.
 """
 
 from __future__ import annotations
@@ -67,26 +69,40 @@ def pcc(golden, calculated) -> float:
         return 1.0
     if g.dtype == _np_bfloat16:  # step 6: bf16 -> fp32 (np.ma.corrcoef then works in float64)
         g, c = g.astype(np.float32), c.astype(np.float32)
+    if g.dtype == np.float64:  # r is scale-invariant: unit max-abs keeps 1e200-scale products finite
+        g, c = (x / m if (m := np.max(np.abs(x))) > 0 else x for x in (g, c))
     r = np.min(np.ma.corrcoef(np.ma.masked_invalid(g.ravel()), np.ma.masked_invalid(c.ravel())))
     if isinstance(r, np.ma.core.MaskedConstant):
         return 1.0
     return float(r)
 
 
+def _float64(x: np.ndarray) -> np.ndarray:
+    """The values exactly in float64 (float64 stays float64: 1e200 vs 2e200, 1e-12 differences survive)."""
+    return x.astype(np.float32).astype(np.float64) if x.dtype == _np_bfloat16 else x.astype(np.float64)
+
+
+def _norm(x: np.ndarray) -> float:
+    """||x||_2 without overflow of the squares (1e200-scale float64 values)."""
+    big = float(np.max(np.abs(x))) if x.size else 0.0
+    return big * float(np.sqrt(np.sum((x / big) ** 2))) if big > 0 else 0.0
+
+
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """How far ``calculated`` is from ``golden``: the one comparison result of the project.
 
+    Fails closed: any NaN / Inf on either side is a failure with its count, never a PCC or an
+    error of 0 (two all-NaN tensors do not agree). Then ``pcc``, ``max_abs``, ``mean_abs`` and
+    ``rel_fro`` are NaN, ``finite`` is False and ``meets(...)`` is False whatever the targets.
+
     Attributes:
-      pcc: tt-metal ``comp_pcc`` value (which sets NaN / Inf to 0 before correlating: see
-        ``nonfinite`` before trusting it).
-      max_abs: max |golden - calculated| (float64).
+      pcc: tt-metal ``comp_pcc`` value of two all-finite tensors (NaN when any value is non-finite).
+      max_abs: max |golden - calculated| (float64; float64 inputs are compared in float64).
       mean_abs: mean |golden - calculated|.
       rel_fro: ||golden - calculated||_F / ||golden||_F (inf when golden is all zero and they differ).
       n: number of elements compared.
-      nonfinite: elements where golden and calculated disagree in finiteness or in their
-        non-finite value (NaN vs finite, +Inf vs NaN, ...); an identical NaN / Inf in both agrees.
-        When it is > 0, max_abs, mean_abs and rel_fro are NaN: a bad number is never averaged away.
+      nonfinite: elements with a NaN / Inf on either side (golden or calculated or both).
       golden_nonfinite, calculated_nonfinite: NaN / Inf elements in each.
     """
 
@@ -101,42 +117,44 @@ class Comparison:
 
     @property
     def finite(self) -> bool:
-        """True when every element pair is comparable (no NaN / Inf that the other lacks)."""
+        """True when every value on both sides is finite (the comparison means something)."""
         return self.nonfinite == 0
 
+    def meets(self, *, min_pcc: float | None = None, max_abs: float | None = None) -> bool:
+        """The verdict: all finite, and PCC >= ``min_pcc`` and max |d| <= ``max_abs`` (those given)."""
+        if not self.finite:
+            return False
+        return (min_pcc is None or self.pcc >= min_pcc) and (max_abs is None or self.max_abs <= max_abs)
+
     def __str__(self) -> str:
-        text = (f"PCC {self.pcc:.7f}  max|d| {self.max_abs:.3e}  mean|d| {self.mean_abs:.3e}  "
+        if not self.finite:
+            return (f"FAIL: NON-FINITE {self.calculated_nonfinite} in calculated, {self.golden_nonfinite} in "
+                    f"golden ({self.nonfinite} of n={self.n} elements with a NaN / Inf on either side): no PCC")
+        return (f"PCC {self.pcc:.7f}  max|d| {self.max_abs:.3e}  mean|d| {self.mean_abs:.3e}  "
                 f"rel-Frobenius {self.rel_fro:.3e}  (n={self.n})")
-        if self.golden_nonfinite or self.calculated_nonfinite:
-            text += (f"  NON-FINITE: {self.calculated_nonfinite} in calculated, {self.golden_nonfinite} in "
-                     f"golden, {self.nonfinite} mismatched (PCC computed with them set to 0)")
-        return text
 
 
 def compare(golden, calculated) -> Comparison:
-    """PCC plus absolute and relative errors of ``calculated`` against ``golden``.
+    """PCC plus absolute and relative errors of ``calculated`` against ``golden`` (fails closed).
 
     Args:
       golden, calculated: same-shape floating arrays (calculated is cast to golden's dtype, as in
-        ``pcc``). Pairs holding the same non-finite value (both NaN, or the same Inf) agree
-        (distance 0); any other pair with a NaN / Inf makes the error statistics NaN.
+        ``pcc``). Any NaN / Inf on either side makes the comparison a failure: counted, and every
+        statistic NaN (identical NaNs do not agree: the model is broken on both sides).
     Returns:
       a ``Comparison``.
     """
     g, c = _prepare(golden, calculated)
-    g64 = g.astype(np.float32).astype(np.float64).ravel()
-    c64 = c.astype(np.float32).astype(np.float64).ravel()
-    g_fin, c_fin = np.isfinite(g64), np.isfinite(c64)
-    same_nonfinite = ~g_fin & ~c_fin & ((np.isnan(g64) & np.isnan(c64)) | (g64 == c64))
-    mismatched = int(np.sum((~g_fin | ~c_fin) & ~same_nonfinite))
-    ok = g_fin & c_fin
-    d = np.abs(g64[ok] - c64[ok])
-    num = float(np.sqrt(np.sum(d * d)))
-    den = float(np.sqrt(np.sum(g64[ok] ** 2)))
+    g64, c64 = _float64(g).ravel(), _float64(c).ravel()
+    g_bad, c_bad = ~np.isfinite(g64), ~np.isfinite(c64)
+    bad = int(np.sum(g_bad | c_bad))
+    counts = {"n": int(g64.size), "nonfinite": bad, "golden_nonfinite": int(np.sum(g_bad)),
+              "calculated_nonfinite": int(np.sum(c_bad))}
+    if bad:
+        nan = float("nan")
+        return Comparison(pcc=nan, max_abs=nan, mean_abs=nan, rel_fro=nan, **counts)
+    d = np.abs(g64 - c64)
+    num, den = _norm(d), _norm(g64)
     rel = num / den if den > 0 else (0.0 if num == 0 else float("inf"))
-    max_abs, mean_abs = (float(d.max()), float(d.mean())) if d.size else (0.0, 0.0)
-    if mismatched:
-        max_abs = mean_abs = rel = float("nan")
-    return Comparison(pcc=pcc(g, c), max_abs=max_abs, mean_abs=mean_abs, rel_fro=rel, n=int(g64.size),
-                      nonfinite=mismatched, golden_nonfinite=int(np.sum(~g_fin)),
-                      calculated_nonfinite=int(np.sum(~c_fin)))
+    max_abs, mean_abs = (float(d.max()), float(np.mean(d))) if d.size else (0.0, 0.0)
+    return Comparison(pcc=pcc(g, c), max_abs=max_abs, mean_abs=mean_abs, rel_fro=rel, **counts)
