@@ -31,7 +31,7 @@ import dataclasses
 from typing import Literal
 
 from jaxref.attention import AttentionGeometry
-from jaxref.attention.reduce import cube_mesh_shape
+from jaxref.attention.reduce import REDUCES, cube_mesh_shape  # noqa: F401  (re-exported for the CLI)
 from jaxref.validation import check_choice, choices_of, require
 from jaxref.vocabulary import ReduceKind
 
