@@ -248,7 +248,7 @@ def _m_block(hw: AHBM, rows: int, n: int) -> int:
     return min(fit, -(-rows // tm) * tm)
 
 
-def capacity(cfg: LayerConfig, hw: AHBM, mesh: MeshSpec) -> dict:
+def capacity(cfg: LayerConfig, hw: AHBM) -> dict:
     """Bytes per CUBE the operating point needs (weights, KV cache, activations) vs the CUBE's HBM."""
     s = cfg.shape
     cubes = cfg.sips * hw.cubes
@@ -281,7 +281,7 @@ def attention_part(cfg: LayerConfig, hw: AHBM) -> Attention:
 def plan(cfg: LayerConfig, hw: AHBM, mesh: MeshSpec | None = None) -> LayerPlan:
     """The layer's parts in execution order; raises ValueError when it does not fit the HBM."""
     mesh = MeshSpec() if mesh is None else mesh
-    cap = capacity(cfg, hw, mesh)
+    cap = capacity(cfg, hw)
     if not cap["fits"]:
         raise ValueError(
             f"capacity: model={cfg.model!r} phase={cfg.phase!r} seq_len={cfg.seq_len} batch={cfg.batch} on sips="
