@@ -99,12 +99,21 @@ def check_override(key: str, value) -> float:
     return v
 
 
-def parse_overrides(items: list[str], *, default_hw: str | None = None) -> dict[str, float]:
+# What each command prices, for the refusal of another hardware's override.
+PRICES = {"blackhole": "the Blackhole chip (python -m costmodel.blackhole)",
+          "ahbm": "the AHBM mesh (python -m costmodel.ahbm)"}
+
+
+def parse_overrides(items: list[str], *, default_hw: str | None = None,
+                    hw: str | tuple[str, ...] = ("blackhole", "ahbm")) -> dict[str, float]:
     """``["blackhole.dram_peak_bytes_per_s=256e9", ...]`` -> ``{"blackhole.dram_peak_bytes_per_s": 256e9}``.
 
-    ``default_hw`` (e.g. 'ahbm') is prefixed to a bare ``FIELD=VALUE``. Raises ValueError naming the
-    item when it is not ``HW.FIELD=VALUE``, fails ``check_override``, or a key is given twice.
+    ``default_hw`` (e.g. 'ahbm') is prefixed to a bare ``FIELD=VALUE``. ``hw``: the hardware the
+    command prices; an override of another one would change nothing and is refused. Raises
+    ValueError naming the item when it is not ``HW.FIELD=VALUE``, is of another hardware, fails
+    ``check_override``, or a key is given twice.
     """
+    own = (hw,) if isinstance(hw, str) else tuple(hw)
     out: dict[str, float] = {}
     for item in items:
         key, sep, raw = item.partition("=")
@@ -113,6 +122,10 @@ def parse_overrides(items: list[str], *, default_hw: str | None = None) -> dict[
             raise ValueError(f"{FLAG} {item!r}: expected HW.FIELD=VALUE, e.g. blackhole.clock_hz=1.2e9")
         if default_hw is not None and "." not in key:
             key = f"{default_hw}.{key}"
+        prefix = key.partition(".")[0]
+        if prefix in HARDWARE and prefix not in own:
+            raise ValueError(f"{FLAG} {item!r}: this command prices {' and '.join(PRICES[h] for h in own)}; "
+                             f"{prefix} overrides would change nothing here (it applies to {PRICES[prefix]})")
         value = check_override(key, raw.strip())
         if key in out:
             raise ValueError(f"{FLAG} {item!r}: {key} given twice")

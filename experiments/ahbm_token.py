@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     def body(args):
-        hw = apply_overrides(ahbm_sip(), parse_overrides(args.overrides, default_hw="ahbm"))
+        hw = apply_overrides(ahbm_sip(), parse_overrides(args.overrides, default_hw="ahbm", hw="ahbm"))
         mesh = MeshSpec()
         records = [run_point(c, hw, mesh, simulate=not args.no_sim) for c in points(args.quick)]
         if args.out is not None:

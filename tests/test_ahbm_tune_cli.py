@@ -120,6 +120,8 @@ def test_cli_eval_json_names_bound_and_rooflines(capsys):
     (["tune", "--case", "prefill_sp", "--seq-len", "64", "--reduce", "all_reduce"], "--reduce has no effect"),
     (["eval", "--case", "decode_sp", "--seq-len", "-5"], "argument --seq-len: -5: expected an integer >= 1"),
     (["eval", "--case", "decode", "--seq-len", "64", "--hw", "warp_drive=3"], "not a field of costmodel.hardware.AHBM"),
+    (["eval", "--case", "decode", "--seq-len", "64", "--set", "blackhole.clock_hz=1.2e9"],
+     "blackhole overrides would change nothing here"),
 ])
 def test_cli_clear_errors(argv, match, capsys):
     assert cli.main(argv) == 2

@@ -83,6 +83,20 @@ def test_ahbm_eval_options_and_overrides(field, data, seq_len, capsys):
                                                     f"ahbm.{field}={value}", "--json"]), capsys))
 
 
+@FUZZ
+@given(field=st.sampled_from(settable_fields("ahbm")), value=NUMBER_TEXT)
+def test_blackhole_cli_refuses_every_ahbm_override(field, value, capsys):
+    """An option that could change nothing is refused: the Blackhole CLI prices no AHBM field."""
+    assert outcome(lambda: bh_cli.main(["--set", f"ahbm.{field}={value}", "--json"]), capsys) == 2
+
+
+@FUZZ
+@given(field=st.sampled_from(settable_fields("blackhole")), value=NUMBER_TEXT)
+def test_ahbm_cli_refuses_every_blackhole_override(field, value, capsys):
+    assert outcome(lambda: ahbm_cli.main(["eval", "--case", "decode", "--seq-len", "4096", "--set",
+                                          f"blackhole.{field}={value}", "--json"]), capsys) == 2
+
+
 def test_the_fuzzers_saw_valid_and_refused_runs():
     """Run after the two above (file order): both outcomes occurred, so neither fuzzer only saw errors."""
     for name, seen in SEEN.items():

@@ -7,7 +7,10 @@ import json
 import math
 import re
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from costmodel.blackhole import fit
 from costmodel.blackhole.cli import main
@@ -47,6 +50,20 @@ CALIBRATIONS = [
      r"theta: entry of dram_eff does not match params.dram_eff=0.5"),
     ("missing_key", _doc(lambda d: d.pop("cov")), r"lacks key 'cov'"),
     ("bad_json", '{"params": {', r"invalid JSON at line 1, column 13"),
+    # extremes: huge integers, overflowing covariances, deep nesting (each was an OverflowError /
+    # RecursionError traceback)
+    ("huge_int_param", _doc(lambda d: d["params"].update(dram_eff=10**400)), r"params.dram_eff=inf: expected a finite"),
+    ("huge_int_cov", _doc(lambda d: d["cov"][0].__setitem__(0, 10**400)), r"cov: non-finite entries"),
+    ("digits_5000", _doc(lambda d: d.update(dof=1)).replace('"dof": 1', '"dof": ' + "9" * 5000),
+     r"dof=inf: expected a finite number > 0"),
+    ("cov_1e300", _doc(lambda d: d["cov"][0].__setitem__(0, 1e300)),
+     r"cov: variance of dram_eff is 1e\+300; expected <= the prior's 5.3"),
+    ("sigma_1e300", _doc(lambda d: d.update(sigma=1e300)), r"sigma=1e\+300: expected a log-error sd in \(0, 20\]"),
+    ("dof_tiny", _doc(lambda d: d.update(dof=1e-300)), r"dof=1e-300: expected a finite number >= 1"),
+    ("deep_nesting", "[" * 100_000 + "]" * 100_000, r"JSON nested deeper than Python's reader allows"),
+    ("deep_info", _doc(lambda d: d.update(info=None)).replace('"info": null', '"info": ' + "[" * 50_000 + "]" * 50_000),
+     r"JSON nested deeper"),
+    ("info_not_object", _doc(lambda d: d.update(info=[1])), r"info='\[1\]': expected an object"),
 ]
 
 
@@ -93,9 +110,15 @@ def test_out_is_checked_before_the_fit(port_report, tmp_path, capsys, monkeypatc
         raise AssertionError("the fit ran before --out was checked")
     monkeypatch.setattr(fit, "fit", no_fit)
     err = _exit2(["calibrate", "--ops-csv", str(port_report), "--out", str(tmp_path)], capsys)
-    assert f"--out={str(tmp_path)!r} is a directory" in err
+    assert f"--out={str(tmp_path)!r} is a folder; expected a file name" in err
     err = _exit2(["calibrate", "--ops-csv", str(port_report), "--out", str(tmp_path / "no" / "cal.json")], capsys)
     assert "does not exist" in err
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "gone.json")
+    err = _exit2(["calibrate", "--ops-csv", str(port_report), "--out", str(tmp_path / "dangling.json")], capsys)
+    assert "is a symlink to a missing target" in err
+    # two outputs named: refused, not resolved silently (which one would be written?)
+    err = _exit2(["calibrate", "--write", "--out", str(tmp_path / "cal.json")], capsys)
+    assert "--write (writes" in err and "name two outputs; give one" in err
 
 
 def test_bad_device_id_and_steps(port_report, capsys):
@@ -119,3 +142,43 @@ def test_inf_duration_is_dropped_and_never_writes_nan(port_report, tmp_path, cap
     assert all(math.isfinite(v) for v in doc["params"].values()) and math.isfinite(doc["sigma"])
     assert doc["info"]["n_rows"] == len(recs) - 1
     fit.load_calibration(out)  # and it loads as a valid calibration
+
+
+EXTREME = st.one_of(st.sampled_from([10**400, -(10**400), 1e300, -1e300, 1e-300, 0, -0.0, True, None, "1e3", [], {},
+                                     [[[[1.0]]]]]),
+                    st.floats(allow_nan=False, allow_infinity=False), st.integers())
+
+
+def _leaves(doc, path=()):
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _leaves(v, (*path, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _leaves(v, (*path, i))
+    else:
+        yield path
+
+
+UNCERTAINTY_LEAVES = [p for p in _leaves(_stored()) if p[0] in ("params", "theta", "cov", "sigma", "dof")]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(leaf=st.sampled_from(UNCERTAINTY_LEAVES), value=EXTREME)
+def test_any_extreme_value_in_a_calibration_is_refused_or_gives_finite_intervals(leaf, value, tmp_path):
+    """Any one leaf of the stored calibration set to an extreme value: a ValueError naming the file,
+    or a calibration whose every 90% band factor exp(1.645 sd) is finite; never another exception."""
+    doc = _stored()
+    at = doc
+    for k in leaf[:-1]:
+        at = at[k]
+    at[leaf[-1]] = value
+    path = tmp_path / "extreme.json"
+    path.write_text(json.dumps(doc))
+    try:
+        cal = fit.load_calibration(path)
+    except ValueError as e:
+        assert f"calibration={str(path)!r}" in str(e)
+        return
+    band = np.exp(1.645 * np.sqrt(np.diag(cal.cov)) + 1.645 * cal.sigma)
+    assert np.all(np.isfinite(band)) and cal.dof >= 1

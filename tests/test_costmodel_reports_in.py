@@ -297,6 +297,10 @@ def test_malformed_cell_names_line_and_column(port_report, tmp_path, capsys, nam
     ("no_duration_column", b"OP CODE,OP TYPE\nMatmulDeviceOperation,tt_dnn_device\n",
      r"line 1 \(header\): missing column\(s\) \['DEVICE KERNEL DURATION \[ns\]'\]"),
     ("extra_cells", b"OP CODE,OP TYPE,DEVICE KERNEL DURATION [ns]\nA,tt_dnn_device,5,6\n", r"line 2: 4 cells for 3"),
+    # which of two duration columns holds the data? (it used to take the last one silently)
+    ("duplicated_duration", (b"OP CODE,OP TYPE,DEVICE KERNEL DURATION [ns],DEVICE KERNEL DURATION [ns]\n"
+                             b"A,tt_dnn_device,5,6\n"),
+     r"column 'DEVICE KERNEL DURATION \[ns\]' appears 2 times \(columns \[3, 4\]\); expected each column once"),
 ])
 def test_malformed_file_is_a_clear_error(tmp_path, capsys, name, content, message):
     bad = tmp_path / f"{name}.csv"
@@ -305,3 +309,19 @@ def test_malformed_file_is_a_clear_error(tmp_path, capsys, name, content, messag
         main(["calibrate", "--ops-csv", str(bad)])
     err = capsys.readouterr().err
     assert e.value.code == 2 and re.search(message, err) and str(bad) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("path", [DEEPSEEK, CLIP], ids=lambda p: p.stem)
+def test_classifying_once_per_signature_changes_no_row(path, tmp_path):
+    """The reader classifies rows equal in op, attributes and tensors once. The same report with a
+    distinct dummy attribute on every row (so no two rows are alike and nothing is reused) must
+    read to the same status, spec, duration and device on every line."""
+    def unique(recs):
+        for i, r in enumerate(recs):
+            r["ATTRIBUTES"] = (r["ATTRIBUTES"] or "{").rstrip("}") + f"; 'probe_row': '{i}'}}"
+    cached = read_report(path, device_id="all")
+    fresh = read_report(_edit(path, tmp_path / "unique.csv", unique), device_id="all")
+    assert len(cached.rows) == len(fresh.rows) > 100
+    assert len({(r.op_code, r.status) for r in cached.rows}) > 5  # several kinds and reasons, not one
+    assert [(r.line, r.op_code, r.device_id, r.status, r.spec, r.duration_us) for r in cached.rows] == \
+           [(r.line, r.op_code, r.device_id, r.status, r.spec, r.duration_us) for r in fresh.rows]

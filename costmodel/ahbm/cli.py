@@ -69,7 +69,7 @@ def _hw(args: argparse.Namespace):
     if args.hw_deprecated:
         print("warning: --hw FIELD=VALUE is deprecated; use --set ahbm.FIELD=VALUE", file=sys.stderr)
     items = [*args.overrides, *args.hw_deprecated]
-    return apply_overrides(ahbm_sip(), parse_overrides(items, default_hw="ahbm"))
+    return apply_overrides(ahbm_sip(), parse_overrides(items, default_hw="ahbm", hw="ahbm"))
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -42,7 +42,15 @@ from costmodel.blackhole.rows import load_rows
 from costmodel.hardware import BLACKHOLE_PRESETS, Blackhole, blackhole
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
 from jaxref.config import ExpertConfig
-from jaxref.validation import choices_of, cli_run, dumps_strict, nonnegative_int, output_file, positive_int
+from jaxref.validation import (
+    choices_of,
+    cli_run,
+    dumps_strict,
+    nonnegative_int,
+    output_file,
+    positive_int,
+    writable_output,
+)
 from jaxref.vocabulary import AttnMode, CacheFormat, MaskFormat, MathFidelity, MatmulChoice, WeightFormat
 
 TOTALS_MS = {"step_us": "step_ms", "step_full_us": "step_full_ms", "sample_us": "sample_ms"}
@@ -92,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> tuple[Blackhole, ExpertConfig, BlackholeConfig]:
     """Build (hardware, geometry, setting) from parsed CLI flags; raises ValueError on bad input."""
-    hw = apply_overrides(blackhole(board_of(args)), parse_overrides(args.overrides))
+    hw = apply_overrides(blackhole(board_of(args)), parse_overrides(args.overrides, hw="blackhole"))
     cfg = ExpertConfig.preset(args.preset)
     smax_rows = cfg.max_seq_len if args.smax is None else args.smax
     grid = (hw.grid_x, hw.grid_y)
@@ -102,12 +110,17 @@ def config_from_args(args: argparse.Namespace) -> tuple[Blackhole, ExpertConfig,
             raise ValueError(f"grid={args.grid!r} must look like '11x10' (positive columns x rows)")
         grid = (int(parts[0]), int(parts[1]))
     mms = matmul_configs(cfg, args.matmuls, grid_x=grid[0], grid_y=grid[1])
+    given: dict[str, str] = {}
     for item in args.matmul_config:
         name, _, vals = item.partition("=")
         fields = vals.split(",")
         if name not in MATMULS or len(fields) != 2:
             raise ValueError(f"matmul-config={item!r} must look like NAME=IN0_BLOCK_W,PER_CORE_N with NAME in "
                              f"{list(MATMULS)}")
+        if name in given:
+            raise ValueError(f"matmul-config={item!r}: {name} is already set by --matmul-config {given[name]}; "
+                             "expected each matmul at most once")
+        given[name] = item
         try:
             ibw, pcn = (float(v) for v in fields)
         except ValueError:
@@ -133,7 +146,7 @@ def board_of(args: argparse.Namespace) -> str:
 
 def hw_overrides(args: argparse.Namespace) -> dict:
     """``{"hw_overrides": {...}}`` when ``--set`` was given (so a what-if on the hardware is visible), else {}."""
-    over = parse_overrides(args.overrides)
+    over = parse_overrides(args.overrides, hw="blackhole")
     return {"hw_overrides": over} if over else {}
 
 
@@ -212,15 +225,6 @@ def _print_whatif(result: dict, num_steps: int) -> None:
             print(f"  {key:22s} {dv:+9.3f} ms [{lo:+.3f}, {hi:+.3f}]")
 
 
-def _check_out(p: argparse.ArgumentParser, out: pathlib.Path | None) -> None:
-    if out is None:
-        return
-    if out.is_dir():
-        p.error(f"--out={str(out)!r} is a directory; expected a file path for the calibration JSON")
-    if not out.parent.is_dir():
-        p.error(f"--out={str(out)!r}: folder {str(out.parent)!r} does not exist")
-
-
 def _print_summary(report) -> None:
     print(f"{report.path}: DEVICE ARCH {report.arch!r}, fitted as {report.hw.name}; {len(report.rows)} lines")
     for status, codes in report.summary().items():
@@ -254,8 +258,14 @@ def calibrate(argv: list[str]) -> dict:
 
 
 def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
+    if args.write and args.out is not None:
+        p.error(f"--write (writes {CALIBRATION_PATH}) and --out={args.out!r} name two outputs; give one")
     out = pathlib.Path(args.out) if args.out else (CALIBRATION_PATH if args.write else None)
-    _check_out(p, out)  # before the fit: a bad path should not cost a fit
+    if out is not None:  # before the fit: a bad path should not cost a fit
+        try:
+            writable_output(out, "file", name="--out" if args.out else "--write")
+        except ValueError as e:
+            p.error(str(e))
     if args.steps < 1:
         p.error(f"--steps={args.steps} must be >= 1")
     if args.device_id not in ("first", "all") and not args.device_id.isdigit():

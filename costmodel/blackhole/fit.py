@@ -223,12 +223,13 @@ class Calibration:
         check_params(params)
         theta = _matrix("theta", doc["theta"], (P,))
         cov = _matrix("cov", doc["cov"], (P, P))
-        if not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12) or np.any(np.linalg.eigvalsh(0.5 * (cov + cov.T)) <= 0):
-            raise ValueError("cov: expected a symmetric positive-definite matrix")
         for key in ("sigma", "dof"):
             v = doc[key]
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"{key}={v!r}: expected a finite number > 0")
+        check_uncertainty(cov, float(doc["sigma"]), float(doc["dof"]))
+        if not isinstance(doc.get("info", {}), dict):
+            raise ValueError(f"info={str(doc['info'])[:60]!r}: expected an object (the fit summary)")  # noqa: TRY004
         p = params_from_dict(params)
         back = np.asarray(to_unconstrained(p), np.float64)
         if not np.allclose(back, theta, rtol=1e-4, atol=1e-3):
@@ -236,6 +237,36 @@ class Calibration:
             raise ValueError(f"theta: entry of {k} does not match params.{k}={params[k]!r}; expected theta = the "
                              "unconstrained params (fit.to_unconstrained)")
         return cls(p, theta, cov, float(doc["sigma"]), float(doc["dof"]), doc.get("info", {}))
+
+
+# A fit's sigma is a log-error sd: at e^20 per row a fit describes nothing (absurd durations give ~14),
+# and far above it the intervals' exp(t sigma) overflows.
+MAX_SIGMA = 20.0
+
+
+def check_uncertainty(cov: np.ndarray, sigma: float, dof: float) -> None:
+    """The bounds every fitted uncertainty obeys; ValueError names the entry that breaks one.
+
+    ``cov`` = (J^T J / sigma^2 + prior precision)^-1 is symmetric positive-definite and, the prior
+    being ``PRIOR_SD`` per coordinate (or a stored calibration, itself so bounded), no variance
+    exceeds ``PRIOR_SD``^2; ``dof`` = max(rows - effective parameters, 1).
+    """
+    if not np.allclose(cov, cov.T, rtol=1e-6, atol=1e-12) or np.any(np.linalg.eigvalsh(0.5 * (cov + cov.T)) <= 0):
+        raise ValueError("cov: expected a symmetric positive-definite matrix")
+    worst = int(np.argmax(np.diag(cov)))
+    if cov[worst, worst] > PRIOR_SD**2 * (1 + 1e-6):
+        raise ValueError(f"cov: variance of {PARAM_NAMES[worst]} is {cov[worst, worst]:.3g}; expected <= the prior's "
+                         f"{PRIOR_SD**2:.3g} (sd ln 10 per unconstrained coordinate): a fit never widens its prior")
+    if not 0 < sigma <= MAX_SIGMA:
+        raise ValueError(f"sigma={sigma!r}: expected a log-error sd in (0, {MAX_SIGMA:g}]")
+    if not (math.isfinite(dof) and dof >= 1):
+        raise ValueError(f"dof={dof!r}: expected a finite number >= 1 (rows - effective parameters, at least 1)")
+
+
+def _json_int(text: str):
+    """JSON integers as Python ints up to 18 digits, else as floats (1e400 -> inf): a huge integer then
+    fails the finite checks with its key instead of overflowing (or exceeding Python's digit limit)."""
+    return int(text) if len(text.lstrip("-")) <= 18 else float(text)
 
 
 def _matrix(key: str, value, shape: tuple[int, ...]) -> np.ndarray:
@@ -259,12 +290,15 @@ def load_calibration(path: str | pathlib.Path = CALIBRATION_PATH) -> Calibration
     if not path.is_file():
         raise ValueError(f"calibration={str(path)!r} is a directory; expected a calibration JSON file")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"), parse_int=_json_int)
     except UnicodeDecodeError as e:
         raise ValueError(f"calibration={str(path)!r}: not text ({e.reason} at byte {e.start}); expected JSON") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"calibration={str(path)!r}: invalid JSON at line {e.lineno}, column {e.colno} "
                          f"({e.msg})") from None
+    except RecursionError:
+        raise ValueError(f"calibration={str(path)!r}: JSON nested deeper than Python's reader allows; expected a "
+                         "calibration object (params, theta, cov, sigma, dof, info)") from None
     try:
         return Calibration.from_json(doc)
     except ValueError as e:
@@ -344,7 +378,9 @@ def fit(rows: list[Row] | None = None, *, hw: Blackhole | None = None, cfg: Expe
             "held_at_prior": [] if prior is None else [k for k, pin in zip(PARAM_NAMES, pinned) if not pin],
             "warnings": warnings,
             "fitted_to": [f"{x.table}/{x.name}" for x, w in zip(rows, weights) if w > 0]}
-    return Calibration(params, theta, cov, math.sqrt(sigma2), max(n - p_eff, 1.0), info)
+    cal = Calibration(params, theta, cov, math.sqrt(sigma2), max(n - p_eff, 1.0), info)
+    check_uncertainty(cal.cov, cal.sigma, cal.dof)  # what load_calibration would refuse is not written
+    return cal
 
 
 def report(fit_params: FitParams, rows: list[Row] | None = None, *, hw: Blackhole | None = None,

@@ -17,9 +17,11 @@ from __future__ import annotations
 import collections
 import csv
 import dataclasses
+import hashlib
 import math
 import pathlib
 import re
+from collections.abc import Iterator
 
 from costmodel.blackhole.opspecs import (
     EltwiseSpec,
@@ -215,7 +217,7 @@ def write_csv(path: str | pathlib.Path, entries: list[tuple[object, float | None
 
 
 # ---- in: report row -> classified row ----------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ReportRow:
     """One data line of a report: ``status`` is 'modelled' (then ``spec`` is set) or the skip reason."""
 
@@ -267,18 +269,21 @@ def _finite(text: str) -> float | None:
 
 
 class _Line:
-    """One data row; V1 / V2 column names; errors name the file, line and column."""
+    """One data row; V1 / V2 column names; errors name the file, line and column. Reads only the
+    columns of a row's signature (``SIGNATURE``, INPUT_* / OUTPUT_*), on which classification is cached."""
 
-    def __init__(self, record: dict, line: int, path: str, v2: bool):
-        self.record, self.line, self.path, self.v2 = record, line, path, v2
-        self.attrs = record.get("ATTRIBUTES") or ""
+    def __init__(self, cols: _Columns, cells: list[str], line: int, path: str):
+        self.cols, self.cells, self.line, self.path = cols, cells, line, path
+        self.v2 = cols.v2
+        self.attrs = self.get("ATTRIBUTES")
 
     def fail(self, column: str, message: str) -> ValueError:
         return ValueError(f"{self.path}: line {self.line}, column {column!r}: {message}")
 
     def get(self, column: str) -> str:
-        v = self.record.get(column)
-        return v.strip() if isinstance(v, str) else ""
+        if not (column in SIGNATURE or column.startswith(("INPUT_", "OUTPUT_"))):
+            raise KeyError(f"{column!r} is not a signature column: rows are classified once per signature")
+        return self.cols.cell(self.cells, column)
 
     def dim_col(self, pre: str, d: str) -> str:
         return f"{pre}_{d}_PAD[LOGICAL]" if self.v2 else f"{pre}_{d}"
@@ -529,43 +534,90 @@ def _classify(ln: _Line, hw: Blackhole, code: str):
 def invalid_duration(record: dict) -> bool:
     """tt-perf-report's test of an unusable device duration: missing, non-finite or negative, or
     a row inside a trace window (op-to-op latency of minus far more than the op)."""
-    d = _finite((record.get(DURATION) or "").strip())
+    return _invalid(record.get(DURATION) or "", record.get(GAP) or "")
+
+
+def _invalid(duration: str, gap: str) -> bool:
+    d = _finite(duration.strip())
     if d is None or d < 0:
         return True
-    gap = _finite((record.get("OP TO OP LATENCY [ns]") or "").strip())
-    return gap is not None and gap < -INVALID_GAP_MIN_NS and abs(gap) > max(d * 0.5, INVALID_GAP_MIN_NS)
+    g = _finite(gap.strip())
+    return g is not None and g < -INVALID_GAP_MIN_NS and abs(g) > max(d * 0.5, INVALID_GAP_MIN_NS)
 
 
-def _open_rows(path: pathlib.Path):
+GAP = "OP TO OP LATENCY [ns]"
+# The columns an op's classification reads, besides its tensors' INPUT_* / OUTPUT_* columns: rows
+# equal in these are classified once (a real report repeats each layer's ops thousands of times).
+SIGNATURE = ("OP CODE", "ATTRIBUTES", "MATH FIDELITY", "CORE COUNT", "AVAILABLE WORKER CORE COUNT")
+
+
+def _records(path: pathlib.Path) -> Iterator[list[str]]:
+    """The CSV records of ``path``, streamed (header first); ValueError names the file for binary data."""
     if not path.exists():
         raise ValueError(f"ops-csv={str(path)!r}: no such file; expected an ops_perf_results CSV")
     if not path.is_file():
         raise ValueError(f"ops-csv={str(path)!r} is a directory; expected an ops_perf_results CSV file")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not a text CSV ({e.reason} at byte {e.start}); expected an ops_perf_results "
-                         "CSV") from None
-    if "\x00" in text:
-        raise ValueError(f"{path}: binary data (NUL bytes); expected an ops_perf_results CSV")
-    try:
-        rows = list(csv.reader(text.splitlines()))
-    except csv.Error as e:
-        raise ValueError(f"{path}: not a CSV ({e})") from None
-    if not rows:
+
+    def lines(f):
+        for text in f:
+            if "\x00" in text:
+                raise ValueError(f"{path}: binary data (NUL bytes); expected an ops_perf_results CSV")
+            yield text
+
+    with path.open(encoding="utf-8-sig", newline="") as f:
+        try:
+            yield from csv.reader(lines(f))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not a text CSV ({e.reason}); expected an ops_perf_results CSV") from None
+        except csv.Error as e:
+            raise ValueError(f"{path}: not a CSV ({e})") from None
+
+
+def _header(path: pathlib.Path, cells: list[str] | None) -> list[str]:
+    if cells is None:
         raise ValueError(f"{path}: empty; expected a header line and op rows")
-    header = [h.strip() for h in rows[0]]
+    header = [h.strip() for h in cells]
+    counts = collections.Counter(h for h in header if h)
+    twice = {h: [i + 1 for i, c in enumerate(header) if c == h] for h, k in counts.items() if k > 1}
+    if twice:
+        h, at = next(iter(twice.items()))
+        raise ValueError(f"{path}: line 1 (header): column {h!r} appears {len(at)} times (columns {at}); expected "
+                         f"each column once (which one holds the data?)"
+                         + (f"; also duplicated: {sorted(twice)[1:]}" if len(twice) > 1 else ""))
     required = ("OP CODE", "OP TYPE", DURATION)
     missing = [c for c in required if c not in header]
     if missing:
         raise ValueError(f"{path}: line 1 (header): missing column(s) {missing}; an ops_perf_results CSV has "
                          f"{list(required)}")
-    return header, rows[1:]
+    return header
+
+
+class _Columns:
+    """Cell access by column name for one header (missing columns read as '')."""
+
+    def __init__(self, header: list[str]):
+        self.index = {h: i for i, h in enumerate(header)}
+        self.signature = [i for i, h in enumerate(header) if h in SIGNATURE or h.startswith(("INPUT_", "OUTPUT_"))]
+        self.v2 = any(h.endswith("_PAD[LOGICAL]") for h in header)  # tt-metal's newer tensor column names
+
+    def cell(self, cells: list[str], column: str) -> str:
+        i = self.index.get(column)
+        return cells[i].strip() if i is not None and i < len(cells) else ""
+
+
+def _device(cols: _Columns, cells: list[str]) -> int | None:
+    d = _finite(cols.cell(cells, "DEVICE ID"))
+    return int(d) if d is not None and d.is_integer() else None
+
+
+def _is_device_op(op_type: str, code: str) -> bool:
+    return op_type in DEVICE_OP_TYPES and "(torch)" not in code
 
 
 def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device_id: int | str = "first",
                 force_arch: bool = False, require_durations: bool = True) -> Report:
-    """Read and classify a profiler op report.
+    """Read and classify a profiler op report, streamed in one pass (nothing of a row kept but its
+    ``ReportRow``; rows equal in op, attributes and tensors are classified once).
 
     Args:
       hw: the hardware fitted (default: from DEVICE ARCH, 'blackhole' -> p150a, 'p100*' -> p100a).
@@ -575,45 +627,73 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
     Raises ValueError naming the file (and line / column) for unusable input.
     """
     path = pathlib.Path(path)
-    header, lines = _open_rows(path)
-    v2 = any(h.endswith("_PAD[LOGICAL]") for h in header)
+    records = _records(path)
+    header = _header(path, next(records, None))
+    cols = _Columns(header)
     warnings: list[str] = []
-    records = []
-    for i, cells in enumerate(lines):
+    rows, invalid_lines, seen, codes = [], [], {}, {}
+    archs: dict[str, int] = {}  # arch -> first line
+    ids: set[int] = set()
+    most_cores = (0, 0.0)  # (line, AVAILABLE WORKER CORE COUNT) of the largest grid
+    fitted = hw
+    for i, cells in enumerate(records):
+        n = i + 2
+        if len(cells) > len(header):
+            raise ValueError(f"{path}: line {n}: {len(cells)} cells for {len(header)} header columns")
         if not any(c.strip() for c in cells):
             continue
-        if len(cells) > len(header):
-            raise ValueError(f"{path}: line {i + 2}: {len(cells)} cells for {len(header)} header columns")
-        records.append((i + 2, dict(zip(header, cells))))
-    device_lines = [(n, r) for n, r in records
-                    if (r.get("OP TYPE") or "").strip() in DEVICE_OP_TYPES and "(torch)" not in (r.get("OP CODE") or "")]
-    archs = sorted({(r.get("DEVICE ARCH") or "").strip().lower() for _, r in device_lines} - {""})
-    if len(archs) > 1:
-        raise ValueError(f"{path}: column 'DEVICE ARCH': several architectures {archs}; expected one per report")
-    arch = archs[0] if archs else ""
-    if not arch:
-        warnings.append("no DEVICE ARCH in the report: assumed a Blackhole report")
-        arch = "blackhole"
-    if arch not in ARCH_HW and not force_arch:
-        raise ValueError(f"{path}: column 'DEVICE ARCH' is {arch!r}; expected a Blackhole report ('blackhole', "
-                         "'p150*', 'p100*'): the model is of Blackhole, so another architecture's timings are "
-                         "refused (pass --force-arch to fit them anyway)")
-    if arch not in ARCH_HW:
-        warnings.append(f"DEVICE ARCH {arch!r} fitted with the Blackhole model (--force-arch)")
-    if hw is None:
-        hw = blackhole(ARCH_HW.get(arch, "p150a"))
-    elif arch in ARCH_HW and ARCH_HW[arch] == "p100a" and hw.name != "p100a":
-        raise ValueError(f"{path}: column 'DEVICE ARCH' is {arch!r} (a p100) but the hardware fitted is {hw.name}")
-    for n, r in device_lines:
-        cores = _finite((r.get("AVAILABLE WORKER CORE COUNT") or "").strip())
-        if cores is not None and cores > hw.grid_cores and not force_arch:
-            raise ValueError(f"{path}: line {n}, column 'AVAILABLE WORKER CORE COUNT': {cores:g} cores exceed "
-                             f"{hw.name}'s {hw.grid_cores}-core grid; wrong --hw?")
-    ids = []
-    for n, r in device_lines:
-        d = _finite((r.get("DEVICE ID") or "").strip())
-        if d is not None and d.is_integer() and int(d) not in ids:
-            ids.append(int(d))
+        code = codes.setdefault(cols.cell(cells, "OP CODE") or "(empty)", cols.cell(cells, "OP CODE") or "(empty)")
+        op_type = cols.cell(cells, "OP TYPE")
+        dev = _device(cols, cells)
+        if "signpost" in op_type:
+            rows.append(ReportRow(n, code, dev, "signpost"))
+            continue
+        if not _is_device_op(op_type, code):
+            rows.append(ReportRow(n, code, dev, "host op"))
+            continue
+        arch = cols.cell(cells, "DEVICE ARCH").lower()
+        if arch and arch not in archs:
+            archs[arch] = n
+            if len(archs) > 1:
+                raise ValueError(f"{path}: column 'DEVICE ARCH': several architectures {sorted(archs)} (line "
+                                 f"{n}); expected one per report")
+            assumed, fitted = fitted, _fitted_hw(path, arch, hw, force_arch, warnings)
+            if assumed is not None and assumed != fitted:
+                raise ValueError(f"{path}: line {n}, column 'DEVICE ARCH': {arch!r} after device rows without an "
+                                 f"architecture (read as {assumed.name}); expected one DEVICE ARCH on every row")
+        if dev is not None:
+            ids.add(dev)
+        cores = _finite(cols.cell(cells, "AVAILABLE WORKER CORE COUNT"))
+        if cores is not None and cores > most_cores[1]:
+            most_cores = (n, cores)
+        bad = _invalid(cols.cell(cells, DURATION), cols.cell(cells, GAP))
+        if bad and require_durations:
+            invalid_lines.append(n)
+            rows.append(ReportRow(n, code, dev, "invalid device duration"))
+            continue
+        us = None if bad else float(cols.cell(cells, DURATION)) / 1e3
+        if us is not None and us <= 0:
+            rows.append(ReportRow(n, code, dev, "zero device duration"))
+            continue
+        if fitted is None:  # no DEVICE ARCH so far: a Blackhole report is assumed (warned below)
+            fitted = _fitted_hw(path, "", hw, force_arch, warnings)
+        # a digest, not the cells: a report of unique rows would otherwise keep every row's text
+        key = hashlib.blake2b("\x1f".join([cells[j] if j < len(cells) else "" for j in cols.signature]).encode(),
+                              digest_size=16).digest()
+        if key not in seen:
+            seen[key] = _classified(_Line(cols, cells, n, str(path)), fitted, code)
+        spec, status = seen[key]
+        rows.append(ReportRow(n, code, dev, status, spec, us if spec is not None else None))
+    if not rows:
+        raise ValueError(f"{path}: no data rows")
+    if not archs:
+        warnings.insert(0, "no DEVICE ARCH in the report: assumed a Blackhole report")
+    arch = next(iter(archs), "blackhole")
+    fitted = fitted or _fitted_hw(path, arch, hw, force_arch, warnings)
+    n, cores = most_cores
+    if cores > fitted.grid_cores and not force_arch:
+        raise ValueError(f"{path}: line {n}, column 'AVAILABLE WORKER CORE COUNT': {cores:g} cores exceed "
+                         f"{fitted.name}'s {fitted.grid_cores}-core grid; wrong --hw?")
     if device_id == "first":  # the lowest DEVICE ID (tt-perf-report merges devices; the model is one chip)
         keep = min(ids) if ids else None
     elif device_id == "all":
@@ -621,50 +701,45 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
     else:
         keep = int(device_id)
         if keep not in ids:
-            raise ValueError(f"device-id={device_id}: not in the report (DEVICE IDs {ids})")
-    out = []
-    invalid_lines = []
-    for n, r in records:
-        code = (r.get("OP CODE") or "").strip() or "(empty)"
-        op_type = (r.get("OP TYPE") or "").strip()
-        d = _finite((r.get("DEVICE ID") or "").strip())
-        dev = int(d) if d is not None and d.is_integer() else None
-        if "signpost" in op_type:
-            out.append(ReportRow(n, code, dev, "signpost"))
-            continue
-        if op_type not in DEVICE_OP_TYPES or "(torch)" in code:
-            out.append(ReportRow(n, code, dev, "host op"))
-            continue
-        if keep is not None and dev != keep:
-            out.append(ReportRow(n, code, dev, f"other device (DEVICE ID != {keep}; --device-id all keeps them)"))
-            continue
-        if invalid_duration(r) and require_durations:
-            invalid_lines.append(n)
-            out.append(ReportRow(n, code, dev, "invalid device duration"))
-            continue
-        us = None if invalid_duration(r) else float(r[DURATION]) / 1e3
-        if us is not None and us <= 0:
-            out.append(ReportRow(n, code, dev, "zero device duration"))
-            continue
-        ln = _Line(r, n, str(path), v2)
-        try:
-            spec = _classify(ln, hw, code)
-        except _Skip as s:
-            out.append(ReportRow(n, code, dev, str(s)))
-            continue
-        cores = _finite(ln.get("CORE COUNT"))
-        if cores is not None and cores < model_cores(spec, hw):
-            out.append(ReportRow(n, code, dev, "core split differs from the model's (CORE COUNT below the cores "
-                                               "the model splits over)"))
-            continue
-        out.append(ReportRow(n, code, dev, MODELLED, spec, us))
+            raise ValueError(f"device-id={device_id}: not in the report (DEVICE IDs {sorted(ids)})")
+    if keep is not None and len(ids) > 1:
+        other = f"other device (DEVICE ID != {keep}; --device-id all keeps them)"
+        rows = [ReportRow(r.line, r.op_code, r.device_id, other)
+                if r.device_id != keep and r.status not in ("signpost", "host op") else r for r in rows]
+        invalid_lines = [r.line for r in rows if r.status == "invalid device duration"]
     if invalid_lines:
         shown = ", ".join(map(str, invalid_lines[:8])) + (", ..." if len(invalid_lines) > 8 else "")
         warnings.append(f"{len(invalid_lines)} rows had invalid device durations (column {DURATION!r} missing, "
                         f"non-finite or negative, or the row inside a trace window) and were dropped: lines {shown}")
-    if not out:
-        raise ValueError(f"{path}: no data rows")
-    return Report(str(path), hw, arch, tuple(out), tuple(warnings))
+    return Report(str(path), fitted, arch, tuple(rows), tuple(warnings))
+
+
+def _fitted_hw(path: pathlib.Path, arch: str, hw: Blackhole | None, force_arch: bool, warnings: list[str]) -> Blackhole:
+    """The hardware a report of DEVICE ARCH ``arch`` ('' if none) is fitted on; ValueError if refused."""
+    arch = arch or "blackhole"
+    if arch not in ARCH_HW and not force_arch:
+        raise ValueError(f"{path}: column 'DEVICE ARCH' is {arch!r}; expected a Blackhole report ('blackhole', "
+                         "'p150*', 'p100*'): the model is of Blackhole, so another architecture's timings are "
+                         "refused (pass --force-arch to fit them anyway)")
+    if arch not in ARCH_HW:
+        warnings.append(f"DEVICE ARCH {arch!r} fitted with the Blackhole model (--force-arch)")
+    if hw is None:
+        return blackhole(ARCH_HW.get(arch, "p150a"))
+    if arch in ARCH_HW and ARCH_HW[arch] == "p100a" and hw.name != "p100a":
+        raise ValueError(f"{path}: column 'DEVICE ARCH' is {arch!r} (a p100) but the hardware fitted is {hw.name}")
+    return hw
+
+
+def _classified(ln: _Line, hw: Blackhole, code: str) -> tuple[object | None, str]:
+    """(spec, 'modelled') or (None, skip reason) of one row."""
+    try:
+        spec = _classify(ln, hw, code)
+    except _Skip as s:
+        return None, str(s)
+    cores = _finite(ln.get("CORE COUNT"))
+    if cores is not None and cores < model_cores(spec, hw):
+        return None, "core split differs from the model's (CORE COUNT below the cores the model splits over)"
+    return spec, MODELLED
 
 
 def read_rows(path: str | pathlib.Path, *, hw: Blackhole | None = None, **kwargs) -> list[Row]:
