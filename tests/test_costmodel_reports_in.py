@@ -127,8 +127,9 @@ def _attr(rec, key):
 
 
 def test_program_config_kinds_are_told_apart(tmp_path):
-    """2D multicast and DRAM-sharded configs (real rows) are skipped with their kind, never fitted as a 1D
-    config; a 1D in1-multicast config is priced as that kind when its split is legal."""
+    """2D multicast configs (real rows) are priced as 2D on DRAM operands and skipped with the reason on an
+    L1 output, never fitted as a 1D config; a 1D in1-multicast config is priced as that kind when its split
+    is legal."""
     rep = read_report(DEEPSEEK, device_id="all")
     recs = records(DEEPSEEK)
     for r in rep.rows:
@@ -139,9 +140,11 @@ def test_program_config_kinds_are_told_apart(tmp_path):
         batched = any(int(rec[f"INPUT_{i}_{d}_PAD[LOGICAL]"].split("[")[0]) > 1 for i in (0, 1) for d in "WZ")
         if batched:
             assert r.status == "batched operands"
-        elif pc.startswith("MatmulMultiCoreReuseMultiCastProgramConfig("):
-            assert r.status == "program-config kind not modelled: 2D multicast"
-        assert r.status != MODELLED
+        elif rec["OUTPUT_0_MEMORY"].endswith("L1_INTERLEAVED"):
+            assert r.status.startswith("2D multicast with an L1-interleaved activation or output")
+        else:
+            assert pc.startswith("MatmulMultiCoreReuseMultiCastProgramConfig(")
+            assert r.status == MODELLED and r.spec.cfg.kind == "mcast_2d"
     # the excerpt's rows with their trace-window durations replaced by a valid one
 
     def valid(recs):
@@ -150,7 +153,8 @@ def test_program_config_kinds_are_told_apart(tmp_path):
                 r["DEVICE KERNEL DURATION [ns]"], r["OP TO OP LATENCY [ns]"] = "25000", "100"
     rep = read_report(_edit(EXCERPT, tmp_path / "valid.csv", valid))
     status = {r.op_code: r.status for r in rep.rows}
-    assert status["MatmulDeviceOperation"] == "program-config kind not modelled: DRAM-sharded"
+    mm = next(r for r in rep.rows if r.op_code == "MatmulDeviceOperation")
+    assert status["MatmulDeviceOperation"] == MODELLED and mm.spec.cfg.kind == "dram_sharded"
     assert status["LayerNormDeviceOperation"] == ("program-config kind not modelled: "
                                                   "LayerNormShardedMultiCoreProgramConfig")
     assert status["SdpaDecodeDeviceOperation"] == "paged cache"
@@ -173,7 +177,7 @@ def test_program_config_kinds_are_told_apart(tmp_path):
     rep = read_report(_edit(DEEPSEEK, tmp_path / "in1_bad.csv", lambda recs: edit(recs, two_d.replace(
         "MatmulMultiCoreReuseMultiCastProgramConfig(", "MatmulMultiCoreReuseMultiCast1DProgramConfig(mcast_in0=0;"))),
         device_id="all")
-    assert rep.rows[0].status.startswith("program config outside the model's 1D multicast form")
+    assert rep.rows[0].status.startswith("program config outside the model's 1D in1-multicast form")
     assert "per_core_N=5 must equal N/32=48 for the mcast_1d_in1 config" in rep.rows[0].status
     rep = read_report(_edit(DEEPSEEK, tmp_path / "in1.csv", lambda recs: edit(recs, in1_pc)), device_id="all")
     row = rep.rows[0]

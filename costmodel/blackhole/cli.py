@@ -9,6 +9,7 @@
     python -m costmodel.blackhole validate [--write]                 # every row held out, coverage, MAPE
     python -m costmodel.blackhole tune --matmuls default            # gradient tuning vs exhaustive
     python -m costmodel.blackhole plan --target-ms 30                # option combinations reaching 30 ms
+    python -m costmodel.blackhole coverage ops_perf_results.csv      # share of a report's device time priced
 
 JSON keys: ``per_op_us`` (op -> us), ``layer_us``, ``layer_trace_us``, ``step_ms``, ``step_full_ms``,
 ``sample_ms``, ... as before, plus ``interval_us`` (op / ``layer_us`` -> [lo, hi]) and
@@ -44,6 +45,7 @@ from costmodel.overrides import add_set_argument, apply_overrides, parse_overrid
 from jaxref.config import ExpertConfig
 from jaxref.validation import (
     choices_of,
+    cli_main,
     cli_run,
     dumps_strict,
     nonnegative_int,
@@ -327,6 +329,30 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
     return cal.to_json()
 
 
+def coverage_main(argv: list[str]) -> int:
+    """``coverage`` subcommand: rows and share of device time the model prices in each report."""
+    from costmodel.blackhole.report_coverage import coverage_of, format_coverage
+
+    p = argparse.ArgumentParser(prog="python -m costmodel.blackhole coverage",
+                                description="Rows and share of device time (collectives across chips apart) that "
+                                            "the model prices in each op report, and the skipped rows by reason.",
+                                epilog="example: python -m costmodel.blackhole coverage ops_perf_results.csv")
+    p.add_argument("reports", nargs="+", metavar="OPS_CSV", help="ops_perf_results CSV files")
+    p.add_argument("--device-id", default="first", help="'first' (the lowest DEVICE ID; default), 'all' or an id")
+    p.add_argument("--force-arch", action="store_true", help="read a report of another architecture anyway")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    def body(args) -> int:
+        if args.device_id not in ("first", "all") and not args.device_id.isdigit():
+            raise ValueError(f"--device-id={args.device_id!r}: expected 'first', 'all' or a non-negative integer")
+        dev = int(args.device_id) if args.device_id.isdigit() else args.device_id
+        covs = coverage_of(args.reports, device_id=dev, force_arch=args.force_arch)
+        print(dumps_strict([c.to_json() for c in covs], indent=1) if args.json else format_coverage(covs))
+        return 0
+
+    return cli_main(p, argv, body)
+
+
 def main(argv: list[str] | None = None) -> dict:
     """CLI entry point; bad input exits with status 2 and the ValueError's message."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -338,6 +364,8 @@ def main(argv: list[str] | None = None) -> dict:
         return validate_main(argv[1:])
     if argv[:1] == ["tune"]:  # the what-if flags give its starting setting
         return cli_tune.tune(argv[1:], _parser(), config_from_args)
+    if argv[:1] == ["coverage"]:
+        return coverage_main(argv[1:])
     if argv[:1] == ["plan"]:
         from costmodel.blackhole.plans import plan_main
 

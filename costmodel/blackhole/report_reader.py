@@ -34,7 +34,13 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
-from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MatmulProgramConfig
+from costmodel.blackhole.program_config import (
+    DRAM_SHARDED,
+    MCAST_1D_IN0,
+    MCAST_1D_IN1,
+    MCAST_2D,
+    MatmulProgramConfig,
+)
 from costmodel.blackhole.report_schema import (
     DIMS,
     DTYPE_OF_TTNN,
@@ -71,6 +77,11 @@ ARCH_HW = {"blackhole": "p150a", "p150": "p150a", "p150a": "p150a", "p150b": "p1
            "blackhole_p150": "p150a", "p100": "p100a", "p100a": "p100a", "blackhole_p100": "p100a",
            "blackhole_p100a": "p100a"}
 DEVICE_OP_TYPES = ("tt_dnn_device", "")
+# Ops that move data between chips (ttnn's CCL device operations and ring attention across devices):
+# outside the one-chip model, set apart from the device time it should price.
+COLLECTIVE_WORDS = ("AllGather", "ReduceScatter", "AllReduce", "AllToAll", "RingJoint", "RingAttention",
+                    "PointToPoint", "Ccl", "CCL", "SendAsync", "RecvAsync", "MeshPartition")
+COLLECTIVE = "collective across chips (outside the one-chip model)"
 # tt-perf-report's rule (perf_report.is_invalid_device_duration): a trace window's rows carry an
 # op-to-op latency of minus the window, far larger than the op itself
 INVALID_GAP_MIN_NS = 1_000_000
@@ -219,7 +230,9 @@ def write_csv(path: str | pathlib.Path, entries: list[tuple[object, float | None
 # ---- in: report row -> classified row ----------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReportRow:
-    """One data line of a report: ``status`` is 'modelled' (then ``spec`` is set) or the skip reason."""
+    """One data line of a report: ``status`` is 'modelled' (then ``spec`` is set) or the skip reason;
+    ``duration_us`` the row's device kernel time (None where the report has no usable one, and on
+    signpost, host-op and other-device rows)."""
 
     line: int
     op_code: str
@@ -305,6 +318,14 @@ class _Line:
             dims.append(int(m.group(1)))
         return tuple(dims)
 
+    def logical(self, pre: str) -> tuple[int, int, int, int]:
+        """Logical [W, Z, Y, X] of tensor ``pre`` (the bracketed value of a V2 column, else the padded one)."""
+        out = []
+        for d, padded in zip(DIMS, self.shape(pre), strict=True):
+            m = re.fullmatch(r"\d+(?:\.0)?\[(\d+)\]", self.get(self.dim_col(pre, d)))
+            out.append(padded if m is None else int(m.group(1)))
+        return tuple(out)
+
     def dtype(self, pre: str, allowed) -> str:
         col = f"{pre}_DATATYPE"
         text = self.get(col)
@@ -355,6 +376,11 @@ class _Line:
                                           f"compute grid {hw.grid_x}x{hw.grid_y}")
         return gx, gy
 
+    def fp32_dest_acc(self) -> bool:
+        """``fp32_dest_acc_en`` of the row's compute kernel config (ttnn's default, on, when absent)."""
+        ckc = self.attr("compute_kernel_config") or ""
+        return bool(self.config_flag(ckc, "fp32_dest_acc_en", default=1))
+
     def fidelity(self) -> str:
         text = self.get("MATH FIDELITY")
         if text not in FIDELITY_PASSES:
@@ -398,10 +424,16 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
         if "is not a matmul config this project models" in str(e):
             raise _Skip(f"program-config kind not modelled: {name}") from None
         raise ln.fail("ATTRIBUTES", str(e)) from None
-    if cfg.kind not in (MCAST_1D_IN0, MCAST_1D_IN1):  # the 1D kinds ops.matmul_us prices (2D: validation only)
-        raise _Skip(f"program-config kind not modelled: {KIND_NAMES[cfg.kind]}")
-    _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
-    if _in_l1(ln, "INPUT_1"):
+    if cfg.kind == DRAM_SHARDED:  # activation and output L1-sharded, weights DRAM width-sharded, by construction
+        if "SHARDED" not in ln.memory("INPUT_1") or "DRAM" not in ln.memory("INPUT_1"):
+            raise _Skip(f"DRAM-sharded config with weights in {ln.memory('INPUT_1').removeprefix('DEV_0_')} "
+                        "(expected DRAM width-sharded)")
+    else:
+        _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
+    if cfg.kind == MCAST_2D and (_in_l1(ln, "INPUT_0") or _in_l1(ln, "OUTPUT_0")):
+        raise _Skip("2D multicast with an L1-interleaved activation or output (the 2D model streams DRAM "
+                    "operands)")
+    if _in_l1(ln, "INPUT_1") and cfg.kind != DRAM_SHARDED:
         raise _Skip(f"weights in L1 ({ln.memory('INPUT_1').removeprefix('DEV_0_')}); the model streams the "
                     "weights from DRAM")
     act, wdt = ln.dtype("INPUT_0", ActivationFormat), ln.dtype("INPUT_1", WeightFormat)
@@ -410,12 +442,15 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
         raise ln.fail(ln.dim_col("INPUT_1", "Y"), f"K={w[2]} of the weights != K={K} of the activations")
     if cfg.fused_activation not in (None, "silu"):
         raise _Skip(f"fused activation not modelled ({cfg.fused_activation})")
+    if cfg.kind in (MCAST_2D, DRAM_SHARDED) and cfg.fused_activation is not None:
+        raise _Skip(f"fused activation on a {KIND_NAMES[cfg.kind]} matmul not modelled ({cfg.fused_activation})")
     try:
-        cfg.validate("matmul", hw, M=M, K=K, N=N, weight_dtype=wdt, act_dtype=act)
+        cfg.validate("matmul", hw, M=M, K=K, N=N, weight_dtype=wdt, act_dtype=act, fp32_dest_acc=ln.fp32_dest_acc())
     except ValueError as e:
-        raise _Skip(f"program config outside the model's 1D multicast form ({e})") from None
+        raise _Skip(f"program config outside the model's {KIND_NAMES[cfg.kind]} form ({e})") from None
+    interleaved_l1 = cfg.kind in (MCAST_1D_IN0, MCAST_1D_IN1)  # the flags of the 1D model
     return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu",
-                      in0_l1=_in_l1(ln, "INPUT_0"), out_l1=_in_l1(ln, "OUTPUT_0"))
+                      in0_l1=interleaved_l1 and _in_l1(ln, "INPUT_0"), out_l1=interleaved_l1 and _in_l1(ln, "OUTPUT_0"))
 
 
 def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
@@ -428,7 +463,8 @@ def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
     x = ln.shape("INPUT_0")  # a row-wise op: batch dims are more rows
     _no_sharding(ln, "INPUT_0", "OUTPUT_0")
     act = ln.dtype("INPUT_0", ActivationFormat)
-    fused = ln.has("INPUT_1") and ln.shape("INPUT_1") == x  # a residual of the same shape (gamma is one row)
+    # a residual has x's logical shape; gamma is one logical row (its padded shape may equal x's: [32[1], W])
+    fused = ln.has("INPUT_1") and ln.logical("INPUT_1") == ln.logical("INPUT_0")
     return NormSpec(x[0] * x[1] * x[2], x[3], act, fused)
 
 
@@ -437,17 +473,19 @@ def _eltwise(ln: _Line, hw: Blackhole) -> EltwiseSpec:
     kind = {"BinaryOpType::ADD": "add", "BinaryOpType::MUL": "mul"}.get(op)
     if kind is None:
         raise _Skip(f"binary op type not modelled ({op})")
-    if not ln.has("INPUT_1") or (ln.attr("scalar") or "std::nullopt") != "std::nullopt":
-        raise _Skip("scalar operand")
+    scalar = (ln.attr("scalar") or "std::nullopt") != "std::nullopt"
+    if ln.has("INPUT_1") == scalar:
+        raise _Skip("both a scalar and a second tensor" if scalar else "no second operand and no scalar")
     if "UnaryOpType" in "".join(ln.attr(k) or "" for k in ("lhs_activations", "rhs_activations", "post_activations")):
         raise _Skip("fused activations")
     x = ln.shape("INPUT_0")  # elementwise: batch dims are more rows
-    if ln.shape("INPUT_1") != x:
+    if not scalar and ln.shape("INPUT_1") != x:
         raise _Skip("broadcast operand")
-    _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
+    _no_sharding(ln, "INPUT_0", "OUTPUT_0", *(() if scalar else ("INPUT_1",)))
     act = ln.dtype("INPUT_0", ActivationFormat)
-    ln.dtype("INPUT_1", ActivationFormat)
-    return EltwiseSpec(kind, x[0] * x[1] * x[2], x[3], act)
+    if not scalar:
+        ln.dtype("INPUT_1", ActivationFormat)
+    return EltwiseSpec(kind, x[0] * x[1] * x[2], x[3], act, n_inputs=1 if scalar else 2)
 
 
 def _heads(ln: _Line, hw: Blackhole, cls: str) -> HeadsSpec:
@@ -514,8 +552,10 @@ def _sdpa(ln: _Line, hw: Blackhole, cls: str):
 
 def _classify(ln: _Line, hw: Blackhole, code: str):
     cls = CLASS_OF_CODE.get(code)
+    if cls is None and any(word in code for word in COLLECTIVE_WORDS):
+        raise _Skip(COLLECTIVE)
     if cls is None:
-        raise _Skip("op not modelled")
+        raise _Skip(f"op not modelled ({code})")
     if cls == "matmul":
         return _matmul(ln, hw)
     if cls == "norm":
@@ -683,7 +723,7 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
         if key not in seen:
             seen[key] = _classified(_Line(cols, cells, n, str(path)), fitted, code)
         spec, status = seen[key]
-        rows.append(ReportRow(n, code, dev, status, spec, us if spec is not None else None))
+        rows.append(ReportRow(n, code, dev, status, spec, us))
     if not rows:
         raise ValueError(f"{path}: no data rows")
     if not archs:

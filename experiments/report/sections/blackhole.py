@@ -21,6 +21,8 @@ from costmodel.blackhole import BlackholeConfig, evaluate, knob_search, plans
 from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.holdout import validate_rows
 from costmodel.blackhole.intervals import delta_intervals, intervals
+from costmodel.blackhole.report_coverage import coverage_of
+from costmodel.blackhole.report_reader import COLLECTIVE
 from costmodel.blackhole.roofline import gap_table, measured_op_times, measured_step_ms
 from costmodel.blackhole.rows import load_rows
 from costmodel.hardware import Blackhole, blackhole_p150a
@@ -30,6 +32,8 @@ from jaxref.config import ExpertConfig
 
 CFG = ExpertConfig.alpamayo_tt()
 TARGET_STEP_MS = 30.0  # seeds/EXPERT_NOTES.md: the goal of < 30 ms/step as an op graph
+# real device-profiler reports laid beside the checkout (shared/data/profiler_reports, with SOURCES.md)
+REAL_REPORTS = pathlib.Path(__file__).resolve().parents[3].parent / "shared" / "data" / "profiler_reports"
 MEASURED_SAMPLE_MS = 335.0  # seeds/EXPERT_NOTES.md 'Timing': 10-step sample() ~335 ms (data/step_times.json)
 
 
@@ -158,5 +162,26 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
                        f"({100 * ov['coverage0']:.0f}% without), MAPE {100 * ov['mape']:.1f}%; public rows "
                        f"{100 * pub['coverage']:.0f}% ({100 * pub['coverage0']:.0f}%), MAPE {100 * pub['mape']:.1f}%; "
                        f"worst: {worst_text}.")]
+    lines += coverage_lines(results)
     return SectionResult("\n".join(lines), results, tuple(figures))
+
+
+def coverage_lines(results: dict) -> list[str]:
+    """What the model prices of the real Blackhole op reports beside the checkout (``REAL_REPORTS``):
+    ``python -m costmodel.blackhole coverage``'s table, per report, skipped rows by reason."""
+    reports = sorted(REAL_REPORTS.glob("bh_*.csv")) if REAL_REPORTS.is_dir() else []
+    if not reports:
+        return ["", f"Real op reports: none found at `{REAL_REPORTS}`, so no coverage table."]
+    covs = coverage_of(reports)
+    results["real_report_coverage"] = [c.to_json() for c in covs]
+    rows = [[pathlib.Path(c.path).name, c.rows, f"{c.device_us / 1e3:.2f}", f"{c.collective_us / 1e3:.2f}",
+             c.modelled_rows, f"{100 * c.share:.1f}%",
+             "; ".join(f"{k} {100 * us / max(c.device_us - c.collective_us, 1e-12):.0f}%"
+                       for k, (_, us) in list((k, v) for k, v in c.skipped.items() if k != COLLECTIVE)[:3])]
+            for c in covs]
+    return ["", "Real Blackhole op reports (nobody here wrote them; `python -m costmodel.blackhole coverage`): share "
+                "of one-chip device time the model prices, collectives across chips apart, and the largest skipped "
+                "shares by reason.", "",
+            md_table(["report", "rows", "device ms", "collectives ms", "modelled rows", "modelled time",
+                      "largest skipped"], rows)]
 
