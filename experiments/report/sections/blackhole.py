@@ -177,11 +177,11 @@ def coverage_lines(results: dict) -> list[str]:
     rows = [[pathlib.Path(c.path).name, c.rows, f"{c.device_us / 1e3:.2f}", f"{c.collective_us / 1e3:.2f}",
              c.modelled_rows, f"{100 * c.share:.1f}%",
              "; ".join(f"{k} {100 * us / max(c.device_us - c.collective_us, 1e-12):.0f}%"
-                       for k, (_, us) in list((k, v) for k, v in c.skipped.items() if k != COLLECTIVE)[:3])]
+                       for k, (_, us) in [(k, v) for k, v in c.skipped.items() if k != COLLECTIVE][:3])]
             for c in covs]
-    return ["", "Real Blackhole op reports (nobody here wrote them; `python -m costmodel.blackhole coverage`): share "
-                "of one-chip device time the model prices, collectives across chips apart, and the largest skipped "
-                "shares by reason.", "",
+    return ["", ("Real Blackhole op reports (nobody here wrote them; `python -m costmodel.blackhole coverage`): share "
+                 "of one-chip device time the model prices, collectives across chips apart, and the largest skipped "
+                 "shares by reason."), "",
             md_table(["report", "rows", "device ms", "collectives ms", "modelled rows", "modelled time",
                       "largest skipped"], rows)]
 
