@@ -70,6 +70,15 @@ def test_each_blackhole_report_calibrates_and_stays_physical(path, tmp_path, cap
     hw = blackhole("p150a")
     ratio = port_step_ms(cal.params, hw) / port_step_ms(stored.params, hw)
     assert 0.5 <= ratio <= 2.0, ratio
+    # the guard: a port step moved > 5% (computed here from the two calibrations) is warned about,
+    # and refused under --strict
+    moved = abs(ratio - 1) > 0.05
+    assert ("the port's predicted step moved" in text.err) == moved
+    if moved:
+        with pytest.raises(SystemExit) as e:
+            main(["calibrate", "--ops-csv", str(path), "--steps", "30", "--strict"])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and "the port's predicted step moved" in err and "(--strict)" in err
     assert cal.info["held_at_prior"]  # these reports do not pin every parameter ...
     for k in cal.info["held_at_prior"]:  # ... and those keep the stored values exactly
         assert getattr(cal.params, k) == pytest.approx(getattr(stored.params, k), rel=1e-5)

@@ -117,18 +117,20 @@ class RopeSpec:
 @_frozen
 class HeadsSpec:
     """``nlp_create_qkv_heads`` (kind 'create') / ``nlp_concat_heads`` ('concat') on [rows, tiles_per_row*32];
-    ``head_dim`` only names the concat input's layout [1, heads, rows, head_dim] in a profiler CSV."""
+    ``head_dim`` only names the concat input's layout [1, heads, rows, head_dim] in a profiler CSV;
+    ``in_l1``: the input is L1-interleaved."""
 
     kind: str
     rows: int
     tiles_per_row: int
     act_dtype: str = "bf16"
     head_dim: int = 32
+    in_l1: bool = False
     op_class = "heads"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return heads_us(hw, fit, rows=self.rows, tiles_per_row=self.tiles_per_row, act_dtype=self.act_dtype,
-                        relax=relax)
+                        in_l1=self.in_l1, relax=relax)
 
 
 @_frozen

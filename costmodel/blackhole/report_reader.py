@@ -162,6 +162,7 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
                  "program_config": "LayerNormDefaultProgramConfig(legacy_reduction=0;legacy_rsqrt=0;use_welford=0)",
                  "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED"}
         return mk(OP_CODES["norm"][0], attrs, [x, x, gamma] if spec.fused_residual else [x, gamma], [x], "HiFi4")
+    in_memory = "DEV_0_L1_INTERLEAVED" if getattr(spec, "in_l1", False) else "DEV_0_DRAM_INTERLEAVED"
     if isinstance(spec, HeadsSpec) and spec.kind == "create":
         total = spec.tiles_per_row * TILE // spec.head_dim
         nq, nkv = (total, 0) if heads is None else heads
@@ -173,10 +174,11 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
         attrs = {"head_dim": str(spec.head_dim), "num_q_heads": str(nq), "num_kv_heads": str(nkv),
                  "transpose_k_heads": "false"}
         return mk(OP_CODES["create_heads"][0], attrs, [_t((1, 1, spec.rows, spec.tiles_per_row * TILE),
-                                                           spec.act_dtype)], outs)
+                                                           spec.act_dtype, memory=in_memory)], outs)
     if isinstance(spec, HeadsSpec):
         n = spec.tiles_per_row * TILE // spec.head_dim
-        return mk(OP_CODES["concat_heads"][0], {}, [_t((1, n, spec.rows, spec.head_dim), spec.act_dtype)],
+        return mk(OP_CODES["concat_heads"][0], {}, [_t((1, n, spec.rows, spec.head_dim), spec.act_dtype,
+                                                       memory=in_memory)],
                   [_t((1, 1, spec.rows, spec.tiles_per_row * TILE), spec.act_dtype)])
     if isinstance(spec, RopeSpec):
         x = _t((1, spec.heads, spec.rows, spec.head_dim), spec.act_dtype)
@@ -496,11 +498,11 @@ def _heads(ln: _Line, hw: Blackhole, cls: str) -> HeadsSpec:
         hd = ln.attr("head_dim")
         if hd is None or not hd.isdigit() or int(hd) < 1:
             raise ln.fail("ATTRIBUTES", f"head_dim={hd!r}; expected a positive integer")
-        return HeadsSpec("create", x[2], x[3] // TILE, act, int(hd))
+        return HeadsSpec("create", x[2], x[3] // TILE, act, int(hd), in_l1=_in_l1(ln, "INPUT_0"))
     x = ln.shape("INPUT_0")
     if x[0] > 1:
         raise _Skip("batched operands")
-    return HeadsSpec("concat", x[2], x[1] * x[3] // TILE, act, x[3])
+    return HeadsSpec("concat", x[2], x[1] * x[3] // TILE, act, x[3], in_l1=_in_l1(ln, "INPUT_0"))
 
 
 def _rope(ln: _Line, hw: Blackhole) -> RopeSpec:
