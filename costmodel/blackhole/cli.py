@@ -10,6 +10,7 @@
     python -m costmodel.blackhole tune --matmuls default            # gradient tuning vs exhaustive
     python -m costmodel.blackhole plan --target-ms 30                # option combinations reaching 30 ms
     python -m costmodel.blackhole coverage ops_perf_results.csv      # share of a report's device time priced
+    python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv  # every row vs the model, ranked
 
 JSON keys: ``per_op_us`` (op -> us), ``layer_us``, ``layer_trace_us``, ``step_ms``, ``step_full_ms``,
 ``sample_ms``, ... as before, plus ``interval_us`` (op / ``layer_us`` -> [lo, hi]) and
@@ -357,6 +358,47 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
     return cal.to_json()
 
 
+def predict_main(argv: list[str]) -> int:
+    """``predict`` subcommand: every row of a real report next to the model, ranked by time above floor."""
+    from costmodel.blackhole import report_predict as rp
+
+    p = argparse.ArgumentParser(prog="python -m costmodel.blackhole predict",
+                                description="Every device-op row of an op report: measured time, the model's floor, "
+                                            "its prediction with 90%% interval (or why it has none), ranked by "
+                                            "measured time above the floor (what to optimise first); totals per op.",
+                                epilog="example: python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv "
+                                       "--csv rows.csv --plot top.png")
+    p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
+    p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
+    p.add_argument("--device-id", default="first", help="'first' (the lowest DEVICE ID; default), 'all' or an id")
+    p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS),
+                   help="Blackhole board (default: from the report's DEVICE ARCH)")
+    p.add_argument("--force-arch", action="store_true", help="read a report of another architecture anyway")
+    p.add_argument("--top", type=positive_int, default=15, help="rows in the ranked table and plot")
+    p.add_argument("--csv", type=output_file, default=None, metavar="FILE", help="write every ranked row as CSV")
+    p.add_argument("--plot", type=output_file, default=None, metavar="FILE", help="write the top rows as a PNG")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    def body(args) -> int:
+        if args.device_id not in ("first", "all") and not args.device_id.isdigit():
+            raise ValueError(f"--device-id={args.device_id!r}: expected 'first', 'all' or a non-negative integer")
+        cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
+        report = read_report(args.ops_csv, hw=None if args.board is None else blackhole(args.board),
+                             force_arch=args.force_arch,
+                             device_id=int(args.device_id) if args.device_id.isdigit() else args.device_id)
+        for w in report.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        rows = rp.predict_report(report, cal)
+        if args.csv is not None:
+            rp.write_rows_csv(args.csv, rows)
+        if args.plot is not None:
+            rp.plot_top(args.plot, rows, top=args.top, title=pathlib.Path(args.ops_csv).name)
+        print(dumps_strict(rp.predictions_json(rows), indent=1) if args.json else rp.format_predictions(rows, top=args.top))
+        return 0
+
+    return cli_main(p, argv, body)
+
+
 def coverage_main(argv: list[str]) -> int:
     """``coverage`` subcommand: rows and share of device time the model prices in each report."""
     from costmodel.blackhole.report_coverage import coverage_of, format_coverage
@@ -392,6 +434,8 @@ def main(argv: list[str] | None = None) -> dict:
         return validate_main(argv[1:])
     if argv[:1] == ["tune"]:  # the what-if flags give its starting setting
         return cli_tune.tune(argv[1:], _parser(), config_from_args)
+    if argv[:1] == ["predict"]:
+        return predict_main(argv[1:])
     if argv[:1] == ["coverage"]:
         return coverage_main(argv[1:])
     if argv[:1] == ["plan"]:

@@ -19,12 +19,13 @@ from costmodel.blackhole.discrepancy import (
     Discrepancy,
     Domain,
     estimate,
+    load_discrepancy,
     op_class,
     op_kind,
     write_discrepancy,
 )
 from costmodel.blackhole.fit import Calibration, fit, load_calibration, residuals_and_jacobian
-from costmodel.blackhole.intervals import LEVEL, quantile
+from costmodel.blackhole.intervals import LEVEL, op_error_var, quantile
 from costmodel.blackhole.params import CALIBRATION_PATH
 from costmodel.blackhole.rows import Row, load_rows
 from costmodel.hardware import Blackhole, blackhole_p150a
@@ -33,9 +34,12 @@ from jaxref.validation import cli_run, dumps_strict
 
 
 def row_intervals(cal: Calibration, rows: list[Row], *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
-                  level: float = LEVEL) -> list[dict]:
+                  level: float = LEVEL, discrepancy: Discrepancy | str | None = None) -> list[dict]:
     """Prediction and ``level`` prediction interval of every row under ``cal``: parameter
-    uncertainty (Jacobian of log prediction) plus the per-row model error sigma."""
+    uncertainty (Jacobian of log prediction) plus the per-row model error sigma, and with a
+    ``discrepancy`` ('stored': ``data/discrepancy.json``) its class and extrapolation terms
+    (``intervals.op_error_var``, as every CLI interval)."""
+    disc = load_discrepancy() if discrepancy == "stored" else discrepancy
     hw = blackhole_p150a() if hw is None else hw
     cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
     targets = jnp.asarray([r.target for r in rows], jnp.float32)
@@ -46,7 +50,7 @@ def row_intervals(cal: Calibration, rows: list[Row], *, hw: Blackhole | None = N
     out = []
     for row, ri, gi in zip(rows, r, J):
         pred = row.target * math.exp(ri)
-        sd = math.sqrt(float(gi @ cal.cov @ gi) + cal.sigma**2)
+        sd = math.sqrt(float(gi @ cal.cov @ gi) + sum(op_error_var(cal, disc, row.spec, pred)))
         lo, hi = pred * math.exp(-z * sd), pred * math.exp(z * sd)
         out.append({"table": row.table, "name": row.name, "group": row.group, "role": row.role, "measured_lo": row.lo,
                     "measured_hi": row.hi, "predicted": pred, "lo": lo, "hi": hi, "error": row.error(pred),

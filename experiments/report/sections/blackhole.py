@@ -21,8 +21,9 @@ from costmodel.blackhole import BlackholeConfig, evaluate, knob_search, plans
 from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.holdout import validate_rows
 from costmodel.blackhole.intervals import delta_intervals, intervals
+from costmodel.blackhole import report_predict
 from costmodel.blackhole.report_coverage import coverage_of
-from costmodel.blackhole.report_reader import COLLECTIVE
+from costmodel.blackhole.report_reader import COLLECTIVE, read_report
 from costmodel.blackhole.roofline import gap_table, measured_op_times, measured_step_ms
 from costmodel.blackhole.rows import load_rows
 from costmodel.hardware import Blackhole, blackhole_p150a
@@ -163,7 +164,33 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
                        f"{100 * pub['coverage']:.0f}% ({100 * pub['coverage0']:.0f}%), MAPE {100 * pub['mape']:.1f}%; "
                        f"worst: {worst_text}.")]
     lines += coverage_lines(results)
+    lines += predict_lines(out_dir, results, figures, cal)
     return SectionResult("\n".join(lines), results, tuple(figures))
+
+
+PREDICT_REPORT = "bh_8xp150_deepseek_v3_d_p.csv"  # the real report whose rows the section ranks
+
+
+def predict_lines(out_dir: pathlib.Path, results: dict, figures: list, cal) -> list[str]:
+    """``python -m costmodel.blackhole predict`` on one real report: the rows ranked by measured time
+    above the model's floor, with prediction and interval, as a table and a plot."""
+    path = REAL_REPORTS / PREDICT_REPORT
+    if not path.is_file():
+        return []
+    rows = report_predict.predict_report(read_report(path), cal)
+    results["predict_" + path.stem] = report_predict.predictions_json(rows)
+    name = "blackhole_predict_top.png"
+    report_predict.plot_top(out_dir / name, rows, top=10, title=f"{path.name}: rows ranked by time above the floor")
+    figures.append(name)
+    table = [[r.line, r.op_code, f"{r.measured_us:.1f}", f"{r.floor_us:.1f}", f"{r.predicted_us:.1f}",
+              f"[{r.lo_us:.1f}, {r.hi_us:.1f}]", "yes" if r.inside else "no"]
+             for r in report_predict.ranked(rows)[:10] if r.floor_us is not None]
+    return ["", (f"What to optimise first in `{path.name}` (device 0; `python -m costmodel.blackhole predict "
+                 f"--ops-csv ...`): the modelled rows ranked by measured time above the model's floor (the same op "
+                 f"model with every fitted parameter at its physical best), with the prediction and its 90% "
+                 f"interval; the unmodelled rows and per-op totals are in results.json."), "",
+            md_table(["line", "op", "measured us", "floor us", "predicted us", "90% interval", "inside"], table), "",
+            f"![ranked rows]({name})"]
 
 
 def coverage_lines(results: dict) -> list[str]:
