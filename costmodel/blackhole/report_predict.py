@@ -24,7 +24,7 @@ import numpy as np
 from costmodel.blackhole.fit import PARAM_BOUNDS, Calibration
 from costmodel.blackhole.holdout import row_intervals
 from costmodel.blackhole.opspecs import KernelSpec
-from costmodel.blackhole.params import PARAM_NAMES, FitParams, params_from_dict, param_info
+from costmodel.blackhole.params import PARAM_NAMES, FitParams, param_info, params_from_dict
 from costmodel.blackhole.report_coverage import NOT_DEVICE_TIME
 from costmodel.blackhole.report_reader import MODELLED, Report
 from jaxref.validation import atomic_output
@@ -144,15 +144,15 @@ def plot_top(path: pathlib.Path, rows: list[PredictedRow], *, top: int = 15, tit
 
 def format_predictions(rows: list[PredictedRow], *, top: int = 15) -> str:
     """The ranked table (``top`` rows), the per-op-code totals and the coverage of the intervals."""
-    lines = [f"{'line':>6s} {'op code':36s} {'measured':>9s} {'floor':>9s} {'above':>9s} {'predicted':>9s}  "
-             f"{'90% interval':21s} status"]
+    lines = [(f"{'line':>6s} {'op code':36s} {'measured':>9s} {'floor':>9s} {'above':>9s} {'predicted':>9s}  "
+              f"{'90% interval':21s} status")]
     for r in ranked(rows)[:top]:
         iv = "" if r.lo_us is None else f"[{r.lo_us:.1f}, {r.hi_us:.1f}]"
         lines.append(f"{r.line:6d} {r.op_code[:36]:36s} {r.measured_us:9.1f} {_num(r.floor_us):>9s} "
                      f"{_num(r.above_floor_us):>9s} {_num(r.predicted_us):>9s}  {iv:21s} "
                      f"{'' if r.status == MODELLED else r.status}")
-    lines += ["", f"{'op code':36s} {'rows':>5s} {'measured us':>12s} {'modelled':>9s} {'predicted us':>13s} "
-                  f"{'floor us':>9s}"]
+    lines += ["", (f"{'op code':36s} {'rows':>5s} {'measured us':>12s} {'modelled':>9s} {'predicted us':>13s} "
+                   f"{'floor us':>9s}")]
     for code, t in totals(rows).items():
         lines.append(f"{code[:36]:36s} {t['rows']:5d} {t['measured_us']:12.1f} {t['modelled_rows']:9d} "
                      f"{t['predicted_us']:13.1f} {t['floor_us']:9.1f}")

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import pathlib
 
-from costmodel.blackhole import BlackholeConfig, evaluate, knob_search, plans
+from costmodel.blackhole import BlackholeConfig, evaluate, knob_search, plans, report_predict
 from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.holdout import validate_rows
 from costmodel.blackhole.intervals import delta_intervals, intervals
-from costmodel.blackhole import report_predict
 from costmodel.blackhole.report_coverage import coverage_of
 from costmodel.blackhole.report_reader import COLLECTIVE, read_report
 from costmodel.blackhole.roofline import gap_table, measured_op_times, measured_step_ms
