@@ -15,7 +15,7 @@ from costmodel.blackhole.cli import main
 from costmodel.blackhole.fit import PARAM_BOUNDS
 from costmodel.blackhole.opspecs import EltwiseSpec, FillCacheSpec, MatmulSpec, NormSpec
 from costmodel.blackhole.program_config import MatmulProgramConfig
-from costmodel.blackhole.report_reader import MODELLED, invalid_duration, read_report
+from costmodel.blackhole.report_reader import MODELLED, invalid_duration, model_cores, read_report
 from costmodel.hardware import blackhole
 from jaxref.config import ExpertConfig
 
@@ -210,7 +210,8 @@ def test_norm_binary_and_fill_cache_types_are_read(tmp_path):
                     assert r.status == MODELLED and r.spec == NormSpec(y, x)
             if rec["OP CODE"] == "BinaryNgDeviceOperation" and r.status == MODELLED:
                 kind = _attr(rec, "binary_op_type").split("::")[1].lower()
-                assert isinstance(r.spec, EltwiseSpec) and r.spec.kind == kind
+                spec = getattr(r.spec, "inner", r.spec)  # CLIP ran on a 64-core grid: a ChipSpec
+                assert isinstance(spec, EltwiseSpec) and spec.kind == kind
     # an op type the model does not cover is named, never read as add
 
     def sub(recs):
@@ -234,21 +235,27 @@ def test_norm_binary_and_fill_cache_types_are_read(tmp_path):
 
 
 def test_core_count_is_used(tmp_path):
-    """A row that ran on fewer cores than the model splits it over is skipped, not mis-fitted."""
+    """CLIP ran on a 64-core grid (AVAILABLE WORKER CORE COUNT 64, worker_grid 8x8): its rows are classified
+    and priced on that grid, so a [32, 3072] add (96 tiles) on 64 cores is the model's split there; a row
+    that ran on fewer cores than the model splits it over is skipped, not mis-fitted."""
     rep = read_report(CLIP)
     recs = records(CLIP)
-    few = [r for r in rep.rows if r.status.startswith("core split differs")]
-    assert few
-    for r in few:
-        rec = recs[r.line - 2]
-        tiles = int(rec["INPUT_0_Y_PAD[LOGICAL]"].split("[")[0]) * int(rec["INPUT_0_X_PAD[LOGICAL]"].split("[")[0])
-        assert int(rec["CORE COUNT"]) < tiles // 1024  # the model spreads the tiles over more cores
+    wide = [r for r in rep.rows if r.op_code == "BinaryNgDeviceOperation"
+            and recs[r.line - 2]["INPUT_0_X_PAD[LOGICAL]"] == "3072[3072]"]
+    assert wide and all(r.status == MODELLED for r in wide)
+    for r in rep.rows:
+        if r.status == MODELLED:
+            rec = recs[r.line - 2]
+            assert rec["AVAILABLE WORKER CORE COUNT"] == "64" and r.spec.grid == (8, 8)
+            assert model_cores(r.spec, rep.hw) <= int(rec["CORE COUNT"])
+    wide_lines = {r.line for r in wide}
 
-    def grid(recs):
-        for r in recs:
-            r["CORE COUNT"] = "110"
-    rep2 = read_report(_edit(CLIP, tmp_path / "cores.csv", grid))
-    assert {r.line for r in rep2.rows if r.status == MODELLED} >= {r.line for r in few}
+    def fewer(recs):
+        for i, r in enumerate(recs):
+            if i + 2 in wide_lines:
+                r["CORE COUNT"] = "10"
+    rep2 = read_report(_edit(CLIP, tmp_path / "cores.csv", fewer))
+    assert {r.line for r in rep2.rows if r.status.startswith("core split differs")} == wide_lines
 
 
 # ---- malformed reports: a clear error naming line and column, never a traceback -------------------

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterator
 
 from costmodel.blackhole.opspecs import (
+    ChipSpec,
     EltwiseSpec,
     FillCacheSpec,
     HeadsSpec,
@@ -112,8 +113,10 @@ def sdpa_program_config(a: SdpaProgramConfig, grid: tuple[int, int]) -> str:
 
 def model_cores(spec, hw: Blackhole) -> int:
     """Cores the model splits ``spec`` over (the op models' split in ``costmodel.blackhole.ops``:
-    a matmul's N/32 / per_core_N, row-reducing ops their tile rows, elementwise ops their tiles,
-    each capped by the grid; SDPA the grid)."""
+    a matmul's N/32 / per_core_N, row-reducing ops their tile rows, each capped by the grid;
+    elementwise ops and SDPA the grid; a ``ChipSpec`` on its own board)."""
+    if isinstance(spec, ChipSpec):
+        return model_cores(spec.inner, spec.board())
     g = hw.grid_cores
     if isinstance(spec, MatmulSpec):
         return int(spec.N // TILE // int(spec.cfg.per_core_N))
@@ -123,8 +126,8 @@ def model_cores(spec, hw: Blackhole) -> int:
         return min(spec.kv_heads * math.ceil(spec.rows / TILE), g)
     if isinstance(spec, RopeSpec):
         return min(spec.heads * math.ceil(spec.rows / TILE) * (spec.head_dim // TILE), g)
-    if isinstance(spec, EltwiseSpec):
-        return min(math.ceil(spec.rows / TILE) * (spec.width // TILE), g)
+    if isinstance(spec, EltwiseSpec):  # binary_ng sends its program to the whole grid (ops.eltwise_us)
+        return g
     if isinstance(spec, SdpaDecodeSpec) and spec.grid_cores is not None:
         return int(spec.grid_cores)
     return g
@@ -773,15 +776,45 @@ def _fitted_hw(path: pathlib.Path, arch: str, hw: Blackhole | None, force_arch: 
 
 
 def _classified(ln: _Line, hw: Blackhole, code: str) -> tuple[object | None, str]:
-    """(spec, 'modelled') or (None, skip reason) of one row."""
+    """(spec, 'modelled') or (None, skip reason) of one row. A row that ran on a smaller worker grid
+    than the chip's (AVAILABLE WORKER CORE COUNT) is classified and priced on that grid (``ChipSpec``)."""
+    grid = _report_grid(ln, hw)
+    board = hw if grid is None else dataclasses.replace(hw, grid_x=grid[0], grid_y=grid[1])
     try:
-        spec = _classify(ln, hw, code)
+        spec = _classify(ln, board, code)
     except _Skip as s:
         return None, str(s)
     cores = _finite(ln.get("CORE COUNT"))
-    if cores is not None and cores < model_cores(spec, hw):
+    if cores is not None and cores < model_cores(spec, board):
         return None, "core split differs from the model's (CORE COUNT below the cores the model splits over)"
-    return spec, MODELLED
+    return (spec if grid is None else ChipSpec(spec, hw.name, grid)), MODELLED
+
+
+GRID_IN_ATTRS = (r"compute_with_storage_grid_size=\(x=(\d+);y=(\d+)\)",
+                 r"worker_grid': '\{\[\(x=0;y=0\) - \(x=(\d+);y=(\d+)\)\]\}")
+
+
+def _report_grid(ln: _Line, hw: Blackhole) -> tuple[int, int] | None:
+    """The (x, y) worker grid a row ran on when its AVAILABLE WORKER CORE COUNT is not the chip's:
+    the grid its attributes name (a program config's, a binary op's worker grid) when that many
+    cores, else the widest x <= the chip's that divides the count. None on the chip's own grid."""
+    avail = _finite(ln.get("AVAILABLE WORKER CORE COUNT"))
+    if avail is None or avail >= hw.grid_cores:  # more than the chip: refused for the file (read_report)
+        return None
+    if not (avail.is_integer() and avail >= 1):
+        raise ln.fail("AVAILABLE WORKER CORE COUNT", f"{avail:g}: expected an integer in [1, {hw.grid_cores}]")
+    n = int(avail)
+    for i, pattern in enumerate(GRID_IN_ATTRS):
+        m = re.search(pattern, ln.attrs)
+        if m is not None:
+            gx, gy = int(m.group(1)) + i, int(m.group(2)) + i  # worker_grid names the last core (inclusive)
+            if gx * gy == n and gx <= hw.grid_x and gy <= hw.grid_y:
+                return gx, gy
+    for gx in range(hw.grid_x, 0, -1):
+        if n % gx == 0 and n // gx <= hw.grid_y:
+            return gx, n // gx
+    raise ln.fail("AVAILABLE WORKER CORE COUNT", f"{n} cores do not form a grid within {hw.name}'s "
+                                                 f"{hw.grid_x}x{hw.grid_y}")
 
 
 def read_rows(path: str | pathlib.Path, *, hw: Blackhole | None = None, **kwargs) -> list[Row]:
