@@ -19,6 +19,7 @@ import enum
 import pathlib
 
 from costmodel.blackhole.fit import load_calibration
+from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.program_config import MatmulProgramConfig
 from costmodel.blackhole.report_reader import MODELLED, matmul_program_config, model_cores, read_report
 from costmodel.blackhole.report_schema import (
@@ -118,8 +119,9 @@ def records_of_calls(calls, *, arch: str = "blackhole", core_count: int = 110, d
 
 
 def model_durations(path: str | pathlib.Path, records: list[OpRecord]) -> list[OpRecord]:
-    """``records`` (as written at ``path``) with the cost model's predicted kernel time of each
-    row the model covers (stored calibration, hardware from the report); other rows stay empty."""
+    """``records`` (as written at ``path``) with the cost model's predicted kernel-only time of each
+    row the model covers (``KernelSpec``: what DEVICE KERNEL DURATION holds, no host dispatch; stored
+    calibration, hardware from the report); other rows stay empty."""
     report = read_report(path, require_durations=False)
     params = load_calibration().params
     modelled = [r for r in report.rows if r.status == MODELLED]
@@ -132,7 +134,7 @@ def model_durations(path: str | pathlib.Path, records: list[OpRecord]) -> list[O
         if row is None:
             out.append(rec)
             continue
-        us = float(row.spec.us(report.hw, params))
+        us = float(KernelSpec(row.spec).us(report.hw, params))  # DEVICE KERNEL DURATION: no dispatch
         out.append(dataclasses.replace(rec, duration_ns=us * 1e3, core_count=model_cores(row.spec, report.hw)))
     return out
 
