@@ -117,7 +117,7 @@ def test_legal_splits_of_each_kind_and_their_cores():
 def test_static_fields_are_checked_and_leaves_stay_differentiable():
     for bad, match in [({"kind": "mcast_3d"}, "kind='mcast_3d' unknown"),
                        ({"fused_activation": "tanh"}, "fused_activation='tanh' unknown"),
-                       ({"out_subblock_h": 0}, "out_subblock_h=0 must be an integer >= 1"),
+                       ({"out_subblock_h": 0}, "out_subblock_h=0 must be None or an integer >= 1"),
                        ({"out_block_w": 1.5}, "out_block_w=1.5 must be None or an integer >= 1")]:
         with pytest.raises(ValueError, match=match):
             MatmulProgramConfig(1.0, 1.0, **bad)

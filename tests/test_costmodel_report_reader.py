@@ -7,6 +7,8 @@ import csv
 import dataclasses
 import math
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from costmodel.blackhole import BlackholeConfig, fit, layer_op_specs, rows
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec
 from costmodel.blackhole.params import PARAM_NAMES
+from costmodel.blackhole.program_config import ttnn_subblock
 from costmodel.blackhole.report_reader import MODELLED, read_report, read_rows, write_csv
 from costmodel.blackhole.report_schema import DURATION
 from costmodel.hardware import blackhole
@@ -140,6 +143,27 @@ def test_tt_perf_report_reads_emit_csv(tmp_path, capsys):
     specs = layer_op_specs(BlackholeConfig.for_expert(CFG), cfg=CFG)
     mm = [(s, result["kernel_us"][k]) for k, s in specs.items() if isinstance(s, MatmulSpec)]
     check_matmul_rows(out, blackhole("p150a"), mm)
+
+
+def test_tt_perf_report_gives_no_placeholder_advice_on_the_emitted_port(tmp_path, capsys):
+    """Its advice on the emitted port report is the advice it would give on the chip's: each matmul's
+    subblock is the one ttnn's helpers pick for the per-core block (``ttnn_subblock``), not a 1x1
+    placeholder it would call small, and every block size is present."""
+    pytest.importorskip("tt_perf_report", reason="tt-perf-report is in the dev extra")
+    path = tmp_path / "ops_perf_results_model.csv"
+    main(["--emit-csv", str(path), "--json"])
+    capsys.readouterr()
+    r = subprocess.run([sys.executable, "-m", "tt_perf_report.perf_report", str(path), "--no-color"],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    advice = r.stdout[r.stdout.index("Matmul Optimization"):]
+    specs = [s for s in layer_op_specs(BlackholeConfig.for_expert(CFG), cfg=CFG).values() if isinstance(s, MatmulSpec)]
+    assert len(re.findall(r"MatmulDeviceOperation \d+ x \d+ x \d+", advice)) == len(specs) == 5
+    for bad in ("is small, try out_subblock", "No output subblock size found", "No inner dim block size found"):
+        assert bad not in advice, advice
+    for s in specs:  # the subblock the tool read is the one ttnn picks (largest that divides the block, <= 4)
+        h, w = ttnn_subblock(int(s.cfg.per_core_M), int(s.cfg.per_core_N))
+        assert h * w >= 2 and f"output subblock {h}x{w}" in advice
 
 
 def test_tt_perf_report_reads_the_notes_tables(notes_csv, tmp_path):

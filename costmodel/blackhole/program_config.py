@@ -29,6 +29,7 @@ carries, there with ``;`` for ``,``); ``parse`` reads that string back in either
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -51,6 +52,20 @@ CLASS_NAMES = {MCAST_1D_IN0: "MatmulMultiCoreReuseMultiCast1DProgramConfig",
 ACTIVATIONS = ("silu", "gelu", "relu")
 # destination-register tiles an output subblock may use: 8 with bf16 accumulation, 4 with fp32
 DEST_TILES = {False: 8, True: 4}
+# ttnn's subblock candidates (h, w), in the order its chooser tries them (tt-metal
+# ttnn/cpp/ttnn/operations/matmul/device/config/matmul_program_config.cpp: SUBBLOCK_HW_CHOICES).
+SUBBLOCK_CHOICES = ((4, 2), (2, 4), (8, 1), (1, 8), (7, 1), (1, 7), (3, 2), (2, 3), (6, 1), (1, 6), (5, 1), (1, 5),
+                    (2, 2), (4, 1), (1, 4), (3, 1), (1, 3), (2, 1), (1, 2), (1, 1))
+
+
+def ttnn_subblock(per_core_M: int, per_core_N: int, *, fp32_dest_acc: bool = True) -> tuple[int, int]:
+    """The output subblock (h, w) ttnn's ``get_matmul_subblock_params`` picks for a per-core block
+    (no height / width constraint): the first candidate that fits the destination registers
+    (``DEST_TILES``) and divides the block."""
+    for h, w in SUBBLOCK_CHOICES:
+        if h * w <= DEST_TILES[bool(fp32_dest_acc)] and per_core_M % h == 0 and per_core_N % w == 0:
+            return h, w
+    return 1, 1
 
 
 @pytree_dataclass
@@ -62,7 +77,8 @@ class MatmulProgramConfig:
       per_core_N, per_core_M: output tiles per core along N and M.
       kind: one of ``KINDS``.
       grid_x, grid_y: ``compute_with_storage_grid_size`` (columns x rows of cores).
-      out_subblock_h, out_subblock_w: destination-register subblock, tiles.
+      out_subblock_h, out_subblock_w: destination-register subblock, tiles (both None: the subblock
+        ttnn's own config helpers give the per-core block, ``ttnn_subblock``; one None: 1).
       out_block_h, out_block_w: output block, tiles (None: ttnn's default, per_core_M / per_core_N).
       fuse_batch: batch folded into M (1D / 2D).
       fused_activation: None or a lower-case ``UnaryOpType`` name in ``ACTIVATIONS`` (w1's 'silu').
@@ -76,8 +92,8 @@ class MatmulProgramConfig:
     kind: str = static_field(default=MCAST_1D_IN0)
     grid_x: int = static_field(default=11)
     grid_y: int = static_field(default=10)
-    out_subblock_h: int = static_field(default=1)
-    out_subblock_w: int = static_field(default=1)
+    out_subblock_h: int | None = static_field(default=None)
+    out_subblock_w: int | None = static_field(default=None)
     out_block_h: int | None = static_field(default=None)
     out_block_w: int | None = static_field(default=None)
     fuse_batch: bool = static_field(default=True)
@@ -91,16 +107,35 @@ class MatmulProgramConfig:
         if self.fused_activation is not None and self.fused_activation not in ACTIVATIONS:
             raise ValueError(f"fused_activation={self.fused_activation!r} unknown; expected None or one of "
                              f"{list(ACTIVATIONS)}")
-        for name in ("grid_x", "grid_y", "out_subblock_h", "out_subblock_w", "num_workers_per_dram_bank"):
+        for name in ("grid_x", "grid_y", "num_workers_per_dram_bank"):
             v = getattr(self, name)
             if not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"{name}={v!r} must be an integer >= 1")
-        for name in ("out_block_h", "out_block_w"):
+        for name in ("out_block_h", "out_block_w", "out_subblock_h", "out_subblock_w"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"{name}={v!r} must be None or an integer >= 1")
 
     # ---- derived -------------------------------------------------------------------------
+    @property
+    def subblock(self) -> tuple[int, int]:
+        """(out_subblock_h, out_subblock_w) as ttnn runs it: the given one, or with neither given the
+        one ttnn's helpers pick for the per-core block (fp32 accumulation: legal either way)."""
+        if self.out_subblock_h is None and self.out_subblock_w is None:
+            return ttnn_subblock(math.ceil(float(self.per_core_M)), math.ceil(float(self.per_core_N)))
+        return (self.out_subblock_h or 1, self.out_subblock_w or 1)
+
+    def _key(self) -> tuple:
+        """The fields with the subblock as run: configs that build the same ttnn object are equal."""
+        return (*(getattr(self, f.name) for f in dataclasses.fields(self) if not f.name.startswith("out_subblock")),
+                *self.subblock)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     @property
     def mcast_in0(self) -> bool | None:
         """ttnn's ``mcast_in0`` of a 1D config (None for the other kinds)."""
@@ -173,12 +208,12 @@ class MatmulProgramConfig:
         obw = pcn if self.out_block_w is None else self.out_block_w
         if pcm % obh or pcn % obw:
             raise ValueError(f"{name}: out_block ({obh}, {obw}) must divide per_core (M {pcm}, N {pcn})")
-        if obh % self.out_subblock_h or obw % self.out_subblock_w:
-            raise ValueError(f"{name}: out_subblock ({self.out_subblock_h}, {self.out_subblock_w}) must divide "
-                             f"out_block ({obh}, {obw})")
+        sh, sw = self.subblock
+        if obh % sh or obw % sw:
+            raise ValueError(f"{name}: out_subblock ({sh}, {sw}) must divide out_block ({obh}, {obw})")
         dest = DEST_TILES[bool(fp32_dest_acc)]
-        if self.out_subblock_h * self.out_subblock_w > dest:
-            raise ValueError(f"{name}: out_subblock_h * out_subblock_w = {self.out_subblock_h * self.out_subblock_w} "
+        if sh * sw > dest:
+            raise ValueError(f"{name}: out_subblock_h * out_subblock_w = {sh * sw} "
                              f"> {dest} destination tiles (fp32_dest_acc={fp32_dest_acc})")
         l1 = float(self.l1_bytes(weight_dtype=weight_dtype, act_dtype=act_dtype))
         if l1 > float(hw.l1_bytes_per_core):
@@ -192,7 +227,8 @@ class MatmulProgramConfig:
         """What ttnn picks without a program config for a short-M (in0-multicast) matmul.
 
         tt-metal ``get_mcast_1d_config`` (mcast_in0): per_core_M = M/32,
-        per_core_N = ceil(ceil(N / cores) / 32), in0_block_w = 2 if K/32 is even else 1.
+        per_core_N = ceil(ceil(N / cores) / 32), in0_block_w = 2 if K/32 is even else 1, the
+        subblock of ``ttnn_subblock`` (fp32 accumulation, ttnn's default compute config).
         """
         cores = grid_x * grid_y
         return cls(in0_block_w=2.0 if (K // TILE) % 2 == 0 else 1.0,
@@ -210,7 +246,7 @@ class MatmulProgramConfig:
             return ns.MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig(
                 **common, num_workers_per_dram_bank=self.num_workers_per_dram_bank)
         common.update(compute_with_storage_grid_size=ns.CoreCoord(self.grid_x, self.grid_y),
-                      out_subblock_h=self.out_subblock_h, out_subblock_w=self.out_subblock_w,
+                      out_subblock_h=self.subblock[0], out_subblock_w=self.subblock[1],
                       fuse_batch=self.fuse_batch)
         for f in ("out_block_h", "out_block_w"):
             if getattr(self, f) is not None:
@@ -255,8 +291,8 @@ class MatmulProgramConfig:
         obh = pcm if self.out_block_h is None else self.out_block_h
         obw = pcn if self.out_block_w is None else self.out_block_w
         head = (f"{CLASS_NAMES[self.kind]}(compute_with_storage_grid_size={self.grid_x}-{self.grid_y},"
-                f"in0_block_w={int(self.in0_block_w)},out_subblock_h={self.out_subblock_h},"
-                f"out_subblock_w={self.out_subblock_w},out_block_h={obh},out_block_w={obw},"
+                f"in0_block_w={int(self.in0_block_w)},out_subblock_h={self.subblock[0]},"
+                f"out_subblock_w={self.subblock[1]},out_block_h={obh},out_block_w={obw},"
                 f"per_core_M={pcm},per_core_N={pcn},")
         if self.kind == MCAST_2D:
             return head + (f"transpose_mcast={b(self.transpose_mcast)},fused_activation={act},"
