@@ -11,6 +11,7 @@
     python -m costmodel.blackhole plan --target-ms 30                # option combinations reaching 30 ms
     python -m costmodel.blackhole coverage ops_perf_results.csv      # share of a report's device time priced
     python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv  # every row vs the model, ranked
+    python -m costmodel.blackhole diff before.csv after.csv         # measured vs predicted deltas of a change
 
 JSON keys: ``per_op_us`` (op -> us), ``layer_us``, ``layer_trace_us``, ``step_ms``, ``step_full_ms``,
 ``sample_ms``, ... as before, plus ``interval_us`` (op / ``layer_us`` -> [lo, hi]) and
@@ -399,6 +400,37 @@ def predict_main(argv: list[str]) -> int:
     return cli_main(p, argv, body)
 
 
+def diff_main(argv: list[str]) -> int:
+    """``diff`` subcommand: two reports of one model matched op by op, measured vs predicted deltas."""
+    from costmodel.blackhole import report_diff as rd
+
+    p = argparse.ArgumentParser(prog="python -m costmodel.blackhole diff",
+                                description="Two op reports of the same model (before / after a change) matched op by "
+                                            "op: measured delta per op and in total next to the model's predicted "
+                                            "delta with its 90%% interval.",
+                                epilog="example: python -m costmodel.blackhole diff before.csv after.csv")
+    p.add_argument("before", metavar="BEFORE_CSV")
+    p.add_argument("after", metavar="AFTER_CSV")
+    p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
+    p.add_argument("--device-id", default="first", help="'first' (the lowest DEVICE ID; default) or an id")
+    p.add_argument("--top", type=positive_int, default=15, help="pairs shown, by measured delta")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    def body(args) -> int:
+        if args.device_id != "first" and not args.device_id.isdigit():
+            raise ValueError(f"--device-id={args.device_id!r}: expected 'first' or a non-negative integer")
+        dev = int(args.device_id) if args.device_id.isdigit() else "first"
+        cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
+        a, b = read_report(args.before, device_id=dev), read_report(args.after, device_id=dev)
+        for w in (*a.warnings, *b.warnings):
+            print(f"warning: {w}", file=sys.stderr)
+        d = rd.diff_reports(a, b, cal)
+        print(dumps_strict(rd.diff_json(d), indent=1) if args.json else rd.format_diff(d, top=args.top))
+        return 0
+
+    return cli_main(p, argv, body)
+
+
 def coverage_main(argv: list[str]) -> int:
     """``coverage`` subcommand: rows and share of device time the model prices in each report."""
     from costmodel.blackhole.report_coverage import coverage_of, format_coverage
@@ -434,6 +466,8 @@ def main(argv: list[str] | None = None) -> dict:
         return validate_main(argv[1:])
     if argv[:1] == ["tune"]:  # the what-if flags give its starting setting
         return cli_tune.tune(argv[1:], _parser(), config_from_args)
+    if argv[:1] == ["diff"]:
+        return diff_main(argv[1:])
     if argv[:1] == ["predict"]:
         return predict_main(argv[1:])
     if argv[:1] == ["coverage"]:

@@ -1,0 +1,145 @@
+"""Two op reports of one model (before / after a change), matched op by op: the measured delta per
+op and in total next to the model's predicted delta with its 90% interval.
+
+    python -m costmodel.blackhole diff BEFORE.csv AFTER.csv [--calibration CAL] [--json]
+
+Rows are matched by aligning the two sequences of op codes (``difflib.SequenceMatcher``: a change
+that adds or removes ops leaves the rest paired in order). A pair both of whose rows the model
+prices gets a predicted delta: linearised in the parameters (the Jacobian of both predictions, so
+what the two rows share cancels) plus, where the two specs differ, each row's model-error variance
+(``intervals.op_error_var``: sigma, the stored class discrepancy, extrapolation); an unchanged spec
+predicts a delta of exactly 0. This is the check that a what-if prediction holds on a user's change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from costmodel.blackhole.discrepancy import load_discrepancy
+from costmodel.blackhole.fit import Calibration, residuals_and_jacobian
+from costmodel.blackhole.intervals import LEVEL, op_error_var, quantile
+from costmodel.blackhole.report_coverage import NOT_DEVICE_TIME
+from costmodel.blackhole.report_reader import MODELLED, Report, ReportRow
+from jaxref.config import ExpertConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class PairDelta:
+    """One matched op: measured us of both rows and, when both are modelled, the predicted delta
+    (after - before) with its interval."""
+
+    op_code: str
+    line_a: int
+    line_b: int
+    measured_a: float
+    measured_b: float
+    predicted: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+
+    @property
+    def measured(self) -> float:
+        return self.measured_b - self.measured_a
+
+    @property
+    def inside(self) -> bool | None:
+        return None if self.lo is None else self.lo <= self.measured <= self.hi
+
+
+def _timed(report: Report) -> list[ReportRow]:
+    return [r for r in report.rows if r.duration_us is not None and r.status not in NOT_DEVICE_TIME
+            and not r.status.startswith("other device")]
+
+
+def _linearised(report: Report, cal: Calibration):
+    """{line: (prediction us, d prediction / d theta [P], model-error variance of log prediction)}."""
+    fit_rows = report.measured_rows()
+    if not fit_rows:
+        return {}
+    targets = jnp.asarray([r.target for r in fit_rows], jnp.float32)
+    r, J = residuals_and_jacobian(jnp.asarray(cal.theta, jnp.float32), report.hw, targets,
+                                  specs=tuple(x.spec for x in fit_rows), cfg=ExpertConfig.alpamayo_tt())
+    r, J = np.asarray(r, np.float64), np.asarray(J, np.float64)
+    disc = load_discrepancy()
+    modelled = [x for x in report.rows if x.status == MODELLED]
+    out = {}
+    for row, fr, ri, gi in zip(modelled, fit_rows, r, J, strict=True):
+        pred = fr.target * math.exp(ri)
+        out[row.line] = (pred, pred * gi, sum(op_error_var(cal, disc, fr.spec, pred)))
+    return out
+
+
+def diff_reports(a: Report, b: Report, cal: Calibration, *, level: float = LEVEL) -> dict:
+    """Matched pairs, unmatched rows of each side and totals (see the module docstring).
+
+    Returns {"pairs": [PairDelta], "only_a": [ReportRow], "only_b": [ReportRow], "total": {...}} with
+    the total measured delta over all pairs and, over the pairs both modelled, measured vs predicted
+    delta with its interval, and the share of |measured delta| in pairs whose interval holds it.
+    """
+    ra, rb = _timed(a), _timed(b)
+    la, lb = _linearised(a, cal), _linearised(b, cal)
+    z = quantile(cal, level)
+    sm = difflib.SequenceMatcher(a=[r.op_code for r in ra], b=[r.op_code for r in rb], autojunk=False)
+    pairs, grad_sum, var_model = [], np.zeros(len(cal.theta)), 0.0
+    matched_a, matched_b = set(), set()
+    for block in sm.get_matching_blocks():
+        for k in range(block.size):
+            x, y = ra[block.a + k], rb[block.b + k]
+            matched_a.add(x.line)
+            matched_b.add(y.line)
+            if x.line in la and y.line in lb:
+                (pa, ga, sa), (pb, gb, sb) = la[x.line], lb[y.line]
+                g = gb - ga
+                same = x.spec == y.spec and a.hw == b.hw
+                vm = 0.0 if same else pa**2 * sa + pb**2 * sb
+                sd = math.sqrt(max(float(g @ cal.cov @ g) + vm, 0.0))
+                pairs.append(PairDelta(x.op_code, x.line, y.line, x.duration_us, y.duration_us, pb - pa,
+                                       pb - pa - z * sd, pb - pa + z * sd))
+                grad_sum += g
+                var_model += vm
+            else:
+                pairs.append(PairDelta(x.op_code, x.line, y.line, x.duration_us, y.duration_us))
+    priced = [p for p in pairs if p.predicted is not None]
+    pred = sum(p.predicted for p in priced)
+    sd = math.sqrt(max(float(grad_sum @ cal.cov @ grad_sum) + var_model, 0.0))
+    moved = sum(abs(p.measured) for p in priced)
+    total = {"measured_us": sum(p.measured for p in pairs), "pairs": len(pairs), "modelled_pairs": len(priced),
+             "modelled_measured_us": sum(p.measured for p in priced), "predicted_us": pred,
+             "interval_us": [pred - z * sd, pred + z * sd],
+             "share_inside": (sum(abs(p.measured) for p in priced if p.inside) / moved) if moved > 0 else None}
+    return {"pairs": pairs, "only_a": [r for r in ra if r.line not in matched_a],
+            "only_b": [r for r in rb if r.line not in matched_b], "total": total}
+
+
+def format_diff(d: dict, *, top: int = 15) -> str:
+    """The pairs with the largest measured deltas, the unmatched rows and the totals."""
+    lines = [(f"{'op code':36s} {'line a':>6s} {'line b':>6s} {'measured a':>10s} {'measured b':>10s} {'delta':>9s} "
+              f"{'predicted':>9s}  90% interval")]
+    for p in sorted(d["pairs"], key=lambda p: -abs(p.measured))[:top]:
+        pr = "" if p.predicted is None else f"{p.predicted:+9.1f}  [{p.lo:+.1f}, {p.hi:+.1f}]"
+        lines.append(f"{p.op_code[:36]:36s} {p.line_a:6d} {p.line_b:6d} {p.measured_a:10.1f} {p.measured_b:10.1f} "
+                     f"{p.measured:+9.1f} {pr}")
+    for side, key in (("before", "only_a"), ("after", "only_b")):
+        if d[key]:
+            us = sum(r.duration_us for r in d[key])
+            lines.append(f"\nonly {side}: {len(d[key])} rows, {us:.1f} us "
+                         f"({', '.join(sorted({r.op_code for r in d[key]})[:6])})")
+    t = d["total"]
+    share = "n/a" if t["share_inside"] is None else f"{100 * t['share_inside']:.0f}%"
+    lines.append(f"\n{t['pairs']} matched ops: measured delta {t['measured_us']:+.1f} us; over the "
+                 f"{t['modelled_pairs']} modelled pairs measured {t['modelled_measured_us']:+.1f} us, predicted "
+                 f"{t['predicted_us']:+.1f} us [{t['interval_us'][0]:+.1f}, {t['interval_us'][1]:+.1f}]; share of the "
+                 f"measured movement inside its pair's interval: {share}")
+    return "\n".join(lines)
+
+
+def diff_json(d: dict) -> dict:
+    return {"pairs": [{**dataclasses.asdict(p), "measured": p.measured, "inside": p.inside} for p in d["pairs"]],
+            "only_a": [{"line": r.line, "op_code": r.op_code, "us": r.duration_us} for r in d["only_a"]],
+            "only_b": [{"line": r.line, "op_code": r.op_code, "us": r.duration_us} for r in d["only_b"]],
+            "total": d["total"]}
