@@ -12,6 +12,7 @@
     python -m costmodel.blackhole coverage ops_perf_results.csv      # share of a report's device time priced
     python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv  # every row vs the model, ranked
     python -m costmodel.blackhole diff before.csv after.csv         # measured vs predicted deltas of a change
+    python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv  # best priced change per matmul row
 
 JSON keys: ``per_op_us`` (op -> us), ``layer_us``, ``layer_trace_us``, ``step_ms``, ``step_full_ms``,
 ``sample_ms``, ... as before, plus ``interval_us`` (op / ``layer_us`` -> [lo, hi]) and
@@ -52,6 +53,7 @@ from jaxref.validation import (
     dumps_strict,
     nonnegative_int,
     output_file,
+    positive_float,
     positive_int,
     writable_output,
 )
@@ -400,6 +402,38 @@ def predict_main(argv: list[str]) -> int:
     return cli_main(p, argv, body)
 
 
+def report_plan_main(argv: list[str]) -> int:
+    """``plan --ops-csv``: the best priced change of every matmul row of a real report."""
+    from costmodel.blackhole import report_plan as rp
+
+    p = argparse.ArgumentParser(prog="python -m costmodel.blackhole plan --ops-csv",
+                                description="Plan search over a real op report: per matmul row the program-config "
+                                            "(and weight-format, flagged) change the model prices fastest, ranked by "
+                                            "predicted saving with its 90%% interval.",
+                                epilog="example: python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv "
+                                       "--target-ms 30")
+    p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
+    p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
+    p.add_argument("--device-id", default="first", help="'first' (the lowest DEVICE ID; default) or an id")
+    p.add_argument("--target-ms", type=positive_float, default=None, help="report P(device time <= target)")
+    p.add_argument("--top", type=positive_int, default=15, help="rows shown")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    def body(args) -> int:
+        if args.device_id != "first" and not args.device_id.isdigit():
+            raise ValueError(f"--device-id={args.device_id!r}: expected 'first' or a non-negative integer")
+        cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
+        report = read_report(args.ops_csv, device_id=int(args.device_id) if args.device_id.isdigit() else "first")
+        for w in report.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        plans = rp.plan_report(report, cal)
+        print(dumps_strict(rp.plan_json(report, plans), indent=1) if args.json else
+              rp.format_plan(report, plans, top=args.top, target_ms=args.target_ms, cal=cal))
+        return 0
+
+    return cli_main(p, argv, body)
+
+
 def diff_main(argv: list[str]) -> int:
     """``diff`` subcommand: two reports of one model matched op by op, measured vs predicted deltas."""
     from costmodel.blackhole import report_diff as rd
@@ -472,6 +506,8 @@ def main(argv: list[str] | None = None) -> dict:
         return predict_main(argv[1:])
     if argv[:1] == ["coverage"]:
         return coverage_main(argv[1:])
+    if argv[:1] == ["plan"] and any(a == "--ops-csv" or a.startswith("--ops-csv=") for a in argv):
+        return report_plan_main(argv[1:])
     if argv[:1] == ["plan"]:
         from costmodel.blackhole.plans import plan_main
 

@@ -133,6 +133,24 @@ def op_error_var(cal: Calibration, disc: Discrepancy | None, spec, value: float)
     return shared, (disc.tau_extrap**2 if disc.domain.extrapolates(spec, value) else 0.0)
 
 
+def _innermost(spec):
+    while hasattr(spec, "inner"):
+        spec = spec.inner
+    return spec
+
+
+def delta_model_var(cal: Calibration, disc: Discrepancy | None, spec_a, ta: float, spec_b, tb: float) -> float:
+    """Model-error variance (us^2) of ``tb - ta``, the times of two ops. Different kernels (decode vs
+    standard SDPA): independent errors. The same op model: its relative error is shared, and so is
+    the mechanism an unseen variant (another format or flag) extends, so its error scales with what
+    the change moves."""
+    sa, xa = op_error_var(cal, disc, spec_a, ta)
+    sb, xb = op_error_var(cal, disc, spec_b, tb)
+    if type(_innermost(spec_a)) is not type(_innermost(spec_b)):
+        return (sa + xa) * ta**2 + (sb + xb) * tb**2
+    return (sa + max(xa, xb)) * (ta - tb) ** 2
+
+
 def intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig,
               level: float = LEVEL, draws: int = 0, discrepancy=_STORED) -> dict:
     """Predictions with intervals at one setting (``draws`` > 0: parameter uncertainty propagated
@@ -180,13 +198,11 @@ def delta_intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, base: 
 
     def op_model_var(n, m):
         ta, tb = a["ops"].get(n, zero)[0], b["ops"].get(n, zero)[0]
-        sa, xa = op_error_var(cal, disc, a["specs"][n], ta) if n in a["ops"] else (0.0, 0.0)
-        sb, xb = op_error_var(cal, disc, b["specs"][n], tb) if n in b["ops"] else (0.0, 0.0)
-        if a["kinds"].get(n) != b["kinds"].get(n):  # different kernels (decode vs standard SDPA): independent
-            return m**2 * ((sa + xa) * ta**2 + (sb + xb) * tb**2)
-        # same op model: its relative error is shared, and so is the mechanism an unseen variant
-        # (another format or flag) extends; its extra error scales with what the change moves
-        return (sa + max(xa, xb)) * (m * (ta - tb)) ** 2
+        if n in a["ops"] and n in b["ops"]:
+            return m**2 * delta_model_var(cal, disc, b["specs"][n], tb, a["specs"][n], ta)
+        # an op of one setting only (fused add+norm): its own error
+        spec, t = (a["specs"][n], ta) if n in a["ops"] else (b["specs"][n], tb)
+        return m**2 * sum(op_error_var(cal, disc, spec, t)) * t**2
 
     out = {"ops": {k: interval(a["ops"].get(k, zero), b["ops"].get(k, zero), op_model_var(k, 1.0)) for k in names}}
     for k, m in _multiplicity(cfg).items():

@@ -6,9 +6,9 @@ op and in total next to the model's predicted delta with its 90% interval.
 Rows are matched by aligning the two sequences of op codes (``difflib.SequenceMatcher``: a change
 that adds or removes ops leaves the rest paired in order). A pair both of whose rows the model
 prices gets a predicted delta: linearised in the parameters (the Jacobian of both predictions, so
-what the two rows share cancels) plus, where the two specs differ, each row's model-error variance
-(``intervals.op_error_var``: sigma, the stored class discrepancy, extrapolation); an unchanged spec
-predicts a delta of exactly 0. This is the check that a what-if prediction holds on a user's change.
+what the two rows share cancels) plus the model error of a delta; an unchanged spec
+predicts a delta of exactly 0 (the same op model's relative error is shared:
+``intervals.delta_model_var``, as the port's ``--vs`` deltas). This is the check that a what-if prediction holds on a user's change.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 
 from costmodel.blackhole.discrepancy import load_discrepancy
 from costmodel.blackhole.fit import Calibration, residuals_and_jacobian
-from costmodel.blackhole.intervals import LEVEL, op_error_var, quantile
+from costmodel.blackhole.intervals import LEVEL, delta_model_var, quantile
 from costmodel.blackhole.report_coverage import NOT_DEVICE_TIME
 from costmodel.blackhole.report_reader import MODELLED, Report, ReportRow
 from jaxref.config import ExpertConfig
@@ -56,22 +56,36 @@ def _timed(report: Report) -> list[ReportRow]:
             and not r.status.startswith("other device")]
 
 
-def _linearised(report: Report, cal: Calibration):
-    """{line: (prediction us, d prediction / d theta [P], model-error variance of log prediction)}."""
-    fit_rows = report.measured_rows()
-    if not fit_rows:
-        return {}
-    targets = jnp.asarray([r.target for r in fit_rows], jnp.float32)
-    r, J = residuals_and_jacobian(jnp.asarray(cal.theta, jnp.float32), report.hw, targets,
-                                  specs=tuple(x.spec for x in fit_rows), cfg=ExpertConfig.alpamayo_tt())
+def linearised(hw, cal: Calibration, specs: list, targets: list[float]) -> list[tuple[float, np.ndarray, object]]:
+    """(prediction us, d prediction / d theta [P], spec) of each (kernel-scope) spec on ``hw``;
+    ``targets`` only anchor the residuals (any positive times)."""
+    if not specs:
+        return []
+    r, J = residuals_and_jacobian(jnp.asarray(cal.theta, jnp.float32), hw, jnp.asarray(targets, jnp.float32),
+                                  specs=tuple(specs), cfg=ExpertConfig.alpamayo_tt())
     r, J = np.asarray(r, np.float64), np.asarray(J, np.float64)
-    disc = load_discrepancy()
+    return [(t * math.exp(ri), t * math.exp(ri) * gi, spec) for spec, t, ri, gi in zip(specs, targets, r, J,
+                                                                                       strict=True)]
+
+
+def delta_interval(cal: Calibration, a: tuple, b: tuple, *, z: float, disc=None) -> tuple[float, float, float, float]:
+    """(predicted b - a, lo, hi, model-error variance) of two ``linearised`` entries: the parameters'
+    part through the difference of their gradients, the model error as every delta interval's
+    (``intervals.delta_model_var``: shared by one op model, 0 for one spec). ``disc``: the stored
+    discrepancy when None."""
+    (pa, ga, sa), (pb, gb, sb) = a, b
+    g = gb - ga
+    vm = delta_model_var(cal, load_discrepancy() if disc is None else disc, sa, pa, sb, pb)
+    sd = math.sqrt(max(float(g @ cal.cov @ g) + vm, 0.0))
+    return pb - pa, pb - pa - z * sd, pb - pa + z * sd, vm
+
+
+def _linearised(report: Report, cal: Calibration) -> dict:
+    """{line: ``linearised`` entry} of the report's modelled rows."""
+    fit_rows = report.measured_rows()
     modelled = [x for x in report.rows if x.status == MODELLED]
-    out = {}
-    for row, fr, ri, gi in zip(modelled, fit_rows, r, J, strict=True):
-        pred = fr.target * math.exp(ri)
-        out[row.line] = (pred, pred * gi, sum(op_error_var(cal, disc, fr.spec, pred)))
-    return out
+    lin = linearised(report.hw, cal, [r.spec for r in fit_rows], [r.target for r in fit_rows])
+    return {row.line: e for row, e in zip(modelled, lin, strict=True)}
 
 
 def diff_reports(a: Report, b: Report, cal: Calibration, *, level: float = LEVEL) -> dict:
@@ -83,7 +97,7 @@ def diff_reports(a: Report, b: Report, cal: Calibration, *, level: float = LEVEL
     """
     ra, rb = _timed(a), _timed(b)
     la, lb = _linearised(a, cal), _linearised(b, cal)
-    z = quantile(cal, level)
+    z, disc = quantile(cal, level), load_discrepancy()
     sm = difflib.SequenceMatcher(a=[r.op_code for r in ra], b=[r.op_code for r in rb], autojunk=False)
     pairs, grad_sum, var_model = [], np.zeros(len(cal.theta)), 0.0
     matched_a, matched_b = set(), set()
@@ -93,14 +107,9 @@ def diff_reports(a: Report, b: Report, cal: Calibration, *, level: float = LEVEL
             matched_a.add(x.line)
             matched_b.add(y.line)
             if x.line in la and y.line in lb:
-                (pa, ga, sa), (pb, gb, sb) = la[x.line], lb[y.line]
-                g = gb - ga
-                same = x.spec == y.spec and a.hw == b.hw
-                vm = 0.0 if same else pa**2 * sa + pb**2 * sb
-                sd = math.sqrt(max(float(g @ cal.cov @ g) + vm, 0.0))
-                pairs.append(PairDelta(x.op_code, x.line, y.line, x.duration_us, y.duration_us, pb - pa,
-                                       pb - pa - z * sd, pb - pa + z * sd))
-                grad_sum += g
+                d, lo, hi, vm = delta_interval(cal, la[x.line], lb[y.line], z=z, disc=disc)
+                pairs.append(PairDelta(x.op_code, x.line, y.line, x.duration_us, y.duration_us, d, lo, hi))
+                grad_sum += lb[y.line][1] - la[x.line][1]
                 var_model += vm
             else:
                 pairs.append(PairDelta(x.op_code, x.line, y.line, x.duration_us, y.duration_us))
