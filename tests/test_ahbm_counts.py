@@ -32,10 +32,15 @@ def test_prefill_tiles_match_flash_schedule(S, tile, skip):
 
 
 @pytest.mark.parametrize("S,tile,C,P", [(1024, 32, 8, 1), (1024, 32, 8, 4), (2048, 64, 8, 8), (512, 64, 2, 3),
-                                        (1024, 128, 8, 2), (1000, 64, 8, 4), (8193, 64, 8, 3), (3000, 64, 8, 8)])
+                                        (1024, 128, 8, 2), (1000, 64, 8, 4), (8193, 64, 8, 3), (3000, 64, 8, 8),
+                                        (348, 128, 8, 8), (256, 64, 8, 8), (450, 64, 8, 2), (700, 128, 8, 3)])
 def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
-    """Per step and CUBE, the busiest PE (q block i on PE i mod P) of the plan = the closed form."""
+    """Per step and CUBE, the busiest PE (q block i on PE i mod P) of the plan = the closed form;
+    at small S (a ring block shorter than the tile) the q blocks keep ``tile`` rows while the KV
+    tile shrinks to the block."""
     _, _, plans = Ring(tile, tile, num_cubes=C).plan(S, S, causal=True)
+    q_block, kv_tile = counts.ring_tiles(float(S), float(tile), C, relax=None)
+    assert (float(q_block), float(kv_tile)) == (plans[0].q_block, plans[0].tile)
     for step, plan in enumerate(plans):
         for cube in range(C):
             per_pe = [[0, 0, 0] for _ in range(P)]  # tiles, visits, single-tile visits
@@ -49,7 +54,7 @@ def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
                 acc[1] += 1
                 acc[2] += n == 1
             busiest = max(per_pe, key=lambda a: a[0])
-            got = counts.ring_block_counts(float(S), float(tile), C, float(P), (cube - step) % C, relax=None)
+            got = counts.ring_block_counts(float(S), q_block, kv_tile, C, float(P), (cube - step) % C, relax=None)
             assert [float(x) for x in got[:2]] == busiest[:2], (step, cube)
             assert float(got[2]) == busiest[2], (step, cube)
 

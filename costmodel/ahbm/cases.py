@@ -282,16 +282,16 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     block. Blocks stay in TCM when they fit next to the working set, else they are staged in HBM.
     A block's work is the ``w``-weighted sum over pipelining options (exact for a one-hot ``w``)."""
     Bk = sceil(S / C, relax=relax)  # keys per ring block
-    te = jnp.minimum(tile, Bk)
-    rows = te
-    blocks = counts.ring_block_counts(jnp.expand_dims(S, -1), jnp.expand_dims(te, -1), C, jnp.expand_dims(P, -1),
+    rows, te = counts.ring_tiles(S, tile, C, relax=relax)  # q block rows, KV tile (te < rows at small S)
+    ex = lambda x: jnp.expand_dims(x, -1)
+    blocks = counts.ring_block_counts(ex(S), ex(rows), ex(te), C, ex(P),
                                       jnp.arange(C, dtype=jnp.result_type(float)), relax=relax)  # each [..., C]
     block_bytes = 2 * Bk * d * DTYPE_BYTES
     depth = hw.ring_recv_depth
     q_bytes, acc_bytes = rows * d * DTYPE_BYTES, rows * (d + 2) * ACC_BYTES
     xfer = US * block_bytes / hw.cube_noc_bytes_per_s
     lat = US * (hw.cube_noc_transaction_s + hw.cube_hop_latency_s)
-    final = jnp.maximum(sceil(S / te / P, relax=relax), 1.0) * (_math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
+    final = jnp.maximum(sceil(S / rows / P, relax=relax), 1.0) * (_math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
     mx = lambda *a: smax(*a, relax=relax)
     tiles = jnp.sum(blocks[0], -1)
     tcm_work = _wsum(w, [tcm_bytes(hw, rows, te, d, p) for p in PIPELINES])
