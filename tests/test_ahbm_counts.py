@@ -43,7 +43,8 @@ def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
     assert (float(q_block), float(kv_tile)) == (plans[0].q_block, plans[0].tile)
     for step, plan in enumerate(plans):
         for cube in range(C):
-            per_pe = [[0, 0, 0] for _ in range(P)]  # tiles, visits, single-tile visits
+            per_pe = [[0, 0, 0, 0] for _ in range(P)]  # tiles, visits, single-tile visits, whole-block visits
+            nb = sum(1 for k in plan.tile_keys[cube] if k > 0)
             by_q = {}
             for lane, qi, _ in plan.computed:
                 if lane == cube:
@@ -53,10 +54,12 @@ def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
                 acc[0] += n
                 acc[1] += 1
                 acc[2] += n == 1
+                acc[3] += n == nb
             busiest = max(per_pe, key=lambda a: a[0])
             got = counts.ring_block_counts(float(S), q_block, kv_tile, C, float(P), (cube - step) % C, relax=None)
             assert [float(x) for x in got[:2]] == busiest[:2], (step, cube)
             assert float(got[2]) == busiest[2], (step, cube)
+            assert float(got[3]) == busiest[3], (step, cube)  # the visits ending on the block's ragged tile
 
 
 @pytest.mark.parametrize("C", counts.C_GRID)

@@ -300,6 +300,14 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     t_tcm, t_hbm = (tile_times(hw, jnp.expand_dims(rows, -1), jnp.expand_dims(te, -1), d, src=src, relax=relax)
                     for src in ("tcm", "hbm"))
     t = jax.tree.map(lambda a, b: jnp.where(fits[..., None], a, b), t_tcm, t_hbm)
+    # each block's last tile is ragged (B_b - (nb_b - 1) te keys): the busiest PE's visits that
+    # sweep the whole block end on it (``full`` of them; all of them when the block is one tile)
+    b_keys = jnp.clip(ex(S) - jnp.arange(C) * ex(Bk), 0.0, ex(Bk))
+    nb = sceil(b_keys / ex(te), relax=relax)
+    r_keys = jnp.maximum(b_keys - jnp.maximum(nb - 1.0, 0.0) * ex(te), 1.0)
+    t_r = jax.tree.map(lambda a, b: jnp.where(fits[..., None], a, b),
+                       *(tile_times(hw, ex(rows), r_keys, d, src=src, relax=relax) for src in ("tcm", "hbm")))
+    full = blocks[3]
     # a ring visit loads q and its (m, l, O) and stores (m, l, O) after. The (m, l, O) load only
     # gates the first softmax, long after; the first Q.K^T needs q and its first K sub-tile:
     # staged K queues behind both loads on the controller (its fill carries the latency), a
@@ -307,9 +315,16 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     first_in = jnp.where(fits, jnp.maximum(dma_time(hw, q_bytes) - t_tcm["K"]["fill"][..., 0], 0.0),
                          q_load_time(hw, q_bytes + acc_bytes))
     over = first_in + dma_time(hw, acc_bytes)
-    work = sum(w[i] * visits_time(sweep_terms(t, p, relax=relax), *blocks, jnp.expand_dims(over, -1))
-               for i, p in enumerate(PIPELINES))
-    busy = [{k: v[..., 0] for k, v in _busy(t, tiles[..., None], p).items()} for p in PIPELINES]
+
+    def block_work(p):
+        f, r = sweep_terms(t, p, relax=relax), sweep_terms(t_r, p, relax=relax)
+        ragged = jnp.where(nb >= 1.5, r["last"] - f["last"], r["single"] - f["single"]) + r["drain"] - f["drain"]
+        return visits_time(f, *blocks[:3], ex(over)) + full * ragged
+
+    work = sum(w[i] * block_work(p) for i, p in enumerate(PIPELINES))
+    busy = [{k: jnp.sum(blocks[0] * v + full * (vr - v), -1)
+             for (k, v), vr in zip(tile_busy(t, p).items(), tile_busy(t_r, p).values(), strict=True)}
+            for p in PIPELINES]
     stage = jnp.where(fits, 0.0, block_bytes / hbm_rate(hw))  # the receivers' HBM write of a staged block
     init = jnp.where(fits, dma_time(hw, block_bytes), 0.0)  # TCM-held: each PE first loads its own block
     end, wait = _ring_recurrence([work[..., b] for b in range(C)], xfer, lat, stage, init, C, depth, mx)

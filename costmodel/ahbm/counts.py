@@ -78,7 +78,8 @@ def ring_block_counts(S, q_block, tile, C, P, b, *, relax: Relax | None):
     first q block reaching the block's first key on: both are clip(i - i0 + 1, 0, nb) with
     A = n - i0 = n + 1 - ceil((1 + b B) / q_block). PE p takes q blocks i = p mod P; v is
     non-decreasing in i, so the PE holding i = n - 1 is the busiest: its visits are A, A - P, ...
-    clipped to [0, nb]. Returns (tiles, visits, single-tile visits).
+    clipped to [0, nb]. Returns (tiles, visits, single-tile visits, visits sweeping all nb tiles:
+    those that end on the block's ragged last tile).
     """
     if relax is None:  # ragged S: blocks of ceil(S / C) keys (the last one shorter), the last q block ragged
         n = jnp.ceil(S / q_block)
@@ -92,7 +93,8 @@ def ring_block_counts(S, q_block, tile, C, P, b, *, relax: Relax | None):
     tiles = _pos_sum(A, P, relax=relax) - _pos_sum(A - nb, P, relax=relax)
     visits = jnp.maximum(sceil(A / P, relax=relax), 0.0)
     single = jnp.where((A >= 1) & (jnp.abs(jnp.round(A - 1) % P) < 0.5) & (nb >= 1), 1.0, 0.0)
-    return tiles, visits, jnp.where(nb == 1, visits, single)
+    full = jnp.maximum(sceil((A - nb + 1.0) / P, relax=relax), 0.0)
+    return tiles, visits, jnp.where(nb == 1, visits, single), jnp.where(nb >= 1, jnp.minimum(full, visits), 0.0)
 
 
 # ---- reduce paths ----------------------------------------------------------------------------------
