@@ -158,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     def body(args):
-        hw = apply_overrides(ahbm_sip(), parse_overrides(args.overrides, default_hw="ahbm", hw="ahbm"))
+        over = parse_overrides(args.overrides, default_hw="ahbm", hw="ahbm", scope="layer")
+        hw = apply_overrides(ahbm_sip(), over, scope="layer")
         mesh = MeshSpec()
         records = [run_point(c, hw, mesh, simulate=not args.no_sim) for c in points(args.quick)]
         if args.out is not None:
