@@ -291,7 +291,9 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     q_bytes, acc_bytes = rows * d * DTYPE_BYTES, rows * (d + 2) * ACC_BYTES
     xfer = US * block_bytes / hw.cube_noc_bytes_per_s
     lat = US * (hw.cube_noc_transaction_s + hw.cube_hop_latency_s)
-    final = jnp.maximum(sceil(S / rows / P, relax=relax), 1.0) * (_math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
+    # the epilogue per q block of the PE: load its (m, l, O) from HBM, normalise, store O
+    n_final = jnp.maximum(sceil(S / rows / P, relax=relax), 1.0)
+    final = n_final * (dma_time(hw, acc_bytes) + _math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
     mx = lambda *a: smax(*a, relax=relax)
     tiles = jnp.sum(blocks[0], -1)
     tcm_work = _wsum(w, [tcm_bytes(hw, rows, te, d, p) for p in PIPELINES])
@@ -314,7 +316,10 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     # TCM-held K is read on the TCM port while q loads
     first_in = jnp.where(fits, jnp.maximum(dma_time(hw, q_bytes) - t_tcm["K"]["fill"][..., 0], 0.0),
                          q_load_time(hw, q_bytes + acc_bytes))
-    over = first_in + dma_time(hw, acc_bytes)
+    # ... unless the visit is short: the first softmax waits for the (m, l, O) load, queued behind q's
+    acc_ready = dma_time(hw, q_bytes + acc_bytes)
+    s0 = first_in + t["K"]["fill"][..., 0] + t["K"]["body"][..., 0] + US * hw.cpu_issue_composite_s
+    over = mx(first_in, acc_ready - s0 + first_in) + dma_time(hw, acc_bytes)
 
     def block_work(p):
         f, r = sweep_terms(t, p, relax=relax), sweep_terms(t_r, p, relax=relax)
@@ -331,7 +336,11 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     in_tcm = fits.astype(jnp.result_type(float))
     return {"total": end + final, "wait": wait, "busy": busy, "tiles": tiles, "link": (C - 1) * xfer,
             "tcm": tcm_work + in_tcm * depth * block_bytes, "in_tcm": in_tcm,
-            "hbm_extra": (1.0 - in_tcm) * (C - 1) * block_bytes / hbm_rate(hw) + in_tcm * block_bytes / hbm_rate(hw)}
+            # staged blocks' writes or the TCM-held block's load; every visit's q and (m, l, O) load and
+            # (m, l, O) store; the epilogue's (m, l, O) load and O store
+            "hbm_extra": ((1.0 - in_tcm) * (C - 1) * block_bytes + in_tcm * block_bytes
+                          + jnp.sum(blocks[1], -1) * (q_bytes + 2 * acc_bytes)
+                          + n_final * (acc_bytes + rows * d * DTYPE_BYTES)) / hbm_rate(hw)}
 
 
 def _ring_recurrence(w_b: list, xfer, lat, stage, init, C: int, depth: int, mx):
