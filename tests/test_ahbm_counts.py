@@ -55,11 +55,15 @@ def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
                 acc[1] += 1
                 acc[2] += n == 1
                 acc[3] += n == nb
-            busiest = max(per_pe, key=lambda a: a[0])
-            got = counts.ring_block_counts(float(S), q_block, kv_tile, C, float(P), (cube - step) % C, relax=None)
-            assert [float(x) for x in got[:2]] == busiest[:2], (step, cube)
-            assert float(got[2]) == busiest[2], (step, cube)
-            assert float(got[3]) == busiest[3], (step, cube)  # the visits ending on the block's ragged tile
+            n = plans[0].num_q_blocks  # the PEs holding the last (ragged) q block and the one before
+            for top in (0, 1) if P > 1 else (0,):
+                got = counts.ring_block_counts(float(S), q_block, kv_tile, C, float(P), (cube - step) % C,
+                                               top=top, relax=None)
+                want = per_pe[(n - 1 - top) % P]
+                assert [float(x) for x in got[:4]] == want, (step, cube, top)  # [3]: visits ending on the ragged tile
+                assert float(got[4]) == by_q.get(n - 1 - top, 0), (step, cube, top)  # the top q block's tiles
+            # the PE holding q block n - 1 sweeps the most tiles
+            assert max(a[0] for a in per_pe) == per_pe[(n - 1) % P][0]
 
 
 @pytest.mark.parametrize("C", counts.C_GRID)

@@ -67,7 +67,7 @@ def ring_tiles(S, tile, C, *, relax: Relax | None):
     return rows, lane_tile(S, C, tile, relax=relax)[1]
 
 
-def ring_block_counts(S, q_block, tile, C, P, b, *, relax: Relax | None):
+def ring_block_counts(S, q_block, tile, C, P, b, *, top: int = 0, relax: Relax | None):
     """Prefill-SP ring, KV block b (contiguous layout): work of the busiest PE of the CUBE holding it.
 
     ``q_block`` / ``tile``: ``ring_tiles``. n = S / q_block q blocks, nb = B / tile tiles per block
@@ -78,8 +78,9 @@ def ring_block_counts(S, q_block, tile, C, P, b, *, relax: Relax | None):
     first q block reaching the block's first key on: both are clip(i - i0 + 1, 0, nb) with
     A = n - i0 = n + 1 - ceil((1 + b B) / q_block). PE p takes q blocks i = p mod P; v is
     non-decreasing in i, so the PE holding i = n - 1 is the busiest: its visits are A, A - P, ...
-    clipped to [0, nb]. Returns (tiles, visits, single-tile visits, visits sweeping all nb tiles:
-    those that end on the block's ragged last tile).
+    clipped to [0, nb]. ``top`` = 1: the PE holding q block n - 2 instead (A - 1, A - 1 - P, ...).
+    Returns (tiles, visits, single-tile visits, visits sweeping all nb tiles: those that end on
+    the block's ragged last tile, the tiles of the PE's top q block's visit).
     """
     if relax is None:  # ragged S: blocks of ceil(S / C) keys (the last one shorter), the last q block ragged
         n = jnp.ceil(S / q_block)
@@ -90,11 +91,13 @@ def ring_block_counts(S, q_block, tile, C, P, b, *, relax: Relax | None):
         n = S / q_block
         nb = S / (C * tile)
         A = n - b * S / (C * q_block)
+    A = A - top
     tiles = _pos_sum(A, P, relax=relax) - _pos_sum(A - nb, P, relax=relax)
     visits = jnp.maximum(sceil(A / P, relax=relax), 0.0)
     single = jnp.where((A >= 1) & (jnp.abs(jnp.round(A - 1) % P) < 0.5) & (nb >= 1), 1.0, 0.0)
     full = jnp.maximum(sceil((A - nb + 1.0) / P, relax=relax), 0.0)
-    return tiles, visits, jnp.where(nb == 1, visits, single), jnp.where(nb >= 1, jnp.minimum(full, visits), 0.0)
+    return (tiles, visits, jnp.where(nb == 1, visits, single), jnp.where(nb >= 1, jnp.minimum(full, visits), 0.0),
+            jnp.clip(A, 0.0, nb))
 
 
 # ---- reduce paths ----------------------------------------------------------------------------------
