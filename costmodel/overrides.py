@@ -41,6 +41,24 @@ NOT_MODELLED: dict[str, str] = {
     "blackhole.eth_bytes_per_s": "the single-chip expert moves nothing over Ethernet",
 }
 
+# What a command prices decides which of the fields above it reads: ``scope`` 'kernel' (the
+# attention-kernel model, ``python -m costmodel.ahbm``: one CUBE Group in one SIP) refuses every
+# NOT_MODELLED field; 'layer' (the decoder-layer token model, ``python -m experiments.ahbm_token``:
+# GEMMs streaming weights per pseudo-channel, collectives over UCIe between SIPs) reads these too.
+# Checked by tests/test_overrides.py: each changes a token latency of the layer model.
+SCOPES = ("kernel", "layer")
+LAYER_READS: frozenset[str] = frozenset({
+    "ahbm.pseudo_channel_bytes_per_s", "ahbm.hbm_interleave_bytes",  # a weight DMA's chunks over the channels
+    "ahbm.ucie_bytes_per_s", "ahbm.ucie_transaction_s", "ahbm.dma_remote_sip_latency_s",  # SIP-to-SIP messages
+})
+
+
+def _refused(key: str, scope: str) -> bool:
+    """Whether ``key`` is a NOT_MODELLED field for a command of ``scope``."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope={scope!r} unknown; expected one of {SCOPES}")
+    return key in NOT_MODELLED and not (scope == "layer" and key in LAYER_READS)
+
 
 def _fields(cls: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls)}
@@ -51,14 +69,16 @@ def _static_only(f: dataclasses.Field) -> bool:
     return f.metadata.get("static", False) and not f.metadata.get("settable", False)
 
 
-def settable_fields(prefix: str) -> list[str]:
-    """Field names ``--set <prefix>.FIELD=VALUE`` accepts (numeric, modelled), in declaration order."""
+def settable_fields(prefix: str, scope: str = "kernel") -> list[str]:
+    """Field names ``--set <prefix>.FIELD=VALUE`` accepts (numeric, modelled by a command of
+    ``scope``, see ``SCOPES``), in declaration order."""
     return [n for n, f in _fields(HARDWARE[prefix]).items()
-            if not _static_only(f) and f"{prefix}.{n}" not in NOT_MODELLED]
+            if not _static_only(f) and not _refused(f"{prefix}.{n}", scope)]
 
 
-def check_override(key: str, value) -> float:
-    """Validate one ``HW.FIELD`` = value pair; returns the value as a float.
+def check_override(key: str, value, *, scope: str = "kernel") -> float:
+    """Validate one ``HW.FIELD`` = value pair for a command of ``scope`` (``SCOPES``); returns the
+    value as a float.
 
     Raises ValueError naming the key, the value and what was expected.
     """
@@ -69,12 +89,14 @@ def check_override(key: str, value) -> float:
     fields = _fields(cls)
     if name not in fields:
         raise ValueError(f"{FLAG} {key}: {name!r} is not a field of costmodel.hardware.{cls.__name__}; "
-                         f"expected one of {settable_fields(prefix)}")
+                         f"expected one of {settable_fields(prefix, scope)}")
     if _static_only(fields[name]):
         raise ValueError(f"{FLAG} {key}: {name!r} is static structure of {cls.__name__} (it selects code paths), "
-                         f"not a number to override; expected one of {settable_fields(prefix)}")
-    if key in NOT_MODELLED:
-        raise ValueError(f"{FLAG} {key}: {name!r} is not modelled: {NOT_MODELLED[key]}")
+                         f"not a number to override; expected one of {settable_fields(prefix, scope)}")
+    if _refused(key, scope):
+        also = (" (the decoder-layer token model reads it: python -m experiments.ahbm_token --set ...)"
+                if key in LAYER_READS else "")
+        raise ValueError(f"{FLAG} {key}: {name!r} is not modelled by this command: {NOT_MODELLED[key]}{also}")
     try:
         if isinstance(value, bool):
             raise TypeError(value)
@@ -105,11 +127,12 @@ PRICES = {"blackhole": "the Blackhole chip (python -m costmodel.blackhole)",
 
 
 def parse_overrides(items: list[str], *, default_hw: str | None = None,
-                    hw: str | tuple[str, ...] = ("blackhole", "ahbm")) -> dict[str, float]:
+                    hw: str | tuple[str, ...] = ("blackhole", "ahbm"), scope: str = "kernel") -> dict[str, float]:
     """``["blackhole.dram_peak_bytes_per_s=256e9", ...]`` -> ``{"blackhole.dram_peak_bytes_per_s": 256e9}``.
 
     ``default_hw`` (e.g. 'ahbm') is prefixed to a bare ``FIELD=VALUE``. ``hw``: the hardware the
-    command prices; an override of another one would change nothing and is refused. Raises
+    command prices; an override of another one would change nothing and is refused. ``scope``:
+    which of its models the command runs (``SCOPES``: 'layer' also reads ``LAYER_READS``). Raises
     ValueError naming the item when it is not ``HW.FIELD=VALUE``, is of another hardware, fails
     ``check_override``, or a key is given twice.
     """
@@ -126,27 +149,28 @@ def parse_overrides(items: list[str], *, default_hw: str | None = None,
         if prefix in HARDWARE and prefix not in own:
             raise ValueError(f"{FLAG} {item!r}: this command prices {' and '.join(PRICES[h] for h in own)}; "
                              f"{prefix} overrides would change nothing here (it applies to {PRICES[prefix]})")
-        value = check_override(key, raw.strip())
+        value = check_override(key, raw.strip(), scope=scope)
         if key in out:
             raise ValueError(f"{FLAG} {item!r}: {key} given twice")
         out[key] = value
     return out
 
 
-def check_overrides(overrides: dict[str, float]) -> dict[str, float]:
+def check_overrides(overrides: dict[str, float], *, scope: str = "kernel") -> dict[str, float]:
     """Validate a ``{"HW.FIELD": value}`` dict built in code (the CLIs' come from ``parse_overrides``)."""
-    return {k: check_override(k, v) for k, v in overrides.items()}
+    return {k: check_override(k, v, scope=scope) for k, v in overrides.items()}
 
 
-def apply_overrides(hw, overrides: dict[str, float]):
+def apply_overrides(hw, overrides: dict[str, float], *, scope: str = "kernel"):
     """``hw`` (a ``Blackhole`` / ``AHBM``) with the overrides of its own kind replaced (others ignored).
 
-    Every key is validated (``check_override``), also those for the other hardware, so a typo never
-    passes silently.
+    Every key is validated (``check_override`` for ``scope``), also those for the other hardware,
+    so a typo never passes silently.
     """
     prefix = next(p for p, cls in HARDWARE.items() if isinstance(hw, cls))
     fields = _fields(HARDWARE[prefix])
-    own = {k.split(".", 1)[1]: v for k, v in check_overrides(overrides).items() if k.startswith(prefix + ".")}
+    own = {k.split(".", 1)[1]: v for k, v in check_overrides(overrides, scope=scope).items()
+           if k.startswith(prefix + ".")}
     own = {k: int(v) if fields[k].metadata.get("static", False) else v for k, v in own.items()}
     return dataclasses.replace(hw, **own) if own else hw
 

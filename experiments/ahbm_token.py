@@ -39,6 +39,15 @@ def points(quick: bool) -> list[LayerConfig]:
     return pts
 
 
+def report_points(quick: bool) -> list[LayerConfig]:
+    """The report's points: the full study, or (quick) Llama-3-70B decode S 8k at batch 1 / 4 on
+    1 / 4 SIPs and prefill S 1k on one SIP (a smoke test of every part, seconds)."""
+    if not quick:
+        return points(False)
+    return [LayerConfig("decode", 8 * K, batch=B, sips=n) for B in (1, 4) for n in (1, 4)] + \
+        [LayerConfig("prefill", 1 * K, sips=1)]
+
+
 def run_point(cfg: LayerConfig, hw, mesh, *, simulate: bool = True) -> dict:
     """Model (and simulation) of one point: {config, refused | token and per-group numbers}."""
     rec = {"model": cfg.model, "phase": cfg.phase, "S": cfg.seq_len, "batch": cfg.batch, "sips": cfg.sips}
@@ -125,11 +134,11 @@ def _figure(out_dir: pathlib.Path, records: list[dict]) -> str:
 
 
 def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, float]) -> SectionResult:
-    hw = apply_overrides(ahbm_sip(), overrides)
+    hw = apply_overrides(ahbm_sip(), overrides, scope="layer")
     mesh = MeshSpec()
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    records = [run_point(c, hw, mesh) for c in points(quick)]
+    records = [run_point(c, hw, mesh) for c in report_points(quick)]
     worst = part_diffs(records)
     md = ["### Token latency of the whole decoder stack on the mesh (``costmodel.ahbm.layer``)\n",
           ("Tensor-parallel placement over every CUBE of every SIP (``costmodel.ahbm.layer_plan``): QKV and "
@@ -158,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     def body(args):
-        hw = apply_overrides(ahbm_sip(), parse_overrides(args.overrides, default_hw="ahbm", hw="ahbm"))
+        over = parse_overrides(args.overrides, default_hw="ahbm", hw="ahbm", scope="layer")
+        hw = apply_overrides(ahbm_sip(), over, scope="layer")
         mesh = MeshSpec()
         records = [run_point(c, hw, mesh, simulate=not args.no_sim) for c in points(args.quick)]
         if args.out is not None:

@@ -32,13 +32,19 @@ def test_prefill_tiles_match_flash_schedule(S, tile, skip):
 
 
 @pytest.mark.parametrize("S,tile,C,P", [(1024, 32, 8, 1), (1024, 32, 8, 4), (2048, 64, 8, 8), (512, 64, 2, 3),
-                                        (1024, 128, 8, 2), (1000, 64, 8, 4), (8193, 64, 8, 3), (3000, 64, 8, 8)])
+                                        (1024, 128, 8, 2), (1000, 64, 8, 4), (8193, 64, 8, 3), (3000, 64, 8, 8),
+                                        (348, 128, 8, 8), (256, 64, 8, 8), (450, 64, 8, 2), (700, 128, 8, 3)])
 def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
-    """Per step and CUBE, the busiest PE (q block i on PE i mod P) of the plan = the closed form."""
+    """Per step and CUBE, the busiest PE (q block i on PE i mod P) of the plan = the closed form;
+    at small S (a ring block shorter than the tile) the q blocks keep ``tile`` rows while the KV
+    tile shrinks to the block."""
     _, _, plans = Ring(tile, tile, num_cubes=C).plan(S, S, causal=True)
+    q_block, kv_tile = counts.ring_tiles(float(S), float(tile), C, relax=None)
+    assert (float(q_block), float(kv_tile)) == (plans[0].q_block, plans[0].tile)
     for step, plan in enumerate(plans):
         for cube in range(C):
-            per_pe = [[0, 0, 0] for _ in range(P)]  # tiles, visits, single-tile visits
+            per_pe = [[0, 0, 0, 0] for _ in range(P)]  # tiles, visits, single-tile visits, whole-block visits
+            nb = sum(1 for k in plan.tile_keys[cube] if k > 0)
             by_q = {}
             for lane, qi, _ in plan.computed:
                 if lane == cube:
@@ -48,10 +54,16 @@ def test_ring_busiest_pe_matches_ring_plan(S, tile, C, P):
                 acc[0] += n
                 acc[1] += 1
                 acc[2] += n == 1
-            busiest = max(per_pe, key=lambda a: a[0])
-            got = counts.ring_block_counts(float(S), float(tile), C, float(P), (cube - step) % C, relax=None)
-            assert [float(x) for x in got[:2]] == busiest[:2], (step, cube)
-            assert float(got[2]) == busiest[2], (step, cube)
+                acc[3] += n == nb
+            n = plans[0].num_q_blocks  # the PEs holding the last (ragged) q block and the one before
+            for top in (0, 1) if P > 1 else (0,):
+                got = counts.ring_block_counts(float(S), q_block, kv_tile, C, float(P), (cube - step) % C,
+                                               top=top, relax=None)
+                want = per_pe[(n - 1 - top) % P]
+                assert [float(x) for x in got[:4]] == want, (step, cube, top)  # [3]: visits ending on the ragged tile
+                assert float(got[4]) == by_q.get(n - 1 - top, 0), (step, cube, top)  # the top q block's tiles
+            # the PE holding q block n - 1 sweeps the most tiles
+            assert max(a[0] for a in per_pe) == per_pe[(n - 1) % P][0]
 
 
 @pytest.mark.parametrize("C", counts.C_GRID)

@@ -168,3 +168,17 @@ def test_capacity_refuses_what_does_not_fit():
 def test_cli_refuses_bad_override(capsys):
     assert ahbm_token.main(["--set", "ahbm.no_such_field=1"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_report_points_cover_the_issue_table():
+    """The report's token table (full mode): Llama-3-70B decode at batch 1 / 4, S 8k / 128k / 1M and
+    prefill, each on 1, 2 and 4 SIPs; quick mode a small subset of it."""
+    from experiments.ahbm_token import report_points
+
+    full = {(c.model, c.phase, c.seq_len, c.batch, c.sips) for c in report_points(False)}
+    for S in (8 * 1024, 128 * 1024, 1024 * 1024):
+        for B in (1, 4):
+            assert {("llama3_70b", "decode", S, B, n) for n in (1, 2, 4)} <= full
+    assert {n for m, ph, *_, n in full if m == "llama3_70b" and ph == "prefill"} == {1, 2, 4}
+    quick = {(c.model, c.phase, c.seq_len, c.batch, c.sips) for c in report_points(True)}
+    assert quick < full and len(quick) <= 6

@@ -32,8 +32,8 @@ from jaxref.config import ExpertConfig
     ("blackhole.clock_hz=inf", "clock_hz=inf: expected a finite number"),
     ("ahbm.mesh_x=2", "'mesh_x' is static structure"),
     ("ahbm.pes_per_cube=4", "'pes_per_cube' is static structure"),
-    ("ahbm.pseudo_channel_bytes_per_s=1e9", "is not modelled: the kernel model reads the PE controller rate"),
-    ("ahbm.dma_remote_cube_latency_s=1e-6", "is not modelled: remote-CUBE traffic is priced per hop"),
+    ("ahbm.pseudo_channel_bytes_per_s=1e9", "is not modelled by this command: the kernel model reads the PE"),
+    ("ahbm.dma_remote_cube_latency_s=1e-6", "is not modelled by this command: remote-CUBE traffic is priced"),
     ("blackhole.eth_bytes_per_s=1e9", "is not modelled"),
     ("blackhole.bogus=1", "'bogus' is not a field of costmodel.hardware.Blackhole; expected one of"),
     ("tpu.clock_hz=1", "HW one of"),
@@ -138,3 +138,47 @@ def test_ahbm_cli_set_and_deprecated_hw_agree_and_json_is_strict(capsys):
     assert json.loads(captured.out, parse_constant=pytest.fail) == new
     slow = ahbm_evaluate(AhbmConfig("decode", 4096), dataclasses.replace(ahbm_sip(), pe_clock_hz=2e9))
     assert new["latency_us"] == pytest.approx(slow["latency_us"], rel=1e-6)
+
+
+def test_layer_fields_are_scoped_per_command(monkeypatch, capsys):
+    """UCIe / remote-SIP / pseudo-channel fields: refused by the attention-kernel commands (one SIP,
+    the controller rate), accepted by the decoder-layer token model, which reads them."""
+    from costmodel.overrides import LAYER_READS
+    from experiments import ahbm_token
+
+    hw = ahbm_sip()
+    for key in sorted(LAYER_READS):
+        item = f"{key}={float(getattr(hw, key.split('.', 1)[1])) * 0.5!r}"
+        with pytest.raises(ValueError, match="not modelled by this command.*experiments.ahbm_token"):
+            parse_overrides([item])
+        assert parse_overrides([item], hw="ahbm", scope="layer") == {key: float(item.split("=")[1])}
+        assert key.split(".", 1)[1] in settable_fields("ahbm", "layer")
+        assert key.split(".", 1)[1] not in settable_fields("ahbm")
+    with pytest.raises(ValueError, match="not modelled by this command: remote-CUBE"):  # no model reads it
+        parse_overrides(["ahbm.dma_remote_cube_latency_s=1e-6"], scope="layer")
+    with pytest.raises(ValueError, match="scope='chip' unknown"):
+        parse_overrides(["ahbm.pe_clock_hz=2e9"], scope="chip")
+    # the CLIs: the kernel's refuses (exit 2), the token study's accepts and prices it
+    assert ahbm_cli.main(["eval", "--case", "decode", "--seq-len", "4096", "--set", "ahbm.ucie_bytes_per_s=32e9"]) == 2
+    assert "experiments.ahbm_token" in capsys.readouterr().err
+    from costmodel.ahbm.layer_plan import LayerConfig
+    monkeypatch.setattr(ahbm_token, "points", lambda quick: [LayerConfig("decode", 8192, sips=2)])
+    assert ahbm_token.main(["--no-sim", "--json", "--set", "ahbm.ucie_bytes_per_s=32e9"]) == 0
+    slow = json.loads(capsys.readouterr().out)[0]["layer_us"]
+    assert ahbm_token.main(["--no-sim", "--json"]) == 0
+    assert slow > json.loads(capsys.readouterr().out)[0]["layer_us"]  # 2 SIPs: the all-reduce crosses UCIe
+
+
+def test_layer_read_fields_change_the_token_latency():
+    """Independent of the parser: each field the layer scope accepts moves the layer model's token
+    latency (2 SIPs: weights streamed over the pseudo-channels, all-reduces over UCIe)."""
+    from costmodel.ahbm.layer import evaluate_layer
+    from costmodel.ahbm.layer_plan import LayerConfig
+    from costmodel.overrides import LAYER_READS
+
+    cfg, hw = LayerConfig("decode", 8192, sips=2), ahbm_sip()
+    base = evaluate_layer(cfg, hw)["token_us"]
+    for key in sorted(LAYER_READS):
+        name = key.split(".", 1)[1]
+        other = evaluate_layer(cfg, dataclasses.replace(hw, **{name: float(getattr(hw, name)) * 0.25}))["token_us"]
+        assert other != base, name

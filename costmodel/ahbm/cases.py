@@ -282,41 +282,103 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     block. Blocks stay in TCM when they fit next to the working set, else they are staged in HBM.
     A block's work is the ``w``-weighted sum over pipelining options (exact for a one-hot ``w``)."""
     Bk = sceil(S / C, relax=relax)  # keys per ring block
-    te = jnp.minimum(tile, Bk)
-    rows = te
-    blocks = counts.ring_block_counts(jnp.expand_dims(S, -1), jnp.expand_dims(te, -1), C, jnp.expand_dims(P, -1),
-                                      jnp.arange(C, dtype=jnp.result_type(float)), relax=relax)  # each [..., C]
+    rows, te = counts.ring_tiles(S, tile, C, relax=relax)  # q block rows, KV tile (te < rows at small S)
+    ex = lambda x: jnp.expand_dims(x, -1)
     block_bytes = 2 * Bk * d * DTYPE_BYTES
     depth = hw.ring_recv_depth
-    q_bytes, acc_bytes = rows * d * DTYPE_BYTES, rows * (d + 2) * ACC_BYTES
     xfer = US * block_bytes / hw.cube_noc_bytes_per_s
     lat = US * (hw.cube_noc_transaction_s + hw.cube_hop_latency_s)
-    final = jnp.maximum(sceil(S / te / P, relax=relax), 1.0) * (_math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
+    acc_bytes = rows * (d + 2) * ACC_BYTES
+    # the epilogue per q block of the PE: load its (m, l, O) from HBM, normalise, store O
+    n_final = jnp.maximum(sceil(S / rows / P, relax=relax), 1.0)
+    final = n_final * (dma_time(hw, acc_bytes) + _math_s(hw, rows * d) + dma_time(hw, rows * d * DTYPE_BYTES))
     mx = lambda *a: smax(*a, relax=relax)
-    tiles = jnp.sum(blocks[0], -1)
     tcm_work = _wsum(w, [tcm_bytes(hw, rows, te, d, p) for p in PIPELINES])
     fits = tcm_work + depth * block_bytes <= hw.tcm_bytes_per_pe  # blocks in TCM, else staged in HBM
-    # the blocks' place selects the tile times leaf by leaf (one sweep graph, not one per place)
-    t_tcm, t_hbm = (tile_times(hw, jnp.expand_dims(rows, -1), jnp.expand_dims(te, -1), d, src=src, relax=relax)
-                    for src in ("tcm", "hbm"))
-    t = jax.tree.map(lambda a, b: jnp.where(fits[..., None], a, b), t_tcm, t_hbm)
-    # a ring visit loads q and its (m, l, O) and stores (m, l, O) after. The (m, l, O) load only
-    # gates the first softmax, long after; the first Q.K^T needs q and its first K sub-tile:
-    # staged K queues behind both loads on the controller (its fill carries the latency), a
-    # TCM-held K is read on the TCM port while q loads
-    first_in = jnp.where(fits, jnp.maximum(dma_time(hw, q_bytes) - t_tcm["K"]["fill"][..., 0], 0.0),
-                         q_load_time(hw, q_bytes + acc_bytes))
-    over = first_in + dma_time(hw, acc_bytes)
-    work = sum(w[i] * visits_time(sweep_terms(t, p, relax=relax), *blocks, jnp.expand_dims(over, -1))
-               for i, p in enumerate(PIPELINES))
-    busy = [{k: v[..., 0] for k, v in _busy(t, tiles[..., None], p).items()} for p in PIPELINES]
+    # each block's last tile is ragged (B_b - (nb_b - 1) te keys): the PE's visits that sweep the
+    # whole block end on it (``full`` of them; all of them when the block is one tile)
+    b_keys = jnp.clip(ex(S) - jnp.arange(C) * ex(Bk), 0.0, ex(Bk))
+    nb = sceil(b_keys / ex(te), relax=relax)
+    r_keys = jnp.maximum(b_keys - jnp.maximum(nb - 1.0, 0.0) * ex(te), 1.0)
+    # the last q block is ragged too (S - (n - 1) rows): the PE holding it (``top`` 0) runs it with
+    # its real rows, the PE holding the one before (``top`` 1, P >= 2) only full ones; either may be
+    # the busiest, so each block's work and each roofline is the larger of the two
+    n_q = sceil(S / rows, relax=relax)
+    r_rows = jnp.maximum(S - (n_q - 1.0) * rows, 1.0)
+    full_rows = _ring_visit_times(hw, rows, te, r_keys, fits, d, relax=relax)
+    last_rows = _ring_visit_times(hw, r_rows, te, r_keys, fits, d, relax=relax)
+    blk = jnp.arange(C, dtype=jnp.result_type(float))
+    pes = [counts.ring_block_counts(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top, relax=relax) for top in (0, 1)]
+    has_b = ex(P) >= 1.5  # a second PE exists
+
+    def block_work(p):
+        def work(vt, cnt):
+            f, r = sweep_terms(vt["t"], p, relax=relax), sweep_terms(vt["t_r"], p, relax=relax)
+            ragged = jnp.where(nb >= 1.5, r["last"] - f["last"], r["single"] - f["single"]) + r["drain"] - f["drain"]
+            return visits_time(f, *cnt[:3], ex(vt["over"])) + cnt[3] * ragged
+
+        def top_visit(vt, v):  # q block n - 1's visit of v tiles (its last the ragged one when v = nb)
+            last = jax.tree.map(lambda a, b: jnp.where(v >= nb, a, b), vt["t_r"], vt["t"])
+            return ex(vt["over"]) + visit_time(vt["t"], last, v, p, relax=relax)
+
+        v_top = pes[0][4]
+        a = work(full_rows, pes[0]) + jnp.where(v_top >= 1, top_visit(last_rows, v_top) - top_visit(full_rows, v_top), 0.0)
+        return jnp.where(has_b, mx(a, work(full_rows, pes[1])), a)
+
+    def pe_busy(p):
+        def busy(vt, cnt):
+            return {k: blocks_sum(cnt[0] * v + cnt[3] * (vr - v))
+                    for (k, v), vr in zip(tile_busy(vt["t"], p).items(), tile_busy(vt["t_r"], p).values(), strict=True)}
+
+        def top_busy(vt, v):
+            is_full = jnp.where(v >= nb, 1.0, 0.0) * jnp.where(v >= 1, 1.0, 0.0)
+            return {k: blocks_sum(jnp.maximum(v - is_full, 0.0) * a + is_full * b)
+                    for (k, a), b in zip(tile_busy(vt["t"], p).items(), tile_busy(vt["t_r"], p).values(), strict=True)}
+
+        v_top = pes[0][4]
+        ba, bb = busy(full_rows, pes[0]), busy(full_rows, pes[1])
+        ta, tf = top_busy(last_rows, v_top), top_busy(full_rows, v_top)
+        # every visit's q and (m, l, O) loads and (m, l, O) store on the PE's controller
+        io = lambda vt, visits: blocks_sum(visits) * vt["io_bytes"] / hbm_rate(hw)
+        n_top = blocks_sum(jnp.where(v_top >= 1, 1.0, 0.0))
+        ba["hbm"] = ba["hbm"] + io(full_rows, pes[0][1]) + n_top * (last_rows["io_bytes"] - full_rows["io_bytes"]) / hbm_rate(hw)
+        bb["hbm"] = bb["hbm"] + io(full_rows, pes[1][1])
+        return {k: jnp.where(has_b[..., 0], mx(ba[k] + ta[k] - tf[k], bb[k]), ba[k] + ta[k] - tf[k]) for k in ba}
+
+    blocks_sum = lambda x: jnp.sum(x, -1)
+    work = sum(w[i] * block_work(p) for i, p in enumerate(PIPELINES))
+    busy = [pe_busy(p) for p in PIPELINES]
     stage = jnp.where(fits, 0.0, block_bytes / hbm_rate(hw))  # the receivers' HBM write of a staged block
     init = jnp.where(fits, dma_time(hw, block_bytes), 0.0)  # TCM-held: each PE first loads its own block
     end, wait = _ring_recurrence([work[..., b] for b in range(C)], xfer, lat, stage, init, C, depth, mx)
     in_tcm = fits.astype(jnp.result_type(float))
-    return {"total": end + final, "wait": wait, "busy": busy, "tiles": tiles, "link": (C - 1) * xfer,
+    return {"total": end + final, "wait": wait, "busy": busy, "tiles": blocks_sum(pes[0][0]), "link": (C - 1) * xfer,
             "tcm": tcm_work + in_tcm * depth * block_bytes, "in_tcm": in_tcm,
-            "hbm_extra": (1.0 - in_tcm) * (C - 1) * block_bytes / hbm_rate(hw) + in_tcm * block_bytes / hbm_rate(hw)}
+            # staged blocks' writes or the TCM-held block's load; the epilogue's (m, l, O) load and O store
+            "hbm_extra": ((1.0 - in_tcm) * (C - 1) * block_bytes + in_tcm * block_bytes
+                          + n_final * (acc_bytes + rows * d * DTYPE_BYTES)) / hbm_rate(hw)}
+
+
+def _ring_visit_times(hw: AHBM, rows, te, r_keys, fits, d: int, *, relax: Relax | None) -> dict:
+    """A ring visit's tile times for ``rows`` query rows: 't' (full tiles of ``te`` keys, [..., 1]),
+    't_r' (each block's ragged last tile, ``r_keys`` [..., C]), K / V from TCM where ``fits`` else
+    from HBM; 'over' (us: its q / (m, l, O) traffic exposed per visit) and 'io_bytes' (that
+    traffic on the controller)."""
+    ex = lambda x: jnp.expand_dims(x, -1)
+    pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(fits[..., None], x, y), a, b)
+    t_tcm, t_hbm = (tile_times(hw, ex(rows), ex(te), d, src=src, relax=relax) for src in ("tcm", "hbm"))
+    t = pick(t_tcm, t_hbm)
+    t_r = pick(*(tile_times(hw, ex(rows), r_keys, d, src=src, relax=relax) for src in ("tcm", "hbm")))
+    q_bytes, acc_bytes = rows * d * DTYPE_BYTES, rows * (d + 2) * ACC_BYTES
+    # a ring visit loads q and its (m, l, O) and stores (m, l, O) after. The first Q.K^T needs q and
+    # its first K sub-tile: staged K queues behind both loads on the controller (its fill carries
+    # the latency), a TCM-held K is read on the TCM port while q loads; the (m, l, O) load gates
+    # the first softmax (exposed only when the visit's first Q.K^T is shorter than it)
+    first_in = jnp.where(fits, jnp.maximum(dma_time(hw, q_bytes) - t_tcm["K"]["fill"][..., 0], 0.0),
+                         q_load_time(hw, q_bytes + acc_bytes))
+    s0 = t["K"]["fill"][..., 0] + t["K"]["body"][..., 0] + US * hw.cpu_issue_composite_s
+    over = first_in + jnp.maximum(dma_time(hw, q_bytes + acc_bytes) - first_in - s0, 0.0) + dma_time(hw, acc_bytes)
+    return {"t": t, "t_r": t_r, "over": over, "io_bytes": q_bytes + 2 * acc_bytes}
 
 
 def _ring_recurrence(w_b: list, xfer, lat, stage, init, C: int, depth: int, mx):

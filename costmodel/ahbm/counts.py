@@ -59,29 +59,45 @@ def _pos_sum(A, P, *, relax):
     return jnp.where(A > 0, m * A - P * m * (m - 1) / 2, 0.0)
 
 
-def ring_block_counts(S, tile, C, P, b, *, relax: Relax | None):
+def ring_tiles(S, tile, C, *, relax: Relax | None):
+    """(q block rows, KV tile) of the prefill-SP ring (``Ring(tile, tile)``'s plan): q blocks of
+    ``tile`` query rows (capped at T = S) and KV tiles of ``tile`` keys capped at a ring block's
+    ceil(S / C) keys, so at small S a q block spans several KV blocks' worth of rows."""
+    rows = jnp.minimum(tile, S) if relax is None else smin(tile, S, relax=Relax(relax.tau_int, 1.0))
+    return rows, lane_tile(S, C, tile, relax=relax)[1]
+
+
+def ring_block_counts(S, q_block, tile, C, P, b, *, top: int = 0, relax: Relax | None):
     """Prefill-SP ring, KV block b (contiguous layout): work of the busiest PE of the CUBE holding it.
 
-    n = S / TILE q blocks (q block = TILE rows), nb = n / C tiles per block; q block i sees
-    v_i = clip(i - b nb + 1, 0, nb) tiles of block b (exact at ragged S: n = ceil(S / TILE), blocks
-    of Bk = ceil(S / C) keys in nb = ceil(Bk / TILE) tiles, v_i = clip(i + 2 - ceil((1 + b Bk) /
-    TILE), 0, nb)). PE p takes q blocks i = p mod P; v is
-    non-decreasing in i, so the PE holding i = n - 1 is the busiest: with A = n - b nb its visits
-    are A, A - P, ... clipped to [0, nb]. Returns (tiles, visits, single-tile visits).
+    ``q_block`` / ``tile``: ``ring_tiles``. n = S / q_block q blocks, nb = B / tile tiles per block
+    of B = S / C keys; q block i sees v_i = clip(floor(((i + 1) q_block - 1 - b B) / tile) + 1,
+    0, nb) tiles of block b. Either tile = q_block, then v_i = clip(i + 1 - ceil((1 + b B) /
+    tile) + 1, 0, nb) (exact at ragged S: n = ceil(S / q_block), blocks of B = ceil(S / C) keys
+    in nb = ceil(B_b / tile) tiles), or tile = B < q_block, then nb <= 1 and v_i is 1 from the
+    first q block reaching the block's first key on: both are clip(i - i0 + 1, 0, nb) with
+    A = n - i0 = n + 1 - ceil((1 + b B) / q_block). PE p takes q blocks i = p mod P; v is
+    non-decreasing in i, so the PE holding i = n - 1 is the busiest: its visits are A, A - P, ...
+    clipped to [0, nb]. ``top`` = 1: the PE holding q block n - 2 instead (A - 1, A - 1 - P, ...).
+    Returns (tiles, visits, single-tile visits, visits sweeping all nb tiles: those that end on
+    the block's ragged last tile, the tiles of the PE's top q block's visit).
     """
     if relax is None:  # ragged S: blocks of ceil(S / C) keys (the last one shorter), the last q block ragged
-        n = jnp.ceil(S / tile)
+        n = jnp.ceil(S / q_block)
         Bk = jnp.ceil(S / C)
         nb = jnp.ceil(jnp.clip(S - b * Bk, 0.0, Bk) / tile)
-        A = n + 1.0 - jnp.ceil((1.0 + b * Bk) / tile)  # q block i sees tile j iff b Bk + j TILE <= (i + 1) TILE - 1
-    else:  # relaxed: the fractional counts (exact at S a multiple of C x TILE)
-        n = S / tile
-        nb = n / C
-        A = n - b * nb
+        A = n + 1.0 - jnp.ceil((1.0 + b * Bk) / q_block)  # q block i sees block b iff b Bk <= (i + 1) q_block - 1
+    else:  # relaxed: the fractional counts (exact at S a multiple of C x tile, tile = q_block)
+        n = S / q_block
+        nb = S / (C * tile)
+        A = n - b * S / (C * q_block)
+    A = A - top
     tiles = _pos_sum(A, P, relax=relax) - _pos_sum(A - nb, P, relax=relax)
     visits = jnp.maximum(sceil(A / P, relax=relax), 0.0)
     single = jnp.where((A >= 1) & (jnp.abs(jnp.round(A - 1) % P) < 0.5) & (nb >= 1), 1.0, 0.0)
-    return tiles, visits, jnp.where(nb == 1, visits, single)
+    full = jnp.maximum(sceil((A - nb + 1.0) / P, relax=relax), 0.0)
+    return (tiles, visits, jnp.where(nb == 1, visits, single), jnp.where(nb >= 1, jnp.minimum(full, visits), 0.0),
+            jnp.clip(A, 0.0, nb))
 
 
 # ---- reduce paths ----------------------------------------------------------------------------------

@@ -80,7 +80,8 @@ the ``sips`` budget: K x C <= sips x 16 CUBEs):
   normalises and stores (2 primitives).
 * prefill (one PE): q blocks of TILE rows x G heads (rows = G x block rows), block i sweeps the
   causal tiles of ``Flash.plan`` (wholly future tiles skipped), B times.
-* prefill_sp (ring): C = G CUBEs, one q head each (rows = block rows), contiguous KV blocks of
+* prefill_sp (ring): C = G CUBEs, one q head each (rows = block rows: q blocks of TILE rows, the last
+  one ragged; KV tiles of min(TILE, B) keys, each block's last tile ragged), contiguous KV blocks of
   B = ceil(S / C) keys; at step s CUBE c holds block (c - s) mod C and its P PEs sweep q blocks
   i = p mod P against that block's causal tiles (``Ring.plan``). Ring neighbours are one CUBE-NOC
   hop apart (a Hamiltonian cycle of the sub-mesh). At the start of step s < C - 1 a CUBE
@@ -92,7 +93,7 @@ the ``sips`` budget: K x C <= sips x 16 CUBEs):
   the receiver writes the arriving block into its own HBM (block bytes on its controller, FIFO
   with its tile DMAs; the block counts as received when that write ends) and tiles stream from
   HBM like decode. A CUBE starts step s when it finished step s - 1 and holds the block. At the
-  end every PE normalises and stores its q blocks.
+  end every PE loads each of its q blocks' (m, l, O), normalises and stores O.
 """
 
 __all__: list[str] = []  # documentation only: the machine the model and the simulation both implement

@@ -85,10 +85,12 @@ def grid(quick: bool = False) -> list[tuple[str, AhbmConfig]]:
     for S in pre_S:
         for tile in ((32,) if quick else (32, 64)):
             pts += [("adr", AhbmConfig("prefill", S, tile=tile, pipeline=p)) for p in PIPELINES]
-    ring_S = (1000, 8193) if quick else (1000, 3000, 8193, 12288, 32768)
+    # S = 348, 1160: ring blocks shorter than / ragged against the tile (q blocks keep TILE rows, 8 in the last one)
+    ring_S = (348, 1000, 8193) if quick else (348, 1000, 1160, 3000, 8193, 12288, 32768)
     for S in ring_S:
         for P in ((4,) if quick else (2, 8)):
-            pts += [("adr", AhbmConfig("prefill_sp", S, tile=64, cubes=8, pes=P, pipeline=p)) for p in PIPELINES]
+            tile = 128 if S == 1160 else 64
+            pts += [("adr", AhbmConfig("prefill_sp", S, tile=tile, cubes=8, pes=P, pipeline=p)) for p in PIPELINES]
             if not quick:
                 pts.append(("slow_noc", AhbmConfig("prefill_sp", S, tile=64, cubes=8, pes=P)))
     if not quick:  # an issue-bound CPU: composites vs primitive ops

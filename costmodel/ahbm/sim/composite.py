@@ -91,6 +91,7 @@ class Composite:
                 yield ev
         written = env.now
         held = None
+        write_backs = []
         for i, k in enumerate(self.subs):
             ready = yield self.landed[i]
             if ready > env.now:
@@ -104,11 +105,23 @@ class Composite:
             if self.kind == "qk":  # scale epilogue, then the scores' write-back
                 pe.accumulator.release(held)
                 held = None
-                written = pe.tcm_io(self.rows * k * FP32_BYTES, earliest=pe.math_op(self.rows * k))
+                write_backs.append(env.process(self._write_back(pe.math_op(self.rows * k), self.rows * k * FP32_BYTES)))
         self.gemm_done.succeed()
         if self.kind == "pv":
             pe.accumulator.release(held)
             written = pe.tcm_io(self.rows * self.d * FP32_BYTES)
+        for wb in write_backs:
+            written = max(written, (yield wb))
         if written > env.now:
             yield env.timeout(written - env.now)
         self.done.succeed()
+
+    def _write_back(self, ready: float, nbytes: float):
+        """A Q.K^T sub-tile's scores go to TCM once its scale epilogue ends: the TCM port serves
+        requests in the order they become ready, so the write-back requests it only then (booked
+        at the GEMM's end it would hold the port idle until the epilogue ends, delaying another
+        composite's write-back ready earlier). Returns the write-back's end."""
+        env = self.pe.env
+        if ready > env.now:
+            yield env.timeout(ready - env.now)
+        return self.pe.tcm_io(nbytes)

@@ -1,12 +1,13 @@
 """AHBM attention-kernel study (ADR-0060): the open decisions answered by the model, the model vs
 the event simulation, tuner vs
 exhaustive search at ragged S, optimal TILE / C vs context, pipelining options vs CPU issue cost,
-reduce kinds, elasticities, and the ring's communication-hiding crossover.
+reduce kinds, elasticities, the ring's communication-hiding crossover, and the whole decoder stack's
+token latency on the mesh (``experiments.ahbm_token``'s table: Llama-3-70B decode B 1 / 4 at S 8k /
+128k / 1M and prefill on 1 / 2 / 4 SIPs, model and simulation per part; quick: a smoke subset).
 
     python -m experiments.report --sections ahbm [--quick] [--set ahbm.FIELD=VALUE]
 
-``report_section(out_dir, quick=..., overrides=...)`` is the main report's entry point; the decoder
-layer's token latency on the mesh is ``experiments.ahbm_token`` (its own table, also a CLI).
+``report_section(out_dir, quick=..., overrides=...)`` is the main report's entry point.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from costmodel.ahbm.sensitivity import elasticities
 from costmodel.ahbm.tune import TIE_REL, exhaustive, stack_knobs, sweep_latency, tune
 from costmodel.hardware import ahbm_sip
 from costmodel.overrides import apply_overrides
+from experiments import ahbm_token
 from experiments.report.render import SectionResult, figure, md_table, save
 
 K = 1024
@@ -48,7 +50,7 @@ def decisions(hw, quick: bool) -> tuple[list[list], list[dict]]:
     S = 128 * K
     dec = lambda p, h: _lat(AhbmConfig("decode_sp", S, tile=512, cubes=8, pes=8, pipeline=p), h)
     # 1. decode variant vs CPU issue cost (primitive ops; a composite push assumed 4x a primitive)
-    costs = [0.0, 1e-9, 2e-9, 5e-9, 10e-9, 20e-9, 50e-9, 100e-9]
+    costs = [0.0, 1e-9, 2e-9, 5e-9, 10e-9, 20e-9, 50e-9, 100e-9] if not quick else [0.0, 5e-9, 20e-9, 100e-9]
     tab = {c: {p: dec(p, dataclasses.replace(built, cpu_issue_s=c, cpu_issue_composite_s=4 * c)) for p in PIPELINES}
            for c in costs}
     cross = next((c for c in costs if tab[c]["opt2"] < 0.95 * tab[c]["opt3"]), None)
@@ -121,7 +123,7 @@ def decisions(hw, quick: bool) -> tuple[list[list], list[dict]]:
         by_c = {}
         for C in (1, 2, 4, 8):
             by_c[C] = min(_lat(AhbmConfig("decode_sp", Sx, tile=t, cubes=C, pes=8, pipeline="opt3"), hw)
-                          for t in (64, 256, 1024, 4096))
+                          for t in ((64, 256, 1024, 4096) if not quick else (256, 4096)))
         bc = min(by_c, key=by_c.get)
         second = min(v for k, v in by_c.items() if k != bc)
         cs.append((Sx, bc, _margin(by_c[bc], second)))
@@ -463,4 +465,9 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     fig.colorbar(im)
     figs.append(save(fig, out_dir, "ahbm_elasticities.png"))
     md.append("\n![elasticities](ahbm_elasticities.png)\n")
+
+    tok = ahbm_token.report_section(out_dir, quick=quick, overrides=overrides)  # the whole decoder stack
+    md.append(tok.markdown)
+    res["token_latency"] = dict(tok.results)
+    figs.extend(tok.figures)
     return SectionResult("\n".join(md), res, tuple(figs))
