@@ -25,14 +25,16 @@ COMPILE = {"xla_cpu_use_fusion_emitters": False}
 FAST_COMPILE = {**COMPILE, "xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
-def jit(fun=None, /, *, fast: bool = False, **kwargs):
-    """``jax.jit(fun, **kwargs)`` compiled with ``FAST_COMPILE`` (``fast``) or ``COMPILE`` options;
-    usable as ``@jit`` or ``@functools.partial(jit, static_argnames=...)``. Called inside another
-    trace (a caller's ``jax.jit`` / ``grad`` / ``vmap`` of it) it is a plain ``jax.jit``: XLA
-    takes compile options only for the outermost program, which is the caller's."""
+def jit(fun=None, /, *, fast: bool = False, options: dict | None = None, **kwargs):
+    """``jax.jit(fun, **kwargs)`` compiled with ``FAST_COMPILE`` (``fast``) or ``COMPILE`` options, or
+    ``options`` where given (another user's set: ``device.emulation.COMPILER_OPTIONS``); usable as
+    ``@jit`` or ``@functools.partial(jit, static_argnames=...)``. Called inside another trace (a
+    caller's ``jax.jit`` / ``grad`` / ``vmap`` of it) it is a plain ``jax.jit``: XLA takes compile
+    options only for the outermost program, which is the caller's."""
     if fun is None:
-        return lambda f: jit(f, fast=fast, **kwargs)
-    top = jax.jit(fun, compiler_options=FAST_COMPILE if fast else COMPILE, **kwargs)
+        return lambda f: jit(f, fast=fast, options=options, **kwargs)
+    opts = options if options is not None else FAST_COMPILE if fast else COMPILE
+    top = jax.jit(fun, compiler_options=opts, **kwargs)
     nested = jax.jit(fun, **kwargs)
 
     @functools.wraps(fun)

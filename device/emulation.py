@@ -19,6 +19,7 @@ device trace replays on fixed buffer addresses.
 
 from __future__ import annotations
 
+import functools
 import math
 from types import SimpleNamespace
 
@@ -27,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from costmodel.blackhole.program_config import MatmulProgramConfig
+from costmodel.compile_options import jit
 from costmodel.hardware import blackhole_p150a
 from device.emulation_types import (
     CoreCoord,
@@ -47,6 +49,61 @@ from device.emulation_types import (
 from jaxref.precision import cast
 
 _HI = jax.lax.Precision.HIGHEST
+
+
+# XLA:CPU options of every program that evaluates the ops' float32 math: each op's math run eagerly
+# (``compiled`` below) and a whole layer compiled as one program (``device.fast_twin``), so both give
+# the same bits. Without them they do not: XLA:CPU's YNNPACK fusions (on by default) fuse a scale,
+# mask add, softmax and the next matmul of the attention into one library kernel with its own exp
+# and reduction order when the layer is one program, but not when each op runs alone (1 bf16 ulp on
+# 45-80 of 98304 layer outputs at alpamayo_tt widths); and XLA may keep float32 across an f32 -> bf16
+# -> f32 round trip inside a fusion (excess precision), dropping an op's output rounding.
+COMPILER_OPTIONS = {"xla_allow_excess_precision": False, "xla_cpu_experimental_ynn_fusion_type": ""}
+
+
+def compiled(fn=None, /, **jit_kwargs):
+    """``fn`` jitted with ``COMPILER_OPTIONS`` (``costmodel.compile_options.jit``: inside another trace,
+    the fast twin's, a plain nested jit; XLA takes the outermost program's options, the same set)."""
+    return jit(fn, options=COMPILER_OPTIONS, **jit_kwargs)
+
+
+def _to(x, fmt: str | None):
+    """x rounded to the storage format ``fmt`` (``jaxref.precision.cast``), or float32 where ``fmt`` is None."""
+    return jnp.asarray(x, jnp.float32) if fmt is None else cast(x, fmt)
+
+
+@functools.partial(compiled, static_argnames=("eps", "gamma_fmt"))
+def _rms_math(x, gamma, *, eps: float, gamma_fmt: str | None):
+    """x [.., D] * rsqrt(mean(x^2) + eps), rounded to ``gamma_fmt`` then times gamma [D] (None: no gamma)."""
+    y = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps)
+    return y if gamma is None else _to(y, gamma_fmt) * gamma
+
+
+@functools.partial(compiled, static_argnames=("silu",))
+def _linear_math(a, b, *, silu: bool):
+    """a [.., K] @ b [K, N] in float32 (HIGHEST: no bf16 passes on a backend that has them), then SiLU."""
+    y = jnp.matmul(a, b, precision=_HI)
+    return jax.nn.silu(y) if silu else y
+
+
+@compiled
+def _rope_math(x, cos, sin):
+    """HF rotate_half RoPE ``x cos + cat(-x2, x1) sin`` over the last axis."""
+    h = x.shape[-1] // 2
+    return x * cos + jnp.concatenate([-x[..., h:], x[..., :h]], axis=-1) * sin
+
+
+@functools.partial(compiled, static_argnames=("scale",))
+def _attend_math(q, k, v, mask, *, scale: float):
+    """softmax(q k^T scale + mask) v in float32 (see ``Emulation._attend``)."""
+    b, nh, sq, dh = q.shape
+    nkv, s = k.shape[1], k.shape[2]
+    g = nh // nkv
+    sc = jnp.einsum("bkgqd,bksd->bkgqs", q.reshape(b, nkv, g, sq, dh), k, precision=_HI) * scale
+    if mask is not None:
+        sc = sc + jnp.broadcast_to(mask, (b, nh, sq, s)).reshape(b, nkv, g, sq, s)
+    out = jnp.einsum("bkgqs,bksd->bkgqd", jax.nn.softmax(sc, axis=-1), v, precision=_HI)
+    return out.reshape(b, nh, sq, dh)
 
 
 def _round(ns, x, dtype: DataType):
@@ -191,14 +248,14 @@ class Emulation:
     def _rms_norm(self, input_tensor, *, epsilon=1e-12, weight=None, memory_config=None, compute_kernel_config=None):
         """``x * rsqrt(mean(x^2) + epsilon)`` in float32, rounded to the gamma's dtype (bf16) before the
         gamma multiply, output in x's dtype (golden: ``ttnn/operations/normalization.py``)."""
-        x = input_tensor.value
-        y = x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + epsilon)
+        x, gamma, gamma_fmt = input_tensor.value, None, None
         if weight is not None:
             _check(weight.shape == (1, 1, 1, x.shape[-1]),
                    f"rms_norm weight must be [1, 1, 1, {x.shape[-1]}] (gamma width == input width), got {weight.shape}")
-            if weight.dtype == DataType.BFLOAT16:
-                y = _round(self, y, DataType.BFLOAT16)
-            y = y * weight.value.reshape(-1)
+            gamma = weight.value.reshape(-1)
+            if weight.dtype == DataType.BFLOAT16 and self.rounding:
+                gamma_fmt = DataType.BFLOAT16.value
+        y = _rms_math(x, gamma, eps=float(epsilon), gamma_fmt=gamma_fmt)
         return self._out(y, input_tensor.dtype, input_tensor)
 
     def _linear(self, input_tensor_a, input_tensor_b, *, program_config=None, activation=None, dtype=None,
@@ -215,12 +272,11 @@ class Emulation:
             MatmulProgramConfig.from_ttnn(program_config).validate(
                 "linear program_config", blackhole_p150a(), M=m, K=k, N=n, weight_dtype=input_tensor_b.dtype.value,
                 act_dtype=input_tensor_a.dtype.value, fp32_dest_acc=fp32_acc)
-        y = jnp.matmul(a, b, precision=_HI)
         fused = program_config.fused_activation if program_config is not None else None
         if fused is not None or activation is not None:
             name = fused.op_type.value if fused is not None else activation
             _check(name == "silu", f"activation={name!r}: the emulation implements 'silu'")
-            y = jax.nn.silu(y)
+        y = _linear_math(a, b, silu=fused is not None or activation is not None)
         return self._out(y, dtype or input_tensor_a.dtype, input_tensor_a)
 
     def _add(self, input_tensor_a, input_tensor_b, *, dtype=None, memory_config=None):
@@ -280,8 +336,7 @@ class Emulation:
         _check(dh == 32 or dh % 64 == 0, f"rotary_embedding_hf head_dim={dh} must be 32 or a multiple of 64")
         _check(cos_cache.shape == sin_cache.shape == (1, 1, x.shape[2], dh),
                f"cos/sin must be [1, 1, {x.shape[2]}, {dh}], got {cos_cache.shape} / {sin_cache.shape}")
-        rot = jnp.concatenate([-x[..., dh // 2:], x[..., :dh // 2]], axis=-1)
-        return self._out(x * cos_cache.value + rot * sin_cache.value, input_tensor.dtype, input_tensor)
+        return self._out(_rope_math(x, cos_cache.value, sin_cache.value), input_tensor.dtype, input_tensor)
 
     def _nlp_concat_heads(self, input_tensor, *, memory_config=None):
         """[B, nh, S, dh] -> [B, 1, S, nh * dh]."""
@@ -293,15 +348,9 @@ class Emulation:
         """softmax(q k^T scale + mask) v in float32; q [b, nh, sq, dh], k/v [b, nkv, s, dh], mask
         broadcastable to [b, nh, sq, s]. GQA: q head h reads kv head h // (nh / nkv) (ttnn's
         ``repeat_interleave``), evaluated with the G heads of a kv head side by side (no K/V copies)."""
-        b, nh, sq, dh = q.shape
-        nkv, s = k.shape[1], k.shape[2]
+        nh, nkv = q.shape[1], k.shape[1]
         _check(nh % nkv == 0, f"q heads {nh} not a multiple of kv heads {nkv}")
-        g = nh // nkv
-        sc = jnp.einsum("bkgqd,bksd->bkgqs", q.reshape(b, nkv, g, sq, dh), k, precision=_HI) * scale
-        if mask is not None:
-            sc = sc + jnp.broadcast_to(mask, (b, nh, sq, s)).reshape(b, nkv, g, sq, s)
-        out = jnp.einsum("bkgqs,bksd->bkgqd", jax.nn.softmax(sc, axis=-1), v, precision=_HI)
-        return out.reshape(b, nh, sq, dh)
+        return _attend_math(q, k, v, mask, scale=float(scale))
 
     def _sdpa_decode(self, input_tensor_q, input_tensor_k, input_tensor_v, *, is_causal=True, attn_mask=None,
                      cur_pos=None, scale=None, memory_config=None, program_config=None, compute_kernel_config=None):

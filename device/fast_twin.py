@@ -6,7 +6,9 @@ fresh ``device.emulation.Emulation`` with the same rounding - over tensors that 
 so XLA compiles the whole layer into one program, reused for every layer and every step (one
 compilation per input structure: the first call on a cache without ``fill_cache`` rows and the
 later ones with them). Its outputs are the eager emulation's, bit for bit (tested): the program is
-compiled without XLA's excess-precision licence, so each op's output rounding stays.
+compiled with the options every eager op's float32 math is compiled with
+(``device.emulation.COMPILER_OPTIONS``: no excess precision, so each op's output rounding stays;
+no YNNPACK fusions, whose library kernels would evaluate a fused attention differently).
 
 Weights and caches stay in their device formats: a plain buffer passes its values; a *generated*
 buffer (``Emulation.generated_tensor``) whose generator is a ``functools.partial`` of a jax function
@@ -26,7 +28,7 @@ import functools
 import jax
 import numpy as np
 
-from device.emulation import Emulation
+from device.emulation import Emulation, compiled
 from device.emulation_types import Device, Layout, Tensor
 
 
@@ -88,9 +90,8 @@ class FastTwin:
         if not isinstance(ns, Emulation):
             raise TypeError(f"ns must be a device.emulation.Emulation, got {type(ns).__name__}")
         self.ex, self.ns = ex, ns
-        # XLA may otherwise drop an f32 -> bf16 -> f32 round trip inside a fusion (excess precision):
-        # every op output must round exactly as the eager op does
-        self._jit = jax.jit(self._values, static_argnums=(0,), compiler_options={"xla_allow_excess_precision": False})
+        # the options each eager op's math is compiled with (see device.emulation.COMPILER_OPTIONS)
+        self._jit = compiled(self._values, static_argnums=(0,))
         self.op = ns.emulated_op(self._call)
         self.compilations = 0
 

@@ -13,6 +13,7 @@ numbers. Both backends compare against the golden on the same weights and inputs
   (``device.trajectory``);
 * the traced stack vs the same stack run eagerly (a trace must replay bit for bit; on the
   emulation the trace runs the compiled layer of ``device.fast_twin``, the eager pass every ttnn call);
+  the emulation's other passes (layers, step, sample) run that compiled layer too unless ``--eager``;
 * ``--localise`` (and any layer below target): the layer op by op, the first divergent op named
   (``device.divergence``).
 
@@ -113,7 +114,7 @@ class Problem:
     checkpoint: str | None = None
     expert_prefix: str = ""
     localise: bool = False  # op-by-op comparison of every compared layer (always for a failing one)
-    fast: bool = False  # emulation: the compiled layer (device.fast_twin) in every pass but the op report's
+    fast: bool = True  # emulation: the compiled layer (device.fast_twin) in every pass but the op report's
 
 
 def _model(p: Problem):
@@ -326,9 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--localise", "--first-divergence", action="store_true",
                     help="compare every chosen layer op by op with the golden and name the first op below target "
                          "(always done for a layer that misses its target)")
-    ap.add_argument("--fast", action="store_true",
-                    help="emulation: run the layer compiled once (device.fast_twin); bit for bit at the tiny preset, "
-                         "not yet at alpamayo_tt widths (the traced-vs-eager row then fails)")
+    ap.add_argument("--eager", action="store_true",
+                    help="emulation: every pass one ttnn call at a time (default: the layer compiled once, "
+                         "device.fast_twin, bit for bit the same; the op report's pass is eager either way)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=output_dir, default="parity_out",
                     help="folder for parity.json / parity.md / ops.csv (existing or new)")
@@ -371,7 +372,7 @@ def problem_from_args(a: argparse.Namespace) -> Problem:
         raise ValueError(f"--seq-len: {exc}") from None
     return Problem(cfg=cfg, seq_len=seq_len, layers=tuple(layers), seed=a.seed, sample=not a.no_sample,
                    port=Port.for_expert(cfg, weights=a.weights, cache=a.cache, attn_mode=a.attn_mode),
-                   checkpoint=a.checkpoint, expert_prefix=a.expert_prefix, localise=a.localise, fast=a.fast)
+                   checkpoint=a.checkpoint, expert_prefix=a.expert_prefix, localise=a.localise, fast=not a.eager)
 
 
 def check_checkpoint(path: str, cfg: ExpertConfig, *, expert_prefix: str = "") -> None:

@@ -120,6 +120,13 @@ def test_report_section_contract(tmp_path):
     assert f"]({sec.figures[0]})" in sec.markdown
     json.dumps(sec.results)
     assert "Chip run:" in sec.markdown and "| layer 1 |" in sec.markdown
+    # the quick section holds the teacher-forced per-step table of the 10-step sample, the baseline
+    # column next to it, and the rolled-layer caveat of the random model
+    steps = sec.results["runs"][0]["sample"]["steps"]
+    assert [x["step"] for x in steps] == list(range(10))
+    assert all(x["teacher_forced"]["pass"] for x in steps), steps
+    assert "teacher-forced PCC" in sec.markdown and "golden baseline PCC" in sec.markdown
+    assert "| 9 | 0.9 |" in sec.markdown and "rolled by layer-dependent shifts" in sec.markdown
     if NO_CHIP is not None:
         assert "skipped" in sec.markdown
 
