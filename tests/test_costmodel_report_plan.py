@@ -55,3 +55,42 @@ def test_plan_cli_json_and_flags(default_report, capsys):
     assert doc["predicted_saving_us"] == pytest.approx(sum(r["saving_us"] for r in doc["rows"] if not r["flag"]))
     assert main(["plan", "--ops-csv", str(default_report), "--target-ms", "-1"]) == 2
     assert "--target-ms" in capsys.readouterr().err
+
+
+def test_whatif_on_one_row_prices_the_changed_spec(default_report, capsys):
+    rep, params = read_report(default_report), load_calibration().params
+    row = next(r for r in rep.rows if getattr(r.spec, "K", 0) == 6144)  # the down projection
+    capsys.readouterr()
+    assert main(["whatif", "--ops-csv", str(default_report), "--line", str(row.line), "--change", "in0_block_w=96",
+                 "--change", "weight_dtype=bfp4", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
+    new = dataclasses.replace(row.spec, weight_dtype="bfp4", cfg=dataclasses.replace(row.spec.cfg, in0_block_w=96.0))
+    assert res["after_us"] == pytest.approx(float(KernelSpec(new).us(rep.hw, params)), rel=1e-4)
+    assert res["predicted_us"] == pytest.approx(row.duration_us, rel=1e-4)  # the emitted time is the model's
+    lo, hi = res["delta_interval_us"]
+    assert lo < res["delta_us"] < hi < 0
+
+
+@pytest.mark.parametrize("change, message", [
+    (["in0_block_w=7"], "in0_block_w=7 must divide K/32=192"),
+    (["in0_block_w=0"], "expected an integer >= 1"),
+    (["warp=3"], "unknown field"),
+    (["weight_dtype=bfp4", "weight_dtype=bfp8"], "weight_dtype given twice"),
+    (["in0_block_w"], "expected FIELD=VALUE"),
+])
+def test_whatif_refuses_bad_changes(default_report, change, message, capsys):
+    rep = read_report(default_report)
+    row = next(r for r in rep.rows if getattr(r.spec, "K", 0) == 6144)
+    argv = ["whatif", "--ops-csv", str(default_report), "--line", str(row.line)]
+    for c in change:
+        argv += ["--change", c]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_whatif_refuses_a_config_change_on_a_norm_and_a_missing_line(default_report, capsys):
+    assert main(["whatif", "--ops-csv", str(default_report), "--line", "2", "--change", "in0_block_w=4"]) == 2
+    assert "NormSpec has no matmul program config" in capsys.readouterr().err
+    assert main(["whatif", "--ops-csv", str(default_report), "--line", "999", "--change", "in0_block_w=4"]) == 2
+    assert "no data line 999" in capsys.readouterr().err

@@ -13,6 +13,7 @@
     python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv  # every row vs the model, ranked
     python -m costmodel.blackhole diff before.csv after.csv         # measured vs predicted deltas of a change
     python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv  # best priced change per matmul row
+    python -m costmodel.blackhole whatif --ops-csv ops.csv --line 19 --change in0_block_w=4  # one row changed
 
 JSON keys: ``per_op_us`` (op -> us), ``layer_us``, ``layer_trace_us``, ``step_ms``, ``step_full_ms``,
 ``sample_ms``, ... as before, plus ``interval_us`` (op / ``layer_us`` -> [lo, hi]) and
@@ -402,6 +403,46 @@ def predict_main(argv: list[str]) -> int:
     return cli_main(p, argv, body)
 
 
+def whatif_main(argv: list[str]) -> int:
+    """``whatif``: one real report row with its program config, formats or fidelity changed."""
+    from costmodel.blackhole import report_plan as rp
+
+    p = argparse.ArgumentParser(prog="python -m costmodel.blackhole whatif",
+                                description="Change one row of a real op report (its matmul program config, weight / "
+                                            "activation / cache format or fidelity) and get the predicted time after "
+                                            "the change with its 90%% interval.",
+                                epilog="example: python -m costmodel.blackhole whatif --ops-csv ops.csv --line 19 "
+                                       "--change in0_block_w=4 --change weight_dtype=bfp4")
+    p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
+    p.add_argument("--line", type=positive_int, required=True, help="the row's line in the CSV (header = line 1)")
+    p.add_argument("--change", action="append", default=[], metavar="FIELD=VALUE", required=True,
+                   help=f"repeatable; FIELD one of {[*rp.CONFIG_FIELDS, *rp.SPEC_FIELDS]}")
+    p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    def body(args) -> int:
+        changes = {}
+        for item in args.change:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip() or not value.strip():
+                raise ValueError(f"--change {item!r}: expected FIELD=VALUE, e.g. in0_block_w=4")
+            if key.strip() in changes:
+                raise ValueError(f"--change {item!r}: {key.strip()} given twice")
+            changes[key.strip()] = value.strip()
+        cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
+        res = rp.whatif_row(read_report(args.ops_csv), args.line, changes, cal)
+        if args.json:
+            print(dumps_strict(res, indent=1))
+        else:
+            lo, hi = res["delta_interval_us"]
+            print(f"line {res['line']} {res['op_code']}: measured {res['measured_us']:.1f} us, predicted "
+                  f"{res['predicted_us']:.1f} us; after {', '.join(args.change)}: predicted {res['after_us']:.1f} us, "
+                  f"delta {res['delta_us']:+.1f} us [{lo:+.1f}, {hi:+.1f}] (90%)")
+        return 0
+
+    return cli_main(p, argv, body)
+
+
 def report_plan_main(argv: list[str]) -> int:
     """``plan --ops-csv``: the best priced change of every matmul row of a real report."""
     from costmodel.blackhole import report_plan as rp
@@ -500,6 +541,8 @@ def main(argv: list[str] | None = None) -> dict:
         return validate_main(argv[1:])
     if argv[:1] == ["tune"]:  # the what-if flags give its starting setting
         return cli_tune.tune(argv[1:], _parser(), config_from_args)
+    if argv[:1] == ["whatif"]:
+        return whatif_main(argv[1:])
     if argv[:1] == ["diff"]:
         return diff_main(argv[1:])
     if argv[:1] == ["predict"]:

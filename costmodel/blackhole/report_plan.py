@@ -154,3 +154,59 @@ def format_plan(report: Report, plans: list[RowPlan], *, top: int = 15, target_m
 def plan_json(report: Report, plans: list[RowPlan]) -> dict:
     return {"rows": [dataclasses.asdict(p) for p in plans], "measured_total_us": total_measured_us(report),
             "predicted_saving_us": sum(p.saving_us for p in plans if not p.flag)}
+
+
+# ---- what-if on one real row ---------------------------------------------------------------------
+CONFIG_FIELDS = ("in0_block_w", "per_core_N", "per_core_M", "out_subblock_h", "out_subblock_w")
+SPEC_FIELDS = ("weight_dtype", "act_dtype", "fidelity", "kv_dtype", "mask_dtype")
+
+
+def changed_spec(spec, changes: dict[str, str], board):
+    """``spec`` (an op spec of a report row, possibly a ``ChipSpec``) with ``changes`` applied:
+    program-config fields of a matmul (``CONFIG_FIELDS``, integers) and format / fidelity fields of
+    any op that has them (``SPEC_FIELDS``). ValueError names a field the op lacks, a bad value, or a
+    changed matmul config that ttnn would refuse (``MatmulProgramConfig.validate``)."""
+    if isinstance(spec, ChipSpec):
+        return dataclasses.replace(spec, inner=changed_spec(spec.inner, changes, spec.board()))
+    out = spec
+    cfg_changes = {}
+    for key, value in changes.items():
+        if key in CONFIG_FIELDS:
+            if not isinstance(spec, MatmulSpec):
+                raise ValueError(f"--change {key}={value}: {type(spec).__name__} has no matmul program config; "
+                                 f"expected one of {[f for f in SPEC_FIELDS if hasattr(spec, f)]}")
+            if not (value.isdigit() and int(value) >= 1):
+                raise ValueError(f"--change {key}={value!r}: expected an integer >= 1")
+            cfg_changes[key] = int(value) if key.startswith("out_subblock") else float(value)
+        elif key in SPEC_FIELDS:
+            if not hasattr(spec, key):
+                raise ValueError(f"--change {key}={value}: {type(spec).__name__} has no {key}; expected one of "
+                                 f"{[f for f in (*SPEC_FIELDS, *CONFIG_FIELDS) if hasattr(spec, f) or (f in CONFIG_FIELDS and isinstance(spec, MatmulSpec))]}")
+            out = dataclasses.replace(out, **{key: value})
+        else:
+            raise ValueError(f"--change {key}={value}: unknown field; expected one of {[*CONFIG_FIELDS, *SPEC_FIELDS]}")
+    if cfg_changes:
+        subblock = {} if any(k.startswith("out_subblock") for k in cfg_changes) else {"out_subblock_h": None,
+                                                                                       "out_subblock_w": None}
+        out = dataclasses.replace(out, cfg=dataclasses.replace(out.cfg, **cfg_changes, **subblock))
+    if isinstance(out, MatmulSpec):
+        out.cfg.validate("matmul", board, M=out.M, K=out.K, N=out.N, weight_dtype=out.weight_dtype,
+                         act_dtype=out.act_dtype, fp32_dest_acc=True)
+    return out
+
+
+def whatif_row(report: Report, line: int, changes: dict[str, str], cal: Calibration, *, level: float = LEVEL) -> dict:
+    """The row at ``line`` before and after ``changes``: measured, predicted now, predicted after, and
+    the predicted delta with its 90% interval (``report_diff.delta_interval``)."""
+    row = next((r for r in report.rows if r.line == line), None)
+    if row is None:
+        raise ValueError(f"--line {line}: no data line {line} in {report.path}")
+    if row.status != MODELLED:
+        raise ValueError(f"--line {line} ({row.op_code}): not priced by the model ({row.status})")
+    board = row.spec.board() if isinstance(row.spec, ChipSpec) else report.hw
+    new = changed_spec(row.spec, changes, board)
+    a, b = linearised(report.hw, cal, [KernelSpec(row.spec), KernelSpec(new)], [row.duration_us] * 2)
+    d, lo, hi, _ = delta_interval(cal, a, b, z=quantile(cal, level))
+    return {"line": line, "op_code": row.op_code, "changes": dict(changes), "measured_us": row.duration_us,
+            "predicted_us": a[0], "after_us": b[0], "delta_us": d, "delta_interval_us": [lo, hi],
+            "after_interval_us": [row.duration_us + lo, row.duration_us + hi]}
