@@ -147,3 +147,32 @@ def test_matmul_kinds_are_priced_by_their_own_model():
     # priced now: one bank's shard (K x N/8 weights) at one bank's peak is its floor
     floor_us = K * (N / HW.dram_banks) * 1088 / 1024 / (HW.dram_peak_bytes_per_s / HW.dram_banks) * 1e6
     assert float(MatmulSpec(64, K, N, ds, "bfp8").us(HW, cal.params)) > floor_us
+
+
+def test_leave_one_source_out_never_predicts_a_row_with_a_fit_that_saw_its_source(monkeypatch, capsys):
+    """``validate --by source``: each calibration row is predicted by a refit that held out every
+    group of its source (the whole table, public sweep or report), recorded here at the fit."""
+    from costmodel.blackhole import holdout
+    from costmodel.blackhole.rows import load_rows
+
+    rows = load_rows()
+    seen = []
+    real_fit = holdout.fit
+
+    def recording_fit(rows_, **kw):
+        seen.append(kw["hold_out"])
+        return real_fit(rows_, **kw)
+    monkeypatch.setattr(holdout, "fit", recording_fit)
+    entries = holdout.held_out_predictions(rows, fit.load_calibration(), steps=3, unit="source")
+    sources = {holdout.source_of(r) for r in rows if r.role == "calibration"}
+    assert len(seen) == len(sources) < len({r.group for r in rows if r.role == "calibration"})
+    for e in entries:
+        if e["role"] == "calibration":
+            assert e["fold"] == e["source"]
+            held = next(h for h in seen if {r.group for r in rows if holdout.source_of(r) == e["source"]} <= h)
+            assert e["group"] in held
+            # the fit that predicted it saw no row of its source
+            assert all(r.group in held for r in rows if holdout.source_of(r) == e["source"])
+    assert holdout.source_of(next(r for r in rows if r.table == "op_times")) == "op_times"
+    with pytest.raises(ValueError, match="unit='table' unknown"):
+        holdout.unit_of(rows[0], "table")

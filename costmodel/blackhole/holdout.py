@@ -9,7 +9,9 @@ Coverage is the fraction of measured values inside their 90% prediction interval
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import pathlib
 
 import jax.numpy as jnp
 import numpy as np
@@ -99,14 +101,32 @@ def _row_stats(cal: Calibration, rows: list[Row], hw: Blackhole, cfg: ExpertConf
     return pred, np.einsum("ip,pq,iq->i", J, cal.cov, J)
 
 
-def _domain(rows: list[Row], exclude: str | None = None) -> Domain:
-    return Domain.of((r.spec, r.target) for r in rows if r.role == "calibration" and r.group != exclude)
+UNITS = ("group", "source")
+
+
+def source_of(row: Row) -> str:
+    """The source a row's number comes from: one public sweep or report (a ``public_ops`` group), else
+    its data file (the port's per-op table, its matmul table, a public SDPA sweep, a real report)."""
+    return row.group if row.table == "public_ops" else row.table
+
+
+def unit_of(row: Row, unit: str) -> str:
+    """The held-out unit of ``row``: its leave-one-group-out group or its source (``source_of``)."""
+    if unit not in UNITS:
+        raise ValueError(f"unit={unit!r} unknown; expected one of {UNITS}")
+    return row.group if unit == "group" else source_of(row)
+
+
+def _domain(rows: list[Row], exclude: str | None = None, unit: str = "group") -> Domain:
+    return Domain.of((r.spec, r.target) for r in rows if r.role == "calibration" and unit_of(r, unit) != exclude)
 
 
 def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | None = None,
-                         cfg: ExpertConfig | None = None, steps: int = 20, level: float = LEVEL) -> list[dict]:
-    """Every row predicted without its own data: a calibration group by a refit without that group
-    (warm start ``full``), a validation row by ``full``. Each entry: table, name, group, role, class,
+                         cfg: ExpertConfig | None = None, steps: int = 20, level: float = LEVEL,
+                         unit: str = "group") -> list[dict]:
+    """Every row predicted without its own data: a calibration row by a refit without its ``unit``
+    ('group', or 'source': the whole table / sweep / report it comes from, ``source_of``; warm start
+    ``full``), a validation row by ``full``. Each entry: table, name, group, source, role, class,
     kind, measured (lo, hi, target), predicted, full_fit (in-sample prediction), residual (log
     predicted / target), base_var (parameter variance + sigma^2 of the fold's fit), z (the fold's
     t quantile at ``level``), extrap (why the row lies outside the fold's fitted rows, or None), fold.
@@ -117,18 +137,21 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
     out: list[dict] = []
 
     def entry(i, row, cal, pred, pv, fold, domain):
-        return {"table": row.table, "name": row.name, "group": row.group, "role": row.role, "class": op_class(row.spec),
+        return {"table": row.table, "name": row.name, "group": row.group, "source": source_of(row),
+                "unit": unit_of(row, unit), "role": row.role, "class": op_class(row.spec),
                 "kind": op_kind(row.spec), "measured_lo": row.lo, "measured_hi": row.hi, "target": row.target,
                 "predicted": float(pred), "full_fit": float(full_pred[i]),
                 "residual": math.log(float(pred) / row.target), "base_var": float(pv) + cal.sigma**2,
                 "z": quantile(cal, level), "extrap": domain.extrapolates(row.spec, float(pred)), "fold": fold}
 
-    groups = sorted({r.group for r in rows if r.role == "calibration"})
-    for g in groups:
-        cal = fit(rows, hw=hw, cfg=cfg, init=full.params, hold_out=frozenset({g}), steps=steps)
+    units = sorted({unit_of(r, unit) for r in rows if r.role == "calibration"})
+    for u in units:
+        held = frozenset(r.group for r in rows if unit_of(r, unit) == u)
+        cal = fit(rows, hw=hw, cfg=cfg, init=full.params, hold_out=held, steps=steps)
         pred, pv = _row_stats(cal, rows, hw, cfg)
-        dom = _domain(rows, exclude=g)
-        out += [entry(i, r, cal, pred[i], pv[i], g, dom) for i, r in enumerate(rows) if r.group == g]
+        dom = _domain(rows, exclude=u, unit=unit)
+        out += [entry(i, r, cal, pred[i], pv[i], u, dom) for i, r in enumerate(rows)
+                if unit_of(r, unit) == u and r.role == "calibration"]
     dom = _domain(rows)
     out += [entry(i, r, full, full_pred[i], full_pv[i], "validation (full fit)", dom)
             for i, r in enumerate(rows) if r.role != "calibration"]
@@ -148,7 +171,7 @@ def _tau2(d: Discrepancy | None, e: dict) -> float:
 
 
 def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
-                  steps: int = 20, level: float = LEVEL) -> dict:
+                  steps: int = 20, level: float = LEVEL, unit: str = "group") -> dict:
     """The validation table: every row held out (``held_out_predictions``), its ``level`` interval
     without and with the model-discrepancy term, and the discrepancy to store.
 
@@ -160,12 +183,12 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
     scope"), "overall": the same over all held-out in-scope rows, "worst": the 8 in-scope rows
     with the largest |log error|}. 'scope_gap' rows never enter the discrepancy estimate.
     """
-    entries = held_out_predictions(rows, full, hw=hw, cfg=cfg, steps=steps, level=level)
+    entries = held_out_predictions(rows, full, hw=hw, cfg=cfg, steps=steps, level=level, unit=unit)
     dom = _domain(rows)
     in_scope = [e for e in entries if e["role"] != "scope_gap"]
     final = estimate(in_scope, dom)
     for e in entries:
-        nested = estimate([x for x in in_scope if x["group"] != e["group"]], dom)
+        nested = estimate([x for x in in_scope if x["unit"] != e["unit"]], dom)
         e["lo0"], e["hi0"], e["inside0"] = _interval(e, 0.0)
         e["tau"] = math.sqrt(_tau2(nested, e))
         e["lo"], e["hi"], e["inside"] = _interval(e, e["tau"] ** 2)
@@ -218,6 +241,20 @@ def format_validation(result: dict) -> str:
     return "\n".join(lines)
 
 
+def report_rows(paths: list[str]) -> list[Row]:
+    """The modelled rows of real op reports as validation rows, each report its own table (source).
+    Priced on p150a, as every stored row: a report of another board is refused."""
+    from costmodel.blackhole.report_reader import read_report
+
+    out = []
+    for path in paths:
+        rep = read_report(path, hw=blackhole_p150a())
+        stem = pathlib.Path(path).stem
+        out += [dataclasses.replace(r, table=f"report:{stem}", group=f"report:{stem}/{r.spec.op_class}",
+                                    role="validation") for r in rep.measured_rows()]
+    return out
+
+
 def validate_main(argv: list[str]) -> dict:
     """``python -m costmodel.blackhole validate``: print the validation table; ``--write`` stores the
     discrepancy the intervals use (``data/discrepancy.json``). Bad input exits 2 with ``error: ...``."""
@@ -228,6 +265,11 @@ def validate_main(argv: list[str]) -> dict:
                                             "coverage and MAPE per op class, and the worst rows.")
     p.add_argument("--calibration", default=None, help=f"calibration JSON (default {CALIBRATION_PATH})")
     p.add_argument("--steps", type=int, default=20, help="Levenberg-Marquardt iterations per refit")
+    p.add_argument("--by", default="group", choices=UNITS,
+                   help="held-out unit: 'group' (leave-one-group-out) or 'source' (a whole table, public sweep or "
+                        "report at a time: no row is predicted by a fit that saw its source)")
+    p.add_argument("--with-reports", nargs="+", default=[], metavar="OPS_CSV",
+                   help="also predict the modelled rows of these real op reports (validation rows, one source each)")
     p.add_argument("--write", action="store_true", help=f"store the estimated discrepancy in {DISCREPANCY_PATH}")
     p.add_argument("--out", default=None, metavar="FILE", help="store the estimated discrepancy here instead")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -238,7 +280,7 @@ def _validate(args: argparse.Namespace) -> dict:
     if args.steps < 1:
         raise ValueError(f"steps={args.steps} must be >= 1")
     full = load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
-    result = validate_rows(load_rows(), full, steps=args.steps)
+    result = validate_rows(load_rows() + report_rows(args.with_reports), full, steps=args.steps, unit=args.by)
     out = args.out or (DISCREPANCY_PATH if args.write else None)
     if out is not None:
         write_discrepancy(result["discrepancy"], out)
