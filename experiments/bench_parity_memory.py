@@ -3,7 +3,7 @@
   python -m experiments.bench_parity_memory                       # tiny, then alpamayo_tt at 4 layers
   python -m experiments.bench_parity_memory --full                # + the default 64-layer alpamayo_tt run
   python -m experiments.bench_parity_memory --full --before /tmp/old-checkout   # old vs new, back to back
-  python -m experiments.bench_parity_memory --checkpoint-layers 8,16   # --checkpoint runs on generated files
+  python -m experiments.bench_parity_memory --checkpoint-layers 8,16   # only --checkpoint runs on generated files
 
 Each run is a subprocess watched by polling ``/proc/<pid>/status`` (VmRSS of the process and its
 children) every 0.2 s; a run above ``--limit-gb`` (default 7, the shared machine's safety margin) is
@@ -104,7 +104,8 @@ def main(argv=None) -> int:
 
 def run_cli(a: argparse.Namespace) -> int:
     extra = ["--no-sample"] if a.no_sample else []
-    runs = [] if a.only_full else [["--preset", "tiny"], ["--preset", "alpamayo_tt", "--num-layers", "4"]]
+    # --checkpoint-layers alone: only its runs (each is minutes)
+    runs = [] if a.only_full or a.checkpoint_layers else [["--preset", "tiny"], ["--preset", "alpamayo_tt", "--num-layers", "4"]]
     if a.full or a.only_full:
         runs.append([])
     rows = []
