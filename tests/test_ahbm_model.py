@@ -175,12 +175,14 @@ def test_infeasible_configs_raise_clear_errors():
         evaluate(AhbmConfig("prefill_sp", 4096, cubes=8), dataclasses.replace(HW, ring_recv_depth=1))
 
 
-def _fd_check(f, x, names):
+def _fd_check(f, x, names, *, compiled: bool = True):
     """jax.grad of f at x (float64) vs central differences, skipping kinks (where the forward and
     backward differences disagree: a max or ceil switches inside the step)."""
     # one compiled value-and-grad serves the gradient and every difference: compiling grad(jit(f))
-    # beside jit(f) costs several times more than evaluating the gradient at each step
-    vg = jit(jax.value_and_grad(f), fast=True)
+    # beside jit(f) costs several times more than evaluating the gradient at each step. The ring's
+    # (prefill_sp) value-and-grad is ~31k operations, which XLA takes minutes to compile: op by op
+    # it is a few times quicker in all
+    vg = jit(jax.value_and_grad(f), fast=True) if compiled else jax.value_and_grad(f)
     f0, g = vg(x)
     f0 = float(f0)
     checked = 0
@@ -209,7 +211,7 @@ def test_grad_wrt_hardware_matches_finite_differences(cfg):
             hw = dataclasses.replace(SLOW_HW, **{n: x[i] for i, n in enumerate(names)})
             return jnp.log(case_latency(hw, knobs, **static)["total"])
 
-        assert _fd_check(f, base, names) >= 6
+        assert _fd_check(f, base, names, compiled=cfg.case != "prefill_sp") >= 6
 
 
 @pytest.mark.parametrize("case,kw", [("decode_sp", {"cubes": 5.3, "pes": 3.1}), ("prefill", {}),
@@ -225,4 +227,4 @@ def test_grad_wrt_relaxed_knobs_matches_finite_differences(case, kw):
             model = "alpamayo" if case == "prefill_sp" else "llama3_70b"  # C = G = 2: a small ring, quick to compile
             return jnp.log(case_latency(FULL_HW, knobs, case=case, model=model, relax=Relax())["total"])
 
-        assert _fd_check(f, x0, names) >= 2
+        assert _fd_check(f, x0, names, compiled=case != "prefill_sp") >= 2

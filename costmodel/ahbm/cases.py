@@ -308,9 +308,13 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     if relax is not None:  # the relaxed surrogate (the tuner's descent) is exact at S a multiple of C x TILE,
         r_rows, r_keys = rows, jnp.broadcast_to(ex(te), r_keys.shape)  # where nothing is ragged
     full_rows = _ring_visit_times(hw, rows, te, r_keys, fits, d, relax=relax)
-    last_rows = _ring_visit_times(hw, r_rows, te, r_keys, fits, d, relax=relax)
+    # relaxed: nothing is ragged, so the last q block's visits are the full ones and the second PE's
+    # counts are never used (traced once, not twice: the descent's graph stays small to compile)
+    last_rows = full_rows if relax is not None else _ring_visit_times(hw, r_rows, te, r_keys, fits, d, relax=relax)
     blk = jnp.arange(C, dtype=jnp.result_type(float))
-    pes = [counts.ring_block_counts(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top, relax=relax) for top in (0, 1)]
+    pes = [counts.ring_block_counts(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top, relax=relax)
+           for top in ((0,) if relax is not None else (0, 1))]
+    pes = pes * 2 if relax is not None else pes
     has_b = (ex(P) >= 1.5) & (relax is None)  # a second PE exists (relaxed: the top PE is the busiest)
 
     def block_work(p):
