@@ -58,7 +58,22 @@ _HI = jax.lax.Precision.HIGHEST
 # and reduction order when the layer is one program, but not when each op runs alone (1 bf16 ulp on
 # 45-80 of 98304 layer outputs at alpamayo_tt widths); and XLA may keep float32 across an f32 -> bf16
 # -> f32 round trip inside a fusion (excess precision), dropping an op's output rounding.
-COMPILER_OPTIONS = {"xla_allow_excess_precision": False, "xla_cpu_experimental_ynn_fusion_type": ""}
+def _known_to_xla(options: dict) -> dict:
+    """The options this jaxlib's XLA accepts (an older one, as the ttnn venv's, has no YNNPACK and no
+    flag for it: passing the flag there is an error, leaving it out changes nothing)."""
+    out = {}
+    for key, value in options.items():
+        try:
+            jax.jit(lambda x: x + 1.0, compiler_options={key: value}).lower(1.0).compile()
+        except Exception as exc:  # jaxlib's XlaRuntimeError; its class moved between versions
+            if "No such compile option" not in str(exc):
+                raise
+            continue
+        out[key] = value
+    return out
+
+
+COMPILER_OPTIONS = _known_to_xla({"xla_allow_excess_precision": False, "xla_cpu_experimental_ynn_fusion_type": ""})
 
 
 def compiled(fn=None, /, **jit_kwargs):
