@@ -176,7 +176,7 @@ def whatif(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict:
     """Evaluate one setting (and its delta against ``--vs``) with intervals; returns the JSON dict."""
     hw, cfg, bc = config_from_args(args)
     base_args = None if args.vs is None else base_setting_args(args.vs, parser)  # refused before computing
-    cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
+    cal = calibration_of(args)
     result = evaluate(hw, cal.params, bc, cfg=cfg)
     iv = intervals(cal, hw, bc, cfg=cfg, draws=args.draws)
     result["interval_us"] = {k: [lo, hi] for k, (_, lo, hi) in iv["ops"].items()}
@@ -248,8 +248,7 @@ def calibrate(argv: list[str]) -> dict:
                                             "do not pin keep their stored values.")
     p.add_argument("--ops-csv", default=None, metavar="FILE", help="ops_perf_results CSV to fit (instead of the "
                                                                     "stored rows)")
-    p.add_argument("--device-id", default="first", help="with --ops-csv: DEVICE ID to fit, 'first' (the lowest; "
-                                                        "default) or 'all'")
+    add_device_id_argument(p, lead="with --ops-csv: the DEVICE ID to fit, ")
     p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS),
                    help="Blackhole board (default: from the report's DEVICE ARCH)")
     p.add_argument("--force-arch", action="store_true", help="fit a report of another architecture (Wormhole) "
@@ -301,19 +300,16 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
             p.error(str(e))
     if args.steps < 1:
         p.error(f"--steps={args.steps} must be >= 1")
-    if args.device_id not in ("first", "all") and not args.device_id.isdigit():
-        p.error(f"--device-id={args.device_id!r}: expected 'first', 'all' or a non-negative integer")
     if args.with_stored and args.ops_csv is None:
         p.error("--with-stored needs --ops-csv")
     prior, hw = None, None
     try:
         hw = None if args.board is None else blackhole(args.board)
         if args.ops_csv is not None:
-            report = read_report(args.ops_csv, hw=hw, force_arch=args.force_arch,
-                                 device_id=args.device_id if not args.device_id.isdigit() else int(args.device_id))
+            report = read_report(args.ops_csv, hw=hw, force_arch=args.force_arch, device_id=args.device_id)
             if not args.json:
                 _print_summary(report)
-            for w in report.warnings:
+            for w in report.warnings:  # after the summary, which it refers to
                 print(f"warning: {w}", file=sys.stderr)
             hw = report.hw
             rows = report.measured_rows() + (load_rows() if args.with_stored else [])
@@ -362,6 +358,37 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
     return cal.to_json()
 
 
+# ---- options shared by the commands that read op reports ----------------------------------------------
+def add_device_id_argument(p: argparse.ArgumentParser, *, allow_all: bool = True, lead: str = "") -> None:
+    """``--device-id``: 'first' (the lowest DEVICE ID, default), 'all' where ``allow_all``, or a DEVICE ID
+    (parsed to an int); anything else is an argparse error naming the value."""
+    words = "'first', 'all' or a non-negative integer" if allow_all else "'first' or a non-negative integer"
+
+    def parse(text: str):
+        if text == "first" or (allow_all and text == "all"):
+            return text
+        if text.isdigit():
+            return int(text)
+        raise argparse.ArgumentTypeError(f"--device-id={text!r}: expected {words}")
+
+    parse.__name__ = "device id"
+    p.add_argument("--device-id", type=parse, default="first",
+                   help=f"{lead}'first' (the lowest DEVICE ID; default)" + (", 'all'" if allow_all else "") + " or an id")
+
+
+def calibration_of(args: argparse.Namespace) -> fitting.Calibration:
+    """The calibration named by ``--calibration`` (default: the stored one)."""
+    return fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
+
+
+def read_reports(*paths, **kwargs):
+    """``read_report`` of each path (``kwargs`` to each), its warnings printed to stderr."""
+    reports = [read_report(path, **kwargs) for path in paths]
+    for w in (w for r in reports for w in r.warnings):
+        print(f"warning: {w}", file=sys.stderr)
+    return reports
+
+
 def predict_main(argv: list[str]) -> int:
     """``predict`` subcommand: every row of a real report next to the model, ranked by time above floor."""
     from costmodel.blackhole import report_predict as rp
@@ -374,7 +401,7 @@ def predict_main(argv: list[str]) -> int:
                                        "--csv rows.csv --plot top.png")
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
-    p.add_argument("--device-id", default="first", help="'first' (the lowest DEVICE ID; default), 'all' or an id")
+    add_device_id_argument(p)
     p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS),
                    help="Blackhole board (default: from the report's DEVICE ARCH)")
     p.add_argument("--force-arch", action="store_true", help="read a report of another architecture anyway")
@@ -384,14 +411,9 @@ def predict_main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
-        if args.device_id not in ("first", "all") and not args.device_id.isdigit():
-            raise ValueError(f"--device-id={args.device_id!r}: expected 'first', 'all' or a non-negative integer")
-        cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
-        report = read_report(args.ops_csv, hw=None if args.board is None else blackhole(args.board),
-                             force_arch=args.force_arch,
-                             device_id=int(args.device_id) if args.device_id.isdigit() else args.device_id)
-        for w in report.warnings:
-            print(f"warning: {w}", file=sys.stderr)
+        cal = calibration_of(args)
+        (report,) = read_reports(args.ops_csv, hw=None if args.board is None else blackhole(args.board),
+                                 force_arch=args.force_arch, device_id=args.device_id)
         rows = rp.predict_report(report, cal)
         if args.csv is not None:
             rp.write_rows_csv(args.csv, rows)
@@ -429,8 +451,9 @@ def whatif_main(argv: list[str]) -> int:
             if key.strip() in changes:
                 raise ValueError(f"--change {item!r}: {key.strip()} given twice")
             changes[key.strip()] = value.strip()
-        cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
-        res = rp.whatif_row(read_report(args.ops_csv), args.line, changes, cal)
+        cal = calibration_of(args)
+        (report,) = read_reports(args.ops_csv)
+        res = rp.whatif_row(report, args.line, changes, cal)
         if args.json:
             print(dumps_strict(res, indent=1))
         else:
@@ -455,18 +478,14 @@ def report_plan_main(argv: list[str]) -> int:
                                        "--target-ms 30")
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
-    p.add_argument("--device-id", default="first", help="'first' (the lowest DEVICE ID; default) or an id")
+    add_device_id_argument(p, allow_all=False)
     p.add_argument("--target-ms", type=positive_float, default=None, help="report P(device time <= target)")
     p.add_argument("--top", type=positive_int, default=15, help="rows shown")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
-        if args.device_id != "first" and not args.device_id.isdigit():
-            raise ValueError(f"--device-id={args.device_id!r}: expected 'first' or a non-negative integer")
-        cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
-        report = read_report(args.ops_csv, device_id=int(args.device_id) if args.device_id.isdigit() else "first")
-        for w in report.warnings:
-            print(f"warning: {w}", file=sys.stderr)
+        cal = calibration_of(args)
+        (report,) = read_reports(args.ops_csv, device_id=args.device_id)
         plans = rp.plan_report(report, cal)
         print(dumps_strict(rp.plan_json(report, plans), indent=1) if args.json else
               rp.format_plan(report, plans, top=args.top, target_ms=args.target_ms, cal=cal))
@@ -487,18 +506,13 @@ def diff_main(argv: list[str]) -> int:
     p.add_argument("before", metavar="BEFORE_CSV")
     p.add_argument("after", metavar="AFTER_CSV")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
-    p.add_argument("--device-id", default="first", help="'first' (the lowest DEVICE ID; default) or an id")
+    add_device_id_argument(p, allow_all=False)
     p.add_argument("--top", type=positive_int, default=15, help="pairs shown, by measured delta")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
-        if args.device_id != "first" and not args.device_id.isdigit():
-            raise ValueError(f"--device-id={args.device_id!r}: expected 'first' or a non-negative integer")
-        dev = int(args.device_id) if args.device_id.isdigit() else "first"
-        cal = fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
-        a, b = read_report(args.before, device_id=dev), read_report(args.after, device_id=dev)
-        for w in (*a.warnings, *b.warnings):
-            print(f"warning: {w}", file=sys.stderr)
+        cal = calibration_of(args)
+        a, b = read_reports(args.before, args.after, device_id=args.device_id)
         d = rd.diff_reports(a, b, cal)
         print(dumps_strict(rd.diff_json(d), indent=1) if args.json else rd.format_diff(d, top=args.top))
         return 0
@@ -508,22 +522,19 @@ def diff_main(argv: list[str]) -> int:
 
 def coverage_main(argv: list[str]) -> int:
     """``coverage`` subcommand: rows and share of device time the model prices in each report."""
-    from costmodel.blackhole.report_coverage import coverage_of, format_coverage
+    from costmodel.blackhole.report_coverage import coverage, format_coverage
 
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole coverage",
                                 description="Rows and share of device time (collectives across chips apart) that "
                                             "the model prices in each op report, and the skipped rows by reason.",
                                 epilog="example: python -m costmodel.blackhole coverage ops_perf_results.csv")
     p.add_argument("reports", nargs="+", metavar="OPS_CSV", help="ops_perf_results CSV files")
-    p.add_argument("--device-id", default="first", help="'first' (the lowest DEVICE ID; default), 'all' or an id")
+    add_device_id_argument(p)
     p.add_argument("--force-arch", action="store_true", help="read a report of another architecture anyway")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
-        if args.device_id not in ("first", "all") and not args.device_id.isdigit():
-            raise ValueError(f"--device-id={args.device_id!r}: expected 'first', 'all' or a non-negative integer")
-        dev = int(args.device_id) if args.device_id.isdigit() else args.device_id
-        covs = coverage_of(args.reports, device_id=dev, force_arch=args.force_arch)
+        covs = [coverage(r) for r in read_reports(*args.reports, device_id=args.device_id, force_arch=args.force_arch)]
         print(dumps_strict([c.to_json() for c in covs], indent=1) if args.json else format_coverage(covs))
         return 0
 
