@@ -16,8 +16,6 @@ import pathlib
 
 from costmodel.blackhole.report_reader import COLLECTIVE, MODELLED, Report, read_report
 
-NOT_DEVICE_TIME = ("signpost", "host op")
-
 
 @dataclasses.dataclass(frozen=True)
 class Coverage:
@@ -54,8 +52,7 @@ class Coverage:
 
 def coverage(report: Report) -> Coverage:
     """The coverage of a read report (``read_report``)."""
-    timed = [r for r in report.rows if r.duration_us is not None and r.status not in NOT_DEVICE_TIME
-             and not r.status.startswith("other device")]
+    timed = report.timed_rows()
     skipped: dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
     for r in timed:
         if r.status != MODELLED:

@@ -23,8 +23,7 @@ import numpy as np
 from costmodel.blackhole.discrepancy import load_discrepancy
 from costmodel.blackhole.fit import Calibration, residuals_and_jacobian
 from costmodel.blackhole.intervals import LEVEL, delta_model_var, quantile
-from costmodel.blackhole.report_coverage import NOT_DEVICE_TIME
-from costmodel.blackhole.report_reader import MODELLED, Report, ReportRow
+from costmodel.blackhole.report_reader import MODELLED, Report
 from jaxref.config import ExpertConfig
 
 
@@ -49,11 +48,6 @@ class PairDelta:
     @property
     def inside(self) -> bool | None:
         return None if self.lo is None else self.lo <= self.measured <= self.hi
-
-
-def _timed(report: Report) -> list[ReportRow]:
-    return [r for r in report.rows if r.duration_us is not None and r.status not in NOT_DEVICE_TIME
-            and not r.status.startswith("other device")]
 
 
 def linearised(hw, cal: Calibration, specs: list, targets: list[float]) -> list[tuple[float, np.ndarray, object]]:
@@ -95,7 +89,7 @@ def diff_reports(a: Report, b: Report, cal: Calibration, *, level: float = LEVEL
     the total measured delta over all pairs and, over the pairs both modelled, measured vs predicted
     delta with its interval, and the share of |measured delta| in pairs whose interval holds it.
     """
-    ra, rb = _timed(a), _timed(b)
+    ra, rb = a.timed_rows(), b.timed_rows()
     la, lb = _linearised(a, cal), _linearised(b, cal)
     z, disc = quantile(cal, level), load_discrepancy()
     sm = difflib.SequenceMatcher(a=[r.op_code for r in ra], b=[r.op_code for r in rb], autojunk=False)

@@ -24,7 +24,6 @@ from costmodel.blackhole.fit import Calibration
 from costmodel.blackhole.intervals import LEVEL, quantile
 from costmodel.blackhole.opspecs import ChipSpec, KernelSpec, MatmulSpec
 from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D
-from costmodel.blackhole.report_coverage import NOT_DEVICE_TIME
 from costmodel.blackhole.report_diff import delta_interval, linearised
 from costmodel.blackhole.report_reader import MODELLED, Report
 from costmodel.hardware import TILE
@@ -114,8 +113,7 @@ def plan_report(report: Report, cal: Calibration, *, level: float = LEVEL) -> li
 
 
 def total_measured_us(report: Report) -> float:
-    return sum(r.duration_us for r in report.rows if r.duration_us is not None and r.status not in NOT_DEVICE_TIME
-               and not r.status.startswith("other device"))
+    return sum(r.duration_us for r in report.timed_rows())
 
 
 def reach_probability(report: Report, plans: list[RowPlan], target_us: float, cal: Calibration) -> float:

@@ -25,7 +25,6 @@ from costmodel.blackhole.fit import PARAM_BOUNDS, Calibration
 from costmodel.blackhole.holdout import row_intervals
 from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.params import PARAM_NAMES, FitParams, param_info, params_from_dict
-from costmodel.blackhole.report_coverage import NOT_DEVICE_TIME
 from costmodel.blackhole.report_reader import MODELLED, Report
 from jaxref.validation import atomic_output
 
@@ -63,8 +62,7 @@ class PredictedRow:
 
 def predict_report(report: Report, cal: Calibration) -> list[PredictedRow]:
     """Every timed device-op row of ``report`` (kept device), modelled rows priced under ``cal``."""
-    timed = [r for r in report.rows if r.duration_us is not None and r.status not in NOT_DEVICE_TIME
-             and not r.status.startswith("other device")]
+    timed = report.timed_rows()
     modelled = [r for r in timed if r.status == MODELLED]
     fit_rows = report.measured_rows()  # the modelled rows, in order, as fit rows (kernel-only specs)
     assert len(fit_rows) == len(modelled)

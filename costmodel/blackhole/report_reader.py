@@ -265,6 +265,11 @@ class Report:
                     r.duration_us, r.duration_us, f"{name} line {r.line}", KernelSpec(r.spec))
                 for r in self.rows if r.status == MODELLED]
 
+    def timed_rows(self) -> list[ReportRow]:
+        """The device-op rows of the kept device(s) with a usable duration: the report's device time
+        (``ReportRow.duration_us`` is None on every other line)."""
+        return [r for r in self.rows if r.duration_us is not None]
+
     def summary(self) -> dict[str, dict[str, int]]:
         """{status: {op code: lines}}, 'modelled' first, then reasons by count."""
         out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
@@ -687,7 +692,8 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
             raise ValueError(f"{path}: line {n}: {len(cells)} cells for {len(header)} header columns")
         if not any(c.strip() for c in cells):
             continue
-        code = codes.setdefault(cols.cell(cells, "OP CODE") or "(empty)", cols.cell(cells, "OP CODE") or "(empty)")
+        code = cols.cell(cells, "OP CODE") or "(empty)"
+        code = codes.setdefault(code, code)  # one string per op code, not one per row
         op_type = cols.cell(cells, "OP TYPE")
         dev = _device(cols, cells)
         if "signpost" in op_type:
