@@ -151,7 +151,10 @@ def stacked_layers(layers: LayerParams, cache: KVCache) -> LayerSource:
     """The layer source of stacked ``LayerParams`` [L, ...] and a ``KVCache`` [L, K, Smax, H]."""
 
     def layer_at(i):
-        return jax.tree.map(lambda a: a[i], layers), cache.k[i], cache.v[i]
+        # The barrier pins layer i's slice *before* any precision hook: otherwise XLA may rewrite
+        # convert/quantize(slice(W)) as slice(convert/quantize(W)) and hoist the whole-stack cast
+        # out of the loops (an fp32 or quantised copy of all L layers at once).
+        return jax.lax.optimization_barrier((jax.tree.map(lambda a: a[i], layers), cache.k[i], cache.v[i]))
 
     return layer_at
 
@@ -190,8 +193,9 @@ def run_layers(
 ):
     """``lax.scan`` of ``decoder_layer`` over i in [0, L), layer i's weights and cache from ``layer_at(i)``.
 
-    ``expert_stack`` slices stacked params / cache; a caller may instead *generate* layer i inside
-    the scan (e.g. random weights from a per-layer key), so only one layer exists at a time.
+    ``expert_stack`` slices stacked params / cache (``stacked_layers``, which pins each slice); a caller
+    may instead *generate* layer i inside the scan (e.g. random weights from a per-layer key), so only
+    one layer exists at a time. A source that slices a stack should pin its slice the same way.
 
     Args:
       layer_at: i (int32 scalar) -> (LayerParams, cache_k [K, Smax, H], cache_v [K, Smax, H]).
@@ -202,10 +206,9 @@ def run_layers(
     """
 
     def body(h, i):
-        # The barrier pins layer i's slice *before* any precision hook: otherwise XLA may rewrite
-        # convert/quantize(slice(W)) as slice(convert/quantize(W)) and hoist the whole-stack cast
-        # out of the loops (an fp32 or quantised copy of all L layers at once).
-        p, ck, cv = jax.lax.optimization_barrier(layer_at(i))
+        # No barrier here: a source that slices a stack pins its slice itself (``stacked_layers``),
+        # and a generated layer (a gather of one base, say) may then fuse into the matmuls reading it.
+        p, ck, cv = layer_at(i)
         h = decoder_layer(
             p,
             h,

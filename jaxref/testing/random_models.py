@@ -94,7 +94,8 @@ def packed_random_model(key, cfg: ExpertConfig, seq_len: int, rope_delta: int):
 
     def vfn(st, x_t, t):
         def layer_at(i):  # layer i's weights [..] and cache rows [K, S, H], unpacked inside the scan
-            p, (ck, cv) = jax.tree.map(lambda a: unpack_bf16(a[i]), st[1])
+            # pinned before the unpack: XLA would otherwise hoist the unpack of the whole stack
+            p, (ck, cv) = jax.tree.map(unpack_bf16, jax.lax.optimization_barrier(jax.tree.map(lambda a: a[i], st[1])))
             return p, ck, cv
 
         emb = action_in_proj(st[0].action_in, x_t, t, cfg=cfg.action_in)
