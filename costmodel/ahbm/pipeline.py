@@ -32,7 +32,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from costmodel.ahbm.config import PIPELINES
-from costmodel.hardware import AHBM, ahbm_tcm_bytes
+from costmodel.hardware import AHBM, AHBM_TCM_BUFFERS, ahbm_tcm_bytes
 from costmodel.smooth import Relax, smax
 from jaxref.validation import check_choice
 
@@ -66,6 +66,18 @@ def hbm_rate(hw: AHBM):
     return hw.pe_controller_bytes_per_s * hw.hbm_efficiency / US
 
 
+def staircase(i, stage, cycle, buffers, *, relax: Relax | None):
+    """GEMM start (us, after the first's) of sub-tile i >= 0 of a stream whose sub-tiles start at
+    least ``stage`` apart and reuse ``buffers`` operand buffers, each busy ``cycle`` per use (its
+    sub-tile's GEMM, the next DMA and its latency): s_i = max(s_{i-1} + stage, s_{i-buffers} +
+    cycle) = max(i stage, k cycle + (i - k buffers) stage), k = floor(i / buffers). Relaxed: the
+    mean spacing i max(stage, cycle / buffers) (equal at i a multiple of ``buffers``)."""
+    if relax is not None:
+        return i * smax(stage, cycle / buffers, relax=relax)
+    k = jnp.floor(jnp.maximum(i, 0.0) / buffers)
+    return jnp.maximum(i * stage, k * cycle + (i - buffers * k) * stage)
+
+
 def _stream(hw: AHBM, keys, sub: int, sub_bytes_per_key, gemm_sub_us, wb_sub_bytes, wb_end_bytes, *,
             src: str, relax: Relax | None, epilogue_sub_us=0.0) -> dict:
     """Summary of one streamed composite over ``keys`` keys in sub-tiles of ``sub`` keys: each
@@ -84,10 +96,25 @@ def _stream(hw: AHBM, keys, sub: int, sub_bytes_per_key, gemm_sub_us, wb_sub_byt
     a_first = jnp.minimum(keys, sub) * sub_bytes_per_key / rate
     w = wb_sub_bytes / tcm
     io = a_full + w if src == "tcm" else smax(a_full, w, relax=relax)  # one TCM port for both
-    period = smax(io, gemm_sub_us, epilogue_sub_us + 0.0 * keys, (a_full + dl + gemm_sub_us) / depth, relax=relax)
-    rest = jnp.maximum(m - 1.0, 0.0) * period
+    stage = smax(io, gemm_sub_us, epilogue_sub_us + 0.0 * keys, relax=relax)  # the slowest stage
+    cycle = a_full + dl + gemm_sub_us  # a buffer's cycle: its sub-tile's GEMM ends -> the next DMA -> lands -> GEMM
+    period = smax(stage, cycle / depth, relax=relax)  # the mean GEMM-start spacing
+    if relax is None:
+        # GEMM starts s_i = max(s_{i-1} + stage, s_{i-depth} + cycle): a staircase, ``depth`` sub-tiles a
+        # cycle when the buffers bind, so s_i = max(i stage, k cycle + (i - k depth) stage) with
+        # k = floor(i / depth) (the mean spacing overstates it between multiples of depth). The last
+        # sub-tile is ragged: its transfer, and so its stage and cycle, are its real keys'
+        start = lambda i: staircase(i, stage, cycle, depth, relax=None)
+        a_last = (keys - (m - 1.0) * sub) * sub_bytes_per_key / rate
+        io_last = a_last + w if src == "tcm" else jnp.maximum(a_last, w)
+        stage_last = jnp.maximum(jnp.maximum(io_last, gemm_sub_us), epilogue_sub_us)
+        by_buffer = jnp.where(m - 1.0 - depth >= 0, start(m - 1.0 - depth) + a_last + dl + gemm_sub_us, 0.0)
+        rest = jnp.where(m > 1.5, jnp.maximum(start(m - 2.0) + stage_last, by_buffer), 0.0 * keys)
+    else:  # relaxed: the mean spacing (exact at m - 1 a multiple of depth; smooth in keys)
+        rest = jnp.maximum(m - 1.0, 0.0) * period
     gspan = gemm_sub_us + rest
-    return {"fill": a_first + dl, "a_first": a_first, "a_full": a_full + 0.0 * keys, "period": period, "body": gspan + epilogue_sub_us + w + wb_end_bytes / tcm, "gspan": gspan,
+    return {"fill": a_first + dl, "a_first": a_first, "a_full": a_full + 0.0 * keys, "period": period,
+            "stage": stage + 0.0 * keys, "cycle": cycle + 0.0 * keys, "depth": depth + 0.0 * keys, "body": gspan + epilogue_sub_us + w + wb_end_bytes / tcm, "gspan": gspan,
             "dma_span": a_first + rest, "a_head": jnp.minimum(keys, depth * sub) * sub_bytes_per_key / rate,
             "dma_busy": keys * sub_bytes_per_key / rate if src != "tcm" else 0.0 * keys,
             # the TCM port: every sub-tile's write-back, the end write-back, operand reads from TCM
@@ -186,11 +213,17 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                     k0_end + mx(m_k1 - slots, 0.0 * q) * K1["g"])
         pv0 = pv_start(r0, k0_end, q1_end, K1, relax=relax)
         first = pv0 + v_tail
-        # steady: issue QK_{j+1} at [0, cc] (MATH busy with merge j - 1 for m_a); S_j is done;
-        # P_j after the issues and the merge; V_j's DMA behind QK_{j+1}'s head
-        r = mx(mx(cc + pre, m_a) + m_p, mx(2 * cc + pre, cc + K1["a_head"]) + V["fill"])
+        # steady: issue QK_{j+1} at [0, cc] (MATH busy with merge j - 1 for m_a); S_j is done at w
+        # (0 when its Q.K^T ended during the previous iteration); P_j after the issues and the
+        # merge; V_j's DMA behind QK_{j+1}'s head
         k_end = cc + K1["fill"] + K1["gspan"]
-        pv = pv_start(r, cc + K1["fill"], k_end, K1, relax=relax)
+
+        def pv_at(w):
+            s_j = mx(cc, w)
+            r = mx(mx(s_j + pre, m_a) + m_p, mx(s_j + cc + pre, cc + K1["a_head"]) + V["fill"])
+            return pv_start(r, cc + K1["fill"], k_end, K1, relax=relax)
+
+        pv = pv_at(0.0 * q)
         # HBM-bound: QK_{j+1}'s K and P.V_j's V stream together on the controller from the iteration's
         # issues; the next iteration's DMAs start only after P.V_j's last sub-tile landed, ran and
         # wrote back and the merge was issued, so that tail is exposed on the controller every tile
@@ -203,23 +236,71 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # issues it does not cover leaves the controller idle)
         hbm_chain = (cc + mx(cc + pre - K1["dma_busy"], 0.0 * q) + busy["hbm"] + gap - k_left
                      + mx(k_wall - gap, 0.0 * q))
-        D = mx(pv + v_tail, sat + post, 2 * cc + pre + post, floor, hbm_chain)
+        D0 = mx(pv + v_tail, sat + post, 2 * cc + pre + post, floor, hbm_chain)
         D_c = mx(pv + v_tail, sat - credit + post, 2 * cc + pre + post, floor_no_gemm, hbm_chain)  # tile after the first
         # S_{j+1} done: QK_{j+1} ends at k_end, or (P.V_j started inside it) after P.V_j's span
         # too: a ramp over one Q.K^T sub-tile of overlap (continuous in the relaxed form)
         s_wait = lambda k_e, p_s, end: (k_e + mn(V["gspan"], mx(k_e - p_s, 0.0 * k_e) * V["gspan"] / K1["g"])
                                         + K1["tail"] - end)
-        s_d = s_wait(k_end, pv, pv + v_tail)
-        return {"single": single, "first": first + D_c - D, "first_two": first,
-                "last": last_opt3(t, s_d, relax=relax), "D": D, "drain": drain,
+        s_d = s_wait(k_end, pv, pv + v_tail)  # the last tile's wait: the ramp (opt3's first / last terms are built on it)
+        if relax is None:
+            # exact: the sub-tiles of QK_{j+1} not yet started when P.V_j takes the engine wait for
+            # its span while their DMAs go on (so they then run with landed buffers); the ramp above
+            # charges the whole span on one sub-tile's overlap. Both over-state the stall where the
+            # other is tight (a short stream / a latency-bound one): the model takes the smaller
+            ramp = s_wait
+
+            def s_wait(k_e, p_s, end):
+                i0 = jnp.clip(jnp.floor((p_s - cc - K1["fill"]) / K1["period"]) + 1.0, 0.0, m_k1)
+                rem = m_k1 - i0
+                after = p_s + V["gspan"] + staircase(mx(rem - 1.0, 0.0 * q), K1["stage"], K1["cycle"], K1["depth"],
+                                                     relax=None) + K1["g"]
+                held = jnp.maximum(k_e, jnp.where(rem > 0.5, after, k_e)) + K1["tail"] - end
+                return jnp.minimum(held, ramp(k_e, p_s, end))
+
+        # when QK_{j+1} outlasts the iteration (a latency-bound K stream, delayed by P.V_j's hold
+        # on the engine) the next iteration starts by waiting s_d for S_{j+1}, while QK_{j+2},
+        # issued first, already streams: the steady state alternates long and short iterations.
+        # Follow the wait w -> (iteration length, next wait) over a few iterations from w = 0 and
+        # take the mean of the last two (= D0 when QK_{j+1} ends in time: w stays 0)
+        D = D0
+        if nxt is None:
+            w, lens = 0.0 * q, []
+            for _ in range(4):
+                pv_w = pv_at(w)
+                L = mx(pv_w + v_tail, D0)
+                lens.append(L)
+                w = mx(s_wait(k_end, pv_w, pv_w + v_tail) + (pv_w + v_tail - L), 0.0 * q)
+            D = 0.5 * (lens[-1] + lens[-2])
+        return {"single": single, "first": first + D_c - D0, "first_two": first,
+                "last": last_opt3(t, s_d, relax=relax), "D": D, "D0": D0, "drain": drain,
                 "s_after_first": s_wait(q1_end, pv0, first), "s_after_D": s_d}
     if pipeline == "opt2":
         v_start = mx(2 * cc, cc + K["a_head"])
-        single2 = mx(q + m_p, v_start + V["fill"]) + V["body"]
-        first2 = mx(q_inter + m_p, v_start + V["fill"]) + V["body"]
-        # the accumulator chain: P.V_j's write-back -> merge j -> P_{j+1} -> P.V_{j+1}
-        D = mx(sat, V["body"] + m_a + m_p, floor)
-        D_c = mx(sat - credit, V["body"] + m_a + m_p, floor_no_gemm)
+        # the ex_composite's V head (and QK_1's K head, issued next) queue on the controller
+        # right behind QK_0's head: when QK_0 has more sub-tiles than operand buffers, its later
+        # DMAs (requested as its GEMMs end) wait behind them, so S_0 ends after all that traffic
+        behind = jnp.where(m_k > K["depth"] + 0.5, 1.0, 0.0) if relax is None else 0.0 * q
+        s0_hbm = lambda heads: (v_start + V["a_head"] + heads + K["dma_busy"] - K["a_head"] + K["fill"] - K["a_first"]
+                                + K["g"] + K["tail"])
+        q_s = mx(q, q + behind * (s0_hbm(0.0 * q) - q))
+        q_f = mx(q_inter, q_inter + behind * (s0_hbm(K1["a_head"]) - q_inter))
+        # ... and a V that fits its buffers has then landed whole: P.V_0 runs its sub-tiles back to back
+        m_v = V["gemm_busy"] / V["g"]
+        v_body = V["body"] + behind * jnp.where(m_v < V["depth"] + 0.5, m_v * V["g"] + V["tail"] - V["body"], 0.0)
+        single2 = mx(q_s + m_p, v_start + V["fill"]) + v_body
+        first2 = mx(q_f + m_p, v_start + V["fill"]) + v_body
+        # the accumulator chain: P.V_j's write-back -> merge j -> P_{j+1} -> P.V_{j+1}. The engine:
+        # outside P.V_j's hold it serves the Q.K^T sub-tiles, at most as fast as the Q.K^T
+        # composites in flight (the spec's score buffers, AHBM_TCM_BUFFERS) cycle their operand buffers
+        # (each buffer one sub-tile per DMA + latency + GEMM: a latency-bound stream), all of them
+        # landed when the hold ends at best: P.V_j's span, then that staircase over the tile's sub-tiles
+        n_buf = AHBM_TCM_BUFFERS["opt2"][0] * K["depth"]
+        k_out = lambda i: staircase(mx(i - 1.0, 0.0 * q), K["stage"], K["cycle"], n_buf, relax=relax) + K["g"]
+        sat_lat = V["gspan"] + k_out(m_k)
+        D = mx(sat, sat_lat, V["body"] + m_a + m_p, floor)
+        D_c = mx(sat - credit, V["gspan"] + k_out(m_k - slots) * (m_k > slots + 0.5), V["body"] + m_a + m_p,
+                 floor_no_gemm)
         return {"single": single2, "first": first2 + D_c - D, "last": D, "D": D, "drain": drain}
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
@@ -236,8 +317,14 @@ def pv_start(r, k0, k_end, K: dict, *, relax: Relax | None):
     mn = lambda a, b: -smax(-a, -b, relax=relax)
     if relax is None:
         step = k0 + jnp.ceil(jnp.maximum(r - k0, 0.0) / g) * g
-    else:
-        step = r + 0.5 * g
+        # a latency-bound stream (its sub-tiles start ``period`` > g apart) leaves the engine idle
+        # between them: the P.V waits only for a sub-tile running at r, and no next one races it
+        per = K["period"]
+        i = jnp.floor(jnp.maximum(r - k0, 0.0) / per)
+        busy_end = k0 + i * per + g
+        gapped = jnp.where(r < busy_end, busy_end, r)
+        return mx(r, mn(k_end, jnp.where(per > g * (1.0 + 1e-6), gapped, 0.5 * (step + r + g))))
+    step = r + 0.5 * g
     return mx(r, mn(k_end, 0.5 * (step + r + g)))
 
 
@@ -271,7 +358,7 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
         before = sweep_terms(tf, pipeline, relax=relax, nxt=tr)
         two = v < 2.5
         first = jnp.where(two, before["first_two"], first)
-        pre_last = jnp.where(two, 0.0, before["D"] - full["D"])
+        pre_last = jnp.where(two, 0.0, before["D0"] - full["D0"])
         last = last_opt3(tr, jnp.where(two, before["s_after_first"], before["s_after_D"]), relax=relax)
     multi = jnp.clip(v - 1.0, 0.0, 1.0)
     return ((1.0 - multi) * ragged["single"] + multi * (first + last)
