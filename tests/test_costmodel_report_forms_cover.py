@@ -147,18 +147,23 @@ def test_layernorm_is_read_and_costs_more_passes_than_rmsnorm(tmp_path):
     line, rec = _one_line(CLIP, tmp_path / "ln.csv", lambda r: r["OP CODE"] == "LayerNormDeviceOperation")
     assert line.status == MODELLED, line.status
     spec = line.spec.inner
-    assert spec == NormSpec(32, 768, "bf16", fused_residual=False, layernorm=True)
+    fp32 = "fp32_dest_acc_en=1" in rec["ATTRIBUTES"]
+    assert spec == NormSpec(32, 768, "bf16", fused_residual=False, layernorm=True, fp32_dest_acc=fp32) and fp32
     assert model_cores(spec, line.spec.board()) == int(rec["CORE COUNT"]) == 1
     fit = _ideal_fit(eltwise_cycles_per_tile=100.0)
     ln, rms = float(spec.us(HW, fit)), float(dataclasses.replace(spec, layernorm=False).us(HW, fit))
     assert ln / rms == pytest.approx(7 / 4, rel=1e-3)
+    # Float32 intermediates: every pass moves 4-byte tiles, twice bf16's
+    bf16 = float(dataclasses.replace(spec, fp32_dest_acc=False).us(HW, fit))
+    assert ln / bf16 == pytest.approx(4096 / 2048, rel=1e-3)
 
 
 def test_softmax_is_a_row_op_sent_to_the_whole_grid(tmp_path):
     line, rec = _one_line(CLIP, tmp_path / "sm.csv", lambda r: r["OP CODE"] == "SoftmaxDeviceOperation")
     assert line.status == MODELLED, line.status
     x = _dims(rec, "INPUT_0")
-    assert line.spec.inner == SoftmaxSpec(x[0] * x[1] * x[2], x[3], "bf16")
+    fp32 = "fp32_dest_acc_en=1" in rec["ATTRIBUTES"]
+    assert line.spec.inner == SoftmaxSpec(x[0] * x[1] * x[2], x[3], "bf16", fp32_dest_acc=fp32)
     assert model_cores(line.spec.inner, line.spec.board()) == int(rec["CORE COUNT"]) == 64
 
 
@@ -288,3 +293,27 @@ def test_priced_times_of_the_new_forms_are_finite_and_positive():
         for spec in {r.spec for r in rep.rows if r.status == MODELLED}:
             t = float(KernelSpec(spec).us(rep.hw, fit))
             assert math.isfinite(t) and t > 0, spec
+
+
+@pytest.mark.parametrize("spec", [
+    MatmulSpec(3200, 512, 128, MatmulProgramConfig(16.0, 4.0, 1.0, kind=MCAST_1D_IN1, out_subblock_h=1,
+                                                   out_subblock_w=4, fuse_batch=False), "bfp8", batch=32),
+    MinimalMatmulSpec(32, 768, 3072, 2, 8, 8, 11, 10, bias=True),
+    NormSpec(32, 768, layernorm=True, fp32_dest_acc=True),
+    SoftmaxSpec(384, 32, fp32_dest_acc=True),
+], ids=["batched", "minimal", "layernorm", "softmax"])
+def test_written_forms_read_back_with_the_cores_priced(tmp_path, spec):
+    """A spec written as an op report row reads back as itself; its CORE COUNT is the split priced."""
+    from costmodel.blackhole.report_reader import write_csv
+    path = tmp_path / "w.csv"
+    write_csv(path, [(spec, 10.0)])
+    (line,) = read_report(path).rows
+    assert line.status == MODELLED and line.spec == spec, line.status
+    rec = _records(path)[0]
+    assert int(rec["CORE COUNT"]) == model_cores(spec, blackhole_p150a())
+
+
+def test_a_data_movement_spec_has_no_written_form(tmp_path):
+    from costmodel.blackhole.report_reader import write_csv
+    with pytest.raises(ValueError, match="DataMovementSpec has no op-report form"):
+        write_csv(tmp_path / "w.csv", [(DataMovementSpec("slice", 10, 1.0, 20), 1.0)])

@@ -322,7 +322,8 @@ def matmul_weight_bytes(*, K: int, N: int, weight_dtype: str) -> int:
 
 # ---- row-parallel and tile-parallel small ops ------------------------------------------------------
 def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtype: str = "bf16",
-                fused_residual: bool = False, layernorm: bool = False, relax: Relax | None = None):
+                fused_residual: bool = False, layernorm: bool = False, fp32_dest_acc: bool = False,
+                relax: Relax | None = None):
     """``ttnn.rms_norm`` (``layernorm``: ``ttnn.layer_norm``) over [rows, width] (interleaved), us.
 
     The reduction runs along a row, so the factory splits tile rows (rows/32) across cores: the
@@ -346,35 +347,42 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     passes = (LAYERNORM_PASSES if layernorm else NORM_PASSES) + (NORM_FUSED_RESIDUAL_PASSES - NORM_PASSES
                                                                 if fused_residual else 0)
     return row_op_us(hw, fit, rows=rows, width=width, passes=passes, n_in=n_in, n_out=n_out, act_dtype=act_dtype,
-                     relax=relax)
+                     fp32_dest_acc=fp32_dest_acc, relax=relax)
 
 
 def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n_in: int = 1, n_out: int = 1,
-              act_dtype: str = "bf16", launch_cores=None, relax: Relax | None = None):
+              act_dtype: str = "bf16", fp32_dest_acc: bool = False, launch_cores=None, relax: Relax | None = None):
     """A row-wise op (norms, softmax) over [rows, width] interleaved tensors, us: tile rows split
     over min(rows/32, grid) cores, each reading its rows of ``n_in`` inputs (at its rate or its share
     of the bandwidth) while running ``passes`` elementwise passes per tile, bounded by all
     ``n_in + n_out`` tensors at the aggregate DRAM bandwidth; one round trip to start; the launch of
-    the norm class [launch_norm_us] sent to ``launch_cores`` (default: the cores with rows)."""
+    the norm class [launch_norm_us] sent to ``launch_cores`` (default: the cores with rows).
+
+    ``fp32_dest_acc`` (the compute kernel config's ``fp32_dest_acc_en``): the factories keep the
+    intermediate circular buffers in Float32 (layernorm_op_multi_core.cpp, softmax's factory), so
+    every pass unpacks and packs tiles of twice the bytes of bf16 (``tile_bytes``): a pass costs
+    their ratio times [eltwise_cycles_per_tile], which is fitted on bf16 intermediates.
+    """
     act = tile_bytes(act_dtype)
     tile_rows, wt = rows // TILE, width // TILE
     cores = min(tile_rows, hw.grid_cores)
     rows_per_core = math.ceil(tile_rows / cores)
+    pass_cycles = fit.eltwise_cycles_per_tile * (tile_bytes("fp32") / tile_bytes("bf16") if fp32_dest_acc else 1.0)
     t_read = read_us(hw, fit, rows_per_core * wt * n_in, rows_per_core * wt * n_in * act, cores, relax=relax)
-    t_math = cycles_us(hw, rows_per_core * wt * passes * fit.eltwise_cycles_per_tile)
+    t_math = cycles_us(hw, rows_per_core * wt * passes * pass_cycles)
     t_agg = dram_us(hw, fit, tile_rows * wt * (n_in + n_out), tile_rows * wt * (n_in + n_out) * act)
     return (launch_us(fit, cores if launch_cores is None else launch_cores, fit.launch_norm_us) + fit.dram_latency_us
             + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
 
 
 def softmax_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtype: str = "bf16",
-               relax: Relax | None = None):
+               fp32_dest_acc: bool = False, relax: Relax | None = None):
     """``ttnn.softmax`` over the last dim of [rows, width] (interleaved, no mask), us: a row op
     (``row_op_us``) of ``SOFTMAX_ROW_PASSES`` per tile. The program is sent to the whole grid, cores
     without rows included (CORE COUNT 64 for 12 tile rows on a 64-core grid:
     shared/data/profiler_reports/bh_64_clip_encoder_1.csv)."""
     return row_op_us(hw, fit, rows=rows, width=width, passes=SOFTMAX_ROW_PASSES, act_dtype=act_dtype,
-                     launch_cores=hw.grid_cores, relax=relax)
+                     fp32_dest_acc=fp32_dest_acc, launch_cores=hw.grid_cores, relax=relax)
 
 
 def rope_us(hw: Blackhole, fit: FitParams, *, heads: int, rows: int, head_dim: int, act_dtype: str = "bf16",

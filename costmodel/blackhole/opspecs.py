@@ -94,31 +94,37 @@ class MatmulSpec:
 @_frozen
 class NormSpec:
     """``ttnn.rms_norm`` over [rows, width] (``fused_residual``: add + rms_norm in one op;
-    ``layernorm``: ``ttnn.layer_norm``, mean statistic and beta as well)."""
+    ``layernorm``: ``ttnn.layer_norm``, mean statistic and beta as well; ``fp32_dest_acc``: the
+    compute kernel config's ``fp32_dest_acc_en``, Float32 intermediates)."""
 
     rows: int
     width: int
     act_dtype: str = "bf16"
     fused_residual: bool = False
     layernorm: bool = False
+    fp32_dest_acc: bool = False
     op_class = "norm"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return rms_norm_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype,
-                           fused_residual=self.fused_residual, layernorm=self.layernorm, relax=relax)
+                           fused_residual=self.fused_residual, layernorm=self.layernorm,
+                           fp32_dest_acc=self.fp32_dest_acc, relax=relax)
 
 
 @_frozen
 class SoftmaxSpec:
-    """``ttnn.softmax`` over the last dim of [rows, width] (interleaved, no mask; ``ops.softmax_us``)."""
+    """``ttnn.softmax`` over the last dim of [rows, width] (interleaved, no mask; ``ops.softmax_us``);
+    ``fp32_dest_acc``: Float32 intermediates (as ``NormSpec``)."""
 
     rows: int
     width: int
     act_dtype: str = "bf16"
+    fp32_dest_acc: bool = False
     op_class = "norm"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
-        return softmax_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype, relax=relax)
+        return softmax_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype,
+                          fp32_dest_acc=self.fp32_dest_acc, relax=relax)
 
 
 @_frozen

@@ -167,22 +167,46 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
         if spec.fused_activation != (c.fused_activation == "silu"):
             raise ValueError(f"fused_activation={spec.fused_activation} but the program config's is "
                              f"{c.fused_activation!r}; a report carries one (the config's)")
+        if spec.batch > 1 and c.fuse_batch:
+            raise ValueError(f"batch={spec.batch} with fuse_batch=True: a fused batch is one matmul of batch*M rows "
+                             "(write it with batch=1)")
+        b = int(spec.batch)
         attrs = {"program_config": matmul_program_config(c),
                  "compute_kernel_config": _compute_kernel(fid), "output_dtype": "DataType::BFLOAT16",
-                 "bcast_batch": "true", "transpose_a": "false", "transpose_b": "false", "user_run_batched": "false",
-                 "untilize_out": "false"}
+                 "bcast_batch": "true" if b == 1 else "false", "transpose_a": "false", "transpose_b": "false",
+                 "user_run_batched": "false", "untilize_out": "false"}
         l1, dram = "DEV_0_L1_INTERLEAVED", "DEV_0_DRAM_INTERLEAVED"
         return mk(OP_CODES["matmul"][0], attrs,
-                  [_t((1, 1, spec.M, spec.K), spec.act_dtype, memory=l1 if spec.in0_l1 else dram),
-                   _t((1, 1, spec.K, spec.N), spec.weight_dtype)],
-                  [_t((1, 1, spec.M, spec.N), spec.act_dtype, memory=l1 if spec.out_l1 else dram)], fid)
+                  [_t((1, b, spec.M, spec.K), spec.act_dtype, memory=l1 if spec.in0_l1 else dram),
+                   _t((1, b, spec.K, spec.N), spec.weight_dtype)],
+                  [_t((1, b, spec.M, spec.N), spec.act_dtype, memory=l1 if spec.out_l1 else dram)], fid)
+    if isinstance(spec, MinimalMatmulSpec):
+        cfg = format_config("MinimalMatmulConfig", [
+            ("M_block_size", spec.m_block), ("K_block_size", spec.k_block), ("N_block_size", spec.n_block),
+            ("subblock_h", 1), ("subblock_w", 1),
+            ("compute_with_storage_grid_size", f"(x={spec.grid_x};y={spec.grid_y})")])
+        attrs = {"compute_kernel_config": _compute_kernel(fid), "config": cfg, "fused_activation": "std::nullopt"}
+        ins = [_t((1, 1, spec.M, spec.K), spec.act_dtype), _t((1, 1, spec.K, spec.N), spec.weight_dtype)]
+        if spec.bias:
+            ins.append(_t((1, 1, TILE, spec.N), spec.act_dtype))
+        return mk(minimal_matmul.OP_CODES[0], attrs, ins, [_t((1, 1, spec.M, spec.N), spec.act_dtype)], fid)
     if isinstance(spec, NormSpec):
         x = _t((1, 1, spec.rows, spec.width), spec.act_dtype)
         gamma = _t((1, 1, spec.width // TILE, TILE), spec.act_dtype, "ROW_MAJOR")
-        attrs = {"norm_type": "LayerNormType::RMSNORM", "eps": "1e-05",
+        attrs = {"norm_type": f"LayerNormType::{'LAYERNORM' if spec.layernorm else 'RMSNORM'}", "eps": "1e-05",
                  "program_config": "LayerNormDefaultProgramConfig(legacy_reduction=0;legacy_rsqrt=0;use_welford=0)",
                  "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED"}
-        return mk(OP_CODES["norm"][0], attrs, [x, x, gamma] if spec.fused_residual else [x, gamma], [x], "HiFi4")
+        if spec.fp32_dest_acc:
+            attrs["compute_kernel_config"] = _compute_kernel("HiFi4").replace("fp32_dest_acc_en=0", "fp32_dest_acc_en=1")
+        ins = [x, x, gamma] if spec.fused_residual else [x, gamma]
+        return mk(OP_CODES["norm"][0], attrs, ins + ([gamma] if spec.layernorm else []), [x], "HiFi4")
+    if isinstance(spec, SoftmaxSpec):
+        x = _t((1, 1, spec.rows, spec.width), spec.act_dtype)
+        ckc = _compute_kernel("HiFi4").replace("fp32_dest_acc_en=0", f"fp32_dest_acc_en={int(spec.fp32_dest_acc)}")
+        attrs = {"compute_kernel_config": ckc, "dim": "3", "inplace": "false", "is_causal_mask": "false",
+                 "numeric_stable": "true", "program_config": "SoftmaxDefaultProgramConfig()", "scale": "std::nullopt",
+                 "softmax_type": "SoftmaxOperationType::Softmax"}
+        return mk(OP_CODES["softmax"][0], attrs, [x], [x], "HiFi4")
     in_memory = "DEV_0_L1_INTERLEAVED" if getattr(spec, "in_l1", False) else "DEV_0_DRAM_INTERLEAVED"
     if isinstance(spec, HeadsSpec) and spec.kind == "create":
         total = spec.tiles_per_row * TILE // spec.head_dim
@@ -589,7 +613,13 @@ def _softmax(ln: _Line, hw: Blackhole) -> SoftmaxSpec:
         raise _Skip(f"program-config kind not modelled: {pc.split('(')[0]}")
     _no_sharding(ln, "INPUT_0", "OUTPUT_0")
     x = ln.shape("INPUT_0")  # a row-wise op: batch dims are more rows
-    return SoftmaxSpec(x[0] * x[1] * x[2], x[3], ln.dtype("INPUT_0", ActivationFormat))
+    return SoftmaxSpec(x[0] * x[1] * x[2], x[3], ln.dtype("INPUT_0", ActivationFormat), _row_fp32_dest_acc(ln))
+
+
+def _row_fp32_dest_acc(ln: _Line) -> bool:
+    """``fp32_dest_acc_en`` of a norm / softmax row (off where the row has no compute kernel config)."""
+    ckc = ln.attr("compute_kernel_config") or ""
+    return bool(ln.config_flag(ckc, "fp32_dest_acc_en", default=0))
 
 
 def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
@@ -604,7 +634,8 @@ def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
     act = ln.dtype("INPUT_0", ActivationFormat)
     # a residual has x's logical shape; gamma is one logical row (its padded shape may equal x's: [32[1], W])
     fused = ln.has("INPUT_1") and ln.logical("INPUT_1") == ln.logical("INPUT_0")
-    return NormSpec(x[0] * x[1] * x[2], x[3], act, fused, layernorm=kind == "LayerNormType::LAYERNORM")
+    return NormSpec(x[0] * x[1] * x[2], x[3], act, fused, layernorm=kind == "LayerNormType::LAYERNORM",
+                    fp32_dest_acc=_row_fp32_dest_acc(ln))
 
 
 def _eltwise(ln: _Line, hw: Blackhole) -> EltwiseSpec:
