@@ -94,7 +94,8 @@ def test_norm_gamma_is_told_from_a_residual_by_its_logical_shape(tmp_path, secon
         if second == "residual":
             r["INPUT_1_Y_PAD[LOGICAL]"] = "32[19]"
     line = _one_line(CLIP, tmp_path / f"{second}.csv", lambda r: r["OP CODE"] == "LayerNormDeviceOperation", edit)
-    assert line.status == MODELLED and line.spec.inner == NormSpec(32, 768, "bf16", fused)
+    # the line's compute kernel config says fp32_dest_acc_en=1
+    assert line.status == MODELLED and line.spec.inner == NormSpec(32, 768, "bf16", fused, fp32_dest_acc=True)
 
 
 def test_collectives_are_set_apart_and_coverage_sums_the_csv(capsys):
