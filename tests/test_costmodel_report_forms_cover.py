@@ -317,3 +317,14 @@ def test_a_data_movement_spec_has_no_written_form(tmp_path):
     from costmodel.blackhole.report_reader import write_csv
     with pytest.raises(ValueError, match="DataMovementSpec has no op-report form"):
         write_csv(tmp_path / "w.csv", [(DataMovementSpec("slice", 10, 1.0, 20), 1.0)])
+
+
+def test_a_partly_broadcast_batch_is_skipped_with_the_reason(tmp_path):
+    """The batched DeepSeek line with its 32 activation batches as [2, 16] against [1, 32] weights."""
+    def pick(r):
+        return r["OP CODE"] == "MatmulDeviceOperation" and "out_subblock_w=8" in r["ATTRIBUTES"]
+
+    def edit(r):
+        r["INPUT_0_W_PAD[LOGICAL]"], r["INPUT_0_Z_PAD[LOGICAL]"] = "2[2]", "16[16]"
+    line, _ = _one_line(DEEPSEEK, tmp_path / "bcast.csv", pick, edit)
+    assert line.status.startswith("batched operands broadcast over part of the batch dims")

@@ -463,9 +463,9 @@ def _batches(ln: _Line) -> tuple[int, int]:
     """(in0 batches, in1 batches) of a matmul row: the product of W and Z of each operand."""
     x, w = ln.shape("INPUT_0"), ln.shape("INPUT_1")
     ba, bb = x[0] * x[1], w[0] * w[1]
-    if bb > 1 and ba > 1 and ba != bb:
-        raise ln.fail(ln.dim_col("INPUT_1", "Z"), f"{bb} weight batches for {ba} activation batches; expected "
-                                                   "equal counts or one side unbatched")
+    if bb > 1 and ba > 1 and (x[0], x[1]) != (w[0], w[1]):
+        raise _Skip(f"batched operands broadcast over part of the batch dims ({x[:2]} x {w[:2]}); the model "
+                    "prices equal batches or one side unbatched")
     return ba, bb
 
 
