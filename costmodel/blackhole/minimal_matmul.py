@@ -10,7 +10,9 @@ blocks and, for each, all K blocks (``K_block_size`` tiles). Per step the first 
 the in0 block from DRAM and forwards it along the row, the first core of a column reads the in1
 block and forwards it down the column (a chain of unicasts: every core acks every block, so all
 cores of a row step together), and each core multiplies its block; a partial last block reads and
-multiplies only its valid tiles (``current_M_block_tiles`` in dm_in0_sender.cpp). That is the 2D
+multiplies only its valid tiles (``current_M_block_tiles = min(m_tile + M_block_tiles, M_end_tile) -
+m_tile`` in the kernels' later versions, dm_in0_sender.cpp / compute.cpp; assumed here for the
+version above too). That is the 2D
 multicast matmul's block (``ops.mcast_2d_block_us``), repeated per (m, n) block: priced with it,
 no parameter of its own. Each M block re-reads in1 and each N block re-reads in0 from DRAM.
 """
