@@ -50,12 +50,13 @@ def test_2d_multicast_on_dram_operands_is_read_and_priced(tmp_path):
     assert math.isfinite(us) and us > 0
 
 
-def test_2d_multicast_with_an_l1_output_is_skipped_with_the_reason(tmp_path):
+def test_2d_multicast_with_an_l1_output_is_read_with_its_l1_flag(tmp_path):
     def pick(r):
         return "MatmulMultiCoreReuseMultiCastProgramConfig(" in r["ATTRIBUTES"] and r["OUTPUT_0_MEMORY"].endswith(
             "L1_INTERLEAVED")
     line = _one_line(DEEPSEEK, tmp_path / "mm2d_l1.csv", pick)
-    assert line.status.startswith("2D multicast with an L1-interleaved activation or output")
+    assert line.status == MODELLED and line.spec.cfg.kind == MCAST_2D
+    assert line.spec.out_l1 and not line.spec.in0_l1
 
 
 @pytest.mark.parametrize("flag, modelled", [("0", True), ("1", False)])
@@ -93,7 +94,8 @@ def test_norm_gamma_is_told_from_a_residual_by_its_logical_shape(tmp_path, secon
         if second == "residual":
             r["INPUT_1_Y_PAD[LOGICAL]"] = "32[19]"
     line = _one_line(CLIP, tmp_path / f"{second}.csv", lambda r: r["OP CODE"] == "LayerNormDeviceOperation", edit)
-    assert line.status == MODELLED and line.spec.inner == NormSpec(32, 768, "bf16", fused)
+    # the line's compute kernel config says fp32_dest_acc_en=1
+    assert line.status == MODELLED and line.spec.inner == NormSpec(32, 768, "bf16", fused, fp32_dest_acc=True)
 
 
 def test_collectives_are_set_apart_and_coverage_sums_the_csv(capsys):
@@ -112,4 +114,4 @@ def test_collectives_are_set_apart_and_coverage_sums_the_csv(capsys):
     assert main(["coverage", str(DEEPSEEK), str(CLIP)]) == 0
     out = capsys.readouterr().out
     assert "bh_8xp150_deepseek_v3_d_p.csv" in out and f"{100 * cov.share:.1f}%" in out
-    assert "op not modelled (MinimalMatmulOp)" in out
+    assert "op not modelled (UnaryDeviceOperation)" in out

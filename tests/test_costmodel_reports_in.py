@@ -136,9 +136,9 @@ def _attr(rec, key):
 
 
 def test_program_config_kinds_are_told_apart(tmp_path):
-    """2D multicast configs (real rows) are priced as 2D on DRAM operands and skipped with the reason on an
-    L1 output, never fitted as a 1D config; a 1D in1-multicast config is priced as that kind when its split
-    is legal."""
+    """2D multicast configs (real rows) are priced as 2D (with the output's L1 / DRAM flag), never fitted as a
+    1D config; the batched rows' 1D in1-multicast configs as that kind per batch; a 1D in1-multicast config
+    is priced as that kind when its split is legal."""
     rep = read_report(DEEPSEEK, device_id="all")
     recs = records(DEEPSEEK)
     for r in rep.rows:
@@ -147,13 +147,14 @@ def test_program_config_kinds_are_told_apart(tmp_path):
             continue
         pc = _attr(rec, "program_config")
         batched = any(int(rec[f"INPUT_{i}_{d}_PAD[LOGICAL]"].split("[")[0]) > 1 for i in (0, 1) for d in "WZ")
-        if batched:
-            assert r.status == "batched operands"
-        elif rec["OUTPUT_0_MEMORY"].endswith("L1_INTERLEAVED"):
-            assert r.status.startswith("2D multicast with an L1-interleaved activation or output")
+        assert r.status == MODELLED, (r.line, r.status)
+        if batched:  # the batched rows carry 1D in1-multicast configs, priced per batch
+            assert pc.startswith("MatmulMultiCoreReuseMultiCast1DProgramConfig(") and "mcast_in0=0" in pc
+            assert r.spec.cfg.kind == "mcast_1d_in1" and r.spec.batch > 1
         else:
             assert pc.startswith("MatmulMultiCoreReuseMultiCastProgramConfig(")
-            assert r.status == MODELLED and r.spec.cfg.kind == "mcast_2d"
+            assert r.spec.cfg.kind == "mcast_2d" and r.spec.batch == 1
+            assert r.spec.out_l1 == rec["OUTPUT_0_MEMORY"].endswith("L1_INTERLEAVED")
     # the excerpt's rows with their trace-window durations replaced by a valid one
 
     def valid(recs):
@@ -203,11 +204,11 @@ def test_norm_binary_and_fill_cache_types_are_read(tmp_path):
         for r in rep.rows:
             rec = recs[r.line - 2]
             if rec["OP CODE"] == "LayerNormDeviceOperation" and r.device_id == 0:
-                if _attr(rec, "norm_type") == "LayerNormType::LAYERNORM":
-                    assert r.status.startswith("norm type not modelled (LayerNormType::LAYERNORM")
-                else:
-                    y, x = (int(rec[f"INPUT_0_{d}_PAD[LOGICAL]"].split("[")[0]) for d in "YX")
-                    assert r.status == MODELLED and r.spec == NormSpec(y, x)
+                y, x = (int(rec[f"INPUT_0_{d}_PAD[LOGICAL]"].split("[")[0]) for d in "YX")
+                layer = _attr(rec, "norm_type") == "LayerNormType::LAYERNORM"
+                fp32 = "fp32_dest_acc_en=1" in rec["ATTRIBUTES"]
+                assert r.status == MODELLED and getattr(r.spec, "inner", r.spec) == NormSpec(y, x, layernorm=layer,
+                                                                                             fp32_dest_acc=fp32)
             if rec["OP CODE"] == "BinaryNgDeviceOperation" and r.status == MODELLED:
                 kind = _attr(rec, "binary_op_type").split("::")[1].lower()
                 spec = getattr(r.spec, "inner", r.spec)  # CLIP ran on a 64-core grid: a ChipSpec

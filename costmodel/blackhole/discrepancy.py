@@ -64,6 +64,8 @@ def op_kind(spec) -> str:
             parts.append(f"{f.name}={v}")
         elif isinstance(v, bool) and v:
             parts.append(f.name)
+        elif f.name == "batch" and v != 1:  # a batched matmul: its K loop runs once per batch
+            parts.append("batched")
         elif isinstance(getattr(v, "kind", None), str):  # a program config: its kind (1D, 2D, ...)
             parts.append(f"{f.name}.kind={v.kind}")
     return f"{type(spec).__name__}[{','.join(parts)}]"

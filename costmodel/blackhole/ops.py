@@ -52,6 +52,12 @@ if TYPE_CHECKING:  # annotations only
 # Elementwise passes per tile, counted from the op's compute kernel:
 NORM_PASSES = 4  # x^2, row reduce, x * rstd, * gamma (the per-row rsqrt is one tile, ignored)
 NORM_FUSED_RESIDUAL_PASSES = 5  # + the residual add
+# LayerNorm (layernorm.cpp, the two-pass path of use_welford=0): E[x] row reduce, x - E[x],
+# (x - E[x])^2, the variance row reduce, * rstd, * gamma, + beta
+LAYERNORM_PASSES = 7
+# standalone numerically stable softmax (normalization/softmax/device/kernels/attention/compute/softmax.cpp):
+# row max, x - max, exp, row sum, x * 1/sum
+SOFTMAX_ROW_PASSES = 5
 ROPE_PASSES = 3.5  # x*cos, rotate_half(x)*sin, add; negating half the tiles of rotate_half
 ROPE_READS_PER_TILE = 4  # x tile, its rotate_half partner tile, cos tile, sin tile
 ELTWISE_PASSES = 1
@@ -153,7 +159,7 @@ def overlap(fit: FitParams, *stage_us):
 # ---- matmul (1D multicast; config type and legality: program_config) ------------------------------
 def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
               weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
-              fused_activation: bool = False, in0_l1: bool = False, out_l1: bool = False,
+              fused_activation: bool = False, in0_l1: bool = False, out_l1: bool = False, batch: int = 1,
               relax: Relax | None = None):
     """Time of ``linear([M,K] act, [K,N] weights)`` with a 1D multicast program config, us.
 
@@ -173,6 +179,11 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     ``in0_l1`` / ``out_l1``: the activation input / the output is L1-interleaved (ttnn
     ``L1_MEMORY_CONFIG``): in0 pages are read over the NoC at the reader's page rate and link
     (``l1_read_us``), and those bytes leave the DRAM bound; the weights always stream from DRAM.
+
+    ``batch``: a batched matmul ([batch, M, K] x [batch or 1, K, N], ``fuse_batch=False``): the
+    program keeps the per-batch core split and its readers loop over the batches, each running the
+    whole K loop again (reader_bmm_tile_layout_in0_sender_padding.cpp, ``for b < batch``), so the
+    blocks, the epilogue and every byte (a broadcast in1 or in0 is read again per batch) scale by it.
     """
     if cfg.mcast_in0 is None:
         raise ValueError(f"matmul_us prices the 1D kinds (mcast_1d_in0 / mcast_1d_in1); got kind={cfg.kind!r}")
@@ -184,7 +195,7 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     else:  # own: in0 block per core; multicast: in1 block
         cores = sceil(Mt / cfg.per_core_M, relax=relax)
         own_tiles, own_b, sent_tiles, sent_b = cfg.per_core_M * cfg.in0_block_w, act, cfg.in0_block_w * cfg.per_core_N, w
-    blocks = Kt / cfg.in0_block_w
+    blocks = batch * Kt / cfg.in0_block_w
 
     def read(tiles, nbytes, readers, from_l1):
         return l1_read_us(hw, fit, tiles, nbytes, relax=relax) if from_l1 else read_us(hw, fit, tiles, nbytes,
@@ -199,39 +210,64 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     t_block = overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, t_own, t_send, t_math)
     t_pipe = blocks * t_block + fit.dram_latency_us  # + pipeline fill
     act_tiles = (0 if in0_l1 else Mt * Kt) + (0 if out_l1 else Mt * Nt)
-    t_agg = dram_us(hw, fit, Kt * Nt, Kt * Nt * w) + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0)
-    t_act = (cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
+    t_agg = batch * (dram_us(hw, fit, Kt * Nt, Kt * Nt * w)
+                     + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0))
+    t_act = (batch * cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
              if fused_activation else 0.0)
     return launch_us(fit, cores, fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax) + t_act
 
 
 # ---- matmul (2D multicast) ------------------------------------------------------------------------
+def mcast_2d_block_us(hw: Blackhole, fit: FitParams, *, m_tiles, k_tiles, n_tiles, senders, act_dtype: str,
+                      weight_dtype: str, fidelity: str, in0_l1: bool = False, relax: Relax | None = None):
+    """One K block of a 2D-multicast matmul core, us: the row's sender reads the in0 block
+    (``m_tiles`` x ``k_tiles``), the column's sender the in1 block (``k_tiles`` x ``n_tiles``), all
+    ``senders`` at once, and forward them along the row / column; the block costs the q-norm overlap
+    of the handshake, a DRAM round trip, the slower of the two block reads and the tile products.
+    ``in0_l1``: the in0 block comes from L1-interleaved pages (``l1_read_us``, no DRAM share).
+    The one block cost of ``matmul_2d_us`` and ``minimal_matmul.minimal_matmul_us``."""
+    act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
+    in0_tiles, in1_tiles = m_tiles * k_tiles, k_tiles * n_tiles
+    t_in0 = (l1_read_us(hw, fit, in0_tiles, in0_tiles * act, relax=relax) if in0_l1
+             else read_us(hw, fit, in0_tiles, in0_tiles * act, senders, relax=relax))
+    t_in1 = read_us(hw, fit, in1_tiles, in1_tiles * w, senders, relax=relax)
+    t_math = cycles_us(hw, m_tiles * k_tiles * n_tiles * hw.tile_matmul_cycles(fidelity))
+    return overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, smax(t_in0, t_in1, relax=relax), t_math)
+
+
 def matmul_2d_us(hw: Blackhole, fit: FitParams, *, M: int, K: int, N: int, in0_block_w, per_core_M, per_core_N,
-                 weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2", relax: Relax | None = None):
+                 weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2", in0_l1: bool = False,
+                 out_l1: bool = False, batch: int = 1, relax: Relax | None = None):
     """``linear([M,K], [K,N])`` with ``MatmulMultiCoreReuseMultiCastProgramConfig`` (2D multicast), us.
 
     The output is split into per_core_M x per_core_N tile blocks, one per core of a
     ceil(M/32/per_core_M) x ceil(N/32/per_core_N) grid. Per K block (in0_block_w tiles) the first
     core of each grid row reads the row's in0 block (per_core_M x in0_block_w tiles) and multicasts it
     along the row, the first core of each column reads the column's in1 block and multicasts it down;
-    all senders read at once. A block costs the q-norm overlap of the multicast handshake, a DRAM
-    round trip, the slower of the two block reads and the tile products; then the output block is
-    written. Built only from the shared blocks and parameters of the 1D model (no parameter of its
-    own): what it misses (subblock packing, in0 re-reads) shows up as its validation error.
+    all senders read at once (``mcast_2d_block_us``); then the output block is written. Built only
+    from the shared blocks and parameters of the 1D model (no parameter of its own): what it misses
+    (subblock packing, in0 re-reads) shows up as its validation error.
+
+    ``in0_l1`` / ``out_l1``: activation / output L1-interleaved (as in ``matmul_us``: their pages
+    move over the NoC, ``l1_read_us``, and leave the DRAM bound). ``batch``: the readers loop the K
+    blocks once per batch (as in ``matmul_us``).
     """
     Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
     act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
     rows_used = sceil(Mt / per_core_M, relax=relax)
     cols_used = sceil(Nt / per_core_N, relax=relax)
     senders = rows_used + cols_used
-    blocks = Kt / in0_block_w
-    t_in0 = read_us(hw, fit, per_core_M * in0_block_w, per_core_M * in0_block_w * act, senders, relax=relax)
-    t_in1 = read_us(hw, fit, in0_block_w * per_core_N, in0_block_w * per_core_N * w, senders, relax=relax)
-    t_math = cycles_us(hw, per_core_M * in0_block_w * per_core_N * hw.tile_matmul_cycles(fidelity))
-    t_block = overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, smax(t_in0, t_in1, relax=relax), t_math)
+    blocks = batch * Kt / in0_block_w
+    t_block = mcast_2d_block_us(hw, fit, m_tiles=per_core_M, k_tiles=in0_block_w, n_tiles=per_core_N,
+                                senders=senders, act_dtype=act_dtype, weight_dtype=weight_dtype, fidelity=fidelity,
+                                in0_l1=in0_l1, relax=relax)
     cores = rows_used * cols_used
-    t_out = read_us(hw, fit, per_core_M * per_core_N, per_core_M * per_core_N * act, cores, relax=relax)
-    t_agg = dram_us(hw, fit, Kt * Nt, Kt * Nt * w) + dram_us(hw, fit, Mt * Kt + Mt * Nt, (Mt * Kt + Mt * Nt) * act)
+    out_tiles = per_core_M * per_core_N
+    t_out = batch * (l1_read_us(hw, fit, out_tiles, out_tiles * act, relax=relax) if out_l1
+                     else read_us(hw, fit, out_tiles, out_tiles * act, cores, relax=relax))
+    act_tiles = (0 if in0_l1 else Mt * Kt) + (0 if out_l1 else Mt * Nt)
+    t_agg = batch * (dram_us(hw, fit, Kt * Nt, Kt * Nt * w)
+                     + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0))
     t_pipe = blocks * t_block + fit.dram_latency_us + t_out
     return launch_us(fit, cores, fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax)
 
@@ -286,8 +322,9 @@ def matmul_weight_bytes(*, K: int, N: int, weight_dtype: str) -> int:
 
 # ---- row-parallel and tile-parallel small ops ------------------------------------------------------
 def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtype: str = "bf16",
-                fused_residual: bool = False, relax: Relax | None = None):
-    """``ttnn.rms_norm`` over [rows, width] (interleaved), us.
+                fused_residual: bool = False, layernorm: bool = False, fp32_dest_acc: bool = False,
+                relax: Relax | None = None):
+    """``ttnn.rms_norm`` (``layernorm``: ``ttnn.layer_norm``) over [rows, width] (interleaved), us.
 
     The reduction runs along a row, so the factory splits tile rows (rows/32) across cores: the
     expert's [64, 1536] input keeps 2 cores busy with 48 tiles each, a per-head q norm [16*64, 128]
@@ -300,18 +337,52 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     normalization/layernorm/device/layernorm_op_multi_core.cpp @ 015365c6); the x^2 and x * rstd
     passes re-read the row from L1 (``NORM_PASSES``). Reading it twice from DRAM would put the p150
     prefill rows (3200 x 1536 in 59.5 us, DEVICE KERNEL DURATION) at 97% of the DRAM peak.
+
+    LayerNorm is the same program (layernorm_op_multi_core.cpp serves both norm types: same row split,
+    same reader) with the mean statistic and beta: ``LAYERNORM_PASSES`` per tile instead of
+    ``NORM_PASSES`` (one more with a fused residual); gamma and beta are read once per core and
+    reused over its rows (bytes negligible, as gamma's).
+    """
+    n_in, n_out = (2, 2) if fused_residual else (1, 1)
+    passes = (LAYERNORM_PASSES if layernorm else NORM_PASSES) + (NORM_FUSED_RESIDUAL_PASSES - NORM_PASSES
+                                                                if fused_residual else 0)
+    return row_op_us(hw, fit, rows=rows, width=width, passes=passes, n_in=n_in, n_out=n_out, act_dtype=act_dtype,
+                     fp32_dest_acc=fp32_dest_acc, relax=relax)
+
+
+def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n_in: int = 1, n_out: int = 1,
+              act_dtype: str = "bf16", fp32_dest_acc: bool = False, launch_cores=None, relax: Relax | None = None):
+    """A row-wise op (norms, softmax) over [rows, width] interleaved tensors, us: tile rows split
+    over min(rows/32, grid) cores, each reading its rows of ``n_in`` inputs (at its rate or its share
+    of the bandwidth) while running ``passes`` elementwise passes per tile, bounded by all
+    ``n_in + n_out`` tensors at the aggregate DRAM bandwidth; one round trip to start; the launch of
+    the norm class [launch_norm_us] sent to ``launch_cores`` (default: the cores with rows).
+
+    ``fp32_dest_acc`` (the compute kernel config's ``fp32_dest_acc_en``): the factories keep the
+    intermediate circular buffers in Float32 (layernorm_op_multi_core.cpp, softmax's factory), so
+    every pass unpacks and packs tiles of twice the bytes of bf16 (``tile_bytes``): a pass costs
+    their ratio times [eltwise_cycles_per_tile], which is fitted on bf16 intermediates.
     """
     act = tile_bytes(act_dtype)
     tile_rows, wt = rows // TILE, width // TILE
     cores = min(tile_rows, hw.grid_cores)
     rows_per_core = math.ceil(tile_rows / cores)
-    n_in, n_out = (2, 2) if fused_residual else (1, 1)
-    passes = NORM_FUSED_RESIDUAL_PASSES if fused_residual else NORM_PASSES
+    pass_cycles = fit.eltwise_cycles_per_tile * (tile_bytes("fp32") / tile_bytes("bf16") if fp32_dest_acc else 1.0)
     t_read = read_us(hw, fit, rows_per_core * wt * n_in, rows_per_core * wt * n_in * act, cores, relax=relax)
-    t_math = cycles_us(hw, rows_per_core * wt * passes * fit.eltwise_cycles_per_tile)
+    t_math = cycles_us(hw, rows_per_core * wt * passes * pass_cycles)
     t_agg = dram_us(hw, fit, tile_rows * wt * (n_in + n_out), tile_rows * wt * (n_in + n_out) * act)
-    return (launch_us(fit, cores, fit.launch_norm_us) + fit.dram_latency_us
+    return (launch_us(fit, cores if launch_cores is None else launch_cores, fit.launch_norm_us) + fit.dram_latency_us
             + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
+
+
+def softmax_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtype: str = "bf16",
+               fp32_dest_acc: bool = False, relax: Relax | None = None):
+    """``ttnn.softmax`` over the last dim of [rows, width] (interleaved, no mask), us: a row op
+    (``row_op_us``) of ``SOFTMAX_ROW_PASSES`` per tile. The program is sent to the whole grid, cores
+    without rows included (CORE COUNT 64 for 12 tile rows on a 64-core grid:
+    shared/data/profiler_reports/bh_64_clip_encoder_1.csv)."""
+    return row_op_us(hw, fit, rows=rows, width=width, passes=SOFTMAX_ROW_PASSES, act_dtype=act_dtype,
+                     fp32_dest_acc=fp32_dest_acc, launch_cores=hw.grid_cores, relax=relax)
 
 
 def rope_us(hw: Blackhole, fit: FitParams, *, heads: int, rows: int, head_dim: int, act_dtype: str = "bf16",
@@ -344,15 +415,35 @@ def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, ac
     written once) at the achievable aggregate bandwidth (``dram_us``): a [3200, 4096] prefill
     concat moves 52 MB. ``in_l1``: the input is L1-interleaved (read over the NoC, no DRAM bytes).
     """
-    act = tile_bytes(act_dtype)
     tile_rows = rows // TILE
-    cores = min(tile_rows, hw.grid_cores)
-    tiles_per_core = math.ceil(tile_rows / cores) * tiles_per_row
+    tiles = tile_rows * tiles_per_row
+    return data_movement_us(hw, fit, units=tile_rows, reads_per_unit=tiles_per_row,
+                            dram_tiles=tiles * (1 if in_l1 else 2), act_dtype=act_dtype, in_l1=in_l1, relax=relax)
+
+
+def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dram_tiles, act_dtype: str = "bf16",
+                     in_l1: bool = False, passes=0, cores=None, relax: Relax | None = None):
+    """A data-movement op (heads, reshape, transpose, concat, slice: reader and writer kernels that
+    copy tiles, no or one compute pass), us.
+
+    The factory splits ``units`` (tile rows, output or input tiles: each op's own unit) over
+    ``cores`` (default min(units, grid)); per unit the reader issues ``reads_per_unit`` tile reads,
+    each waited for (``noc_async_read_barrier`` per page), so each costs the overlap of a DRAM round
+    trip and its transfer, and the compute kernel (if any) runs ``passes`` elementwise passes per read
+    tile alongside. With many units every core streams at once and the op is bounded by its
+    ``dram_tiles`` DRAM tiles (read + written) at the achievable aggregate bandwidth (``dram_us``).
+    ``in_l1``: the reads come from L1-interleaved pages (over the NoC at the reader's rate).
+    The launch is the data-movement class's fixed time [launch_heads_us].
+    """
+    act = tile_bytes(act_dtype)
+    cores = min(units, hw.grid_cores) if cores is None else cores
+    per_core = math.ceil(units / cores) * reads_per_unit
     read = l1_read_us(hw, fit, 1, act, relax=relax) if in_l1 else read_us(hw, fit, 1, act, cores, relax=relax)
     t_tile = overlap(fit, fit.dram_latency_us, read)
-    tiles = tile_rows * tiles_per_row * (1 if in_l1 else 2)
-    t_agg = dram_us(hw, fit, tiles, tiles * act)
-    return launch_us(fit, cores, fit.launch_heads_us) + smax(tiles_per_core * t_tile, t_agg, relax=relax)
+    if passes:
+        t_tile = overlap(fit, t_tile, cycles_us(hw, passes * fit.eltwise_cycles_per_tile))
+    t_agg = dram_us(hw, fit, dram_tiles, dram_tiles * act) if dram_tiles else 0.0
+    return launch_us(fit, cores, fit.launch_heads_us) + smax(per_core * t_tile, t_agg, relax=relax)
 
 
 def fill_cache_us(hw: Blackhole, fit: FitParams, *, kv_heads: int, rows: int, head_dim: int,
@@ -389,6 +480,7 @@ def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs
 __all__ = [
     "agg_bytes_per_s",
     "cycles_us",
+    "data_movement_us",
     "dram_us",
     "eltwise_us",
     "endpoint_slowdown",
@@ -400,9 +492,12 @@ __all__ = [
     "matmul_2d_us",
     "matmul_us",
     "matmul_weight_bytes",
+    "mcast_2d_block_us",
     "overlap",
     "read_us",
     "rms_norm_us",
     "rope_us",
+    "row_op_us",
+    "softmax_us",
     "us_of",
 ]

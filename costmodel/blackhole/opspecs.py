@@ -22,6 +22,7 @@ from costmodel.blackhole.ops import (
     read_us,
     rms_norm_us,
     rope_us,
+    softmax_us,
 )
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.program_config import (
@@ -44,7 +45,9 @@ class MatmulSpec:
     """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
     ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``,
     ``dram_sharded`` by ``ops.matmul_dram_sharded_us``.
-    ``in0_l1`` / ``out_l1``: activation input / output L1-interleaved (1D kinds; DRAM-interleaved otherwise)."""
+    ``in0_l1`` / ``out_l1``: activation input / output L1-interleaved (1D and 2D kinds; DRAM-interleaved
+    otherwise). ``batch``: batches of a batched matmul ([batch, M, K] x [batch or 1, K, N] with the
+    per-batch split, ``fuse_batch=False``; 1D and 2D kinds): each batch runs the whole K loop."""
 
     M: int
     K: int
@@ -56,19 +59,23 @@ class MatmulSpec:
     fused_activation: bool = False
     in0_l1: bool = False
     out_l1: bool = False
+    batch: int = 1
     op_class = "matmul"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         c = self.cfg
+        if not (isinstance(self.batch, int) and self.batch >= 1):
+            raise ValueError(f"batch={self.batch!r} must be an integer >= 1")
         if c.kind == MCAST_2D:
-            if self.fused_activation or self.in0_l1 or self.out_l1:
-                raise ValueError(f"the mcast_2d matmul models neither a fused activation nor L1-resident operands; "
-                                 f"got fused_activation={self.fused_activation}, in0_l1={self.in0_l1}, "
-                                 f"out_l1={self.out_l1}")
+            if self.fused_activation:
+                raise ValueError("the mcast_2d matmul models no fused activation; got fused_activation=True")
             return matmul_2d_us(hw, fit, M=self.M, K=self.K, N=self.N, in0_block_w=c.in0_block_w,
                                 per_core_M=c.per_core_M, per_core_N=c.per_core_N, weight_dtype=self.weight_dtype,
-                                act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
+                                act_dtype=self.act_dtype, fidelity=self.fidelity, in0_l1=self.in0_l1,
+                                out_l1=self.out_l1, batch=self.batch, relax=relax)
         if c.kind == DRAM_SHARDED:
+            if self.batch != 1:
+                raise ValueError(f"the dram_sharded matmul models one batch; got batch={self.batch}")
             if self.fused_activation or self.in0_l1 or self.out_l1:
                 raise ValueError(f"the dram_sharded matmul takes its activation and output L1-sharded by "
                                  f"construction and models no fused activation; got "
@@ -81,22 +88,43 @@ class MatmulSpec:
                              f"{[MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, DRAM_SHARDED]}")
         return matmul_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
                          act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
-                         in0_l1=self.in0_l1, out_l1=self.out_l1, relax=relax)
+                         in0_l1=self.in0_l1, out_l1=self.out_l1, batch=self.batch, relax=relax)
 
 
 @_frozen
 class NormSpec:
-    """``ttnn.rms_norm`` over [rows, width] (``fused_residual``: add + rms_norm in one op)."""
+    """``ttnn.rms_norm`` over [rows, width] (``fused_residual``: add + rms_norm in one op;
+    ``layernorm``: ``ttnn.layer_norm``, mean statistic and beta as well; ``fp32_dest_acc``: the
+    compute kernel config's ``fp32_dest_acc_en``, Float32 intermediates)."""
 
     rows: int
     width: int
     act_dtype: str = "bf16"
     fused_residual: bool = False
+    layernorm: bool = False
+    fp32_dest_acc: bool = False
     op_class = "norm"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return rms_norm_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype,
-                           fused_residual=self.fused_residual, relax=relax)
+                           fused_residual=self.fused_residual, layernorm=self.layernorm,
+                           fp32_dest_acc=self.fp32_dest_acc, relax=relax)
+
+
+@_frozen
+class SoftmaxSpec:
+    """``ttnn.softmax`` over the last dim of [rows, width] (interleaved, no mask; ``ops.softmax_us``);
+    ``fp32_dest_acc``: Float32 intermediates (as ``NormSpec``)."""
+
+    rows: int
+    width: int
+    act_dtype: str = "bf16"
+    fp32_dest_acc: bool = False
+    op_class = "norm"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return softmax_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype,
+                          fp32_dest_acc=self.fp32_dest_acc, relax=relax)
 
 
 @_frozen
@@ -281,5 +309,5 @@ class ChipSpec:
         return self.inner.us(self.board(), fit, relax=relax)
 
 
-OpSpec = (MatmulSpec | NormSpec | RopeSpec | HeadsSpec | FillCacheSpec | EltwiseSpec | SdpaDecodeSpec
+OpSpec = (MatmulSpec | NormSpec | SoftmaxSpec | RopeSpec | HeadsSpec | FillCacheSpec | EltwiseSpec | SdpaDecodeSpec
           | SdpaStandardSpec | DramReadSpec | KernelSpec | ChipSpec)

@@ -60,11 +60,13 @@ class FitParams:
     eltwise_cycles_per_tile: float = fit_field(unit="cycles", meaning="one elementwise pass over a 32x32 tile",
                                                prior=64.0)
     launch_matmul_us: float = fit_field(unit="us", meaning="device-kernel fixed time of a matmul op", prior=2.0)
-    launch_norm_us: float = fit_field(unit="us", meaning="device-kernel fixed time of an rms_norm op", prior=1.5)
+    launch_norm_us: float = fit_field(unit="us", meaning="device-kernel fixed time of a row op (rms_norm, layer_norm, "
+                                      "softmax)", prior=1.5)
     launch_rope_us: float = fit_field(unit="us", meaning="device-kernel fixed time of a rotary_embedding_hf op",
                                       prior=1.5)
-    launch_heads_us: float = fit_field(unit="us", meaning="device-kernel fixed time of an nlp_create_qkv_heads / "
-                                       "nlp_concat_heads op", prior=1.5)
+    launch_heads_us: float = fit_field(unit="us", meaning="device-kernel fixed time of a data-movement op "
+                                       "(nlp_create_qkv_heads / nlp_concat_heads, reshape, transpose, concat, slice)",
+                                       prior=1.5)
     launch_fill_cache_us: float = fit_field(unit="us", meaning="device-kernel fixed time of a fill_cache op", prior=1.0)
     launch_eltwise_us: float = fit_field(
         unit="us", meaning="device-kernel fixed time of a binary eltwise op", prior=1.0,

@@ -23,6 +23,11 @@ import pathlib
 import re
 from collections.abc import Iterator
 
+from costmodel.blackhole import data_movement, minimal_matmul
+from costmodel.blackhole.data_movement import DataMovementSpec, reshape_reads_per_tile, tiles
+from costmodel.blackhole.matmul_auto_config import auto_config
+from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
+from costmodel.blackhole.ops import dram_sharded_workers
 from costmodel.blackhole.opspecs import (
     ChipSpec,
     EltwiseSpec,
@@ -34,6 +39,7 @@ from costmodel.blackhole.opspecs import (
     RopeSpec,
     SdpaDecodeSpec,
     SdpaStandardSpec,
+    SoftmaxSpec,
 )
 from costmodel.blackhole.program_config import (
     DRAM_SHARDED,
@@ -70,6 +76,10 @@ OP_CODES = {
     "eltwise": ("BinaryNgDeviceOperation", "BinaryDeviceOperation"),
     "sdpa_decode": ("SdpaDecodeDeviceOperation", "ScaledDotProductAttentionDecode"),
     "sdpa": ("SDPAOperation", "ScaledDotProductAttention", "SdpaDeviceOperation"),
+    "minimal_matmul": minimal_matmul.OP_CODES,
+    "softmax": ("SoftmaxDeviceOperation", "Softmax"),
+    **{f"data_movement/{kind}": tuple(c for c, k in data_movement.OP_CODES.items() if k == kind)
+       for kind in dict.fromkeys(data_movement.OP_CODES.values())},
 }
 CLASS_OF_CODE = {code: cls for cls, codes in OP_CODES.items() for code in codes}
 KIND_NAMES = {"mcast_1d_in0": "1D in0-multicast", "mcast_1d_in1": "1D in1-multicast",
@@ -118,8 +128,16 @@ def model_cores(spec, hw: Blackhole) -> int:
     if isinstance(spec, ChipSpec):
         return model_cores(spec.inner, spec.board())
     g = hw.grid_cores
-    if isinstance(spec, MatmulSpec):
-        return int(spec.N // TILE // int(spec.cfg.per_core_N))
+    if isinstance(spec, MatmulSpec):  # the split matmul_us / matmul_2d_us / matmul_dram_sharded_us price
+        if spec.cfg.kind == DRAM_SHARDED:
+            return dram_sharded_workers(hw, spec.cfg)
+        return spec.cfg.num_cores(M=spec.M, N=spec.N)
+    if isinstance(spec, MinimalMatmulSpec):
+        return spec.cores()
+    if isinstance(spec, DataMovementSpec):
+        return spec.cores(hw)
+    if isinstance(spec, SoftmaxSpec):  # sent to the whole grid (ops.softmax_us)
+        return g
     if isinstance(spec, NormSpec | HeadsSpec):
         return min(math.ceil(spec.rows / TILE), g)
     if isinstance(spec, FillCacheSpec):
@@ -149,22 +167,46 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
         if spec.fused_activation != (c.fused_activation == "silu"):
             raise ValueError(f"fused_activation={spec.fused_activation} but the program config's is "
                              f"{c.fused_activation!r}; a report carries one (the config's)")
+        if spec.batch > 1 and c.fuse_batch:
+            raise ValueError(f"batch={spec.batch} with fuse_batch=True: a fused batch is one matmul of batch*M rows "
+                             "(write it with batch=1)")
+        b = int(spec.batch)
         attrs = {"program_config": matmul_program_config(c),
                  "compute_kernel_config": _compute_kernel(fid), "output_dtype": "DataType::BFLOAT16",
-                 "bcast_batch": "true", "transpose_a": "false", "transpose_b": "false", "user_run_batched": "false",
-                 "untilize_out": "false"}
+                 "bcast_batch": "true" if b == 1 else "false", "transpose_a": "false", "transpose_b": "false",
+                 "user_run_batched": "false", "untilize_out": "false"}
         l1, dram = "DEV_0_L1_INTERLEAVED", "DEV_0_DRAM_INTERLEAVED"
         return mk(OP_CODES["matmul"][0], attrs,
-                  [_t((1, 1, spec.M, spec.K), spec.act_dtype, memory=l1 if spec.in0_l1 else dram),
-                   _t((1, 1, spec.K, spec.N), spec.weight_dtype)],
-                  [_t((1, 1, spec.M, spec.N), spec.act_dtype, memory=l1 if spec.out_l1 else dram)], fid)
+                  [_t((1, b, spec.M, spec.K), spec.act_dtype, memory=l1 if spec.in0_l1 else dram),
+                   _t((1, b, spec.K, spec.N), spec.weight_dtype)],
+                  [_t((1, b, spec.M, spec.N), spec.act_dtype, memory=l1 if spec.out_l1 else dram)], fid)
+    if isinstance(spec, MinimalMatmulSpec):
+        cfg = format_config("MinimalMatmulConfig", [
+            ("M_block_size", spec.m_block), ("K_block_size", spec.k_block), ("N_block_size", spec.n_block),
+            ("subblock_h", 1), ("subblock_w", 1),
+            ("compute_with_storage_grid_size", f"(x={spec.grid_x};y={spec.grid_y})")])
+        attrs = {"compute_kernel_config": _compute_kernel(fid), "config": cfg, "fused_activation": "std::nullopt"}
+        ins = [_t((1, 1, spec.M, spec.K), spec.act_dtype), _t((1, 1, spec.K, spec.N), spec.weight_dtype)]
+        if spec.bias:
+            ins.append(_t((1, 1, TILE, spec.N), spec.act_dtype))
+        return mk(minimal_matmul.OP_CODES[0], attrs, ins, [_t((1, 1, spec.M, spec.N), spec.act_dtype)], fid)
     if isinstance(spec, NormSpec):
         x = _t((1, 1, spec.rows, spec.width), spec.act_dtype)
         gamma = _t((1, 1, spec.width // TILE, TILE), spec.act_dtype, "ROW_MAJOR")
-        attrs = {"norm_type": "LayerNormType::RMSNORM", "eps": "1e-05",
+        attrs = {"norm_type": f"LayerNormType::{'LAYERNORM' if spec.layernorm else 'RMSNORM'}", "eps": "1e-05",
                  "program_config": "LayerNormDefaultProgramConfig(legacy_reduction=0;legacy_rsqrt=0;use_welford=0)",
                  "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED"}
-        return mk(OP_CODES["norm"][0], attrs, [x, x, gamma] if spec.fused_residual else [x, gamma], [x], "HiFi4")
+        if spec.fp32_dest_acc:
+            attrs["compute_kernel_config"] = _compute_kernel("HiFi4").replace("fp32_dest_acc_en=0", "fp32_dest_acc_en=1")
+        ins = [x, x, gamma] if spec.fused_residual else [x, gamma]
+        return mk(OP_CODES["norm"][0], attrs, ins + ([gamma] if spec.layernorm else []), [x], "HiFi4")
+    if isinstance(spec, SoftmaxSpec):
+        x = _t((1, 1, spec.rows, spec.width), spec.act_dtype)
+        ckc = _compute_kernel("HiFi4").replace("fp32_dest_acc_en=0", f"fp32_dest_acc_en={int(spec.fp32_dest_acc)}")
+        attrs = {"compute_kernel_config": ckc, "dim": "3", "inplace": "false", "is_causal_mask": "false",
+                 "numeric_stable": "true", "program_config": "SoftmaxDefaultProgramConfig()", "scale": "std::nullopt",
+                 "softmax_type": "SoftmaxOperationType::Softmax"}
+        return mk(OP_CODES["softmax"][0], attrs, [x], [x], "HiFi4")
     in_memory = "DEV_0_L1_INTERLEAVED" if getattr(spec, "in_l1", False) else "DEV_0_DRAM_INTERLEAVED"
     if isinstance(spec, HeadsSpec) and spec.kind == "create":
         total = spec.tiles_per_row * TILE // spec.head_dim
@@ -417,14 +459,40 @@ def _unbatched(ln: _Line, pre: str) -> tuple[int, int, int, int]:
     return s
 
 
+def _batches(ln: _Line) -> tuple[int, int]:
+    """(in0 batches, in1 batches) of a matmul row: the product of W and Z of each operand."""
+    x, w = ln.shape("INPUT_0"), ln.shape("INPUT_1")
+    ba, bb = x[0] * x[1], w[0] * w[1]
+    if bb > 1 and ba > 1 and (x[0], x[1]) != (w[0], w[1]):
+        raise _Skip(f"batched operands broadcast over part of the batch dims ({x[:2]} x {w[:2]}); the model "
+                    "prices equal batches or one side unbatched")
+    return ba, bb
+
+
 def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
     pc = ln.attr("program_config") or "std::nullopt"
-    x, w = _unbatched(ln, "INPUT_0"), _unbatched(ln, "INPUT_1")
+    x, w = ln.shape("INPUT_0"), ln.shape("INPUT_1")
+    ba, bb = _batches(ln)
     name = pc.split("(")[0].strip()
-    if name == "std::nullopt":
-        raise _Skip("no program config (ttnn chose one at run time; the report does not say which)")
-    if not name.startswith("MatmulMultiCoreReuse"):
+    if name != "std::nullopt" and not name.startswith("MatmulMultiCoreReuse"):
         raise _Skip(f"program-config kind not modelled: {name}")
+    act, wdt = ln.dtype("INPUT_0", ActivationFormat), ln.dtype("INPUT_1", WeightFormat)
+    M, K, N = x[2], x[3], w[3]
+    if w[2] != K:
+        raise ln.fail(ln.dim_col("INPUT_1", "Y"), f"K={w[2]} of the weights != K={K} of the activations")
+    if name == "std::nullopt":
+        memories = [ln.memory(p) for p in ("INPUT_0", "INPUT_1", "OUTPUT_0")]
+        grid = (hw.grid_x, hw.grid_y)
+        cfg = auto_config(M=M, K=K, N=N, batch_a=ba, batch_b=bb, grid=grid,
+                          all_interleaved=all("INTERLEAVED" in m for m in memories),
+                          all_dram=all("DRAM" in m for m in memories), fp32_dest_acc=ln.fp32_dest_acc())
+        if cfg is None:
+            raise _Skip("no program config, and ttnn's own choice for this shape (an L1-size estimate to a 2D "
+                        "or non-multicast config) is not modelled")
+        pc = matmul_program_config(cfg)  # the report form, read back below as a given config would be
+        if _finite(ln.get("CORE COUNT")) not in (None, float(cfg.num_cores(M=M, N=N))):
+            raise _Skip(f"no program config; CORE COUNT differs from the {cfg.num_cores(M=M, N=N)} cores of ttnn's "
+                        f"choice as modelled ({KIND_NAMES[cfg.kind]})")
     ln.config_grid(pc, hw)  # a grid larger than the chip is an error, whatever the kind
     for key in ("in0_block_w", "per_core_M", "per_core_N"):
         ln.config_int(pc, key)
@@ -434,22 +502,22 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
         if "is not a matmul config this project models" in str(e):
             raise _Skip(f"program-config kind not modelled: {name}") from None
         raise ln.fail("ATTRIBUTES", str(e)) from None
+    batch = max(ba, bb)
+    if batch > 1 and cfg.kind == DRAM_SHARDED:
+        raise _Skip("batched operands on a DRAM-sharded matmul")
+    if batch > 1 and cfg.fuse_batch:
+        if bb > 1:
+            raise _Skip("fuse_batch with batched weights (ttnn folds the batch into M only for unbatched weights)")
+        M, batch = M * ba, 1  # the batch folded into M: one matmul of ba*M rows
     if cfg.kind == DRAM_SHARDED:  # activation and output L1-sharded, weights DRAM width-sharded, by construction
         if "SHARDED" not in ln.memory("INPUT_1") or "DRAM" not in ln.memory("INPUT_1"):
             raise _Skip(f"DRAM-sharded config with weights in {ln.memory('INPUT_1').removeprefix('DEV_0_')} "
                         "(expected DRAM width-sharded)")
     else:
         _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
-    if cfg.kind == MCAST_2D and (_in_l1(ln, "INPUT_0") or _in_l1(ln, "OUTPUT_0")):
-        raise _Skip("2D multicast with an L1-interleaved activation or output (the 2D model streams DRAM "
-                    "operands)")
     if _in_l1(ln, "INPUT_1") and cfg.kind != DRAM_SHARDED:
         raise _Skip(f"weights in L1 ({ln.memory('INPUT_1').removeprefix('DEV_0_')}); the model streams the "
                     "weights from DRAM")
-    act, wdt = ln.dtype("INPUT_0", ActivationFormat), ln.dtype("INPUT_1", WeightFormat)
-    M, K, N = x[2], x[3], w[3]
-    if w[2] != K:
-        raise ln.fail(ln.dim_col("INPUT_1", "Y"), f"K={w[2]} of the weights != K={K} of the activations")
     if cfg.fused_activation not in (None, "silu"):
         raise _Skip(f"fused activation not modelled ({cfg.fused_activation})")
     if cfg.kind in (MCAST_2D, DRAM_SHARDED) and cfg.fused_activation is not None:
@@ -458,15 +526,106 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
         cfg.validate("matmul", hw, M=M, K=K, N=N, weight_dtype=wdt, act_dtype=act, fp32_dest_acc=ln.fp32_dest_acc())
     except ValueError as e:
         raise _Skip(f"program config outside the model's {KIND_NAMES[cfg.kind]} form ({e})") from None
-    interleaved_l1 = cfg.kind in (MCAST_1D_IN0, MCAST_1D_IN1)  # the flags of the 1D model
+    interleaved_l1 = cfg.kind in (MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D)  # the L1 flags of the 1D and 2D models
     return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu",
-                      in0_l1=interleaved_l1 and _in_l1(ln, "INPUT_0"), out_l1=interleaved_l1 and _in_l1(ln, "OUTPUT_0"))
+                      in0_l1=interleaved_l1 and _in_l1(ln, "INPUT_0"), out_l1=interleaved_l1 and _in_l1(ln, "OUTPUT_0"),
+                      batch=int(batch))
+
+
+def _minimal_matmul(ln: _Line, hw: Blackhole) -> MinimalMatmulSpec:
+    """A ``MinimalMatmulOp`` row: ``config`` MinimalMatmulConfig(M/K/N_block_size, subblock, grid)."""
+    cfg = ln.attr("config") or ""
+    if not cfg.startswith("MinimalMatmulConfig("):
+        raise _Skip(f"minimal matmul without a MinimalMatmulConfig ({cfg.split('(')[0] or 'none'}: ttnn's default "
+                    "blocks not modelled)")
+    if (ln.attr("fused_activation") or "std::nullopt") != "std::nullopt":
+        raise _Skip(f"fused activation not modelled ({ln.attr('fused_activation')})")
+    x, w = _unbatched(ln, "INPUT_0"), _unbatched(ln, "INPUT_1")
+    _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0", *(("INPUT_2",) if ln.has("INPUT_2") else ()))
+    for pre in ("INPUT_0", "INPUT_1", "OUTPUT_0"):
+        if _in_l1(ln, pre):
+            raise _Skip(f"minimal matmul with {pre} in L1 (the model streams DRAM operands)")
+    if w[2] != x[3]:
+        raise ln.fail(ln.dim_col("INPUT_1", "Y"), f"K={w[2]} of the weights != K={x[3]} of the activations")
+    grid = ln.config_grid(cfg, hw)
+    if grid is None:
+        raise ln.fail("ATTRIBUTES", "MinimalMatmulConfig lacks compute_with_storage_grid_size")
+    act, wdt = ln.dtype("INPUT_0", ActivationFormat), ln.dtype("INPUT_1", WeightFormat)
+    if ln.has("INPUT_2"):
+        ln.dtype("INPUT_2", ActivationFormat)
+    return MinimalMatmulSpec(x[2], x[3], w[3], ln.config_int(cfg, "M_block_size"), ln.config_int(cfg, "K_block_size"),
+                             ln.config_int(cfg, "N_block_size"), grid[0], grid[1], wdt, act, ln.fidelity(),
+                             bias=ln.has("INPUT_2"))
+
+
+def _data_movement(ln: _Line, hw: Blackhole, kind: str) -> DataMovementSpec:
+    """Reshape / transpose / concat / slice rows (``data_movement``): the op's work unit and reads."""
+    ins = [p for p in ("INPUT_0", "INPUT_1", "INPUT_2") if ln.has(p)]
+    _no_sharding(ln, *ins, "OUTPUT_0")
+    for pre in (*ins, "OUTPUT_0"):
+        if ln.get(f"{pre}_LAYOUT") not in ("TILE", ""):
+            raise _Skip(f"{kind} of a {ln.get(f'{pre}_LAYOUT')} tensor (the model moves tiles)")
+    act = ln.dtype("INPUT_0", ActivationFormat)
+    if ln.get("OUTPUT_0_DATATYPE") != ln.get("INPUT_0_DATATYPE"):
+        raise _Skip(f"{kind} with a format conversion ({ln.get('INPUT_0_DATATYPE')} -> {ln.get('OUTPUT_0_DATATYPE')})")
+    out = tiles(ln.shape("OUTPUT_0"))
+    out_dram = 0 if _in_l1(ln, "OUTPUT_0") else out
+    if kind == "reshape":
+        try:
+            reads = reshape_reads_per_tile(ln.logical("INPUT_0"), ln.logical("OUTPUT_0"))
+        except ValueError as e:
+            raise _Skip(f"reshape not modelled ({e})") from None
+        in_l1 = _in_l1(ln, "INPUT_0")
+        read_dram = 0 if in_l1 else round(out * (reads - 1))
+        return DataMovementSpec("reshape", out, reads, read_dram + out_dram, act, in_l1)
+    if kind == "transpose":
+        dim = ln.attr("dim") or ""
+        sub = {"TransposeOpDim::HC": "transpose_hc", "TransposeOpDim::WH": "transpose_wh"}.get(dim)
+        if sub is None:
+            raise _Skip(f"transpose dim not modelled ({dim or 'no dim'}; the model covers HC and WH)")
+        n = tiles(ln.shape("INPUT_0"))
+        in_l1 = _in_l1(ln, "INPUT_0")
+        return DataMovementSpec(sub, n, 1.0, (0 if in_l1 else n) + out_dram, act, in_l1)
+    if kind == "concat":
+        for pre in ins[1:]:
+            if ln.get(f"{pre}_DATATYPE") != ln.get("INPUT_0_DATATYPE"):
+                raise _Skip("concat of tensors of different formats")
+        read_dram = sum(tiles(ln.shape(p)) for p in ins if not _in_l1(ln, p))
+        return DataMovementSpec("concat", out, 1.0, read_dram + out_dram, act, all(_in_l1(ln, p) for p in ins))
+    step = ln.attr("step") or "Shape([1; 1; 1; 1])"
+    if re.fullmatch(r"Shape\(\[1(?:; 1)*\]\)", step) is None:
+        raise _Skip(f"strided slice not modelled (step {step})")
+    in_l1 = _in_l1(ln, "INPUT_0")
+    return DataMovementSpec("slice", out, 1.0, (0 if in_l1 else out) + out_dram, act, in_l1)
+
+
+def _softmax(ln: _Line, hw: Blackhole) -> SoftmaxSpec:
+    if (ln.attr("softmax_type") or "SoftmaxOperationType::Softmax") != "SoftmaxOperationType::Softmax":
+        raise _Skip(f"softmax variant not modelled ({ln.attr('softmax_type')})")
+    if (ln.attr("dim") or "3") not in ("3", "-1"):
+        raise _Skip(f"softmax over dim {ln.attr('dim')} (the model reduces the last dim)")
+    if (ln.attr("is_causal_mask") or "false") == "true" or ln.has("INPUT_1"):
+        raise _Skip("softmax with a mask not modelled")
+    if (ln.attr("scale") or "std::nullopt") != "std::nullopt":
+        raise _Skip("scaled softmax not modelled")
+    pc = ln.attr("program_config") or "SoftmaxDefaultProgramConfig()"
+    if not pc.startswith("SoftmaxDefaultProgramConfig"):
+        raise _Skip(f"program-config kind not modelled: {pc.split('(')[0]}")
+    _no_sharding(ln, "INPUT_0", "OUTPUT_0")
+    x = ln.shape("INPUT_0")  # a row-wise op: batch dims are more rows
+    return SoftmaxSpec(x[0] * x[1] * x[2], x[3], ln.dtype("INPUT_0", ActivationFormat), _row_fp32_dest_acc(ln))
+
+
+def _row_fp32_dest_acc(ln: _Line) -> bool:
+    """``fp32_dest_acc_en`` of a norm / softmax row (off where the row has no compute kernel config)."""
+    ckc = ln.attr("compute_kernel_config") or ""
+    return bool(ln.config_flag(ckc, "fp32_dest_acc_en", default=0))
 
 
 def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
     kind = ln.attr("norm_type")
-    if kind != "LayerNormType::RMSNORM":
-        raise _Skip(f"norm type not modelled ({kind or 'no norm_type'}; the model covers RMSNorm)")
+    if kind not in ("LayerNormType::RMSNORM", "LayerNormType::LAYERNORM"):
+        raise _Skip(f"norm type not modelled ({kind or 'no norm_type'}; the model covers RMSNorm and LayerNorm)")
     pc = ln.attr("program_config") or ""
     if pc and not pc.startswith("LayerNormDefaultProgramConfig"):
         raise _Skip(f"program-config kind not modelled: {pc.split('(')[0]}")
@@ -475,7 +634,8 @@ def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
     act = ln.dtype("INPUT_0", ActivationFormat)
     # a residual has x's logical shape; gamma is one logical row (its padded shape may equal x's: [32[1], W])
     fused = ln.has("INPUT_1") and ln.logical("INPUT_1") == ln.logical("INPUT_0")
-    return NormSpec(x[0] * x[1] * x[2], x[3], act, fused)
+    return NormSpec(x[0] * x[1] * x[2], x[3], act, fused, layernorm=kind == "LayerNormType::LAYERNORM",
+                    fp32_dest_acc=_row_fp32_dest_acc(ln))
 
 
 def _eltwise(ln: _Line, hw: Blackhole) -> EltwiseSpec:
@@ -578,6 +738,12 @@ def _classify(ln: _Line, hw: Blackhole, code: str):
         return _rope(ln, hw)
     if cls == "fill_cache":
         return _fill_cache(ln, hw)
+    if cls == "minimal_matmul":
+        return _minimal_matmul(ln, hw)
+    if cls == "softmax":
+        return _softmax(ln, hw)
+    if cls.startswith("data_movement/"):
+        return _data_movement(ln, hw, cls.removeprefix("data_movement/"))
     return _sdpa(ln, hw, cls)
 
 

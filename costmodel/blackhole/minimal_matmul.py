@@ -1,0 +1,112 @@
+"""``ttnn.experimental.minimal_matmul`` (op code ``MinimalMatmulOp``): its spec, work split and cost.
+
+The program (tenstorrent/tt-metal ttnn/cpp/ttnn/operations/experimental/minimal_matmul/device/
+minimal_matmul_program_factory.cpp @ 00077842, the version whose kernels ``dm_in0_sender.cpp`` /
+``dm_in1_sender_out.cpp`` serve both senders and receivers, as the real reports list them) runs on the
+whole ``compute_with_storage_grid_size`` grid: M blocks (``M_block_size`` tiles, M padded to the
+block) over the grid's rows, N blocks over its columns, ``M_blocks_per_core = ceil(M_blocks /
+grid_y)``, ``N_blocks_per_core = ceil(N_blocks / grid_x)``; every core steps through its (m, n)
+blocks and, for each, all K blocks (``K_block_size`` tiles). Per step the first core of a row reads
+the in0 block from DRAM and forwards it along the row, the first core of a column reads the in1
+block and forwards it down the column (a chain of unicasts: every core acks every block, so all
+cores of a row step together), and each core multiplies its block; a partial last block reads and
+multiplies only its valid tiles (``current_M_block_tiles = min(m_tile + M_block_tiles, M_end_tile) -
+m_tile`` in the kernels' later versions, dm_in0_sender.cpp / compute.cpp; assumed here for the
+version above too). That is the 2D
+multicast matmul's block (``ops.mcast_2d_block_us``), repeated per (m, n) block: priced with it,
+no parameter of its own. Each M block re-reads in1 and each N block re-reads in0 from DRAM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from costmodel.blackhole.ops import dram_us, launch_us, mcast_2d_block_us, read_us
+from costmodel.blackhole.params import FitParams
+from costmodel.hardware import TILE, Blackhole, tile_bytes
+from costmodel.smooth import Relax, smax
+
+OP_CODES = ("MinimalMatmulOp", "MinimalMatmulDeviceOperation")
+
+
+@dataclasses.dataclass(frozen=True)
+class MinimalMatmulSpec:
+    """``minimal_matmul([M,K] act, [K,N] weights[, bias [1,N]])`` with a ``MinimalMatmulConfig``.
+
+    Attributes:
+      M, K, N: padded sizes in elements (tile multiples).
+      m_block, k_block, n_block: the config's block sizes, tiles.
+      grid_x, grid_y: ``compute_with_storage_grid_size``.
+      weight_dtype, act_dtype, fidelity: formats and math fidelity.
+      bias: a bias row is added (one tile row of N read per N block).
+    """
+
+    M: int
+    K: int
+    N: int
+    m_block: int
+    k_block: int
+    n_block: int
+    grid_x: int
+    grid_y: int
+    weight_dtype: str = "bf16"
+    act_dtype: str = "bf16"
+    fidelity: str = "HiFi4"
+    bias: bool = False
+    op_class = "matmul"
+
+    def __post_init__(self):
+        for name in ("M", "K", "N"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v > 0 and v % TILE == 0):
+                raise ValueError(f"{name}={v!r} must be a positive multiple of {TILE}")
+        for name in ("m_block", "k_block", "n_block", "grid_x", "grid_y"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and v >= 1):
+                raise ValueError(f"{name}={v!r} must be an integer >= 1")
+
+    def split(self) -> dict[str, int]:
+        """The factory's work split: blocks along M, N, K, blocks per core, rows / columns with work."""
+        mt, kt, nt = self.M // TILE, self.K // TILE, self.N // TILE
+        m_blocks, n_blocks = math.ceil(mt / self.m_block), math.ceil(nt / self.n_block)
+        k_blocks = math.ceil(kt / self.k_block)
+        mbpc, nbpc = math.ceil(m_blocks / self.grid_y), math.ceil(n_blocks / self.grid_x)
+        return {"m_blocks": m_blocks, "n_blocks": n_blocks, "k_blocks": k_blocks, "m_blocks_per_core": mbpc,
+                "n_blocks_per_core": nbpc, "rows_used": math.ceil(m_blocks / mbpc),
+                "cols_used": math.ceil(n_blocks / nbpc)}
+
+    def cores(self) -> int:
+        """Cores the program runs on (and an op report's CORE COUNT): the whole config grid."""
+        return self.grid_x * self.grid_y
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return minimal_matmul_us(hw, fit, self, relax=relax)
+
+
+def minimal_matmul_us(hw: Blackhole, fit: FitParams, spec: MinimalMatmulSpec, *, relax: Relax | None = None):
+    """Time of a minimal matmul, us (module docstring): the launch on the whole grid + the slower of
+    the pipeline (steps x the 2D block of the average valid block, a round trip to fill, the output
+    write) and all DRAM bytes (in1 once per M block, in0 once per N block, bias, output) at the
+    aggregate bandwidth."""
+    sp = spec.split()
+    mt, kt, nt = spec.M // TILE, spec.K // TILE, spec.N // TILE
+    act, w = tile_bytes(spec.act_dtype), tile_bytes(spec.weight_dtype)
+    # average valid tiles of a block: a partial last block moves and multiplies only its valid tiles
+    m_eff, n_eff, k_eff = mt / sp["m_blocks"], nt / sp["n_blocks"], kt / sp["k_blocks"]
+    steps = sp["m_blocks_per_core"] * sp["n_blocks_per_core"] * sp["k_blocks"]
+    senders = sp["rows_used"] + sp["cols_used"]
+    t_block = mcast_2d_block_us(hw, fit, m_tiles=m_eff, k_tiles=k_eff, n_tiles=n_eff, senders=senders,
+                                act_dtype=spec.act_dtype, weight_dtype=spec.weight_dtype, fidelity=spec.fidelity,
+                                relax=relax)
+    busy = sp["rows_used"] * sp["cols_used"]
+    out_tiles = sp["m_blocks_per_core"] * sp["n_blocks_per_core"] * m_eff * n_eff
+    t_out = read_us(hw, fit, out_tiles, out_tiles * act, busy, relax=relax)
+    in1_tiles = sp["m_blocks"] * kt * nt
+    act_tiles = sp["n_blocks"] * mt * kt + mt * nt + (sp["m_blocks"] * nt if spec.bias else 0)
+    t_agg = dram_us(hw, fit, in1_tiles, in1_tiles * w) + dram_us(hw, fit, act_tiles, act_tiles * act)
+    t_pipe = steps * t_block + fit.dram_latency_us + t_out
+    return launch_us(fit, spec.cores(), fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax)
+
+
+__all__ = ["OP_CODES", "MinimalMatmulSpec", "minimal_matmul_us"]
