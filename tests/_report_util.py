@@ -12,12 +12,13 @@ import pytest
 from costmodel.hardware import FIDELITY_PASSES
 
 
-def tt_perf_report(path, tmp_path) -> list[dict]:
-    """Run tt-perf-report (the PyPI tool, dev extra) on ``path``; its per-op CSV rows."""
+def tt_perf_report(path, tmp_path, *options: str) -> list[dict]:
+    """Run tt-perf-report (the PyPI tool, dev extra) on ``path`` (with ``options``, e.g. signposts);
+    its per-op CSV rows."""
     pytest.importorskip("tt_perf_report", reason="tt-perf-report is in the dev extra")
     out = tmp_path / f"{path.stem}_tt_perf_report.csv"
     r = subprocess.run([sys.executable, "-m", "tt_perf_report.perf_report", str(path), "--csv", str(out),
-                        "--no-summary", "--no-color", "--no-advice"], capture_output=True, text=True, timeout=300,
+                        "--no-summary", "--no-color", "--no-advice", *options], capture_output=True, text=True, timeout=300,
                        check=False)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "Traceback" not in r.stderr

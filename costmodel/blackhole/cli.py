@@ -501,18 +501,28 @@ def diff_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole diff",
                                 description="Two op reports of the same model (before / after a change) matched op by "
                                             "op: measured delta per op and in total next to the model's predicted "
-                                            "delta with its 90%% interval.",
-                                epilog="example: python -m costmodel.blackhole diff before.csv after.csv")
+                                            "delta with its 90%% interval; an op of one side only (a fusion) is "
+                                            "priced as removed / added, an unchanged op as 0 (its movement is "
+                                            "run-to-run noise).",
+                                epilog="example (a real pair, functional vs fused decoder layer): python -m "
+                                       "costmodel.blackhole diff tests/data/profiler_pairs/"
+                                       "bh_north_mini_functional_decode_b1.csv tests/data/profiler_pairs/"
+                                       "bh_north_mini_fused_decode_b1.csv")
     p.add_argument("before", metavar="BEFORE_CSV")
     p.add_argument("after", metavar="AFTER_CSV")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     add_device_id_argument(p, allow_all=False)
-    p.add_argument("--top", type=positive_int, default=15, help="pairs shown, by measured delta")
+    p.add_argument("--start-signpost", default=None, metavar="NAME",
+                   help="compare only the rows after the first signpost NAME in each report (as tt-perf-report)")
+    p.add_argument("--end-signpost", default=None, metavar="NAME",
+                   help="... and before the first signpost NAME after it (the same name: its next instance)")
+    p.add_argument("--top", type=positive_int, default=15, help="deltas shown, by measured movement")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
         cal = calibration_of(args)
-        a, b = read_reports(args.before, args.after, device_id=args.device_id)
+        a, b = (r.between(args.start_signpost, args.end_signpost)
+                for r in read_reports(args.before, args.after, device_id=args.device_id))
         d = rd.diff_reports(a, b, cal)
         print(dumps_strict(rd.diff_json(d), indent=1) if args.json else rd.format_diff(d, top=args.top))
         return 0

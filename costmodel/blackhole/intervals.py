@@ -139,6 +139,12 @@ def _innermost(spec):
     return spec
 
 
+def own_model_var(cal: Calibration, disc: Discrepancy | None, spec, t: float) -> float:
+    """Model-error variance (us^2) of an op present on one side of a delta only (a fusion removes or
+    adds it): its own error, nothing cancels."""
+    return sum(op_error_var(cal, disc, spec, t)) * t**2
+
+
 def delta_model_var(cal: Calibration, disc: Discrepancy | None, spec_a, ta: float, spec_b, tb: float) -> float:
     """Model-error variance (us^2) of ``tb - ta``, the times of two ops. Different kernels (decode vs
     standard SDPA): independent errors. The same op model: its relative error is shared, and so is
@@ -202,7 +208,7 @@ def delta_intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, base: 
             return m**2 * delta_model_var(cal, disc, b["specs"][n], tb, a["specs"][n], ta)
         # an op of one setting only (fused add+norm): its own error
         spec, t = (a["specs"][n], ta) if n in a["ops"] else (b["specs"][n], tb)
-        return m**2 * sum(op_error_var(cal, disc, spec, t)) * t**2
+        return m**2 * own_model_var(cal, disc, spec, t)
 
     out = {"ops": {k: interval(a["ops"].get(k, zero), b["ops"].get(k, zero), op_model_var(k, 1.0)) for k in names}}
     for k, m in _multiplicity(cfg).items():

@@ -312,6 +312,26 @@ class Report:
         (``ReportRow.duration_us`` is None on every other line)."""
         return [r for r in self.rows if r.duration_us is not None]
 
+    def between(self, start: str | None, end: str | None = None) -> Report:
+        """The rows inside a signpost window, as tt-perf-report's ``--start-signpost`` /
+        ``--end-signpost``: after the first signpost named ``start`` (None: from the first row) and
+        before the first ``end`` after it (None: to the last row; the same name as ``start``: its next
+        instance). ValueError names the signpost and the ones the report has."""
+        names = [(i, r.op_code) for i, r in enumerate(self.rows) if r.status == "signpost"]
+        have = sorted({n for _, n in names})
+
+        def first(name: str, after: int, option: str) -> int:
+            at = next((i for i, n in names if n == name and i > after), None)
+            if at is None:
+                where = f" after line {self.rows[after].line}" if after >= 0 else ""
+                expected = f"expected one of {have}" if have else "the report has no signposts"
+                raise ValueError(f"{option}={name!r}: no such signpost in {self.path}{where}; {expected}")
+            return at
+
+        lo = -1 if start is None else first(start, -1, "start-signpost")
+        hi = len(self.rows) if end is None else first(end, lo, "end-signpost")
+        return dataclasses.replace(self, rows=self.rows[lo + 1:hi])
+
     def summary(self) -> dict[str, dict[str, int]]:
         """{status: {op code: lines}}, 'modelled' first, then reasons by count."""
         out: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pathlib
 
-from costmodel.blackhole import BlackholeConfig, evaluate, knob_search, plans, report_predict
+from costmodel.blackhole import BlackholeConfig, evaluate, knob_search, plans, report_diff, report_predict
 from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.holdout import validate_rows
 from costmodel.blackhole.intervals import delta_intervals, intervals
@@ -34,6 +34,11 @@ CFG = ExpertConfig.alpamayo_tt()
 TARGET_STEP_MS = 30.0  # seeds/EXPERT_NOTES.md: the goal of < 30 ms/step as an op graph
 # real device-profiler reports laid beside the checkout (shared/data/profiler_reports, with SOURCES.md)
 REAL_REPORTS = pathlib.Path(__file__).resolve().parents[3].parent / "shared" / "data" / "profiler_reports"
+# real before / after pairs of one model's reports in the repository (tests/data/profiler_pairs/SOURCES.md):
+# phase -> (functional, fused)
+_PAIRS_DIR = pathlib.Path(__file__).resolve().parents[3] / "tests" / "data" / "profiler_pairs"
+REAL_PAIRS = {phase: tuple(_PAIRS_DIR / f"bh_north_mini_{kind}_{suffix}.csv" for kind in ("functional", "fused"))
+              for phase, suffix in (("decode", "decode_b1"), ("prefill", "prefill_s128"))}
 MEASURED_SAMPLE_MS = 335.0  # seeds/EXPERT_NOTES.md 'Timing': 10-step sample() ~335 ms (data/step_times.json)
 
 
@@ -164,6 +169,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
                        f"worst: {worst_text}.")]
     lines += coverage_lines(results)
     lines += predict_lines(out_dir, results, figures, cal)
+    lines += diff_lines(results, cal)
     return SectionResult("\n".join(lines), results, tuple(figures))
 
 
@@ -190,6 +196,41 @@ def predict_lines(out_dir: pathlib.Path, results: dict, figures: list, cal) -> l
                  f"interval; the unmodelled rows and per-op totals are in results.json."), "",
             md_table(["line", "op", "measured us", "floor us", "predicted us", "90% interval", "inside"], table), "",
             f"![ranked rows]({name})"]
+
+
+def diff_lines(results: dict, cal) -> list[str]:
+    """``python -m costmodel.blackhole diff`` on the real pairs ``REAL_PAIRS`` (functional vs fused
+    decoder layer, decode and prefill): per phase the changed priced deltas, measured vs predicted
+    with intervals, and the totals."""
+    pairs = {k: v for k, v in REAL_PAIRS.items() if all(p.is_file() for p in v)}
+    if not pairs:
+        return []
+    lines = ["", ("Real changes (`python -m costmodel.blackhole diff BEFORE AFTER`): one decoder layer of tt-metal's "
+                  "North-mini autoport on one Blackhole chip, functional then fused (gate and up projections in one "
+                  "matmul, SiLU fused into the multiply; in decode also the KV cache updates in one op; "
+                  "`tests/data/profiler_pairs/SOURCES.md`). The deltas the model prices and that changed: a matched "
+                  "pair, or a row of one side only (-/+ its whole time).")]
+    for phase, (before, after) in pairs.items():
+        d = report_diff.diff_reports(read_report(before), read_report(after), cal)
+        results[f"diff_{phase}_" + after.stem] = report_diff.diff_json(d)
+        t = d["total"]
+        changed = [p for p in d["pairs"] + d["only_a"] + d["only_b"] if p.predicted is not None and not p.unchanged]
+        table = [[p.op_code, "-" if p.line_a is None else p.line_a, "-" if p.line_b is None else p.line_b,
+                  f"{p.measured_a:.1f}", f"{p.measured_b:.1f}", f"{p.measured:+.1f}", f"{p.predicted:+.1f}",
+                  f"[{p.lo:+.1f}, {p.hi:+.1f}]", "yes" if p.inside else "no"]
+                 for p in sorted(changed, key=lambda p: -abs(p.measured))]
+        lo, hi = t["interval_us"]
+        share = "n/a" if t["share_inside"] is None else f"{100 * t['share_inside']:.0f}%"
+        lines += ["", (f"{phase}: `{before.name}` -> `{after.name}`, device time {t['before_us']:.1f} -> "
+                       f"{t['after_us']:.1f} us ({t['measured_us']:+.1f} us measured)."), "",
+                  md_table(["op", "line before", "line after", "before us", "after us", "measured delta",
+                            "predicted delta", "90% interval", "inside"], table), "",
+                  (f"Over the {t['priced']} priced deltas: measured {t['priced_measured_us']:+.1f} us, predicted "
+                   f"{t['predicted_us']:+.1f} us [{lo:+.1f}, {hi:+.1f}] ({'inside' if t['inside'] else 'outside'}); "
+                   f"{share} of the changed deltas' measured movement lies inside its own interval; the "
+                   f"{t['unchanged']} unchanged specs (predicted 0) moved {t['noise_us']:.1f} us in all between the "
+                   f"two runs; unpriced ops moved {t['unpriced_measured_us']:+.1f} us.")]
+    return lines
 
 
 def coverage_lines(results: dict) -> list[str]:
