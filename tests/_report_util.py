@@ -1,5 +1,5 @@
-"""tt-perf-report (the PyPI tool of tt-metal users, dev extra) run on an op report, and the checks
-every matmul row of its output must pass."""
+"""tt-perf-report (the PyPI tool of tt-metal users, dev extra) run on an op report, the checks
+every matmul row of its output must pass, and one-line reports cut from real ones."""
 
 from __future__ import annotations
 
@@ -9,7 +9,29 @@ import sys
 
 import pytest
 
+from costmodel.blackhole.params import FitParams
+from costmodel.blackhole.report_reader import read_report
 from costmodel.hardware import FIDELITY_PASSES
+
+
+def records(path) -> list[dict]:
+    """A report's rows as csv.DictReader records (BOM stripped)."""
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        return list(csv.DictReader(f))
+
+
+def one_line(src, dst, pick, edit=lambda r: None):
+    """A report (written to ``dst``) of the first line of ``src`` that ``pick`` accepts, edited by
+    ``edit``; returns (the line as ``read_report`` reads it, the edited record)."""
+    recs = records(src)
+    rec = next(r for r in recs if pick(r))
+    edit(rec)
+    with dst.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(recs[0]))
+        w.writeheader()
+        w.writerow(rec)
+    (line,) = read_report(dst).rows
+    return line, rec
 
 
 def tt_perf_report(path, tmp_path, *options: str) -> list[dict]:
@@ -40,3 +62,13 @@ def check_matmul_rows(rows_out, hw, specs_us) -> None:
         assert per_core == pytest.approx(model, rel=1e-9)
         assert int(r["Cores"]) == spec.N // 32 // int(spec.cfg.per_core_N)
         assert float(r["FLOPs"]) * 1e12 == pytest.approx(2 * spec.M * spec.K * spec.N / (us * 1e-6), rel=1e-6)
+
+
+def ideal_fit(**kw) -> FitParams:
+    """No latency, no launch, no compute cost, ideal overlap (q-norm ~ max), unlimited core rate."""
+    base = {"dram_eff": 1.0, "core_read_tiles_per_s": 1e30, "dram_latency_us": 0.0, "overlap_exponent": 400.0,
+                "mm_block_sync_us": 0.0, "eltwise_cycles_per_tile": 0.0, "dispatch_us": 0.0, "dispatch_core_us": 0.0,
+                "launch_matmul_us": 0.0, "launch_norm_us": 0.0, "launch_rope_us": 0.0, "launch_heads_us": 0.0,
+                "launch_fill_cache_us": 0.0, "launch_eltwise_us": 0.0, "launch_sdpa_us": 0.0, "trace_overlap_us": 0.0,
+                "host_bytes_per_s": 1e30, "host_proj_us": 0.0}
+    return FitParams(**{**base, **kw})

@@ -4,12 +4,12 @@ import dataclasses
 import json
 
 import pytest
+from _report_util import ideal_fit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel.blackhole import (
     BlackholeConfig,
-    FitParams,
     MatmulProgramConfig,
     evaluate,
     initial_params,
@@ -30,14 +30,6 @@ HW = blackhole_p150a()
 HW_ANY_RATE = dataclasses.replace(HW, dram_request_cycles=0.0)
 
 
-def _ideal_fit(**kw) -> FitParams:
-    """No latency, no launch, no compute cost, ideal overlap (q-norm ~ max), unlimited core rate."""
-    base = {"dram_eff": 1.0, "core_read_tiles_per_s": 1e30, "dram_latency_us": 0.0, "overlap_exponent": 400.0,
-                "mm_block_sync_us": 0.0, "eltwise_cycles_per_tile": 0.0, "dispatch_us": 0.0, "dispatch_core_us": 0.0,
-                "launch_matmul_us": 0.0, "launch_norm_us": 0.0, "launch_rope_us": 0.0, "launch_heads_us": 0.0,
-                "launch_fill_cache_us": 0.0, "launch_eltwise_us": 0.0, "launch_sdpa_us": 0.0, "trace_overlap_us": 0.0,
-                "host_bytes_per_s": 1e30, "host_proj_us": 0.0}
-    return FitParams(**{**base, **kw})
 
 
 @pytest.mark.parametrize("name,K,N,ibw,pcn", [("wqkv", 1536, 4096, 8, 2), ("w2", 6144, 1536, 48, 1),
@@ -45,7 +37,7 @@ def _ideal_fit(**kw) -> FitParams:
 def test_matmul_dram_roofline_limit(name, K, N, ibw, pcn):
     """Unlimited core rate, no latency: time = all bytes / peak (weights bfp8, act in/out bf16)."""
     M = 64
-    t = ops.matmul_us(HW_ANY_RATE, _ideal_fit(), MatmulProgramConfig(ibw, pcn, 2.0), M=M, K=K, N=N, weight_dtype="bfp8")
+    t = ops.matmul_us(HW_ANY_RATE, ideal_fit(), MatmulProgramConfig(ibw, pcn, 2.0), M=M, K=K, N=N, weight_dtype="bfp8")
     bytes_ = K * N * 1088 / 1024 + M * K * 2 + M * N * 2
     assert float(t) == pytest.approx(bytes_ / 512e9 * 1e6, rel=1e-4)
 
@@ -54,7 +46,7 @@ def test_matmul_dram_roofline_limit(name, K, N, ibw, pcn):
 def test_l1_resident_activations_leave_the_dram_bound(in0_l1, out_l1):
     """Same DRAM limit as above, but the L1-interleaved activation / output bytes are not DRAM traffic."""
     M, K, N = 64, 6144, 1536
-    t = ops.matmul_us(HW_ANY_RATE, _ideal_fit(), MatmulProgramConfig(48.0, 1.0, 2.0), M=M, K=K, N=N,
+    t = ops.matmul_us(HW_ANY_RATE, ideal_fit(), MatmulProgramConfig(48.0, 1.0, 2.0), M=M, K=K, N=N,
                       weight_dtype="bfp8", in0_l1=in0_l1, out_l1=out_l1)
     bytes_ = K * N * 1088 / 1024 + (0 if in0_l1 else M * K * 2) + (0 if out_l1 else M * N * 2)
     assert float(t) == pytest.approx(bytes_ / 512e9 * 1e6, rel=1e-4)
@@ -79,7 +71,7 @@ def test_matmul_compute_limit_matches_tt_metal_op_model(fidelity, passes):
     tt-metal's ideal_cycles = 2MNK / (cores*4096) x fidelity."""
     hw = dataclasses.replace(HW_ANY_RATE, dram_peak_bytes_per_s=1e30, noc_bytes_per_cycle_per_link=1e30)
     M, K, N, pcn = 64, 1536, 4096, 2
-    t = ops.matmul_us(hw, _ideal_fit(), MatmulProgramConfig(8.0, float(pcn), 2.0), M=M, K=K, N=N,
+    t = ops.matmul_us(hw, ideal_fit(), MatmulProgramConfig(8.0, float(pcn), 2.0), M=M, K=K, N=N,
                       weight_dtype="bfp8", fidelity=fidelity)
     cores = N // 32 // pcn
     ideal_cycles = 2 * M * N * K / (cores * 4096) * passes
@@ -92,7 +84,7 @@ def test_flash_decode_bytes_limit(kv_dtype, elem_bytes):
     hw = dataclasses.replace(HW_ANY_RATE, noc_bytes_per_cycle_per_link=1e30, noc_hop_cycles=0.0,
                              matmul_flops_per_cycle_per_core=1e30)
     smax_rows, users, H = 8192.0, 8, 128
-    t = sdpa.sdpa_decode_us(hw, _ideal_fit(), SdpaProgramConfig(128.0, 32.0, 16.0), smax_rows=smax_rows, users=users,
+    t = sdpa.sdpa_decode_us(hw, ideal_fit(), SdpaProgramConfig(128.0, 32.0, 16.0), smax_rows=smax_rows, users=users,
                            q_rows=128, head_dim=H, kv_dtype=kv_dtype, mask_dtype="bfp4")
     kv = 2 * 1 * H * users * smax_rows * elem_bytes
     mask = users * 128 * smax_rows * 576 / 1024  # each user's cores read the shared mask
@@ -103,7 +95,7 @@ def test_flash_decode_bytes_limit(kv_dtype, elem_bytes):
 def test_standard_sdpa_few_items_is_core_bound():
     """Folded heads, q_chunk 128: 8 work items on 8 cores; each streams every K/V/mask page of its head."""
     rate = 5e6
-    fit = _ideal_fit(core_read_tiles_per_s=rate)
+    fit = ideal_fit(core_read_tiles_per_s=rate)
     t = sdpa.sdpa_standard_us(HW, fit, SdpaProgramConfig(128.0, 128.0, 16.0), smax_rows=8192.0, q_heads=8, q_rows=128,
                              head_dim=128, kv_dtype="bf16", mask_dtype="bf16")
     chunks = 8192 // 128
@@ -129,7 +121,7 @@ def test_standard_sdpa_gqa_reader_is_round_trip_bound():
     chunks. With a long round trip L and free compute, the op takes L (first read) + Q read + 64*18*L."""
     L = 5.0
     hw = dataclasses.replace(HW_ANY_RATE, noc_bytes_per_cycle_per_link=1e30, matmul_flops_per_cycle_per_core=1e30)
-    t = sdpa.sdpa_standard_us(hw, _ideal_fit(dram_latency_us=L), SdpaProgramConfig(128.0, 32.0, 16.0),
+    t = sdpa.sdpa_standard_us(hw, ideal_fit(dram_latency_us=L), SdpaProgramConfig(128.0, 32.0, 16.0),
                              smax_rows=8192.0, q_heads=16, q_rows=64, head_dim=128, kv_dtype="bf16",
                              mask_dtype="bfp4")
     q_read = 32 * (4 * 2048) / 512e9 * 1e6  # 32 cores each read a 1x4-tile Q chunk at a 1/32 share of peak
@@ -156,11 +148,11 @@ def test_dram_sharded_matmul_is_one_banks_shard_at_one_banks_peak(workers_per_ba
     hw = dataclasses.replace(HW, noc_bytes_per_cycle_per_link=1e30, matmul_flops_per_cycle_per_core=1e30)
     pc = MatmulProgramConfig(9.0, 3.0, 1.0, kind="dram_sharded", num_workers_per_dram_bank=workers_per_bank)
     pcn = -(-75 // (8 * workers_per_bank))
-    t = ops.matmul_dram_sharded_us(hw, _ideal_fit(), pc, M=32, K=2880, N=2400, weight_dtype="bf16")
+    t = ops.matmul_dram_sharded_us(hw, ideal_fit(), pc, M=32, K=2880, N=2400, weight_dtype="bf16")
     assert float(t) == pytest.approx(90 * pcn * workers_per_bank * 2048 / 64e9 * 1e6, rel=2e-3)
     assert ops.dram_sharded_workers(hw, pc) == 8 * workers_per_bank
     with pytest.raises(ValueError, match="prices kind='dram_sharded'; got kind='mcast_2d'"):
-        ops.matmul_dram_sharded_us(hw, _ideal_fit(), dataclasses.replace(pc, kind="mcast_2d"), M=32, K=2880,
+        ops.matmul_dram_sharded_us(hw, ideal_fit(), dataclasses.replace(pc, kind="mcast_2d"), M=32, K=2880,
                                    N=2400, weight_dtype="bf16")
 
 
@@ -207,7 +199,7 @@ def test_in0_sender_stream_bounds_a_long_k_matmul():
     overlap: the one in0 sender reads 2 x 48 bf16 tiles per block at its own page rate, then multicasts them
     over one NoC link (64 B/cycle x 1.35 GHz); its 4 blocks outlast every in1 reader (48 tiles each)."""
     rate = 10e6
-    t = ops.matmul_us(HW_ANY_RATE, _ideal_fit(core_read_tiles_per_s=rate), MatmulProgramConfig(48.0, 1.0, 2.0),
+    t = ops.matmul_us(HW_ANY_RATE, ideal_fit(core_read_tiles_per_s=rate), MatmulProgramConfig(48.0, 1.0, 2.0),
                       M=64, K=6144, N=1536, weight_dtype="bfp8")
     per_block = 96 / rate + 96 * 2048 / (64 * 1.35e9)
     assert float(t) == pytest.approx(4 * per_block * 1e6, rel=0.01)
@@ -234,7 +226,7 @@ def test_matmul_us_refuses_kinds_it_does_not_price():
 
 def test_head_split_is_latency_bound():
     """nlp_create_qkv_heads on 64 rows: 2 cores, (16+2*8)*128/32 = 128 tiles each, one round trip per tile."""
-    fit = _ideal_fit(dram_latency_us=0.4, launch_heads_us=3.0)
+    fit = ideal_fit(dram_latency_us=0.4, launch_heads_us=3.0)
     t = ops.heads_us(HW, fit, rows=64, tiles_per_row=128)
     assert float(t) == pytest.approx(3.0 + 128 * 0.4, rel=1e-3)
 

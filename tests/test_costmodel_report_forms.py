@@ -3,10 +3,10 @@ DRAM operands, the row's own fp32_dest_acc flag, scalar eltwise operands, gamma 
 by its logical shape, collectives set apart; and ``coverage``'s device-time shares against an
 independent sum over the CSV."""
 
-import csv
 import math
 
 import pytest
+from _report_util import one_line, records
 from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.cli import main
@@ -22,22 +22,8 @@ CLIP = DATA / "bh_64_clip_encoder_1.csv"
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"real reports not found at {DATA}")
 
 
-def _records(path):
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        return list(csv.DictReader(f))
-
-
 def _one_line(src, dst, pick, edit=lambda r: None):
-    """A report of the first line of ``src`` that ``pick`` accepts, edited by ``edit``."""
-    recs = _records(src)
-    row = next(r for r in recs if pick(r))
-    edit(row)
-    with dst.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(recs[0]))
-        w.writeheader()
-        w.writerow(row)
-    (line,) = read_report(dst).rows
-    return line
+    return one_line(src, dst, pick, edit)[0]
 
 
 def test_2d_multicast_on_dram_operands_is_read_and_priced(tmp_path):
@@ -104,7 +90,7 @@ def test_collectives_are_set_apart_and_coverage_sums_the_csv(capsys):
     assert {"AllGatherAsyncDeviceOperation", "ReduceScatterMinimalAsyncDeviceOperation"} <= collectives
     cov = coverage(rep)
     # independent: sum the device-0 device ops' durations straight from the CSV
-    recs = [r for r in _records(DEEPSEEK) if r["DEVICE ID"] == "0" and r["OP TYPE"] == "tt_dnn_device"]
+    recs = [r for r in records(DEEPSEEK) if r["DEVICE ID"] == "0" and r["OP TYPE"] == "tt_dnn_device"]
     total = sum(float(r["DEVICE KERNEL DURATION [ns]"]) for r in recs) / 1e3
     coll = sum(float(r["DEVICE KERNEL DURATION [ns]"]) for r in recs if r["OP CODE"] in collectives) / 1e3
     assert cov.rows == len(recs) and cov.device_us == pytest.approx(total)

@@ -3,17 +3,16 @@ and config-less matmuls, minimal_matmul, LayerNorm, softmax, the data-movement f
 transpose, concat, slice); each row's CORE COUNT against the model's split; the share of device time
 priced on the single-chip transformer reports against a sum straight from the CSV."""
 
-import csv
 import dataclasses
 import math
 
 import pytest
+from _report_util import ideal_fit, one_line, records
 from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.data_movement import DataMovementSpec, reshape_reads_per_tile
 from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
 from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec, NormSpec, SoftmaxSpec
-from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MatmulProgramConfig
 from costmodel.blackhole.report_coverage import coverage
 from costmodel.blackhole.report_reader import COLLECTIVE, MODELLED, model_cores, read_report
@@ -29,32 +28,8 @@ HW = dataclasses.replace(blackhole_p150a(), dram_request_cycles=0.0)
 BF16, BFP8 = 2048, 1088  # bytes per 32x32 tile (tt::tile_size)
 
 
-def _ideal_fit(**kw) -> FitParams:
-    """No latency, no launch, no elementwise cost, ideal overlap (q-norm ~ max), unlimited core rate."""
-    base = {"dram_eff": 1.0, "core_read_tiles_per_s": 1e30, "dram_latency_us": 0.0, "overlap_exponent": 400.0,
-            "mm_block_sync_us": 0.0, "eltwise_cycles_per_tile": 0.0, "dispatch_us": 0.0, "dispatch_core_us": 0.0,
-            "launch_matmul_us": 0.0, "launch_norm_us": 0.0, "launch_rope_us": 0.0, "launch_heads_us": 0.0,
-            "launch_fill_cache_us": 0.0, "launch_eltwise_us": 0.0, "launch_sdpa_us": 0.0, "trace_overlap_us": 0.0,
-            "host_bytes_per_s": 1e30, "host_proj_us": 0.0}
-    return FitParams(**{**base, **kw})
 
 
-def _records(path):
-    with path.open(newline="", encoding="utf-8-sig") as f:
-        return list(csv.DictReader(f))
-
-
-def _one_line(src, dst, pick, edit=lambda r: None):
-    """A report of the first line of ``src`` that ``pick`` accepts, edited by ``edit``; (row, record)."""
-    recs = _records(src)
-    rec = next(r for r in recs if pick(r))
-    edit(rec)
-    with dst.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(recs[0]))
-        w.writeheader()
-        w.writerow(rec)
-    (line,) = read_report(dst).rows
-    return line, rec
 
 
 def _dims(rec, pre):
@@ -73,7 +48,7 @@ def test_batched_1d_matmul_prices_every_batch_and_its_bytes(tmp_path):
     def pick(r):
         return (r["OP CODE"] == "MatmulDeviceOperation" and r["DEVICE ID"] == "0" and "out_subblock_w=8" in
                 r["ATTRIBUTES"] and "MultiCast1D" in r["ATTRIBUTES"])
-    line, rec = _one_line(DEEPSEEK, tmp_path / "bmm.csv", pick)
+    line, rec = one_line(DEEPSEEK, tmp_path / "bmm.csv", pick)
     assert line.status == MODELLED, line.status
     spec = line.spec
     x, w = _dims(rec, "INPUT_0"), _dims(rec, "INPUT_1")
@@ -82,7 +57,7 @@ def test_batched_1d_matmul_prices_every_batch_and_its_bytes(tmp_path):
     assert model_cores(spec, HW) == int(rec["CORE COUNT"])
     dram = x[1] * (x[2] * x[3] // 1024 * BF16 + w[2] * w[3] // 1024 * BFP8)
     # (its HiFi2 tile products, 32 x 64 per core, take 49 us: under the 56 us of DRAM bytes)
-    t = float(spec.us(HW, _ideal_fit()))
+    t = float(spec.us(HW, ideal_fit()))
     assert t == pytest.approx(dram / HW.dram_peak_bytes_per_s * 1e6, rel=1e-3)
 
 
@@ -90,7 +65,7 @@ def test_a_batched_matmul_is_its_batches_back_to_back():
     """Without a round trip or a launch (which are paid once), B batches cost B times one batch."""
     cfg = MatmulProgramConfig(16.0, 4.0, 1.0, kind=MCAST_1D_IN1, out_subblock_h=1, out_subblock_w=4, fuse_batch=False)
     spec = MatmulSpec(3200, 512, 128, cfg, "bfp8", batch=32)
-    fit = _ideal_fit(core_read_tiles_per_s=2e7, mm_block_sync_us=0.5, eltwise_cycles_per_tile=64.0)
+    fit = ideal_fit(core_read_tiles_per_s=2e7, mm_block_sync_us=0.5, eltwise_cycles_per_tile=64.0)
     one = float(dataclasses.replace(spec, batch=1).us(HW, fit))
     assert float(spec.us(HW, fit)) == pytest.approx(32 * one, rel=1e-5)
 
@@ -103,7 +78,7 @@ def test_a_matmul_without_a_program_config_gets_ttnns_1d_choice(tmp_path, n, kin
     def pick(r):
         return (r["OP CODE"] == "Matmul" and "'program_config': 'std::nullopt'" in r["ATTRIBUTES"]
                 and r["INPUT_1_X_PAD[LOGICAL]"] == n)
-    line, rec = _one_line(CLIP, tmp_path / "auto.csv", pick)
+    line, rec = one_line(CLIP, tmp_path / "auto.csv", pick)
     assert line.status == MODELLED, line.status
     spec = line.spec.inner
     assert spec.cfg.kind == kind and spec.cfg.in0_block_w == ibw and spec.batch == 12 and not spec.cfg.fuse_batch
@@ -116,7 +91,7 @@ def test_a_config_less_matmul_outside_the_narrow_rule_is_skipped_with_the_reason
 
     def edit(r):  # an L1 output: not all in DRAM, and a 1:2 shape is not narrow -> ttnn's L1 estimate
         r["OUTPUT_0_MEMORY"] = "DEV_0_L1_INTERLEAVED"
-    line, _ = _one_line(CLIP, tmp_path / "auto_l1.csv", pick, edit)
+    line, _ = one_line(CLIP, tmp_path / "auto_l1.csv", pick, edit)
     assert line.status.startswith("no program config, and ttnn's own choice for this shape")
 
 
@@ -126,7 +101,7 @@ def test_minimal_matmul_is_read_from_its_config_and_split_over_the_grid(tmp_path
     latency or rate limit the busiest core's HiFi4 tile products (one valid M tile) bound it."""
     def pick(r):
         return r["OP CODE"] == "MinimalMatmulOp" and r["INPUT_1_X_PAD[LOGICAL]"] == "3072[3072]"
-    line, rec = _one_line(CLIP, tmp_path / "mm.csv", pick)
+    line, rec = one_line(CLIP, tmp_path / "mm.csv", pick)
     assert line.status == MODELLED, line.status
     spec = line.spec.inner
     assert spec == MinimalMatmulSpec(32, 768, 3072, 2, 8, 8, 8, 8, "bf16", "bf16", "HiFi4", bias=True)
@@ -134,7 +109,7 @@ def test_minimal_matmul_is_read_from_its_config_and_split_over_the_grid(tmp_path
     sp = spec.split()
     assert (sp["n_blocks"], sp["n_blocks_per_core"], sp["cols_used"], sp["k_blocks"]) == (12, 2, 6, 3)
     hw = dataclasses.replace(line.spec.board(), dram_request_cycles=0.0)
-    t = float(spec.us(hw, _ideal_fit()))
+    t = float(spec.us(hw, ideal_fit()))
     # busiest core: 2 N blocks x 3 K blocks x (1 x 8 x 8) tile products, 64 cycles each at HiFi4
     math_us = 2 * 3 * 64 * 64 / hw.clock_hz * 1e6
     out_us = 6 * (2 * 8) * BF16 / hw.dram_peak_bytes_per_s * 1e6  # the busy cores' output at the peak
@@ -144,13 +119,13 @@ def test_minimal_matmul_is_read_from_its_config_and_split_over_the_grid(tmp_path
 def test_layernorm_is_read_and_costs_more_passes_than_rmsnorm(tmp_path):
     """CLIP's one-row LayerNorm (gamma and beta inputs): read as a LayerNorm over [32, 768] on one core
     (CORE COUNT); math-bound it costs the 7 passes of layernorm.cpp's two-pass path against RMSNorm's 4."""
-    line, rec = _one_line(CLIP, tmp_path / "ln.csv", lambda r: r["OP CODE"] == "LayerNormDeviceOperation")
+    line, rec = one_line(CLIP, tmp_path / "ln.csv", lambda r: r["OP CODE"] == "LayerNormDeviceOperation")
     assert line.status == MODELLED, line.status
     spec = line.spec.inner
     fp32 = "fp32_dest_acc_en=1" in rec["ATTRIBUTES"]
     assert spec == NormSpec(32, 768, "bf16", fused_residual=False, layernorm=True, fp32_dest_acc=fp32) and fp32
     assert model_cores(spec, line.spec.board()) == int(rec["CORE COUNT"]) == 1
-    fit = _ideal_fit(eltwise_cycles_per_tile=100.0)
+    fit = ideal_fit(eltwise_cycles_per_tile=100.0)
     ln, rms = float(spec.us(HW, fit)), float(dataclasses.replace(spec, layernorm=False).us(HW, fit))
     assert ln / rms == pytest.approx(7 / 4, rel=1e-3)
     # Float32 intermediates: every pass moves 4-byte tiles, twice bf16's
@@ -159,7 +134,7 @@ def test_layernorm_is_read_and_costs_more_passes_than_rmsnorm(tmp_path):
 
 
 def test_softmax_is_a_row_op_sent_to_the_whole_grid(tmp_path):
-    line, rec = _one_line(CLIP, tmp_path / "sm.csv", lambda r: r["OP CODE"] == "SoftmaxDeviceOperation")
+    line, rec = one_line(CLIP, tmp_path / "sm.csv", lambda r: r["OP CODE"] == "SoftmaxDeviceOperation")
     assert line.status == MODELLED, line.status
     x = _dims(rec, "INPUT_0")
     fp32 = "fp32_dest_acc_en=1" in rec["ATTRIBUTES"]
@@ -196,7 +171,7 @@ def test_reshape_reads_each_output_tiles_segments(tmp_path, out_x, cores):
     reading its map page and the input tiles its rows come from."""
     def pick(r):
         return r["OP CODE"] == "ReshapeDeviceOperation" and r["OUTPUT_0_X_PAD[LOGICAL]"] == out_x
-    line, rec = _one_line(CLIP, tmp_path / "rs.csv", pick)
+    line, rec = one_line(CLIP, tmp_path / "rs.csv", pick)
     assert line.status == MODELLED, line.status
     spec = line.spec.inner
     logical = [[int(rec[f"{p}_{d}_PAD[LOGICAL]"].split("[")[1].rstrip("]")) for d in "WZYX"]
@@ -213,7 +188,7 @@ def test_reshape_reads_per_tile_refuses_a_count_change():
 
 @pytest.mark.parametrize("dim, kind", [("TransposeOpDim::HC", "transpose_hc"), ("TransposeOpDim::WH", "transpose_wh")])
 def test_transposes_are_read_by_dim_and_sent_to_the_whole_grid(tmp_path, dim, kind):
-    line, rec = _one_line(CLIP, tmp_path / "tr.csv", lambda r: r["OP CODE"] == "TransposeDeviceOperation"
+    line, rec = one_line(CLIP, tmp_path / "tr.csv", lambda r: r["OP CODE"] == "TransposeDeviceOperation"
                           and f"'dim': '{dim}'" in r["ATTRIBUTES"])
     assert line.status == MODELLED and line.spec.inner.kind == kind
     assert model_cores(line.spec.inner, line.spec.board()) == int(rec["CORE COUNT"]) == 64
@@ -222,7 +197,7 @@ def test_transposes_are_read_by_dim_and_sent_to_the_whole_grid(tmp_path, dim, ki
 def test_a_transpose_of_another_dim_is_skipped_with_the_reason(tmp_path):
     def edit(r):
         r["ATTRIBUTES"] = r["ATTRIBUTES"].replace("TransposeOpDim::HC", "TransposeOpDim::CN")
-    line, _ = _one_line(CLIP, tmp_path / "cn.csv", lambda r: "TransposeOpDim::HC" in r["ATTRIBUTES"], edit)
+    line, _ = one_line(CLIP, tmp_path / "cn.csv", lambda r: "TransposeOpDim::HC" in r["ATTRIBUTES"], edit)
     assert line.status.startswith("transpose dim not modelled (TransposeOpDim::CN")
 
 
@@ -232,13 +207,13 @@ def test_slice_is_its_kept_tiles_read_and_written_at_the_dram_peak(tmp_path):
     def pick(r):
         return (r["OP CODE"] == "SliceDeviceOperation" and r["DEVICE ID"] == "0"
                 and r["OUTPUT_0_X_PAD[LOGICAL]"] == "128[128]")
-    line, rec = _one_line(DEEPSEEK, tmp_path / "sl.csv", pick)
+    line, rec = one_line(DEEPSEEK, tmp_path / "sl.csv", pick)
     assert line.status == MODELLED, line.status
     o = _dims(rec, "OUTPUT_0")
     out_bytes = math.prod(o) // 1024 * BF16
     assert isinstance(line.spec, DataMovementSpec) and line.spec.kind == "slice"
     assert model_cores(line.spec, HW) == int(rec["CORE COUNT"])
-    assert float(line.spec.us(HW, _ideal_fit())) == pytest.approx(2 * out_bytes / HW.dram_peak_bytes_per_s * 1e6,
+    assert float(line.spec.us(HW, ideal_fit())) == pytest.approx(2 * out_bytes / HW.dram_peak_bytes_per_s * 1e6,
                                                                    rel=1e-6)
 
 
@@ -247,11 +222,11 @@ def test_concat_counts_dram_bytes_only_for_dram_tensors(tmp_path):
     bound is the DRAM input and the output, not the L1 input."""
     def pick(r):
         return r["OP CODE"] == "ConcatDeviceOperation" and r["INPUT_0_MEMORY"].endswith("L1_INTERLEAVED")
-    line, rec = _one_line(DEEPSEEK, tmp_path / "cc.csv", pick)
+    line, rec = one_line(DEEPSEEK, tmp_path / "cc.csv", pick)
     assert line.status == MODELLED, line.status
     dram = (math.prod(_dims(rec, "INPUT_1")) + math.prod(_dims(rec, "OUTPUT_0"))) // 1024
     assert line.spec.kind == "concat" and line.spec.dram_tiles == dram and not line.spec.in_l1
-    fit = _ideal_fit()
+    fit = ideal_fit()
     assert float(line.spec.us(HW, fit)) == pytest.approx(dram * BF16 / HW.dram_peak_bytes_per_s * 1e6, rel=1e-6)
 
 
@@ -259,7 +234,7 @@ def test_concat_counts_dram_bytes_only_for_dram_tensors(tmp_path):
 def test_every_modelled_row_has_the_core_count_the_model_splits_over(path):
     """The CORE COUNT column of every modelled row (all devices) equals the cores the model prices."""
     rep = read_report(path, device_id="all")
-    recs = _records(path)
+    recs = records(path)
     rows = [r for r in rep.rows if r.status == MODELLED]
     assert len(rows) > 100
     for r in rows:
@@ -273,11 +248,11 @@ def test_the_single_chip_reports_are_priced_to_80_percent_of_their_device_time(p
     """Share of device time (collectives apart) priced, against a sum straight from the CSV."""
     rep = read_report(path)
     cov = coverage(rep)
-    dev = min(int(r["DEVICE ID"]) for r in _records(path) if r["DEVICE ID"])
-    recs = [r for r in _records(path) if r["OP TYPE"] == "tt_dnn_device" and int(r["DEVICE ID"]) == dev]
+    dev = min(int(r["DEVICE ID"]) for r in records(path) if r["DEVICE ID"])
+    recs = [r for r in records(path) if r["OP TYPE"] == "tt_dnn_device" and int(r["DEVICE ID"]) == dev]
     modelled = {r.line for r in rep.rows if r.status == MODELLED}
     coll = {r.line for r in rep.rows if r.status == COLLECTIVE}
-    lines = {i + 2: r for i, r in enumerate(_records(path))}
+    lines = {i + 2: r for i, r in enumerate(records(path))}
     ns = {n: float(lines[n]["DEVICE KERNEL DURATION [ns]"]) for n in lines if lines[n] in recs}
     share = sum(ns[n] for n in modelled) / (sum(ns.values()) - sum(ns[n] for n in coll))
     assert cov.share == pytest.approx(share)
@@ -309,7 +284,7 @@ def test_written_forms_read_back_with_the_cores_priced(tmp_path, spec):
     write_csv(path, [(spec, 10.0)])
     (line,) = read_report(path).rows
     assert line.status == MODELLED and line.spec == spec, line.status
-    rec = _records(path)[0]
+    rec = records(path)[0]
     assert int(rec["CORE COUNT"]) == model_cores(spec, blackhole_p150a())
 
 
@@ -326,5 +301,5 @@ def test_a_partly_broadcast_batch_is_skipped_with_the_reason(tmp_path):
 
     def edit(r):
         r["INPUT_0_W_PAD[LOGICAL]"], r["INPUT_0_Z_PAD[LOGICAL]"] = "2[2]", "16[16]"
-    line, _ = _one_line(DEEPSEEK, tmp_path / "bcast.csv", pick, edit)
+    line, _ = one_line(DEEPSEEK, tmp_path / "bcast.csv", pick, edit)
     assert line.status.startswith("batched operands broadcast over part of the batch dims")
