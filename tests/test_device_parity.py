@@ -4,6 +4,7 @@ and the chip run itself (``blackhole`` marker: skipped here, with the reason).""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import re
 import subprocess
@@ -81,6 +82,12 @@ def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
     report = read_report(out / "ops.csv")
     assert all(r.status == MODELLED for r in report.rows), report.summary()
     specs = [r.spec for r in report.rows]
+    # The twin hands the port's compute kernel config (fp32_dest_acc_en on) to its norms and the CSV
+    # says so; the cost model prices the port's norms with bf16 intermediates, the form its measured
+    # port tables fit (tests/test_costmodel_fit.py). That one field is the known gap, asserted as such.
+    fp32 = bc.port.compute.fp32_dest_acc_en
+    assert fp32 and all(s.fp32_dest_acc for s in specs if isinstance(s, NormSpec))
+    specs = [dataclasses.replace(s, fp32_dest_acc=False) if isinstance(s, NormSpec) else s for s in specs]
     assert specs == model * cfg.num_layers + [NormSpec(cfg.num_tokens, cfg.hidden)]
     # durations supplied by the model: each row's is its spec's modelled time
     back = tt_perf_report(out / "ops.csv", tmp_path)

@@ -263,8 +263,10 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # issued first, already streams: the steady state alternates long and short iterations.
         # Follow the wait w -> (iteration length, next wait) over a few iterations from w = 0 and
         # take the mean of the last two (= D0 when QK_{j+1} ends in time: w stays 0)
+        # (exact form only: the relaxed one, the tuner's descent objective, keeps D0, whose graph
+        # compiles in a third of the time)
         D = D0
-        if nxt is None:
+        if nxt is None and relax is None:
             w, lens = 0.0 * q, []
             for _ in range(4):
                 pv_w = pv_at(w)
