@@ -263,8 +263,8 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # issued first, already streams: the steady state alternates long and short iterations.
         # Follow the wait w -> (iteration length, next wait) over a few iterations from w = 0 and
         # take the mean of the last two (= D0 when QK_{j+1} ends in time: w stays 0)
-        # (exact form only: the relaxed one, the tuner's descent objective, keeps D0, whose graph
-        # compiles in a third of the time)
+        # Exact form only: the relaxed one (the tuner's descent objective, whose picks the exact
+        # evaluator re-scores) keeps D0, since the unrolled recursion multiplies its graph to compile.
         D = D0
         if nxt is None and relax is None:
             w, lens = 0.0 * q, []
