@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -55,11 +56,27 @@ class Axis:
         return list(self.values[lo:hi]) or [self.values[min(i, len(self.values) - 1)]]
 
 
+def value_and_grad_forward(loss: Callable) -> Callable:
+    """``jax.value_and_grad(loss)`` by forward mode: one ``jax.linearize`` and its JVP vmapped over
+    the basis of the flattened params. A tuner has a handful of relaxed knobs, and the cost
+    models' reverse pass (every smooth max and ceiling's cotangent fanned back into shared
+    subexpressions) makes XLA:CPU's fusion pass superlinear: the AHBM ring's reverse gradient
+    compiles about nine times slower than this, to the same numbers (``tests/test_tuning.py``)."""
+
+    def vg(params):
+        flat, unravel = jax.flatten_util.ravel_pytree(params)
+        val, jvp = jax.linearize(lambda v: loss(unravel(v)), flat)
+        return val, unravel(jax.vmap(jvp)(jnp.eye(flat.size, dtype=flat.dtype)))
+
+    return vg
+
+
 def descend(loss: Callable, params0, *, steps: int, lr: float, clip: Callable | None = None):
-    """Adam on ``loss(params)`` (any pytree) for ``steps`` steps; non-finite gradients count as 0
-    and ``clip`` maps params back into their box after each step. Returns (params, losses)."""
+    """Adam on ``loss(params)`` (any pytree of a few scalars: the gradient is forward mode,
+    ``value_and_grad_forward``) for ``steps`` steps; non-finite gradients count as 0 and ``clip``
+    maps params back into their box after each step. Returns (params, losses)."""
     opt = optax.adam(lr)
-    grad = jax.value_and_grad(loss)
+    grad = value_and_grad_forward(loss)
 
     def body(carry, _):
         params, state = carry
