@@ -64,7 +64,9 @@ def _roll(a, i, shape):
 
 def _cache_at(rows, i, pad: int, fill: float, fmt: str) -> jax.Array:
     """One cache side [K, S + pad, H] in ``fmt``: rows [K, S, H] rolled by layer i's row shift, then
-    ``pad`` rows of ``fill``."""
+    ``pad`` rows of ``fill``. Not pinned as ``_roll`` is: the roll moves whole rows and the cast's
+    bfp blocks run along H inside a row, so a fused gather costs the consumer nothing (pinned and
+    unpinned timed the same at the port's shapes, bf16 and bfp8: issue 29's note)."""
     K, _, H = rows.shape
     filled = jnp.full((K, pad, H), fill, jnp.float32)
     return cast(jnp.concatenate([roll_axis(rows, shifts(i, rows.shape[1:])[0], 1), filled], axis=1), fmt)
