@@ -7,7 +7,8 @@
 
 Each run is a subprocess watched by polling ``/proc/<pid>/status`` (VmRSS of the process and its
 children) every 0.2 s; a run above ``--limit-gb`` (default 7, the shared machine's safety margin) is
-killed and reported as such. Prints one table row per run: preset, layers, peak RSS (GB), wall (s).
+killed and reported as such, as is a run past ``--timeout-s`` (a stalled child fails the row, not
+the benchmark). Prints one table row per run: preset, layers, peak RSS (GB), wall (s).
 ``--before DIR`` runs each case first with ``DIR`` (another checkout of the project) on
 ``PYTHONPATH``, then with this one, and adds the wall-time ratio of the pair (measured back to back:
 on a shared machine the ratio is steadier than either time) and whether the per-layer PCCs of the
@@ -45,7 +46,7 @@ def _rss_kb(pid: int) -> int:
     return total
 
 
-def measure(args: list[str], *, limit_gb: float, root: str | None = None) -> dict:
+def measure(args: list[str], *, limit_gb: float, timeout_s: float = 3600.0, root: str | None = None) -> dict:
     """Run ``python -m device.parity --backend emulation ARGS`` under the watchdog (``root``: the checkout
     on PYTHONPATH and the working directory; default: this process's)."""
     with tempfile.TemporaryDirectory() as out:
@@ -57,9 +58,10 @@ def measure(args: list[str], *, limit_gb: float, root: str | None = None) -> dic
         peak, killed = 0, False
         while proc.poll() is None:
             peak = max(peak, _rss_kb(proc.pid))
-            if peak > limit_gb * 1024**2:
+            over = "memory" if peak > limit_gb * 1024**2 else "time" if time.perf_counter() - t0 > timeout_s else None
+            if over:
                 proc.kill()
-                killed = True
+                killed = over
                 break
             time.sleep(0.2)
         tail = proc.communicate()[0][-2000:]
@@ -91,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--full", action="store_true", help="also the default 64-layer alpamayo_tt run")
     ap.add_argument("--only-full", action="store_true", help="only the default 64-layer alpamayo_tt run")
     ap.add_argument("--limit-gb", type=positive_float, default=7.0, help="kill a run above this resident size")
+    ap.add_argument("--timeout-s", type=positive_float, default=3600.0, help="kill a run after this many seconds")
     ap.add_argument("--no-sample", action="store_true", help="pass --no-sample to every run")
     ap.add_argument("--before", default=None, help="another checkout: run each case with it first (old vs new)")
     ap.add_argument("--checkpoint-layers", default=None, help="e.g. 8,16: --checkpoint runs at these depths")
@@ -113,14 +116,15 @@ def run_cli(a: argparse.Namespace) -> int:
     for n in ([int(x) for x in a.checkpoint_layers.split(",")] if a.checkpoint_layers else []):
         path = os.path.join(tmp.name, f"L{n}.safetensors")
         write_checkpoint(path, n)
-        runs.append(["--preset", "alpamayo_tt", "--num-layers", str(n), "--checkpoint", path, "--layers", "0",
-                     "--no-sample"])
+        runs.append(["--preset", "alpamayo_tt", "--num-layers", str(n), "--checkpoint", path, "--layers", "0"]
+                    + ([] if a.no_sample else ["--no-sample"]))  # --no-sample once (``extra`` may add it)
     for r in runs:
         pair = [("before", a.before), ("after", None)] if a.before else [("", None)]
         got = {}
         for label, root in pair:
-            m = got[label] = measure(r + extra, limit_gb=a.limit_gb, root=root)
-            status = f"killed above {a.limit_gb} GB" if m["killed"] else str(m["rc"])
+            m = got[label] = measure(r + extra, limit_gb=a.limit_gb, timeout_s=a.timeout_s, root=root)
+            status = {"memory": f"killed above {a.limit_gb} GB", "time": f"killed after {a.timeout_s:g} s",
+                      False: str(m["rc"])}[m["killed"]]
             name = (m["args"] or "default (alpamayo_tt, 64 layers)").replace(tmp.name + "/", "")
             rows.append([name, label or "-", f"{m['peak_gb']:.2f}", f"{m['wall_s']:.0f}", status, "-", "-"])
             print(f"done: {name} {label} ({rows[-1][3]} s)", file=sys.stderr, flush=True)  # runs take minutes
