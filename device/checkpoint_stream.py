@@ -116,7 +116,9 @@ class CheckpointStream:
                                                  cfg))
 
         def read(i):
-            p = params_from_device(self.host_layer(int(i)), cfg)
+            # numpy only: a JAX op inside the callback can deadlock the CPU client (seen: the parity
+            # loop's eager layer read hung in futex waits)
+            p = params_from_device(self.host_layer(int(i)), cfg, xp=np)
             return jax.tree.map(lambda a: np.asarray(a, np.float32), p)
 
         def layer_at(i):

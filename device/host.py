@@ -54,11 +54,15 @@ def _device_layer(hf: Mapping[str, np.ndarray], cfg: ExpertConfig) -> dict[str, 
     return out
 
 
-def params_from_device(arrays: Mapping[str, object], cfg: ExpertConfig) -> LayerParams:
+def params_from_device(arrays: Mapping[str, object], cfg: ExpertConfig, *, xp=None) -> LayerParams:
     """The inverse of ``layer_from_params``: one layer's golden ``LayerParams`` from its device arrays
-    (``jax.numpy``, traceable: the parity script converts a generated layer inside the golden's scan).
+    (``xp``: the array namespace, default ``jax.numpy``, traceable: the parity script converts a
+    generated layer inside the golden's scan; ``numpy`` inside a host callback, which must not run
+    JAX ops: they can deadlock against the computation waiting on the callback).
     Fused tensors are split at their rows' HF output sizes, in table order."""
-    import jax.numpy as jnp
+    if xp is None:
+        import jax.numpy as xp
+    jnp = xp
 
     fields = {}
     for name in device_names():
