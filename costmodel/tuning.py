@@ -26,7 +26,6 @@ import math
 from collections.abc import Callable, Sequence
 
 import jax
-import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -57,16 +56,19 @@ class Axis:
 
 
 def value_and_grad_forward(loss: Callable) -> Callable:
-    """``jax.value_and_grad(loss)`` by forward mode: one ``jax.linearize`` and its JVP vmapped over
-    the basis of the flattened params. A tuner has a handful of relaxed knobs, and the cost
-    models' reverse pass (every smooth max and ceiling's cotangent fanned back into shared
-    subexpressions) makes XLA:CPU's fusion pass superlinear: the AHBM ring's reverse gradient
-    compiles about nine times slower than this, to the same numbers (``tests/test_tuning.py``)."""
+    """``jax.value_and_grad(loss)`` by forward mode (``jax.jacfwd``: one JVP per flattened param,
+    vmapped). A tuner has a handful of relaxed knobs, and the cost models' reverse pass (every
+    smooth max and ceiling's cotangent fanned back into shared subexpressions) makes XLA:CPU's
+    fusion pass superlinear: the AHBM ring's reverse gradient compiles several times slower, to
+    the same numbers (``tests/test_costmodel_tuning.py``)."""
+
+    def both(params):
+        val = loss(params)
+        return val, val  # the value rides along as jacfwd's aux: one forward pass
 
     def vg(params):
-        flat, unravel = jax.flatten_util.ravel_pytree(params)
-        val, jvp = jax.linearize(lambda v: loss(unravel(v)), flat)
-        return val, unravel(jax.vmap(jvp)(jnp.eye(flat.size, dtype=flat.dtype)))
+        g, val = jax.jacfwd(both, has_aux=True)(params)
+        return val, g
 
     return vg
 

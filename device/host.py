@@ -62,12 +62,11 @@ def params_from_device(arrays: Mapping[str, object], cfg: ExpertConfig, *, xp=No
     Fused tensors are split at their rows' HF output sizes, in table order."""
     if xp is None:
         import jax.numpy as xp
-    jnp = xp
 
     fields = {}
     for name in device_names():
         rows = [s for s in LAYER_PARAMS if s.device_name == name]
-        a = jnp.asarray(arrays[name], jnp.float32)
+        a = xp.asarray(arrays[name], xp.float32)
         if rows[0].kind == NORM:
             fields[rows[0].field] = a.reshape(rows[0].golden_shape(cfg))
             continue

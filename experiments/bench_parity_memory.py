@@ -55,7 +55,7 @@ def measure(args: list[str], *, limit_gb: float, timeout_s: float = 3600.0, root
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=root or None)
-        peak, killed = 0, False
+        peak, killed = 0, None  # None, or why it was killed: "memory" | "time"
         while proc.poll() is None:
             peak = max(peak, _rss_kb(proc.pid))
             over = "memory" if peak > limit_gb * 1024**2 else "time" if time.perf_counter() - t0 > timeout_s else None
@@ -123,8 +123,8 @@ def run_cli(a: argparse.Namespace) -> int:
         got = {}
         for label, root in pair:
             m = got[label] = measure(r + extra, limit_gb=a.limit_gb, timeout_s=a.timeout_s, root=root)
-            status = {"memory": f"killed above {a.limit_gb} GB", "time": f"killed after {a.timeout_s:g} s",
-                      False: str(m["rc"])}[m["killed"]]
+            status = {"memory": f"killed above {a.limit_gb} GB",
+                      "time": f"killed after {a.timeout_s:g} s"}.get(m["killed"], str(m["rc"]))
             name = (m["args"] or "default (alpamayo_tt, 64 layers)").replace(tmp.name + "/", "")
             rows.append([name, label or "-", f"{m['peak_gb']:.2f}", f"{m['wall_s']:.0f}", status, "-", "-"])
             print(f"done: {name} {label} ({rows[-1][3]} s)", file=sys.stderr, flush=True)  # runs take minutes

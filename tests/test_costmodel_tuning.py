@@ -1,5 +1,6 @@
 """costmodel.tuning: the projection onto legal neighbours, its fallbacks and errors, the descent."""
 
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -48,7 +49,6 @@ def test_forward_gradient_equals_reverse_mode_on_a_pytree():
     """The descent's forward-mode gradient against jax's reverse mode (an independent
     implementation of the same derivative), on a pytree of a vector and a scalar with smooth
     maxima and a softmax, as the cost models' losses have."""
-    import jax
 
     def loss(p):
         x, w = p["x"], jax.nn.softmax(p["w"])
