@@ -239,6 +239,11 @@ class AHBM:
         "ping-pong is section 9.4). The block a CUBE computes on at step t arrives into a buffer released "
         "when its step t - depth block finished both its compute and its forward send; depth 1 = no "
         "receive/compute overlap", static=True, default=2)
+    mask_ops_per_partial_tile: int = spec(
+        "ops", "[ADR-0060] 2: the kernel text's optional 'S_j = S_j + mask_j' on a tile the plan marks partial "
+        "(jaxref.attention.sweep: it straddles the causal diagonal, or holds fewer valid keys than the tile): "
+        "the mask built from positions and its add, each a score-sized MATH op (rows x the tile's real keys) "
+        "and one primitive CPU issue, before the softmax's max; past tiles pay none", static=True, default=2)
     hbm_bytes_per_cube: float = spec(
         "B", "[assumed] 36 GB per CUBE: a CUBE's 64 pseudo-channels at 2048 GB/s are one HBM4 stack (JEDEC "
         "JESD270-4: 2048-bit, 32 channels x 2 pseudo-channels, 4-16-high stacks of 24 / 32 Gb dies = 12-64 GB); "

@@ -139,6 +139,17 @@ def _busy(t: dict, count, pipeline: str) -> dict:
     return {k: count * v for k, v in tile_busy(t, pipeline).items()}
 
 
+def _ragged(keys, te):
+    """1.0 where a tile holds fewer keys than the tile size (partial: the plan masks its padding)."""
+    return jnp.where(keys < te - 0.5, 1.0, 0.0)
+
+
+def ending_on(f: dict, fm: dict) -> dict:
+    """Sweep terms of visits whose last tile is partial: the steady and first tiles' from ``f``,
+    the last, single and drain terms from the partial tile's ``fm``."""
+    return {**f, "single": fm["single"], "last": fm["last"], "drain": fm["drain"]}
+
+
 def _wsum(w, per_option: list):
     return jnp.tensordot(w, jnp.stack(jnp.broadcast_arrays(*per_option)), 1)
 
@@ -166,7 +177,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         n, k_last = tile_count(keys, te, relax=relax)
         rows = G * queries  # T query tokens x G heads M-folded (static: the engine tile padding is exact)
         tf = tile_times(hw, rows, te, d, relax=relax)
-        tr = tile_times(hw, rows, k_last, d, relax=relax)
+        tr = tile_times(hw, rows, k_last, d, masked=_ragged(k_last, te), relax=relax)  # partial: padding
         pre = q_load_time(hw, rows * d * DTYPE_BYTES)
 
         def sweep_of(tr_, n_):
@@ -182,7 +193,8 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
             if relax is None:  # ranks end their sweeps at their own times (ragged keys, empty ranks)
                 def sweep_keys(k):  # a rank of k > 0 keys (at most the first rank's); 0 keys: no sweep
                     n_k, last = tile_count(jnp.maximum(k, 1.0), te, relax=None)
-                    return jnp.where(k > 0, sweep_of(tile_times(hw, rows, last, d, relax=None), n_k), 0.0)
+                    t_last = tile_times(hw, rows, last, d, masked=_ragged(last, te), relax=None)
+                    return jnp.where(k > 0, sweep_of(t_last, n_k), 0.0)
 
                 if contiguous:  # ranks < f full, rank f the rest, ranks > f empty
                     f = jnp.floor(S / slots)
@@ -203,27 +215,33 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         te = mn(tile, S)
         n, r = tile_count(S, te, relax=relax)  # r: rows of the last q block = keys of the last tile
         rows, rows_r = G * te, G * r
+        # a q block's diagonal tile (its last) is partial, and so is every tile computed past it
+        # without the causal skip (the ragged last tile included)
         tf = tile_times(hw, rows, te, d, relax=relax)  # full rows, full keys
-        tfr = tile_times(hw, rows, r, d, relax=relax)  # full rows, ragged keys
+        tfm = tile_times(hw, rows, te, d, masked=1.0, relax=relax)  # ... a partial tile
+        tfr = tile_times(hw, rows, r, d, masked=1.0, relax=relax)  # full rows, ragged keys
         trf = tile_times(hw, rows_r, te, d, relax=relax)  # ragged rows, full keys
-        trr = tile_times(hw, rows_r, r, d, relax=relax)  # ragged rows, ragged keys
+        trr = tile_times(hw, rows_r, r, d, masked=1.0, relax=relax)  # ragged rows, ragged keys (the diagonal)
         over = lambda R: q_load_time(hw, R * d * DTYPE_BYTES) + dma_time(hw, R * d * DTYPE_BYTES) + _math_s(hw, R * d)
         nf = n - 1.0  # full-row q blocks
+        # without the skip, full-row block i computes tiles i..n-2 under the mask besides the last
+        masked_mid = 0.0 if causal_skip else nf * n / 2
 
         def one(p):
             last_block = over(rows_r) + visit_time(trf, trr, n, p, relax=relax)
-            if causal_skip:  # q block i < n - 1 sees i + 1 full tiles
-                full_blocks = visits_time(sweep_terms(tf, p, relax=relax), nf * n / 2, nf, jnp.minimum(nf, 1.0),
-                                          over(rows))
+            f, fm = sweep_terms(tf, p, relax=relax), sweep_terms(tfm, p, relax=relax)
+            if causal_skip:  # q block i < n - 1 sees i + 1 full tiles, the last its diagonal one
+                full_blocks = visits_time(ending_on(f, fm), nf * n / 2, nf, jnp.minimum(nf, 1.0), over(rows))
             else:  # every block sees all n tiles, the last one ragged
-                full_blocks = nf * (over(rows) + visit_time(tf, tfr, n, p, relax=relax))
+                full_blocks = nf * (over(rows) + visit_time(tf, tfr, n, p, relax=relax)) + masked_mid * (fm["D"] - f["D"])
             return full_blocks + last_block
 
         total = B * _wsum(w, [one(p) for p in PIPELINES])
         full_tiles = nf * n / 2 if causal_skip else nf * (n - 1.0)
+        diag = nf if causal_skip else masked_mid  # masked full-row, full-key tiles
         busy = []
         for p in PIPELINES:
-            parts = [_busy(tf, full_tiles, p), _busy(trf, n - 1.0, p), _busy(trr, 1.0, p)]
+            parts = [_busy(tf, full_tiles - diag, p), _busy(tfm, diag, p), _busy(trf, n - 1.0, p), _busy(trr, 1.0, p)]
             if not causal_skip:
                 parts.append(_busy(tfr, nf, p))
             busy.append({k: B * sum(x[k] for x in parts) for k in parts[0]})
@@ -315,34 +333,45 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     pes = [counts.ring_block_counts(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top, relax=relax)
            for top in ((0,) if relax is not None else (0, 1))]
     pes = pes * 2 if relax is not None else pes
+    masks = [counts.ring_block_masks(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top, relax=relax)
+             for top in ((0,) if relax is not None else (0, 1))]
+    masks = masks * 2 if relax is not None else masks
     has_b = (ex(P) >= 1.5) & (relax is None)  # a second PE exists (relaxed: the top PE is the busiest)
 
     def block_work(p):
-        def work(vt, cnt):
-            f, r = sweep_terms(vt["t"], p, relax=relax), sweep_terms(vt["t_r"], p, relax=relax)
-            ragged = jnp.where(nb >= 1.5, r["last"] - f["last"], r["single"] - f["single"]) + r["drain"] - f["drain"]
-            return visits_time(f, *cnt[:3], ex(vt["over"])) + cnt[3] * ragged
+        def work(vt, cnt, msk):
+            # non-full visits end on a partial diagonal tile, full ones on the block's last tile
+            f, fm = sweep_terms(vt["t"], p, relax=relax), sweep_terms(vt["t_m"], p, relax=relax)
+            r, rm = sweep_terms(vt["t_r"], p, relax=relax), sweep_terms(vt["t_rm"], p, relax=relax)
+            last_of = lambda x, y: jnp.where(nb >= 1.5, x["last"] - y["last"], x["single"] - y["single"]) + x["drain"] - y["drain"]
+            return (visits_time(ending_on(f, fm), *cnt[:3], ex(vt["over"])) + cnt[3] * last_of(r, fm)
+                    + msk["end"] * last_of(rm, r) + msk["mid"] * (fm["D"] - f["D"]))
 
-        def top_visit(vt, v):  # q block n - 1's visit of v tiles (its last the ragged one when v = nb)
-            last = jax.tree.map(lambda a, b: jnp.where(v >= nb, a, b), vt["t_r"], vt["t"])
+        def top_visit(vt, v):  # q block n - 1's visit of v tiles (its last the block's last one when v = nb)
+            last = jax.tree.map(lambda a, b: jnp.where(v >= nb, a, b), vt["t_r"], vt["t_m"])
             return ex(vt["over"]) + visit_time(vt["t"], last, v, p, relax=relax)
 
         v_top = pes[0][4]
-        a = work(full_rows, pes[0]) + jnp.where(v_top >= 1, top_visit(last_rows, v_top) - top_visit(full_rows, v_top), 0.0)
-        return jnp.where(has_b, mx(a, work(full_rows, pes[1])), a)
+        a = (work(full_rows, pes[0], masks[0])
+             + jnp.where(v_top >= 1, top_visit(last_rows, v_top) - top_visit(full_rows, v_top), 0.0))
+        return jnp.where(has_b, mx(a, work(full_rows, pes[1], masks[1])), a)
 
     def pe_busy(p):
-        def busy(vt, cnt):
-            return {k: blocks_sum(cnt[0] * v + cnt[3] * (vr - v))
-                    for (k, v), vr in zip(tile_busy(vt["t"], p).items(), tile_busy(vt["t_r"], p).values(), strict=True)}
+        def busy(vt, cnt, msk):
+            tb = {name: tile_busy(vt[name], p) for name in ("t", "t_m", "t_r", "t_rm")}
+            return {k: blocks_sum(cnt[0] * v + cnt[3] * (tb["t_r"][k] - v) + (msk["last"] + msk["mid"]) * (tb["t_m"][k] - v)
+                                  + msk["end"] * (tb["t_rm"][k] - tb["t_r"][k]))
+                    for k, v in tb["t"].items()}
 
-        def top_busy(vt, v):
-            is_full = jnp.where(v >= nb, 1.0, 0.0) * jnp.where(v >= 1, 1.0, 0.0)
-            return {k: blocks_sum(jnp.maximum(v - is_full, 0.0) * a + is_full * b)
-                    for (k, a), b in zip(tile_busy(vt["t"], p).items(), tile_busy(vt["t_r"], p).values(), strict=True)}
+        def top_busy(vt, v):  # its last tile: the block's last one (full visit) or its partial diagonal one
+            some = jnp.where(v >= 1, 1.0, 0.0)
+            is_full = jnp.where(v >= nb, 1.0, 0.0) * some
+            tb = [tile_busy(vt[name], p) for name in ("t", "t_r", "t_m")]
+            return {k: blocks_sum(jnp.maximum(v - some, 0.0) * a + is_full * b + (some - is_full) * m)
+                    for (k, a), b, m in zip(tb[0].items(), tb[1].values(), tb[2].values(), strict=True)}
 
         v_top = pes[0][4]
-        ba, bb = busy(full_rows, pes[0]), busy(full_rows, pes[1])
+        ba, bb = busy(full_rows, pes[0], masks[0]), busy(full_rows, pes[1], masks[1])
         ta, tf = top_busy(last_rows, v_top), top_busy(full_rows, v_top)
         # every visit's q and (m, l, O) loads and (m, l, O) store on the PE's controller
         io = lambda vt, visits: blocks_sum(visits) * vt["io_bytes"] / hbm_rate(hw)
@@ -367,14 +396,18 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
 
 def _ring_visit_times(hw: AHBM, rows, te, r_keys, fits, d: int, *, relax: Relax | None) -> dict:
     """A ring visit's tile times for ``rows`` query rows: 't' (full tiles of ``te`` keys, [..., 1]),
-    't_r' (each block's ragged last tile, ``r_keys`` [..., C]), K / V from TCM where ``fits`` else
+    't_r' (each block's last tile, ``r_keys`` [..., C]; partial when ragged), 't_m' / 't_rm' (the
+    same tiles partial: on a causal diagonal, ``counts.ring_block_masks``), K / V from TCM where ``fits`` else
     from HBM; 'over' (us: its q / (m, l, O) traffic exposed per visit) and 'io_bytes' (that
     traffic on the controller)."""
     ex = lambda x: jnp.expand_dims(x, -1)
     pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(fits[..., None], x, y), a, b)
     t_tcm, t_hbm = (tile_times(hw, ex(rows), ex(te), d, src=src, relax=relax) for src in ("tcm", "hbm"))
     t = pick(t_tcm, t_hbm)
-    t_r = pick(*(tile_times(hw, ex(rows), r_keys, d, src=src, relax=relax) for src in ("tcm", "hbm")))
+    both = lambda keys, masked: pick(*(tile_times(hw, ex(rows), keys, d, src=src, masked=masked, relax=relax)
+                                       for src in ("tcm", "hbm")))
+    t_m = both(ex(te), 1.0)
+    t_r, t_rm = both(r_keys, _ragged(r_keys, ex(te))), both(r_keys, 1.0)
     q_bytes, acc_bytes = rows * d * DTYPE_BYTES, rows * (d + 2) * ACC_BYTES
     # a ring visit loads q and its (m, l, O) and stores (m, l, O) after. The first Q.K^T needs q and
     # its first K sub-tile: staged K queues behind both loads on the controller (its fill carries
@@ -384,7 +417,7 @@ def _ring_visit_times(hw: AHBM, rows, te, r_keys, fits, d: int, *, relax: Relax 
                          q_load_time(hw, q_bytes + acc_bytes))
     s0 = t["K"]["fill"][..., 0] + t["K"]["body"][..., 0] + US * hw.cpu_issue_composite_s
     over = first_in + jnp.maximum(dma_time(hw, q_bytes + acc_bytes) - first_in - s0, 0.0) + dma_time(hw, acc_bytes)
-    return {"t": t, "t_r": t_r, "over": over, "io_bytes": q_bytes + 2 * acc_bytes}
+    return {"t": t, "t_m": t_m, "t_r": t_r, "t_rm": t_rm, "over": over, "io_bytes": q_bytes + 2 * acc_bytes}
 
 
 def _ring_recurrence(w_b: list, xfer, lat, stage, init, C: int, depth: int, mx):

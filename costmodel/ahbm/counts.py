@@ -82,22 +82,59 @@ def ring_block_counts(S, q_block, tile, C, P, b, *, top: int = 0, relax: Relax |
     Returns (tiles, visits, single-tile visits, visits sweeping all nb tiles: those that end on
     the block's ragged last tile, the tiles of the PE's top q block's visit).
     """
-    if relax is None:  # ragged S: blocks of ceil(S / C) keys (the last one shorter), the last q block ragged
-        n = jnp.ceil(S / q_block)
-        Bk = jnp.ceil(S / C)
-        nb = jnp.ceil(jnp.clip(S - b * Bk, 0.0, Bk) / tile)
-        A = n + 1.0 - jnp.ceil((1.0 + b * Bk) / q_block)  # q block i sees block b iff b Bk <= (i + 1) q_block - 1
-    else:  # relaxed: the fractional counts (exact at S a multiple of C x tile, tile = q_block)
-        n = S / q_block
-        nb = S / (C * tile)
-        A = n - b * S / (C * q_block)
-    A = A - top
+    nb, A = _ring_block_reach(S, q_block, tile, C, b, top=top, relax=relax)
     tiles = _pos_sum(A, P, relax=relax) - _pos_sum(A - nb, P, relax=relax)
     visits = jnp.maximum(sceil(A / P, relax=relax), 0.0)
     single = jnp.where((A >= 1) & (jnp.abs(jnp.round(A - 1) % P) < 0.5) & (nb >= 1), 1.0, 0.0)
     full = jnp.maximum(sceil((A - nb + 1.0) / P, relax=relax), 0.0)
     return (tiles, visits, jnp.where(nb == 1, visits, single), jnp.where(nb >= 1, jnp.minimum(full, visits), 0.0),
             jnp.clip(A, 0.0, nb))
+
+
+def _ring_block_reach(S, q_block, tile, C, b, *, top: int, relax: Relax | None):
+    """(nb, A) of ``ring_block_counts``: block b's tiles and the busiest PE's reach into it."""
+    if relax is None:  # ragged S: blocks of ceil(S / C) keys (the last one shorter), the last q block ragged
+        n = jnp.ceil(S / q_block)
+        Bk = jnp.ceil(S / C)
+        nb = jnp.ceil(jnp.clip(S - b * Bk, 0.0, Bk) / tile)
+        A = n + 1.0 - jnp.ceil((1.0 + b * Bk) / q_block)  # q block i sees block b iff b Bk <= (i + 1) q_block - 1
+    else:  # relaxed: the fractional counts (exact at S a multiple of C x tile, tile = q_block)
+        nb = S / (C * tile)
+        A = S / q_block - b * S / (C * q_block)
+    return nb, A - top
+
+
+def ring_block_masks(S, q_block, tile, C, P, b, *, top: int = 0, relax: Relax | None) -> dict:
+    """Partial (masked) tiles of the busiest PE's visits to KV block b, beyond the block's ragged
+    last tile (``ring_block_counts``' arguments; a visit's partial tiles are its last one or two).
+
+    The PE's visits reach u = A, A - P, ... >= 1 tiles into the block (clipped to nb). A visit
+    with u < nb ends on its q block's diagonal tile: partial ('last'). A visit with u >= nb ends
+    on the block's last tile [s_L, e_L], partial for the q block holding s_L (u = nb) and, when
+    e_L passes the next q block's first row, for that one too (u = nb + 1) ('end'; the ragged last
+    tile is partial for every visit anyway). With q blocks of R = tile rows and the block's tiles
+    starting at offset o = b B mod R inside a q block, the tile before the diagonal one is partial
+    too when o >= 2 (its last key passes the q block's first row; visits with 2 <= u <= nb: 'mid').
+    A ragged last tile (fewer keys than the tile) is partial for every visit, so 'end' is 0 then.
+    Relaxed: aligned blocks (o = 0, no crossing). Returns {'last', 'end', 'mid'} visit counts.
+    """
+    nb, A = _ring_block_reach(S, q_block, tile, C, b, top=top, relax=relax)
+
+    def ge(x):  # visits with u >= x
+        return jnp.maximum(sceil((A - x + 1.0) / P, relax=relax), 0.0)
+
+    at_end, after_end = ge(nb) - ge(nb + 1.0), ge(nb + 1.0) - ge(nb + 2.0)
+    if relax is not None:
+        return {"last": ge(1.0) - ge(nb), "end": at_end, "mid": 0.0 * A}
+    Bk = jnp.ceil(S / C)
+    b_keys = jnp.clip(S - b * Bk, 0.0, Bk)
+    s_last = b * Bk + jnp.maximum(nb - 1.0, 0.0) * tile
+    e_last = b * Bk + b_keys - 1.0
+    cross = e_last > (jnp.floor(s_last / q_block) + 1.0) * q_block
+    off = b * Bk - jnp.floor(b * Bk / q_block) * q_block
+    ragged = b_keys - jnp.maximum(nb - 1.0, 0.0) * tile < tile  # partial for every visit: not counted here
+    return {"last": ge(1.0) - ge(nb), "end": jnp.where(ragged, 0.0, at_end + jnp.where(cross, after_end, 0.0)),
+            "mid": jnp.where((off >= 2.0) & (nb >= 2.0), ge(2.0) - ge(nb + 1.0), 0.0)}
 
 
 # ---- reduce paths ----------------------------------------------------------------------------------

@@ -120,10 +120,10 @@ def _stream(hw: AHBM, keys, sub: int, sub_bytes_per_key, gemm_sub_us, wb_sub_byt
             # the TCM port: every sub-tile's write-back, the end write-back, operand reads from TCM
             "tcm_busy": m * w + wb_end_bytes / tcm + (keys * sub_bytes_per_key / tcm if src == "tcm" else 0.0 * keys),
             "gemm_busy": m * gemm_sub_us, "g": gemm_sub_us + 0.0 * keys, "ep_busy": m * epilogue_sub_us,
-            "tail": epilogue_sub_us + w + wb_end_bytes / tcm}
+            "tail": epilogue_sub_us + w + wb_end_bytes / tcm, "w": w + 0.0 * keys}
 
 
-def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", relax: Relax | None) -> dict:
+def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", masked=0.0, relax: Relax | None) -> dict:
     """Engine times (us) of one tile of ``keys`` real keys for ``rows`` M-folded query rows.
 
     Returns the streamed Q.K^T ('K', its scale epilogue a MATH stage per sub-tile) and P.V ('V')
@@ -131,7 +131,9 @@ def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", relax: Relax |
     maximum, S - m2, exp: P ready), 'm_r' (the rest of the softmax and O * corr, both issued before
     P.V and overlapping it), 'm_a' (the merge's + after P.V); 'm_s' / 'm_o' (all softmax / merge
     MATH, for the roofline), and the issue costs ('c' primitive, 'cc' composite). ``src`` is
-    where K / V live: 'hbm' (DMA) or 'tcm' (ring blocks held in TCM).
+    where K / V live: 'hbm' (DMA) or 'tcm' (ring blocks held in TCM). ``masked`` (0 / 1, may be
+    an array): the tile is partial and pays the spec's ``mask_ops_per_partial_tile`` score-sized MATH
+    ops (in the P chain, before the max) and their issues ('pre_ops': primitive issues before P.V).
     """
     gemm_rate = hw.gemm_flops_per_cycle_per_pe * hw.pe_clock_hz / US
     math_rate = hw.math_elems_per_cycle_per_pe * hw.pe_clock_hz / US
@@ -145,13 +147,15 @@ def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", relax: Relax |
                 epilogue_sub_us=scale_sub)
     V = _stream(hw, keys, tk, kv_bytes, g_pv, 0.0, rows * d * ACC_BYTES, src=src, relax=relax)
     score, row, out = rows * keys / math_rate, rows / math_rate, rows * d / math_rate
+    mask_ops = hw.mask_ops_per_partial_tile * masked
     return {
         "K": K, "V": V, "c": US * hw.cpu_issue_s + 0.0 * keys, "cc": US * hw.cpu_issue_composite_s + 0.0 * keys,
-        "m_p": P_CHAIN_SCORE_OPS * score + P_CHAIN_ROW_OPS * row,
+        "m_p": (P_CHAIN_SCORE_OPS + mask_ops) * score + P_CHAIN_ROW_OPS * row,
         "m_r": (SOFTMAX_ELEMS_PER_SCORE - 1 - P_CHAIN_SCORE_OPS) * score
         + (SOFTMAX_ELEMS_PER_ROW - P_CHAIN_ROW_OPS) * row + out,
         "m_a": out + 0.0 * keys,
-        "m_s": SOFTMAX_ELEMS_PER_SCORE * score + SOFTMAX_ELEMS_PER_ROW * row,
+        "m_s": (SOFTMAX_ELEMS_PER_SCORE + mask_ops) * score + SOFTMAX_ELEMS_PER_ROW * row,
+        "pre_ops": N_PRE_PV + mask_ops + 0.0 * keys,
         "m_o": MERGE_ELEMS_PER_OUT * out + 0.0 * keys,
     }
 
@@ -178,7 +182,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
     floor_no_gemm = mx(*(v for k, v in busy.items() if k != "gemm"))
     m_p, m_r, m_a = t["m_p"], t["m_r"], t["m_a"]
     K1 = K if nxt is None else nxt["K"]
-    pre, post = N_PRE_PV * c, N_POST_PV * c
+    pre, post = t["pre_ops"] * c, N_POST_PV * c
     v_tail = V["body"] + post  # P.V's GEMM start -> its merge issued
     q = cc + K["fill"] + K["body"]  # issue QK, stream K, GEMM, scale, write-back (MATH idle before)
     # one tile alone: QK, the softmax's P chain after its issues, P.V (its DMA from its issue)
@@ -256,7 +260,10 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 after = p_s + V["gspan"] + staircase(mx(rem - 1.0, 0.0 * q), K1["stage"], K1["cycle"], K1["depth"],
                                                      relax=None) + K1["g"]
                 held = jnp.maximum(k_e, jnp.where(rem > 0.5, after, k_e)) + K1["tail"] - end
-                return jnp.minimum(held, ramp(k_e, p_s, end))
+                # those sub-tiles' score write-backs reach the TCM port after P.V_j's output
+                # write-back took it (requested at P.V_j's GEMM end): they follow it one by one
+                port = p_s + V["gspan"] + V["tail"] + rem * K1["w"] - end
+                return jnp.maximum(jnp.minimum(held, ramp(k_e, p_s, end)), jnp.where(rem > 0.5, port, -jnp.inf))
 
         # when QK_{j+1} outlasts the iteration (a latency-bound K stream, delayed by P.V_j's hold
         # on the engine) the next iteration starts by waiting s_d for S_{j+1}, while QK_{j+2},
@@ -334,7 +341,7 @@ def last_opt3(t: dict, s_wait, *, relax: Relax | None = None):
     """opt3's last tile (no Q.K^T to issue), its S ready ``s_wait`` after the term starts."""
     mx = lambda *a: smax(*a, relax=relax)
     c, cc, V = t["c"], t["cc"], t["V"]
-    pre, post = N_PRE_PV * c, N_POST_PV * c
+    pre, post = t["pre_ops"] * c, N_POST_PV * c
     s0 = mx(s_wait, 0.0 * s_wait)
     return mx(mx(s0 + pre, t["m_a"]) + t["m_p"], s0 + pre + cc + V["fill"]) + V["body"] + post
 
@@ -343,6 +350,8 @@ def tile_busy(t: dict, pipeline: str) -> dict:
     """Busy time (us) of one tile of times ``t`` on each resource of its PE: the HBM controller,
     the GEMM engine, MATH (softmax with the scale epilogue, merge), the TCM port and CPU issue."""
     n_comp, n_prim = issues_per_tile(pipeline)
+    if n_prim:  # a partial tile's mask ops are issued too (opt2's ex_composite issues none)
+        n_prim = n_prim + t["pre_ops"] - N_PRE_PV
     K, V = t["K"], t["V"]
     return {"hbm": K["dma_busy"] + V["dma_busy"], "gemm": K["gemm_busy"] + V["gemm_busy"],
             "math": t["m_s"] + t["m_o"], "tcm": K["tcm_busy"] + V["tcm_busy"],

@@ -35,6 +35,7 @@ class SimRates:
     noc_hop_us: float  # per CUBE-NOC hop
     run_ahead: int  # operand sub-tile buffers of one composite
     ring_buffers: int  # K / V block buffers per CUBE in the ring (2 = ping-pong)
+    mask_ops: int  # score-sized MATH ops (and CPU issues) of a partial tile's mask
     issue_us: dict  # CPU issue cost per op kind
     commands: tuple  # scheduler commands that exist ('composite', 'ex_composite')
     mesh: tuple[int, int]  # the SIP's CUBE mesh (rows, cols)
@@ -68,6 +69,7 @@ class SimRates:
             noc_hop_us=_f(hw.cube_hop_latency_s) * US_PER_S,
             run_ahead=int(hw.composite_runahead_subtiles),
             ring_buffers=int(hw.ring_recv_depth),
+            mask_ops=int(hw.mask_ops_per_partial_tile),
             issue_us={"composite": comp, "ex_composite": comp, "primitive": prim, "send": prim, "recv": prim},
             commands=tuple(hw.commands),
             mesh=(int(hw.mesh_y), int(hw.mesh_x)),

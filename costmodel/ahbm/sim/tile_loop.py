@@ -18,8 +18,10 @@ scheduler (``composite``). Per tile j, following the ADR's kernel text (section 
   accumulator) are issued without any CPU wait; the ex_composite's softmax waits for S_j and
   the previous merge (a serial chain through the accumulator); S_j waits for its S buffer.
 
-Composite issue costs ``cpu_issue_composite_s``, every other op ``cpu_issue_s``. A ragged tile loads only its real keys (the composite's N is the real key count), so it needs no
-mask; only tiles the plan marks partial under causal masking pay the mask.
+Composite issue costs ``cpu_issue_composite_s``, every other op ``cpu_issue_s``. A ragged tile
+loads only its real keys (the composite's N is the real key count). Every tile the plan marks
+partial (``jaxref.attention.sweep``: it straddles the causal diagonal or holds fewer valid keys
+than the tile) pays the spec's ``mask_ops_per_partial_tile`` score-sized MATH ops, each issued.
 
 Visit ends (``kind``): 'decode' keeps (m, l, O) in TCM for the reduce; 'flash' normalises and
 stores O; 'ring' reloads the q block's (m, l, O) from HBM before and writes it back after (a PE
@@ -50,7 +52,7 @@ class _Tile:
     def softmax(self, masked: bool, *, earliest: float | None = None) -> tuple[float, float]:
         """Book the mask (if any) and softmax ops in order; return (P ready, last op end)."""
         pe, s, r = self.pe, self.rows * self.keys, self.rows
-        ops = ([s, s] if masked else []) + [s, r, s]  # [mask build, mask add,] max, maximum, S - m2
+        ops = [s] * self.mask_issues(masked) + [s, r, s]  # [mask build, mask add,] max, maximum, S - m2
         end = None
         for e in ops:
             end = pe.math_op(e, earliest=earliest)
@@ -59,9 +61,12 @@ class _Tile:
             end = pe.math_op(e)
         return p_ready, end
 
-    @staticmethod
-    def softmax_issues(masked: bool) -> int:
-        return (2 if masked else 0) + 9
+    def mask_issues(self, masked: bool) -> int:
+        """The mask's score-sized ops (one issue each): the spec's count on a partial tile."""
+        return self.pe.rates.mask_ops if masked else 0
+
+    def softmax_issues(self, masked: bool) -> int:
+        return self.mask_issues(masked) + 9
 
 
 def visit(pe: PE, *, rows: int, d: int, keys: tuple[int, ...], masked: tuple[bool, ...],
@@ -105,7 +110,7 @@ def visit(pe: PE, *, rows: int, d: int, keys: tuple[int, ...], masked: tuple[boo
                         yield ev
                     nxt = qk(j + 1)
             yield cur.done  # first use of S_j
-            for _ in range(_Tile.softmax_issues(masked[j]) + 1):  # softmax ops and O * corr
+            for _ in range(tiles[j].softmax_issues(masked[j]) + 1):  # softmax ops and O * corr
                 if (ev := pe.issue("primitive")) is not None:
                     yield ev
             p_ready, _ = tiles[j].softmax(masked[j], earliest=acc_ready if j == 0 else None)
