@@ -167,3 +167,38 @@ def test_segment_tables_are_unions_of_the_ranks_paths(C, P, kind):
             assert nonempty[i, j, 0, t] == (t > 0) and nonempty[i, j, 2, t] == (t < R)
         full = float((counts.reduce_paths(C, P, kind) @ cost).max())
         assert float((rows[i, j, 0, R] @ cost).max()) == pytest.approx(full, rel=0.02)
+
+
+@pytest.mark.parametrize("S,tile,P", [(348, 64, 2), (572, 64, 4), (1160, 128, 8), (1382, 64, 2), (3000, 64, 4),
+                                      (4976, 128, 8), (6400, 128, 4), (8193, 64, 8)])
+def test_ring_block_masks_equal_the_plans_partial_tiles(S, tile, P):
+    """``counts.ring_block_masks`` against ``Ring.plan``'s partial items for the busiest PE (the one
+    holding the last q block, and the one holding the one before) of every block: visits ending on a
+    partial diagonal tile, visits ending on a partial (not ragged) block-end tile, visits whose
+    tile before the last is partial."""
+    from costmodel.ahbm.sim.kernels import lane_tiles
+
+    C = 8
+    _, _, plans = Ring(tile, tile, num_cubes=C).plan(S, S, causal=True)
+    nq = plans[0].num_q_blocks
+    rows, te = counts.ring_tiles(float(S), float(tile), C, relax=None)
+    checked = 0
+    for top in (0, 1):
+        pe = (nq - 1 - top) % P
+        for s, plan in enumerate(plans):
+            for lane in range(C):
+                tiles = [k for k in plan.tile_keys[lane] if k > 0]
+                ragged = bool(tiles) and tiles[-1] < plan.tile
+                got = {"last": 0, "end": 0, "mid": 0}
+                for (ln, qi), (keys, masked) in lane_tiles(plan).items():
+                    if ln != lane or qi % P != pe:
+                        continue
+                    ends_block = len(keys) == len(tiles)
+                    got["last"] += (not ends_block) and masked[-1]
+                    got["end"] += ends_block and masked[-1] and not ragged
+                    got["mid"] += len(keys) >= 2 and masked[-2]
+                want = counts.ring_block_masks(float(S), rows, te, C, float(P), float((lane - s) % C), top=top,
+                                               relax=None)
+                assert {k: float(v) for k, v in want.items()} == {k: float(v) for k, v in got.items()}, (top, s, lane)
+                checked += sum(got.values())
+    assert checked > 0

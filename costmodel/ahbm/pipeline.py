@@ -307,9 +307,13 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         n_buf = AHBM_TCM_BUFFERS["opt2"][0] * K["depth"]
         k_out = lambda i: staircase(mx(i - 1.0, 0.0 * q), K["stage"], K["cycle"], n_buf, relax=relax) + K["g"]
         sat_lat = V["gspan"] + k_out(m_k)
-        D = mx(sat, sat_lat, V["body"] + m_a + m_p, floor)
+        # the P buffer: P.V_{j+1}'s composite (its V DMA included) starts once softmax j consumed
+        # P_{j-1}'s buffer, so softmax j -> V_{j+1} lands -> P.V_{j+1} -> merge j + 1 -> softmax j + 2
+        # spans two tiles (the softmax's MATH but O * corr, then the merge's +)
+        p_buf = 0.5 * (m_p + m_r + V["fill"] + V["body"])
+        D = mx(sat, sat_lat, V["body"] + m_a + m_p, floor, p_buf)
         D_c = mx(sat - credit, V["gspan"] + k_out(m_k - slots) * (m_k > slots + 0.5), V["body"] + m_a + m_p,
-                 floor_no_gemm)
+                 floor_no_gemm, p_buf)
         return {"single": single2, "first": first2 + D_c - D, "last": D, "D": D, "drain": drain}
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
