@@ -322,7 +322,7 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
                 return {"n_rows": 0, "summary": report.summary()}
         else:
             rows = load_rows()
-        cal = fitting.fit(rows, steps=args.steps, hw=hw, prior=prior)
+        cal = fitting.fit(rows, steps=args.steps, hw=hw, prior=prior, discrepancy=None if prior is None else "stored")
     except ValueError as e:
         p.error(str(e))
     guards = calibration_guards(cal, prior, hw) if prior is not None else []

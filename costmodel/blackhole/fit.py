@@ -17,8 +17,11 @@ Refitting on new rows (a profiler report) uses a stored calibration as the prior
 little about a parameter cannot move it far. Every parameter stays inside ``PARAM_BOUNDS``
 (closed physical ranges; a Levenberg-Marquardt step that leaves them is rejected); a parameter
 whose posterior precision comes mostly from the prior (data share < ``PIN_SHARE``) is not pinned
-by the rows and is held at its prior value in a second pass. ``info`` lists rows used,
-parameters pinned, residual error and warnings when the fit is poor.
+by the rows and is held at its prior value in a second pass. Such a refit also takes the stored
+model discrepancy (``fit(rows, prior=cal, discrepancy="stored")``): the rows of one op kind share
+one model-form error (``kind_whitening``), so a kind the model misprices moves a shared parameter
+no more than one observation of that error would, however many layers repeat the op. ``info``
+lists rows used, parameters pinned, residual error and warnings when the fit is poor.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from costmodel.blackhole.discrepancy import Discrepancy, load_discrepancy, op_kind
 from costmodel.blackhole.params import (
     CALIBRATION_PATH,
     DRAM_EFF_MAX,
@@ -142,10 +146,11 @@ def residuals_and_jacobian(theta, hw: Blackhole, targets, *, specs: tuple, cfg: 
     return f(theta), jax.jacfwd(f)(theta)
 
 
-def _levenberg_marquardt(theta, theta0, weights, hw, targets, *, specs, cfg, steps: int, precision=None,
+def _levenberg_marquardt(theta, theta0, whiten, hw, targets, *, specs, cfg, steps: int, precision=None,
                          free=None):
-    """Minimise sum (w r)^2 + SIGMA_REF^2 (theta - theta0)^T precision (theta - theta0) over the ``free``
-    coordinates (default: all), rejecting steps that leave ``PARAM_BOUNDS``; returns theta, r, J (all rows)."""
+    """Minimise |W r|^2 + SIGMA_REF^2 (theta - theta0)^T precision (theta - theta0) over the ``free``
+    coordinates (default: all), W = ``whiten`` [rows, rows] (``kind_whitening``), rejecting steps that
+    leave ``PARAM_BOUNDS``; returns theta, r, J (all rows)."""
     P = len(theta0)
     prec = np.eye(P) / PRIOR_SD**2 if precision is None else np.asarray(precision, np.float64)
     lam = SIGMA_REF**2 * prec
@@ -155,15 +160,15 @@ def _levenberg_marquardt(theta, theta0, weights, hw, targets, *, specs, cfg, ste
         r, J = (np.asarray(a, np.float64) for a in residuals_and_jacobian(jnp.asarray(th, jnp.float32), hw, targets,
                                                                              specs=specs, cfg=cfg))
         d = np.asarray(th) - theta0
-        return r, J, float(np.sum((weights * r) ** 2) + d @ lam @ d)
+        return r, J, float(np.sum((whiten @ r) ** 2) + d @ lam @ d)
 
     theta = np.asarray(theta, np.float64)
     r, J, loss = evaluate(theta)
     mu = 1e-3
     for _ in range(steps):
-        Jw = (J * weights[:, None])[:, free]
+        Jw = (whiten @ J)[:, free]
         A = Jw.T @ Jw + lam[np.ix_(free, free)]
-        g = Jw.T @ (weights * r) + (lam @ (theta - theta0))[free]
+        g = Jw.T @ (whiten @ r) + (lam @ (theta - theta0))[free]
         cand = theta.copy()
         cand[free] = theta[free] - np.linalg.solve(A + mu * np.diag(np.diag(A)), g)
         ok = _in_bounds(cand)
@@ -305,15 +310,44 @@ def load_calibration(path: str | pathlib.Path = CALIBRATION_PATH) -> Calibration
         raise ValueError(f"calibration={str(path)!r}: {e}") from None
 
 
+def kind_whitening(rows: list[Row], weights: np.ndarray, discrepancy: Discrepancy | None) -> np.ndarray:
+    """Whitening W [rows, rows] of the log residuals: |W r|^2 is the fit's loss in units of SIGMA_REF^2.
+
+    Without a ``discrepancy`` W = diag(``weights``): every fitted row an independent observation. With
+    one, the fitted rows of one op kind (``discrepancy.op_kind``) share a model-form error b ~ N(0,
+    tau^2), tau^2 the largest ``Discrepancy.var`` of the kind's rows (its class, plus the
+    extrapolation term where the stored fit never saw the kind): r_i = e_i + b, e_i ~ N(0, s^2), s =
+    SIGMA_REF. Their covariance s^2 I + tau^2 11^T has the whitening s C^(-1/2) = I - c 11^T / n,
+    c = 1 - s / sqrt(s^2 + n tau^2): the kind's mean residual weighs as one observation of sd
+    ~tau however many rows repeat it (a report runs each op once per layer), the spread within the
+    kind (its shapes) at full weight. ``weights`` [rows] is 1 for a fitted row, 0 otherwise.
+    """
+    W = np.diag(np.asarray(weights, np.float64))
+    if discrepancy is None:
+        return W
+    kinds: dict[str, list[int]] = {}
+    for i, (row, w) in enumerate(zip(rows, weights)):
+        if w > 0:
+            kinds.setdefault(op_kind(row.spec), []).append(i)
+    for idx in kinds.values():
+        tau2 = max(discrepancy.var(rows[i].spec, rows[i].target) for i in idx)
+        c = 1.0 - SIGMA_REF / math.sqrt(SIGMA_REF**2 + len(idx) * tau2)
+        W[np.ix_(idx, idx)] -= c / len(idx)
+    return W
+
+
 def fit(rows: list[Row] | None = None, *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
         init: FitParams | None = None, hold_out: frozenset[str] = frozenset(), steps: int = 60,
-        prior: Calibration | None = None) -> Calibration:
+        prior: Calibration | None = None, discrepancy: Discrepancy | str | None = None) -> Calibration:
     """Fit the 'calibration' rows of ``rows`` (default: every stored row) outside the groups in
     ``hold_out``, from ``init`` (default: the prior), with ``steps`` Levenberg-Marquardt iterations.
 
     ``prior``: a calibration to refit from (its theta the prior centre, its inverse covariance the
     prior precision; default: the weak prior around ``params.initial_params``); parameters the
-    rows do not pin are then held at the prior's values. Every row (held out, validation or not)
+    rows do not pin are then held at the prior's values. ``discrepancy`` ('stored':
+    ``data/discrepancy.json``): the rows of one op kind share one model-form error of that sd
+    (``kind_whitening``), so a kind's level counts as one observation however often a report
+    repeats it. Every row (held out, validation or not)
     is evaluated, weighted 0 unless fitted, so all folds of one row set share one compiled
     Jacobian. Returns a ``Calibration`` whose ``info`` lists the rows fitted (``fitted_to``),
     ``pinned`` / ``held_at_prior`` parameters and ``warnings``; raises ValueError if the result is
@@ -337,13 +371,15 @@ def fit(rows: list[Row] | None = None, *, hw: Blackhole | None = None, cfg: Expe
     start = theta0 if init is None else np.asarray(to_unconstrained(init), np.float64)
     specs = tuple(r.spec for r in rows)
     targets = jnp.asarray([r.target for r in rows], jnp.float32)
-    lm = functools.partial(_levenberg_marquardt, weights=weights, hw=hw, targets=targets, specs=specs, cfg=cfg,
+    disc = load_discrepancy() if discrepancy == "stored" else discrepancy
+    whiten = kind_whitening(rows, weights, disc)
+    lm = functools.partial(_levenberg_marquardt, whiten=whiten, hw=hw, targets=targets, specs=specs, cfg=cfg,
                            steps=steps, precision=prec0)
     theta, r, J = lm(start, theta0)
     keep = weights > 0
 
     def posterior(r, J):
-        r, J = r[keep], J[keep]
+        r, J = (whiten @ r)[keep], (whiten @ J)[keep]
         JtJ = J.T @ J
         # sigma depends on the effective parameter count and vice versa: a few fixed-point rounds
         sigma2, p_eff = float(r @ r) / max(n - P, 1), float(P)
@@ -354,12 +390,13 @@ def fit(rows: list[Row] | None = None, *, hw: Blackhole | None = None, cfg: Expe
         share = np.diag(cov @ (JtJ / sigma2))  # fraction of each parameter's posterior precision from the rows
         return r, sigma2, p_eff, cov, share
 
-    r_fit, sigma2, p_eff, cov, share = posterior(r, J)
+    _, sigma2, p_eff, cov, share = posterior(r, J)
     pinned = share >= PIN_SHARE
     if prior is not None and not pinned.all():  # hold what the rows do not pin at the prior
         start2 = np.where(pinned, theta, theta0)
         theta, r, J = lm(start2, theta0, free=pinned) if pinned.any() else (start2, *lm(start2, theta0, steps=0)[1:])
-        r_fit, sigma2, p_eff, cov, _ = posterior(r, J)
+        _, sigma2, p_eff, cov, _ = posterior(r, J)
+    r_fit = r[keep]
     if not (np.all(np.isfinite(theta)) and np.all(np.isfinite(cov)) and math.isfinite(sigma2)):
         raise ValueError("rows: the fit produced non-finite parameters; check the measured times")
     params = params_from_dict({k: float(v) for k, v in params_to_dict(from_unconstrained(jnp.asarray(theta))).items()})
