@@ -30,7 +30,9 @@ dim, bf16 operands = 2 B, fp32 accumulators = 4 B):
   (TCM port). Done when its last write-back ends.
 * SM_j = softmax on MATH: 5 element-ops per score (scale, max, subtract, exp, sum) x rows x k_j
   + 5 per row (maximum, m - m_new, correction exp, l x corr, +); 9 primitive ops to issue
-  (ADR-0060 section 3: ``l = l * corr + tl.sum(P)`` comes before the P.V composite).
+  (ADR-0060 section 3: ``l = l * corr + tl.sum(P)`` comes before the P.V composite). A tile the
+  plan marks partial (on the causal diagonal, or holding fewer valid keys than the tile) first
+  pays ``mask_ops_per_partial_tile`` score-sized MATH ops (mask build and add), each issued.
 * PV_j = composite P.V: V_j streamed in sub-tiles of gemm_tile_k keys; per sub-tile DMA
   k x d x 2 B, GEMM (M = rows, K = k, N = d) accumulating in the engine; one write-back of
   rows x d x 4 B at the end.
@@ -39,7 +41,8 @@ dim, bf16 operands = 2 B, fp32 accumulators = 4 B):
 
 Dependencies: SM_j after QK_j and MG_{j-1}; PV_j's GEMM after SM_j (its V DMA may run ahead);
 K / V / S buffers double-buffered (QK_j waits for QK_{j-2}; its GEMM for SM_{j-2}; PV_j for
-PV_{j-2}). The CPU: opt1 issues QK_j, waits for it, issues SM_j (9 ops), O x corr and PV_j,
+PV_{j-2}); under opt2 the whole ex_composite of tile j + 1 (its V DMA included) waits for
+SM_j (the P buffer). The CPU: opt1 issues QK_j, waits for it, issues SM_j (9 ops), O x corr and PV_j,
 waits PV_j, issues the merge's +; opt3 as opt1 but QK_{j+1} is issued before waiting on QK_j (primed with QK_0);
 opt2 (only where 'ex_composite' is in ``AHBM.commands``) issues QK_j and one ex_composite
 (= V_j streaming + SM_j + PV_j + MG_j run by the scheduler) per tile and never waits.
