@@ -1,11 +1,14 @@
 """An HF-format safetensors checkpoint read one layer at a time (``device.parity --checkpoint``).
 
-``CheckpointStream(path, cfg)`` opens the file with ``safetensors.safe_open`` and never holds more
-than one decoder layer's tensors: the golden reads layer i inside its layer scan (a host callback,
-``layer_source``), the emulation's weight buffers are generated from the file on every read
-(``emulation_layers``), a chip's are uploaded one layer after the other (``host_layer``). Host
-memory is then flat in the number of layers. ``reads`` counts the tensors materialised per layer
-(what the tests check).
+``CheckpointStream(path, cfg)`` never holds more than one decoder layer's tensors: the golden reads
+layer i inside its layer scan (a host callback, ``layer_source``), the emulation's weight buffers are
+generated from the file on every read (``emulation_layers``), a chip's are uploaded one layer after
+the other (``host_layer``). Host memory is then flat in the number of layers. ``reads`` counts the
+tensors materialised per layer (what the tests check).
+
+Each tensor is copied out of a ``safetensors.safe_open`` handle that is closed straight after: the
+handle maps the whole file, and every page a read touches stays resident in the process (RssFile)
+until the mapping goes, so one handle kept for the run grew the resident size by the file's size.
 
 ``nonfinite()`` scans the file once, one tensor at a time, and counts NaN / Inf values per key, so
 a broken checkpoint is refused before any comparison.
@@ -60,11 +63,9 @@ class CheckpointStream:
     """One decoder layer at a time from ``path`` (see the module docstring)."""
 
     def __init__(self, path: str, cfg: ExpertConfig, *, expert_prefix: str = ""):
-        from safetensors import safe_open
-
         self.path, self.cfg, self.prefix = str(path), cfg, expert_prefix
-        self._file = safe_open(self.path, framework="numpy")
-        self.keys = frozenset(self._file.keys())
+        with self._open() as f:
+            self.keys = frozenset(f.keys())
         self.reads: collections.Counter[int | None] = collections.Counter()  # tensors read, by layer
         self._last: tuple[int, dict[str, np.ndarray]] | None = None
 
@@ -74,15 +75,27 @@ class CheckpointStream:
             return int(rest.split(".")[1])
         return None
 
+    def _open(self):
+        from safetensors import safe_open
+
+        return safe_open(self.path, framework="numpy")
+
+    def _read(self, key: str) -> np.ndarray:
+        """Tensor ``key`` as float32, copied out of a mapping of the file that is gone on return (see
+        the module docstring)."""
+        with self._open() as f:
+            return np.asarray(f.get_tensor(key), np.float32)  # safetensors' numpy arrays are copies
+
     def tensor(self, key: str) -> np.ndarray:
+        """Tensor ``key`` of the file, float32 in HF's shape (counted in ``reads``)."""
         self.reads[self._layer_of(key)] += 1
-        return np.asarray(self._file.get_tensor(key), np.float32)
+        return self._read(key)
 
     def nonfinite(self) -> dict[str, int]:
         """{key: NaN / Inf count} of every tensor holding one (one tensor in memory at a time)."""
         out = {}
         for k in sorted(self.keys):
-            n = int(np.sum(~np.isfinite(np.asarray(self._file.get_tensor(k), np.float32))))
+            n = int(np.sum(~np.isfinite(self._read(k))))
             if n:
                 out[k] = n
         return out

@@ -5,10 +5,13 @@
   python -m experiments.bench_parity_memory --full --before /tmp/old-checkout   # old vs new, back to back
   python -m experiments.bench_parity_memory --checkpoint-layers 8,16   # only --checkpoint runs on generated files
 
-Each run is a subprocess watched by polling ``/proc/<pid>/status`` (VmRSS of the process and its
-children) every 0.2 s; a run above ``--limit-gb`` (default 7, the shared machine's safety margin) is
-killed and reported as such, as is a run past ``--timeout-s`` (a stalled child fails the row, not
-the benchmark). Prints one table row per run: preset, layers, peak RSS (GB), wall (s).
+Each run is a subprocess watched by polling ``/proc/<pid>/status`` of the process and its children
+every 0.2 s; a run above ``--limit-gb`` (default 7, the shared machine's safety margin) is killed and
+reported as such, as is a run past ``--timeout-s`` (a stalled child fails the row, not the
+benchmark). Prints one table row per run: preset, layers, peak resident size (GB) as the kernel
+keeps it (VmHWM, the largest seen) and as sampled, split into its anonymous part (RssAnon: heap,
+arrays) and its file-backed part (RssFile: mapped files, e.g. an mmap'd checkpoint's touched
+pages, which the kernel may drop under pressure), each the largest sample, and wall (s).
 ``--before DIR`` runs each case first with ``DIR`` (another checkout of the project) on
 ``PYTHONPATH``, then with this one, and adds the wall-time ratio of the pair (measured back to back:
 on a shared machine the ratio is steadier than either time) and whether the per-layer PCCs of the
@@ -30,15 +33,21 @@ import time
 from experiments.report.render import md_table
 from jaxref.validation import cli_main, positive_float
 
+MEMORY_FIELDS = ("VmRSS", "RssAnon", "RssFile", "VmHWM")  # /proc/<pid>/status lines, kB
 
-def _rss_kb(pid: int) -> int:
-    """VmRSS of ``pid`` and all its descendants, kB (0 once gone)."""
-    total, todo = 0, [pid]
+
+def memory_kb(pid: int) -> dict[str, int]:
+    """``MEMORY_FIELDS`` of ``pid``, each summed over it and all its descendants, kB (0 once gone).
+    VmRSS = RssAnon + RssFile + RssShmem; VmHWM is the kernel's peak VmRSS of each process."""
+    total, todo = dict.fromkeys(MEMORY_FIELDS, 0), [pid]
     while todo:
         p = todo.pop()
         try:
             with open(f"/proc/{p}/status") as f:
-                total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+                for line in f:
+                    key = line.split(":", 1)[0]
+                    if key in total:
+                        total[key] += int(line.split()[1])
             with open(f"/proc/{p}/task/{p}/children") as f:
                 todo += [int(c) for c in f.read().split()]
         except (FileNotFoundError, ProcessLookupError, PermissionError):
@@ -55,10 +64,11 @@ def measure(args: list[str], *, limit_gb: float, timeout_s: float = 3600.0, root
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                                 cwd=root or None)
-        peak, killed = 0, None  # None, or why it was killed: "memory" | "time"
+        peak, killed = dict.fromkeys(MEMORY_FIELDS, 0), None  # killed: None, or why: "memory" | "time"
         while proc.poll() is None:
-            peak = max(peak, _rss_kb(proc.pid))
-            over = "memory" if peak > limit_gb * 1024**2 else "time" if time.perf_counter() - t0 > timeout_s else None
+            peak = {k: max(v, n) for (k, v), n in zip(peak.items(), memory_kb(proc.pid).values(), strict=True)}
+            over = ("memory" if peak["VmRSS"] > limit_gb * 1024**2
+                    else "time" if time.perf_counter() - t0 > timeout_s else None)
             if over:
                 proc.kill()
                 killed = over
@@ -71,7 +81,7 @@ def measure(args: list[str], *, limit_gb: float, timeout_s: float = 3600.0, root
         if os.path.exists(res_path):
             with open(res_path) as f:
                 layers = [(x["layer"], x["vs_fp32"]["pcc"], x["vs_device_golden"]["pcc"]) for x in json.load(f)["layers"]]
-        return {"args": " ".join(args), "peak_gb": peak / 1024**2, "wall_s": wall,
+        return {"args": " ".join(args), "peak_gb": {k: v / 1024**2 for k, v in peak.items()}, "wall_s": wall,
                 "rc": proc.returncode, "killed": killed, "tail": tail, "layers": layers}
 
 
@@ -126,16 +136,19 @@ def run_cli(a: argparse.Namespace) -> int:
             status = {"memory": f"killed above {a.limit_gb} GB",
                       "time": f"killed after {a.timeout_s:g} s"}.get(m["killed"], str(m["rc"]))
             name = (m["args"] or "default (alpamayo_tt, 64 layers)").replace(tmp.name + "/", "")
-            rows.append([name, label or "-", f"{m['peak_gb']:.2f}", f"{m['wall_s']:.0f}", status, "-", "-"])
-            print(f"done: {name} {label} ({rows[-1][3]} s)", file=sys.stderr, flush=True)  # runs take minutes
+            gb = m["peak_gb"]
+            rows.append([name, label or "-", f"{gb['VmHWM']:.2f}", f"{gb['VmRSS']:.2f}", f"{gb['RssAnon']:.2f}",
+                         f"{gb['RssFile']:.2f}", f"{m['wall_s']:.0f}", status, "-", "-"])
+            print(f"done: {name} {label} ({rows[-1][6]} s)", file=sys.stderr, flush=True)  # runs take minutes
             if m["rc"] not in (0, None) and not m["killed"]:
                 print(m["tail"], file=sys.stderr)
         if a.before:
             b, n = got["before"], got["after"]
-            rows[-1][5] = f"{b['wall_s'] / n['wall_s']:.2f}"
-            rows[-1][6] = "identical" if b["layers"] == n["layers"] else f"DIFFER: {b['layers']} vs {n['layers']}"
+            rows[-1][8] = f"{b['wall_s'] / n['wall_s']:.2f}"
+            rows[-1][9] = "identical" if b["layers"] == n["layers"] else f"DIFFER: {b['layers']} vs {n['layers']}"
     tmp.cleanup()
-    print(md_table(["run", "code", "peak RSS (GB)", "wall (s)", "exit", "before / after wall", "per-layer PCCs"], rows))
+    print(md_table(["run", "code", "peak RSS, VmHWM (GB)", "peak RSS, sampled (GB)", "peak RssAnon (GB)",
+                    "peak RssFile (GB)", "wall (s)", "exit", "before / after wall", "per-layer PCCs"], rows))
     return 0
 
 

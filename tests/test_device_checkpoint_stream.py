@@ -2,13 +2,18 @@
 
 Oracles: the whole file loaded at once (``jaxref.weights.load_safetensors`` for the golden,
 ``device.host.layer_from_hf`` on the loaded dict for the device arrays). Memory flatness is checked
-by counting the tensors read per layer and the order they are read in (timings and resident size
-are the benchmark's: ``experiments.bench_parity_memory --checkpoint``).
+by counting the tensors read per layer and the order they are read in, by weak references to every
+array read (no earlier layer's still alive when a layer is read) and by the kernel's list of the
+process's mappings (no mapping of the file left after a read: a mapped page once read stays
+resident). Timings and resident size are the benchmark's: ``experiments.bench_parity_memory
+--checkpoint-layers``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import weakref
 
 import jax
 import numpy as np
@@ -56,6 +61,61 @@ def test_golden_reads_one_layer_at_a_time_and_matches_the_loaded_file(ckpt):
 
     want = velocity(full, x, 0.0, ctx, cfg=CFG, layers=stacked)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def _owner(a: np.ndarray) -> np.ndarray:
+    """The array at the bottom of ``a``'s chain of views: alive while any view of ``a``'s memory is."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _mapped(path) -> bool:
+    """Whether ``path`` is mapped into this process (Linux's /proc/self/maps)."""
+    with open("/proc/self/maps") as f:
+        return any(line.rstrip("\n").endswith(str(path)) for line in f)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc/self/maps")
+def test_a_layer_read_leaves_no_other_layer_alive_and_the_file_unmapped(ckpt):
+    """Through the golden's scan and every emulation buffer: when layer i is read, no array read for
+    (or made by ``host_layer`` from) another layer is alive, and after each read the file is not
+    mapped. Either failing would make the resident size grow with the depth."""
+    stream = CheckpointStream(ckpt, CFG)
+    refs: list[tuple[int, weakref.ref]] = []  # (layer, the owner of an array read or made for it)
+    stale, mapped = set(), []  # stale: (layer read, another layer still alive)
+    read_tensor, read_layer = stream.tensor, stream.host_layer
+
+    def track(i, arrays):
+        refs.extend((i, weakref.ref(_owner(a))) for a in arrays)
+
+    def tensor(k):
+        i = stream._layer_of(k)
+        if i is not None:  # the action projections and the final norm are kept for the run
+            stale.update((i, j) for j, r in refs if j != i and r() is not None)
+        a = read_tensor(k)
+        mapped.append(_mapped(ckpt))
+        if i is not None:
+            track(i, [a])
+        return a
+
+    def host_layer(i):
+        out = read_layer(i)
+        track(i, out.values())
+        return out
+
+    stream.tensor, stream.host_layer = tensor, host_layer
+    params = stream.rest()
+    cache = GeneratedModel.build(jax.random.PRNGKey(1), CFG, 100, fill=7.0)
+    x = jax.random.normal(jax.random.PRNGKey(2), (CFG.num_tokens, CFG.action_dim))
+    velocity(params, x, 0.0, CacheContext.create(100), cfg=CFG, layers=stream.layer_source(cache.cache_layer))
+    ns = Emulation()
+    for layer in stream.emulation_layers(ns, ns.open_device(0), weights="bfp8"):
+        for t in layer.values():
+            t.value  # noqa: B018 - a read generates the buffer from the file
+    assert {i for i, _ in refs} == set(range(CFG.num_layers))
+    assert not stale, f"(layer read, layer still alive): {sorted(stale)}"
+    assert mapped and not any(mapped) and not _mapped(ckpt)
 
 
 def test_emulation_buffers_read_one_layer_at_a_time_and_match_the_loaded_file(ckpt):
