@@ -336,6 +336,11 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     masks = [counts.ring_block_masks(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top, relax=relax)
              for top in ((0,) if relax is not None else (0, 1))]
     masks = masks * 2 if relax is not None else masks
+    if relax is None:  # the PE holding block b's first q block: its visit there ends on a partial tile
+        _, reach = counts.ring_block_reach(ex(S), ex(rows), ex(te), C, blk, relax=None)
+        top_d = jnp.mod(jnp.maximum(reach - 1.0, 0.0), ex(P))
+        pes.append(counts.ring_block_counts(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top_d, relax=None))
+        masks.append(counts.ring_block_masks(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top_d, relax=None))
     has_b = (ex(P) >= 1.5) & (relax is None)  # a second PE exists (relaxed: the top PE is the busiest)
 
     def block_work(p):
@@ -354,7 +359,11 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         v_top = pes[0][4]
         a = (work(full_rows, pes[0], masks[0])
              + jnp.where(v_top >= 1, top_visit(last_rows, v_top) - top_visit(full_rows, v_top), 0.0))
-        return jnp.where(has_b, mx(a, work(full_rows, pes[1], masks[1])), a)
+        if relax is not None:
+            return a
+        # (top_d = 0: that PE is the top one, whose last q block ``a`` already runs with its real rows)
+        d = jnp.where(top_d < 0.5, a, work(full_rows, pes[2], masks[2]))
+        return jnp.where(has_b, mx(a, work(full_rows, pes[1], masks[1]), d), a)
 
     def pe_busy(p):
         def busy(vt, cnt, msk):
@@ -371,6 +380,7 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
                     for (k, a), b, m in zip(tb[0].items(), tb[1].values(), tb[2].values(), strict=True)}
 
         v_top = pes[0][4]
+        # (a step's time is its busiest PE's, whichever that is; a roofline is one PE's total)
         ba, bb = busy(full_rows, pes[0], masks[0]), busy(full_rows, pes[1], masks[1])
         ta, tf = top_busy(last_rows, v_top), top_busy(full_rows, v_top)
         # every visit's q and (m, l, O) loads and (m, l, O) store on the PE's controller

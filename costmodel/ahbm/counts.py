@@ -67,7 +67,7 @@ def ring_tiles(S, tile, C, *, relax: Relax | None):
     return rows, lane_tile(S, C, tile, relax=relax)[1]
 
 
-def ring_block_counts(S, q_block, tile, C, P, b, *, top: int = 0, relax: Relax | None):
+def ring_block_counts(S, q_block, tile, C, P, b, *, top=0, relax: Relax | None):
     """Prefill-SP ring, KV block b (contiguous layout): work of the busiest PE of the CUBE holding it.
 
     ``q_block`` / ``tile``: ``ring_tiles``. n = S / q_block q blocks, nb = B / tile tiles per block
@@ -82,7 +82,7 @@ def ring_block_counts(S, q_block, tile, C, P, b, *, top: int = 0, relax: Relax |
     Returns (tiles, visits, single-tile visits, visits sweeping all nb tiles: those that end on
     the block's ragged last tile, the tiles of the PE's top q block's visit).
     """
-    nb, A = _ring_block_reach(S, q_block, tile, C, b, top=top, relax=relax)
+    nb, A = ring_block_reach(S, q_block, tile, C, b, top=top, relax=relax)
     tiles = _pos_sum(A, P, relax=relax) - _pos_sum(A - nb, P, relax=relax)
     visits = jnp.maximum(sceil(A / P, relax=relax), 0.0)
     single = jnp.where((A >= 1) & (jnp.abs(jnp.round(A - 1) % P) < 0.5) & (nb >= 1), 1.0, 0.0)
@@ -91,8 +91,9 @@ def ring_block_counts(S, q_block, tile, C, P, b, *, top: int = 0, relax: Relax |
             jnp.clip(A, 0.0, nb))
 
 
-def _ring_block_reach(S, q_block, tile, C, b, *, top: int, relax: Relax | None):
-    """(nb, A) of ``ring_block_counts``: block b's tiles and the busiest PE's reach into it."""
+def ring_block_reach(S, q_block, tile, C, b, *, top=0, relax: Relax | None):
+    """(nb, A) of ``ring_block_counts``: block b's tiles and how many q blocks, from q block
+    n - 1 - ``top`` down, reach into it (q block n - 1 - top - k sees u = A - k of its tiles)."""
     if relax is None:  # ragged S: blocks of ceil(S / C) keys (the last one shorter), the last q block ragged
         n = jnp.ceil(S / q_block)
         Bk = jnp.ceil(S / C)
@@ -104,7 +105,7 @@ def _ring_block_reach(S, q_block, tile, C, b, *, top: int, relax: Relax | None):
     return nb, A - top
 
 
-def ring_block_masks(S, q_block, tile, C, P, b, *, top: int = 0, relax: Relax | None) -> dict:
+def ring_block_masks(S, q_block, tile, C, P, b, *, top=0, relax: Relax | None) -> dict:
     """Partial (masked) tiles of the busiest PE's visits to KV block b, beyond the block's ragged
     last tile (``ring_block_counts``' arguments; a visit's partial tiles are its last one or two).
 
@@ -118,7 +119,7 @@ def ring_block_masks(S, q_block, tile, C, P, b, *, top: int = 0, relax: Relax | 
     A ragged last tile (fewer keys than the tile) is partial for every visit, so 'end' is 0 then.
     Relaxed: aligned blocks (o = 0, no crossing). Returns {'last', 'end', 'mid'} visit counts.
     """
-    nb, A = _ring_block_reach(S, q_block, tile, C, b, top=top, relax=relax)
+    nb, A = ring_block_reach(S, q_block, tile, C, b, top=top, relax=relax)
 
     def ge(x):  # visits with u >= x
         return jnp.maximum(sceil((A - x + 1.0) / P, relax=relax), 0.0)
