@@ -365,35 +365,45 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         d = jnp.where(top_d < 0.5, a, work(full_rows, pes[2], masks[2]))
         return jnp.where(has_b, mx(a, work(full_rows, pes[1], masks[1]), d), a)
 
-    def pe_busy(p):
+    def pe_busy_blocks(p):
+        """Per block [..., C]: the two top PEs' busy time on each resource (a, b)."""
         def busy(vt, cnt, msk):
             tb = {name: tile_busy(vt[name], p) for name in ("t", "t_m", "t_r", "t_rm")}
-            return {k: blocks_sum(cnt[0] * v + cnt[3] * (tb["t_r"][k] - v) + (msk["last"] + msk["mid"]) * (tb["t_m"][k] - v)
-                                  + msk["end"] * (tb["t_rm"][k] - tb["t_r"][k]))
+            return {k: (cnt[0] * v + cnt[3] * (tb["t_r"][k] - v) + (msk["last"] + msk["mid"]) * (tb["t_m"][k] - v)
+                        + msk["end"] * (tb["t_rm"][k] - tb["t_r"][k]))
                     for k, v in tb["t"].items()}
 
         def top_busy(vt, v):  # its last tile: the block's last one (full visit) or its partial diagonal one
             some = jnp.where(v >= 1, 1.0, 0.0)
             is_full = jnp.where(v >= nb, 1.0, 0.0) * some
             tb = [tile_busy(vt[name], p) for name in ("t", "t_r", "t_m")]
-            return {k: blocks_sum(jnp.maximum(v - some, 0.0) * a + is_full * b + (some - is_full) * m)
+            return {k: jnp.maximum(v - some, 0.0) * a + is_full * b + (some - is_full) * m
                     for (k, a), b, m in zip(tb[0].items(), tb[1].values(), tb[2].values(), strict=True)}
 
         v_top = pes[0][4]
-        # (a step's time is its busiest PE's, whichever that is; a roofline is one PE's total)
         ba, bb = busy(full_rows, pes[0], masks[0]), busy(full_rows, pes[1], masks[1])
         ta, tf = top_busy(last_rows, v_top), top_busy(full_rows, v_top)
         # every visit's q and (m, l, O) loads and (m, l, O) store on the PE's controller
-        io = lambda vt, visits: blocks_sum(visits) * vt["io_bytes"] / hbm_rate(hw)
-        n_top = blocks_sum(jnp.where(v_top >= 1, 1.0, 0.0))
+        io = lambda vt, visits: visits * vt["io_bytes"] / hbm_rate(hw)
+        n_top = jnp.where(v_top >= 1, 1.0, 0.0)
         ba["hbm"] = ba["hbm"] + io(full_rows, pes[0][1]) + n_top * (last_rows["io_bytes"] - full_rows["io_bytes"]) / hbm_rate(hw)
         bb["hbm"] = bb["hbm"] + io(full_rows, pes[1][1])
-        return {k: jnp.where(has_b[..., 0], mx(ba[k] + ta[k] - tf[k], bb[k]), ba[k] + ta[k] - tf[k]) for k in ba}
+        return {k: ba[k] + ta[k] - tf[k] for k in ba}, bb
+
+    def pe_busy(p):  # a roofline is one PE's total over the blocks (a step's time its busiest PE's)
+        ba, bb = pe_busy_blocks(p)
+        return {k: jnp.where(has_b[..., 0], mx(blocks_sum(ba[k]), blocks_sum(bb[k])), blocks_sum(ba[k])) for k in ba}
 
     blocks_sum = lambda x: jnp.sum(x, -1)
     work = sum(w[i] * block_work(p) for i, p in enumerate(PIPELINES))
     busy = [pe_busy(p) for p in PIPELINES]
     stage = jnp.where(fits, 0.0, block_bytes / hbm_rate(hw))  # the receivers' HBM write of a staged block
+    if relax is None:
+        # staged blocks: a PE's controller also writes the next block (its buffer frees when the step
+        # before this one ends, so the write falls in this step) and reads 1 / P of this one to forward
+        # it: a step is at least its busiest PE's tile traffic plus that staging
+        hbm_blk = sum(w[i] * mx(*(x["hbm"] for x in pe_busy_blocks(p))) for i, p in enumerate(PIPELINES))
+        work = jnp.where(fits[..., None], work, mx(work, hbm_blk + stage[..., None] * (1.0 + 1.0 / ex(P))))
     init = jnp.where(fits, dma_time(hw, block_bytes), 0.0)  # TCM-held: each PE first loads its own block
     end, wait = _ring_recurrence([work[..., b] for b in range(C)], xfer, lat, stage, init, C, depth, mx)
     in_tcm = fits.astype(jnp.result_type(float))
