@@ -249,6 +249,7 @@ def calibrate(argv: list[str]) -> dict:
     p.add_argument("--ops-csv", default=None, metavar="FILE", help="ops_perf_results CSV to fit (instead of the "
                                                                     "stored rows)")
     add_device_id_argument(p, lead="with --ops-csv: the DEVICE ID to fit, ")
+    add_signpost_arguments(p)
     p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS),
                    help="Blackhole board (default: from the report's DEVICE ARCH)")
     p.add_argument("--force-arch", action="store_true", help="fit a report of another architecture (Wormhole) "
@@ -302,11 +303,14 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
         p.error(f"--steps={args.steps} must be >= 1")
     if args.with_stored and args.ops_csv is None:
         p.error("--with-stored needs --ops-csv")
+    if args.ops_csv is None and (args.start_signpost is not None or args.end_signpost is not None):
+        p.error("--start-signpost / --end-signpost need --ops-csv")
     prior, hw = None, None
     try:
         hw = None if args.board is None else blackhole(args.board)
         if args.ops_csv is not None:
-            report = read_report(args.ops_csv, hw=hw, force_arch=args.force_arch, device_id=args.device_id)
+            report = window(read_report(args.ops_csv, hw=hw, force_arch=args.force_arch, device_id=args.device_id),
+                            args)
             if not args.json:
                 _print_summary(report)
             for w in report.warnings:  # after the summary, which it refers to
@@ -376,6 +380,21 @@ def add_device_id_argument(p: argparse.ArgumentParser, *, allow_all: bool = True
                    help=f"{lead}'first' (the lowest DEVICE ID; default)" + (", 'all'" if allow_all else "") + " or an id")
 
 
+def add_signpost_arguments(p: argparse.ArgumentParser) -> None:
+    """``--start-signpost`` / ``--end-signpost`` (tt-perf-report's options): the rows of a signpost
+    window of each report read (``Report.between``; apply it with ``window``)."""
+    p.add_argument("--start-signpost", default=None, metavar="NAME",
+                   help="read only the rows after the first signpost NAME (in each report), as tt-perf-report")
+    p.add_argument("--end-signpost", default=None, metavar="NAME",
+                   help="... and before the first signpost NAME after it (the same name: its next instance)")
+
+
+def window(report, args: argparse.Namespace):
+    """``report`` cut to the signpost window of ``add_signpost_arguments``' options (all rows without them);
+    ValueError names an unknown signpost and the ones the report has."""
+    return report.between(args.start_signpost, args.end_signpost)
+
+
 def calibration_of(args: argparse.Namespace) -> fitting.Calibration:
     """The calibration named by ``--calibration`` (default: the stored one)."""
     return fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
@@ -402,6 +421,7 @@ def predict_main(argv: list[str]) -> int:
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     add_device_id_argument(p)
+    add_signpost_arguments(p)
     p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS),
                    help="Blackhole board (default: from the report's DEVICE ARCH)")
     p.add_argument("--force-arch", action="store_true", help="read a report of another architecture anyway")
@@ -414,7 +434,7 @@ def predict_main(argv: list[str]) -> int:
         cal = calibration_of(args)
         (report,) = read_reports(args.ops_csv, hw=None if args.board is None else blackhole(args.board),
                                  force_arch=args.force_arch, device_id=args.device_id)
-        rows = rp.predict_report(report, cal)
+        rows = rp.predict_report(window(report, args), cal)
         if args.csv is not None:
             rp.write_rows_csv(args.csv, rows)
         if args.plot is not None:
@@ -479,6 +499,7 @@ def report_plan_main(argv: list[str]) -> int:
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     add_device_id_argument(p, allow_all=False)
+    add_signpost_arguments(p)
     p.add_argument("--target-ms", type=positive_float, default=None, help="report P(device time <= target)")
     p.add_argument("--top", type=positive_int, default=15, help="rows shown")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -486,6 +507,7 @@ def report_plan_main(argv: list[str]) -> int:
     def body(args) -> int:
         cal = calibration_of(args)
         (report,) = read_reports(args.ops_csv, device_id=args.device_id)
+        report = window(report, args)
         plans = rp.plan_report(report, cal)
         print(dumps_strict(rp.plan_json(report, plans), indent=1) if args.json else
               rp.format_plan(report, plans, top=args.top, target_ms=args.target_ms, cal=cal))
@@ -512,17 +534,13 @@ def diff_main(argv: list[str]) -> int:
     p.add_argument("after", metavar="AFTER_CSV")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     add_device_id_argument(p, allow_all=False)
-    p.add_argument("--start-signpost", default=None, metavar="NAME",
-                   help="compare only the rows after the first signpost NAME in each report (as tt-perf-report)")
-    p.add_argument("--end-signpost", default=None, metavar="NAME",
-                   help="... and before the first signpost NAME after it (the same name: its next instance)")
+    add_signpost_arguments(p)
     p.add_argument("--top", type=positive_int, default=15, help="deltas shown, by measured movement")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
         cal = calibration_of(args)
-        a, b = (r.between(args.start_signpost, args.end_signpost)
-                for r in read_reports(args.before, args.after, device_id=args.device_id))
+        a, b = (window(r, args) for r in read_reports(args.before, args.after, device_id=args.device_id))
         d = rd.diff_reports(a, b, cal)
         print(dumps_strict(rd.diff_json(d), indent=1) if args.json else rd.format_diff(d, top=args.top))
         return 0
