@@ -10,6 +10,7 @@ same signpost options, the file read with the csv module, and each command on th
 import csv
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -132,3 +133,19 @@ def test_report_subcommands_exit_2_on_bad_input_as_a_module(argv):
                        timeout=120, check=False)
     assert r.returncode == 2, r.stderr
     assert "error: ops-csv='/nonexistent.csv': no such file" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["predict"], ["diff"], ["plan", "--ops-csv", "REPORT.csv"], ["whatif"],
+                                     ["coverage"], ["calibrate"], ["validate"], ["tune"], ["plan"]],
+                         ids=lambda c: " ".join(c[:1]) + (" --ops-csv" if len(c) > 1 else "") or "what-if")
+def test_every_command_help_has_an_example(command, capsys):
+    """Each ``--help`` ends with a runnable example; a description's percent sign prints as one (argparse
+    does not %-format descriptions, so '90%%' once printed as such)."""
+    try:
+        status = main([*command, "--help"])
+    except SystemExit as e:
+        status = e.code
+    out = capsys.readouterr().out
+    assert status == 0
+    assert re.search(r"example[^:]*: python -m costmodel\.blackhole", " ".join(out.split())), out
+    assert "%%" not in out

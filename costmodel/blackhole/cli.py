@@ -66,8 +66,10 @@ TOTALS_MS = {"step_us": "step_ms", "step_full_us": "step_full_ms", "sample_us": 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole",
                                 description="What-if: predicted per-op times of one expert layer on Blackhole and "
-                                            "the step / sample totals with 90%% prediction intervals (calibrated "
-                                            "roofline). Subcommand: `calibrate` (see `calibrate --help`).")
+                                            "the step / sample totals with 90% prediction intervals (calibrated "
+                                            "roofline). Subcommands, each with --help: predict, diff, plan, whatif, "
+                                            "coverage (real op reports), calibrate, validate, tune.",
+                                epilog="example: python -m costmodel.blackhole --smax 5120 --kv-dtype bfp8 --vs")
     p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS), help="Blackhole board (default p150a)")
     p.add_argument("--hw", dest="board_deprecated", default=None, choices=sorted(BLACKHOLE_PRESETS),
                    help="deprecated spelling of --board")
@@ -245,7 +247,9 @@ def calibrate(argv: list[str]) -> dict:
                                 description="Refit the model's unknown parameters (with covariance) on the stored "
                                             "measured rows or on a ttnn device-profiler op report. A report is "
                                             "fitted with the stored calibration as the prior: parameters its rows "
-                                            "do not pin keep their stored values.")
+                                            "do not pin keep their stored values.",
+                                epilog="example: python -m costmodel.blackhole calibrate --ops-csv ops_perf_results.csv "
+                                       "--start-signpost PERF_DECODE --end-signpost PERF_DECODE_END --out cal.json")
     p.add_argument("--ops-csv", default=None, metavar="FILE", help="ops_perf_results CSV to fit (instead of the "
                                                                     "stored rows)")
     add_device_id_argument(p, lead="with --ops-csv: the DEVICE ID to fit, ")
@@ -414,7 +418,7 @@ def predict_main(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole predict",
                                 description="Every device-op row of an op report: measured time, the model's floor, "
-                                            "its prediction with 90%% interval (or why it has none), ranked by "
+                                            "its prediction with 90% interval (or why it has none), ranked by "
                                             "measured time above the floor (what to optimise first); totals per op.",
                                 epilog="example: python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv "
                                        "--csv rows.csv --plot top.png")
@@ -452,7 +456,7 @@ def whatif_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole whatif",
                                 description="Change one row of a real op report (its matmul program config, weight / "
                                             "activation / cache format or fidelity) and get the predicted time after "
-                                            "the change with its 90%% interval.",
+                                            "the change with its 90% interval.",
                                 epilog="example: python -m costmodel.blackhole whatif --ops-csv ops.csv --line 19 "
                                        "--change in0_block_w=4 --change weight_dtype=bfp4")
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
@@ -493,7 +497,7 @@ def report_plan_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole plan --ops-csv",
                                 description="Plan search over a real op report: per matmul row the program-config "
                                             "(and weight-format, flagged) change the model prices fastest, ranked by "
-                                            "predicted saving with its 90%% interval.",
+                                            "predicted saving with its 90% interval.",
                                 epilog="example: python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv "
                                        "--target-ms 30")
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
@@ -523,7 +527,7 @@ def diff_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole diff",
                                 description="Two op reports of the same model (before / after a change) matched op by "
                                             "op: measured delta per op and in total next to the model's predicted "
-                                            "delta with its 90%% interval; an op of one side only (a fusion) is "
+                                            "delta with its 90% interval; an op of one side only (a fusion) is "
                                             "priced as removed / added, an unchanged op as 0 (its movement is "
                                             "run-to-run noise).",
                                 epilog="example (a real pair, functional vs fused decoder layer): python -m "
