@@ -16,6 +16,7 @@ import sys
 
 import pytest
 from _report_util import padded, tt_perf_report
+from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.cli import main
 
@@ -149,3 +150,35 @@ def test_every_command_help_has_an_example(command, capsys):
     assert status == 0
     assert re.search(r"example[^:]*: python -m costmodel\.blackhole", " ".join(out.split())), out
     assert "%%" not in out
+
+
+def test_calibrate_json_carries_the_guards(full, capsys):
+    """``calibrate --json`` holds the guards' verdict for scripts: the port's step under the fitted and the
+    stored calibration (their ratio is the guard's), and the guard warnings, empty for the real decode
+    window; the document still loads as a calibration."""
+    from costmodel.blackhole.cli import GUARD_PORT_STEP
+    from costmodel.blackhole.fit import Calibration
+
+    capsys.readouterr()
+    main(["calibrate", "--ops-csv", str(full), *WINDOW, "--steps", "10", "--json"])
+    doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
+    steps = doc["port_step_ms"]
+    assert abs(steps["fitted"] / steps["stored"] - 1) < GUARD_PORT_STEP and doc["guards"] == []
+    assert Calibration.from_json(doc).params == Calibration.from_json({k: doc[k] for k in
+                                                                        ("params", "theta", "cov", "sigma", "dof")}).params
+
+
+def test_calibrate_json_reports_a_guard_that_fires(capsys):
+    """The real CLIP encoder report refits the port's step by more than the guard allows: the JSON says
+    so, with the two steps it compared."""
+    from costmodel.blackhole.cli import GUARD_PORT_STEP
+
+    clip = profiler_reports_dir() / "bh_64_clip_encoder_1.csv"
+    if not clip.is_file():
+        pytest.skip(f"real report not found at {clip}")
+    capsys.readouterr()
+    main(["calibrate", "--ops-csv", str(clip), "--steps", "30", "--json"])
+    doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
+    steps = doc["port_step_ms"]
+    assert abs(steps["fitted"] / steps["stored"] - 1) > GUARD_PORT_STEP
+    assert any("the port's predicted step moved" in g for g in doc["guards"]), doc["guards"]

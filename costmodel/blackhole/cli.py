@@ -275,6 +275,12 @@ GUARD_LAUNCH_FACTOR = 3.0
 GUARD_PORT_STEP = 0.05
 
 
+def port_step_ms(cal: fitting.Calibration, hw: Blackhole) -> float:
+    """The measured port's predicted traced step (ms) under ``cal``: what a refit must not move by accident."""
+    cfg = ExpertConfig.alpamayo_tt()
+    return evaluate(hw, cal.params, BlackholeConfig.for_expert(cfg), cfg=cfg)["step_ms"]
+
+
 def calibration_guards(cal: fitting.Calibration, prior: fitting.Calibration, hw: Blackhole) -> list[str]:
     """Warnings for a refit that moved a launch constant > ``GUARD_LAUNCH_FACTOR``x or the port's
     predicted step by > ``GUARD_PORT_STEP`` against ``prior`` (the stored calibration)."""
@@ -285,9 +291,7 @@ def calibration_guards(cal: fitting.Calibration, prior: fitting.Calibration, hw:
             if max(new / old, old / new) > GUARD_LAUNCH_FACTOR:
                 out.append(f"{k} moved x{new / old:.2f} ({old:.3g} -> {new:.3g} us; guard {GUARD_LAUNCH_FACTOR:g}x): "
                            "a launch constant absorbing time the model does not describe")
-    cfg = ExpertConfig.alpamayo_tt()
-    port = BlackholeConfig.for_expert(cfg)
-    new, old = (evaluate(hw, c.params, port, cfg=cfg)["step_ms"] for c in (cal, prior))
+    new, old = port_step_ms(cal, hw), port_step_ms(prior, hw)
     if abs(new / old - 1) > GUARD_PORT_STEP:
         out.append(f"the port's predicted step moved {100 * (new / old - 1):+.1f}% ({old:.2f} -> {new:.2f} ms; guard "
                    f"{100 * GUARD_PORT_STEP:g}%)")
@@ -342,9 +346,12 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
     table = fitting.report(cal.params, rows, hw=hw)
     if out is not None:
         fitting.write_calibration(cal, table, out)
-    if args.json:
-        print(dumps_strict(cal.to_json(), indent=1))
-        return cal.to_json()
+    if args.json:  # the calibration document, with the guards' verdict for scripts (from_json ignores it)
+        doc = {**cal.to_json(), "guards": guards}
+        if prior is not None:
+            doc["port_step_ms"] = {"fitted": port_step_ms(cal, hw), "stored": port_step_ms(prior, hw)}
+        print(dumps_strict(doc, indent=1))
+        return doc
     print(fitting.format_report(table))
     info = cal.info
     print(f"\nfitted {info['n_rows']} rows: rms log error {info['rms_log_error']:.3f}, sigma {cal.sigma:.3f}, "
@@ -357,10 +364,8 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
         print(f"  {k:24s} {getattr(cal.params, k):12.5g} {pi['unit']:8s} x/ {math.exp(cal.cov[i, i] ** 0.5):6.2f}"
               f"  {pi['meaning']}{tag}")
     if prior is not None:
-        cfg = ExpertConfig.alpamayo_tt()
-        port = BlackholeConfig.for_expert(cfg)
-        new, old = (evaluate(hw, c.params, port, cfg=cfg)["step_ms"] for c in (cal, prior))
-        print(f"\nport step ({hw.name}): {new:.2f} ms with this calibration, {old:.2f} ms with the stored one")
+        print(f"\nport step ({hw.name}): {port_step_ms(cal, hw):.2f} ms with this calibration, "
+              f"{port_step_ms(prior, hw):.2f} ms with the stored one")
     if out is not None:
         print(f"\nwrote {out}")
     return cal.to_json()
