@@ -11,6 +11,7 @@
     python -m costmodel.blackhole plan --target-ms 30                # option combinations reaching 30 ms
     python -m costmodel.blackhole coverage ops_perf_results.csv      # share of a report's device time priced
     python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv  # every row vs the model, ranked
+    python -m costmodel.blackhole predict --ops-csv ops.csv --start-signpost PERF_DECODE --end-signpost PERF_DECODE_END
     python -m costmodel.blackhole diff before.csv after.csv         # measured vs predicted deltas of a change
     python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv  # best priced change per matmul row
     python -m costmodel.blackhole whatif --ops-csv ops.csv --line 19 --change in0_block_w=4  # one row changed

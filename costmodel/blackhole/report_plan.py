@@ -1,7 +1,8 @@
 """A plan search over a whole real op report: per matmul row, the program-config (and weight-format)
 change the model prices fastest, ranked by predicted saving with its 90% interval.
 
-    python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv [--target-ms 30] [--top 15] [--json]
+    python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv [--start-signpost NAME --end-signpost NAME]
+                                       [--target-ms 30] [--top 15] [--json]
 
 For every matmul row the model prices, the candidates are its own kind of program config with
 every in0_block_w that divides K/32 and (1D in0-multicast) every per_core_N whose split fits the

@@ -1,6 +1,7 @@
 """Every row of a real op report next to the model: what to optimise first.
 
     python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv [--calibration CAL]
+                                          [--start-signpost NAME --end-signpost NAME]
                                           [--csv rows.csv] [--plot top.png] [--top 15] [--json]
 
 Per device-op row of the kept device: the measured DEVICE KERNEL DURATION, the model's floor
