@@ -9,7 +9,8 @@ every in0_block_w that divides K/32 and (1D in0-multicast) every per_core_N whos
 grid, legal by ``MatmulProgramConfig.validate`` (L1, grid, subblock: ttnn's own for the block), and
 the same config with the other weight formats of the vocabulary, flagged: the model prices their
 bytes, not their accuracy, which only a parity run of the user's model can tell. Each candidate is
-priced exactly (``KernelSpec``); the saving's interval is the difference of two linearised
+priced exactly (``KernelSpec``); a row gets its best change only where that is priced faster than
+its own config (by ``SAME_PRICE``), else no plan; the saving's interval is the difference of two linearised
 predictions (``report_diff.delta_interval``). The port's ``plan --target-ms`` generalised: with a
 target, the probability that the report's measured total minus the savings reaches it.
 """
