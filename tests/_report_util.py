@@ -1,9 +1,11 @@
 """tt-perf-report (the PyPI tool of tt-metal users, dev extra) run on an op report, the checks
-every matmul row of its output must pass, and one-line reports cut from real ones."""
+every matmul row of its output must pass, one-line reports cut from real ones, and a real signpost
+excerpt padded out to look like a full file."""
 
 from __future__ import annotations
 
 import csv
+import pathlib
 import subprocess
 import sys
 
@@ -32,6 +34,16 @@ def one_line(src, dst, pick, edit=lambda r: None):
         w.writerow(rec)
     (line,) = read_report(dst).rows
     return line, rec
+
+
+def padded(path: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+    """``path`` as a full tracy file looks: its window's data rows also before the start signpost (a
+    warm-up replay) and after the end one (a later replay), the window itself in the middle."""
+    with path.open(newline="") as f:
+        lines = f.read().splitlines()
+    header, start, rows, end = lines[0], lines[1], lines[2:-1], lines[-1]
+    out.write_text("\n".join([header, *rows, start, *rows, end, *rows[:5]]) + "\n")
+    return out
 
 
 def tt_perf_report(path, tmp_path, *options: str) -> list[dict]:

@@ -15,7 +15,7 @@ import math
 import pathlib
 
 import pytest
-from _report_util import tt_perf_report
+from _report_util import padded, tt_perf_report
 
 from costmodel.blackhole.cli import main
 
@@ -178,16 +178,6 @@ def test_the_table_prints_the_totals(capsys):
     out = capsys.readouterr().out
     for text in ("measured delta", "priced (", "share of the", "unchanged specs", "only before:", "only after:"):
         assert text in out
-
-
-def padded(path: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
-    """``path`` as a full tracy file looks: its window's data rows also before the start signpost (a
-    warm-up replay) and after the end one (a later replay), the window itself in the middle."""
-    with path.open(newline="") as f:
-        lines = f.read().splitlines()
-    header, start, rows, end = lines[0], lines[1], lines[2:-1], lines[-1]
-    out.write_text("\n".join([header, *rows, start, *rows, end, *rows[:5]]) + "\n")
-    return out
 
 
 def test_signposts_pick_the_window_out_of_a_full_report(tmp_path, capsys):

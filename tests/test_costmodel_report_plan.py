@@ -4,8 +4,10 @@ enumeration of valid configs) on the port's layer emitted with ttnn's default ma
 
 import dataclasses
 import json
+import re
 
 import pytest
+from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole import BlackholeConfig, knob_search
 from costmodel.blackhole.cli import main
@@ -94,3 +96,23 @@ def test_whatif_refuses_a_config_change_on_a_norm_and_a_missing_line(default_rep
     assert "NormSpec has no matmul program config" in capsys.readouterr().err
     assert main(["whatif", "--ops-csv", str(default_report), "--line", "999", "--change", "in0_block_w=4"]) == 2
     assert "no data line 999" in capsys.readouterr().err
+
+
+REAL = [profiler_reports_dir() / n for n in ("bh_8xp150_deepseek_v3_d_p.csv", "bh_64_clip_encoder_1.csv")]
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: p.stem)
+def test_plan_on_real_reports_advises_only_faster_changes(path, capsys):
+    """A row whose every alternative the model prices no faster gets no plan (a slower "best" change once
+    made the total saving negative: -338.6 us on CLIP); no change names a field left as it was."""
+    if not path.is_file():
+        pytest.skip(f"real report not found at {path}")
+    capsys.readouterr()
+    assert main(["plan", "--ops-csv", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
+    assert doc["rows_searched"] >= len({r["line"] for r in doc["rows"]})
+    for r in doc["rows"]:
+        assert r["after_us"] < r["predicted_us"] * (1 - 1e-3) and r["saving_us"] > 0, r
+        assert r["lo_us"] <= r["saving_us"] <= r["hi_us"], r
+        assert not re.search(r"(?<!\S)(\S+)->\1(,|$)", r["change"]), r["change"]
+    assert doc["predicted_saving_us"] >= 0

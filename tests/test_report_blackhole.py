@@ -34,3 +34,24 @@ def test_the_real_pair_diff_tables_are_the_diff():
         totals = lines[lines.index(table) + 2]
         assert f"predicted {t['predicted_us']:+.1f} us" in totals
         assert f"{100 * t['share_inside']:.0f}% of the changed" in totals
+
+
+def test_the_predict_table_carries_the_rows_it_ranks(tmp_path):
+    """The section's ranked table of a real report: one line per modelled row of ``predict`` with its
+    measured time, floor, tt-perf-report's ideal (matmul rows) and prediction, and the plot beside it."""
+    from costmodel.blackhole.fit import load_calibration
+    from experiments.report.sections.blackhole import PREDICT_REPORT, REAL_REPORTS, predict_lines
+
+    if not (REAL_REPORTS / PREDICT_REPORT).is_file():
+        pytest.skip(f"real report not found at {REAL_REPORTS / PREDICT_REPORT}")
+    results, figures = {}, []
+    lines = predict_lines(tmp_path, results, figures, load_calibration())
+    (table,) = [t for t in lines if t.startswith("| line |")]
+    assert "| tt-perf-report ideal us |" in table.splitlines()[0]
+    ranked = [r for r in results["predict_" + PREDICT_REPORT.removesuffix(".csv")]["rows"] if r["floor_us"] is not None]
+    for r, text in zip(ranked, table.splitlines()[2:], strict=False):
+        ideal = "" if r["ideal_us"] is None else f"{r['ideal_us']:.1f}"
+        assert text.startswith(f"| {r['line']} | {r['op_code']} | {r['measured_us']:.1f} | {r['floor_us']:.1f} | "
+                               f"{ideal} | {r['predicted_us']:.1f} |"), text
+    assert any(r["ideal_us"] is not None for r in ranked[:10])
+    assert (tmp_path / figures[0]).read_bytes().startswith(b"\x89PNG")

@@ -11,6 +11,7 @@
     python -m costmodel.blackhole plan --target-ms 30                # option combinations reaching 30 ms
     python -m costmodel.blackhole coverage ops_perf_results.csv      # share of a report's device time priced
     python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv  # every row vs the model, ranked
+    python -m costmodel.blackhole predict --ops-csv ops.csv --start-signpost PERF_DECODE --end-signpost PERF_DECODE_END
     python -m costmodel.blackhole diff before.csv after.csv         # measured vs predicted deltas of a change
     python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv  # best priced change per matmul row
     python -m costmodel.blackhole whatif --ops-csv ops.csv --line 19 --change in0_block_w=4  # one row changed
@@ -66,8 +67,10 @@ TOTALS_MS = {"step_us": "step_ms", "step_full_us": "step_full_ms", "sample_us": 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole",
                                 description="What-if: predicted per-op times of one expert layer on Blackhole and "
-                                            "the step / sample totals with 90%% prediction intervals (calibrated "
-                                            "roofline). Subcommand: `calibrate` (see `calibrate --help`).")
+                                            "the step / sample totals with 90% prediction intervals (calibrated "
+                                            "roofline). Subcommands, each with --help: predict, diff, plan, whatif, "
+                                            "coverage (real op reports), calibrate, validate, tune.",
+                                epilog="example: python -m costmodel.blackhole --smax 5120 --kv-dtype bfp8 --vs")
     p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS), help="Blackhole board (default p150a)")
     p.add_argument("--hw", dest="board_deprecated", default=None, choices=sorted(BLACKHOLE_PRESETS),
                    help="deprecated spelling of --board")
@@ -245,10 +248,13 @@ def calibrate(argv: list[str]) -> dict:
                                 description="Refit the model's unknown parameters (with covariance) on the stored "
                                             "measured rows or on a ttnn device-profiler op report. A report is "
                                             "fitted with the stored calibration as the prior: parameters its rows "
-                                            "do not pin keep their stored values.")
+                                            "do not pin keep their stored values.",
+                                epilog="example: python -m costmodel.blackhole calibrate --ops-csv ops_perf_results.csv "
+                                       "--start-signpost PERF_DECODE --end-signpost PERF_DECODE_END --out cal.json")
     p.add_argument("--ops-csv", default=None, metavar="FILE", help="ops_perf_results CSV to fit (instead of the "
                                                                     "stored rows)")
     add_device_id_argument(p, lead="with --ops-csv: the DEVICE ID to fit, ")
+    add_signpost_arguments(p)
     p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS),
                    help="Blackhole board (default: from the report's DEVICE ARCH)")
     p.add_argument("--force-arch", action="store_true", help="fit a report of another architecture (Wormhole) "
@@ -270,6 +276,12 @@ GUARD_LAUNCH_FACTOR = 3.0
 GUARD_PORT_STEP = 0.05
 
 
+def port_step_ms(cal: fitting.Calibration, hw: Blackhole) -> float:
+    """The measured port's predicted traced step (ms) under ``cal``: what a refit must not move by accident."""
+    cfg = ExpertConfig.alpamayo_tt()
+    return evaluate(hw, cal.params, BlackholeConfig.for_expert(cfg), cfg=cfg)["step_ms"]
+
+
 def calibration_guards(cal: fitting.Calibration, prior: fitting.Calibration, hw: Blackhole) -> list[str]:
     """Warnings for a refit that moved a launch constant > ``GUARD_LAUNCH_FACTOR``x or the port's
     predicted step by > ``GUARD_PORT_STEP`` against ``prior`` (the stored calibration)."""
@@ -280,9 +292,7 @@ def calibration_guards(cal: fitting.Calibration, prior: fitting.Calibration, hw:
             if max(new / old, old / new) > GUARD_LAUNCH_FACTOR:
                 out.append(f"{k} moved x{new / old:.2f} ({old:.3g} -> {new:.3g} us; guard {GUARD_LAUNCH_FACTOR:g}x): "
                            "a launch constant absorbing time the model does not describe")
-    cfg = ExpertConfig.alpamayo_tt()
-    port = BlackholeConfig.for_expert(cfg)
-    new, old = (evaluate(hw, c.params, port, cfg=cfg)["step_ms"] for c in (cal, prior))
+    new, old = port_step_ms(cal, hw), port_step_ms(prior, hw)
     if abs(new / old - 1) > GUARD_PORT_STEP:
         out.append(f"the port's predicted step moved {100 * (new / old - 1):+.1f}% ({old:.2f} -> {new:.2f} ms; guard "
                    f"{100 * GUARD_PORT_STEP:g}%)")
@@ -302,11 +312,14 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
         p.error(f"--steps={args.steps} must be >= 1")
     if args.with_stored and args.ops_csv is None:
         p.error("--with-stored needs --ops-csv")
+    if args.ops_csv is None and (args.start_signpost is not None or args.end_signpost is not None):
+        p.error("--start-signpost / --end-signpost need --ops-csv")
     prior, hw = None, None
     try:
         hw = None if args.board is None else blackhole(args.board)
         if args.ops_csv is not None:
-            report = read_report(args.ops_csv, hw=hw, force_arch=args.force_arch, device_id=args.device_id)
+            report = window(read_report(args.ops_csv, hw=hw, force_arch=args.force_arch, device_id=args.device_id),
+                            args)
             if not args.json:
                 _print_summary(report)
             for w in report.warnings:  # after the summary, which it refers to
@@ -334,9 +347,12 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
     table = fitting.report(cal.params, rows, hw=hw)
     if out is not None:
         fitting.write_calibration(cal, table, out)
-    if args.json:
-        print(dumps_strict(cal.to_json(), indent=1))
-        return cal.to_json()
+    if args.json:  # the calibration document, with the guards' verdict for scripts (from_json ignores it)
+        doc = {**cal.to_json(), "guards": guards}
+        if prior is not None:
+            doc["port_step_ms"] = {"fitted": port_step_ms(cal, hw), "stored": port_step_ms(prior, hw)}
+        print(dumps_strict(doc, indent=1))
+        return doc
     print(fitting.format_report(table))
     info = cal.info
     print(f"\nfitted {info['n_rows']} rows: rms log error {info['rms_log_error']:.3f}, sigma {cal.sigma:.3f}, "
@@ -349,10 +365,8 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
         print(f"  {k:24s} {getattr(cal.params, k):12.5g} {pi['unit']:8s} x/ {math.exp(cal.cov[i, i] ** 0.5):6.2f}"
               f"  {pi['meaning']}{tag}")
     if prior is not None:
-        cfg = ExpertConfig.alpamayo_tt()
-        port = BlackholeConfig.for_expert(cfg)
-        new, old = (evaluate(hw, c.params, port, cfg=cfg)["step_ms"] for c in (cal, prior))
-        print(f"\nport step ({hw.name}): {new:.2f} ms with this calibration, {old:.2f} ms with the stored one")
+        print(f"\nport step ({hw.name}): {port_step_ms(cal, hw):.2f} ms with this calibration, "
+              f"{port_step_ms(prior, hw):.2f} ms with the stored one")
     if out is not None:
         print(f"\nwrote {out}")
     return cal.to_json()
@@ -376,6 +390,21 @@ def add_device_id_argument(p: argparse.ArgumentParser, *, allow_all: bool = True
                    help=f"{lead}'first' (the lowest DEVICE ID; default)" + (", 'all'" if allow_all else "") + " or an id")
 
 
+def add_signpost_arguments(p: argparse.ArgumentParser) -> None:
+    """``--start-signpost`` / ``--end-signpost`` (tt-perf-report's options): the rows of a signpost
+    window of each report read (``Report.between``; apply it with ``window``)."""
+    p.add_argument("--start-signpost", default=None, metavar="NAME",
+                   help="read only the rows after the first signpost NAME (in each report), as tt-perf-report")
+    p.add_argument("--end-signpost", default=None, metavar="NAME",
+                   help="... and before the first signpost NAME after it (the same name: its next instance)")
+
+
+def window(report, args: argparse.Namespace):
+    """``report`` cut to the signpost window of ``add_signpost_arguments``' options (all rows without them);
+    ValueError names an unknown signpost and the ones the report has."""
+    return report.between(args.start_signpost, args.end_signpost)
+
+
 def calibration_of(args: argparse.Namespace) -> fitting.Calibration:
     """The calibration named by ``--calibration`` (default: the stored one)."""
     return fitting.load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
@@ -395,13 +424,14 @@ def predict_main(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole predict",
                                 description="Every device-op row of an op report: measured time, the model's floor, "
-                                            "its prediction with 90%% interval (or why it has none), ranked by "
+                                            "its prediction with 90% interval (or why it has none), ranked by "
                                             "measured time above the floor (what to optimise first); totals per op.",
                                 epilog="example: python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv "
                                        "--csv rows.csv --plot top.png")
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     add_device_id_argument(p)
+    add_signpost_arguments(p)
     p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS),
                    help="Blackhole board (default: from the report's DEVICE ARCH)")
     p.add_argument("--force-arch", action="store_true", help="read a report of another architecture anyway")
@@ -414,7 +444,7 @@ def predict_main(argv: list[str]) -> int:
         cal = calibration_of(args)
         (report,) = read_reports(args.ops_csv, hw=None if args.board is None else blackhole(args.board),
                                  force_arch=args.force_arch, device_id=args.device_id)
-        rows = rp.predict_report(report, cal)
+        rows = rp.predict_report(window(report, args), cal)
         if args.csv is not None:
             rp.write_rows_csv(args.csv, rows)
         if args.plot is not None:
@@ -432,7 +462,7 @@ def whatif_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole whatif",
                                 description="Change one row of a real op report (its matmul program config, weight / "
                                             "activation / cache format or fidelity) and get the predicted time after "
-                                            "the change with its 90%% interval.",
+                                            "the change with its 90% interval.",
                                 epilog="example: python -m costmodel.blackhole whatif --ops-csv ops.csv --line 19 "
                                        "--change in0_block_w=4 --change weight_dtype=bfp4")
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
@@ -473,12 +503,13 @@ def report_plan_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole plan --ops-csv",
                                 description="Plan search over a real op report: per matmul row the program-config "
                                             "(and weight-format, flagged) change the model prices fastest, ranked by "
-                                            "predicted saving with its 90%% interval.",
+                                            "predicted saving with its 90% interval.",
                                 epilog="example: python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv "
                                        "--target-ms 30")
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     add_device_id_argument(p, allow_all=False)
+    add_signpost_arguments(p)
     p.add_argument("--target-ms", type=positive_float, default=None, help="report P(device time <= target)")
     p.add_argument("--top", type=positive_int, default=15, help="rows shown")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -486,6 +517,7 @@ def report_plan_main(argv: list[str]) -> int:
     def body(args) -> int:
         cal = calibration_of(args)
         (report,) = read_reports(args.ops_csv, device_id=args.device_id)
+        report = window(report, args)
         plans = rp.plan_report(report, cal)
         print(dumps_strict(rp.plan_json(report, plans), indent=1) if args.json else
               rp.format_plan(report, plans, top=args.top, target_ms=args.target_ms, cal=cal))
@@ -501,7 +533,7 @@ def diff_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole diff",
                                 description="Two op reports of the same model (before / after a change) matched op by "
                                             "op: measured delta per op and in total next to the model's predicted "
-                                            "delta with its 90%% interval; an op of one side only (a fusion) is "
+                                            "delta with its 90% interval; an op of one side only (a fusion) is "
                                             "priced as removed / added, an unchanged op as 0 (its movement is "
                                             "run-to-run noise).",
                                 epilog="example (a real pair, functional vs fused decoder layer): python -m "
@@ -512,17 +544,13 @@ def diff_main(argv: list[str]) -> int:
     p.add_argument("after", metavar="AFTER_CSV")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     add_device_id_argument(p, allow_all=False)
-    p.add_argument("--start-signpost", default=None, metavar="NAME",
-                   help="compare only the rows after the first signpost NAME in each report (as tt-perf-report)")
-    p.add_argument("--end-signpost", default=None, metavar="NAME",
-                   help="... and before the first signpost NAME after it (the same name: its next instance)")
+    add_signpost_arguments(p)
     p.add_argument("--top", type=positive_int, default=15, help="deltas shown, by measured movement")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
         cal = calibration_of(args)
-        a, b = (r.between(args.start_signpost, args.end_signpost)
-                for r in read_reports(args.before, args.after, device_id=args.device_id))
+        a, b = (window(r, args) for r in read_reports(args.before, args.after, device_id=args.device_id))
         d = rd.diff_reports(a, b, cal)
         print(dumps_strict(rd.diff_json(d), indent=1) if args.json else rd.format_diff(d, top=args.top))
         return 0

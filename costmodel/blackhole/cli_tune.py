@@ -32,6 +32,7 @@ def tune(argv: list[str], p: argparse.ArgumentParser, config_from_args) -> dict:
     p.prog = "python -m costmodel.blackhole tune"
     p.description = ("Gradient tuning of the matmul / SDPA knobs from the setting given by the what-if flags "
                      "(e.g. --matmuls default: ttnn's heuristic) vs exhaustive per-op search over valid configs.")
+    p.epilog = "example: python -m costmodel.blackhole tune --matmuls default --kv-dtype bfp8"
     p.add_argument("--steps", type=positive_int, default=300, help="gradient steps on the relaxed knobs")
     return cli_run(p, argv, lambda args: _tune(args, p, config_from_args))
 

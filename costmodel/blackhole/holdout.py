@@ -261,8 +261,9 @@ def validate_main(argv: list[str]) -> dict:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole validate",
                                 description="Every measured row (the port's and public ones) predicted without its "
                                             "own data (leave-one-group-out refits; validation rows by the full fit), "
-                                            "with 90%% intervals before and after the model-discrepancy term, "
-                                            "coverage and MAPE per op class, and the worst rows.")
+                                            "with 90% intervals before and after the model-discrepancy term, "
+                                            "coverage and MAPE per op class, and the worst rows.",
+                                epilog="example: python -m costmodel.blackhole validate --json")
     p.add_argument("--calibration", default=None, help=f"calibration JSON (default {CALIBRATION_PATH})")
     p.add_argument("--steps", type=int, default=20, help="Levenberg-Marquardt iterations per refit")
     p.add_argument("--by", default="group", choices=UNITS,

@@ -321,7 +321,9 @@ def plan_main(argv: list[str]) -> dict:
                                 description="Combinations of the notes' op-graph options (KV format, cache rows, "
                                             "fused add+norm, matmul configs, SDPA kernel, weight format) predicted "
                                             "to reach a target step time, with P(reach) under correlated draws of "
-                                            "the model's uncertainty and the golden's accuracy cost.")
+                                            "the model's uncertainty and the golden's accuracy cost.",
+                                epilog="example: python -m costmodel.blackhole plan --target-ms 30; over a real op report "
+                                       "instead: python -m costmodel.blackhole plan --ops-csv REPORT.csv --help")
     p.add_argument("--target-ms", type=finite_float, default=30.0)
     p.add_argument("--draws", type=positive_int, default=256)
     p.add_argument("--board", default="p150a", choices=sorted(BLACKHOLE_PRESETS), help="Blackhole board")

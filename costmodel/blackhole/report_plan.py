@@ -1,14 +1,16 @@
 """A plan search over a whole real op report: per matmul row, the program-config (and weight-format)
 change the model prices fastest, ranked by predicted saving with its 90% interval.
 
-    python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv [--target-ms 30] [--top 15] [--json]
+    python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv [--start-signpost NAME --end-signpost NAME]
+                                       [--target-ms 30] [--top 15] [--json]
 
 For every matmul row the model prices, the candidates are its own kind of program config with
 every in0_block_w that divides K/32 and (1D in0-multicast) every per_core_N whose split fits the
 grid, legal by ``MatmulProgramConfig.validate`` (L1, grid, subblock: ttnn's own for the block), and
 the same config with the other weight formats of the vocabulary, flagged: the model prices their
 bytes, not their accuracy, which only a parity run of the user's model can tell. Each candidate is
-priced exactly (``KernelSpec``); the saving's interval is the difference of two linearised
+priced exactly (``KernelSpec``); a row gets its best change only where that is priced faster than
+its own config (by ``SAME_PRICE``), else no plan; the saving's interval is the difference of two linearised
 predictions (``report_diff.delta_interval``). The port's ``plan --target-ms`` generalised: with a
 target, the probability that the report's measured total minus the savings reaches it.
 """
@@ -72,33 +74,44 @@ def candidates(spec: MatmulSpec, board) -> list[tuple[str, MatmulSpec, str]]:
                                  act_dtype=spec.act_dtype, fp32_dest_acc=True)
                 except ValueError:
                     continue
-                text = f"in0_block_w {int(c.in0_block_w)}->{bw}" + (
-                    f", per_core_N {int(c.per_core_N)}->{pn}" if pn != int(c.per_core_N) else "")
-                flag = ""
-                if wd != spec.weight_dtype:
-                    text += f", weights {spec.weight_dtype}->{wd}"
-                    flag = "weight format: accuracy not modelled (check with a parity run)"
+                parts = [f"{name} {old}->{new}" for name, old, new in (
+                    ("in0_block_w", int(c.in0_block_w), bw), ("per_core_N", int(c.per_core_N), pn),
+                    ("weights", spec.weight_dtype, wd)) if old != new]
+                text = ", ".join(parts)
+                flag = "" if wd == spec.weight_dtype else "weight format: accuracy not modelled (check with a parity run)"
                 out.append((text, dataclasses.replace(spec, cfg=cfg, weight_dtype=wd), flag))
     return out
 
 
+# A candidate priced less than this fraction faster than the row's own config is not a change worth
+# advising: far below the run-to-run movement of an unchanged op between two profiler runs (e.g. a
+# weight format that a row bound elsewhere reads a few ns faster).
+SAME_PRICE = 1e-3
+
+
+def searched_rows(report: Report) -> list:
+    """The rows ``plan_report`` searches: modelled matmul rows of the 1D / 2D kinds."""
+    def searched(r) -> bool:
+        inner = getattr(r.spec, "inner", r.spec)
+        return isinstance(inner, MatmulSpec) and inner.cfg.kind in (MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D)
+    return [r for r in report.rows if r.status == MODELLED and searched(r)]
+
+
 def plan_report(report: Report, cal: Calibration, *, level: float = LEVEL) -> list[RowPlan]:
-    """The best priced change of every modelled matmul row of the 1D / 2D kinds, by saving (largest first)."""
+    """The best priced change of every searched row (``searched_rows``) that the model prices faster
+    than the row's own config, by saving (largest first); a row none beats has no plan."""
     z = quantile(cal, level)
     plans = []
-    for r in report.rows:
+    for r in searched_rows(report):
         inner = getattr(r.spec, "inner", r.spec)
-        if r.status != MODELLED or not isinstance(inner, MatmulSpec) or inner.cfg.kind not in (
-                MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D):
-            continue
         board = r.spec.board() if isinstance(r.spec, ChipSpec) else report.hw
 
         def wrap(s, r=r):
             return ChipSpec(s, r.spec.chip, r.spec.grid) if isinstance(r.spec, ChipSpec) else s
         cands = candidates(inner, board)
-        if not cands:
-            continue
+        now = float(KernelSpec(r.spec).us(report.hw, cal.params))
         priced = [(float(KernelSpec(wrap(s)).us(report.hw, cal.params)), text, s, flag) for text, s, flag in cands]
+        priced = [x for x in priced if x[0] < now * (1 - SAME_PRICE)]  # only changes priced faster
         config_only = [x for x in priced if not x[3]]
         best = [min(config_only, key=lambda x: x[0])] if config_only else []
         formats = [x for x in priced if x[3]]
@@ -139,7 +152,8 @@ def format_plan(report: Report, plans: list[RowPlan], *, top: int = 15, target_m
     configs = [p for p in plans if not p.flag]
     saving = sum(p.saving_us for p in configs)
     if total > 0:
-        lines.append(f"\n{len({p.line for p in plans})} matmul rows searched: predicted saving of the config changes "
+        lines.append(f"\n{len(searched_rows(report))} matmul rows searched, {len({p.line for p in plans})} with a faster "
+                     f"priced change: predicted saving of the config changes "
                      f"{saving:.1f} us of the report's {total:.1f} us measured device time ({100 * saving / total:.1f}%)"
                      f"; rows where only a weight-format change (flagged) does better: "
                      f"{len([p for p in plans if p.flag])}")
@@ -150,7 +164,8 @@ def format_plan(report: Report, plans: list[RowPlan], *, top: int = 15, target_m
 
 
 def plan_json(report: Report, plans: list[RowPlan]) -> dict:
-    return {"rows": [dataclasses.asdict(p) for p in plans], "measured_total_us": total_measured_us(report),
+    return {"rows": [dataclasses.asdict(p) for p in plans], "rows_searched": len(searched_rows(report)),
+            "measured_total_us": total_measured_us(report),
             "predicted_saving_us": sum(p.saving_us for p in plans if not p.flag)}
 
 

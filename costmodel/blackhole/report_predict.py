@@ -1,6 +1,7 @@
 """Every row of a real op report next to the model: what to optimise first.
 
     python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv [--calibration CAL]
+                                          [--start-signpost NAME --end-signpost NAME]
                                           [--csv rows.csv] [--plot top.png] [--top 15] [--json]
 
 Per device-op row of the kept device: the measured DEVICE KERNEL DURATION, the model's floor
@@ -8,7 +9,9 @@ Per device-op row of the kept device: the measured DEVICE KERNEL DURATION, the m
 the DRAM peak and tile products at the math peak, nothing re-derived), the prediction with its 90%
 interval (parameter uncertainty, the calibration's sigma and the stored model discrepancy of the op
 class: the terms of every CLI interval), or the skip reason where the model has none; the rows
-ranked by measured time above the floor (where there is one), totals per op code.
+ranked by measured time above the floor (where there is one), totals per op code; and, on matmul
+rows, tt-perf-report's ideal (``tt_perf_report_ideal_us``: the roofline its DRAM % / FLOPs % divide
+by, with its byte and core conventions), next to the model's floor.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class PredictedRow:
     predicted_us: float | None = None
     lo_us: float | None = None
     hi_us: float | None = None
+    ideal_us: float | None = None  # tt-perf-report's ideal (its DRAM % / FLOPs % as a time), matmul rows
 
     @property
     def above_floor_us(self) -> float | None:
@@ -75,7 +79,7 @@ def predict_report(report: Report, cal: Calibration) -> list[PredictedRow]:
     out = []
     for r in timed:
         f, pred, lo, hi = priced.get(r.line, (None, None, None, None))
-        out.append(PredictedRow(r.line, r.op_code, r.status, r.duration_us, f, pred, lo, hi))
+        out.append(PredictedRow(r.line, r.op_code, r.status, r.duration_us, f, pred, lo, hi, r.ideal_us))
     return out
 
 
@@ -111,11 +115,11 @@ def write_rows_csv(path: pathlib.Path, rows: list[PredictedRow]) -> None:
     with atomic_output(path) as tmp, tmp.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["line", "op_code", "measured_us", "floor_us", "above_floor_us", "predicted_us", "lo_us", "hi_us",
-                    "inside", "status"])
+                    "inside", "tt_perf_report_ideal_us", "status"])
         for r in ranked(rows):
             w.writerow([r.line, r.op_code, _num(r.measured_us), _num(r.floor_us), _num(r.above_floor_us),
                         _num(r.predicted_us), _num(r.lo_us), _num(r.hi_us), "" if r.inside is None else int(r.inside),
-                        r.status])
+                        _num(r.ideal_us), r.status])
 
 
 def plot_top(path: pathlib.Path, rows: list[PredictedRow], *, top: int = 15, title: str = "") -> None:
@@ -143,11 +147,11 @@ def plot_top(path: pathlib.Path, rows: list[PredictedRow], *, top: int = 15, tit
 def format_predictions(rows: list[PredictedRow], *, top: int = 15) -> str:
     """The ranked table (``top`` rows), the per-op-code totals and the coverage of the intervals."""
     lines = [(f"{'line':>6s} {'op code':36s} {'measured':>9s} {'floor':>9s} {'above':>9s} {'predicted':>9s}  "
-              f"{'90% interval':21s} status")]
+              f"{'90% interval':21s} {'tpr ideal':>9s} status")]
     for r in ranked(rows)[:top]:
         iv = "" if r.lo_us is None else f"[{r.lo_us:.1f}, {r.hi_us:.1f}]"
         lines.append(f"{r.line:6d} {r.op_code[:36]:36s} {r.measured_us:9.1f} {_num(r.floor_us):>9s} "
-                     f"{_num(r.above_floor_us):>9s} {_num(r.predicted_us):>9s}  {iv:21s} "
+                     f"{_num(r.above_floor_us):>9s} {_num(r.predicted_us):>9s}  {iv:21s} {_num(r.ideal_us):>9s} "
                      f"{'' if r.status == MODELLED else r.status}")
     lines += ["", (f"{'op code':36s} {'rows':>5s} {'measured us':>12s} {'modelled':>9s} {'predicted us':>13s} "
                    f"{'floor us':>9s}")]

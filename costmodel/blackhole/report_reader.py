@@ -279,7 +279,8 @@ def write_csv(path: str | pathlib.Path, entries: list[tuple[object, float | None
 class ReportRow:
     """One data line of a report: ``status`` is 'modelled' (then ``spec`` is set) or the skip reason;
     ``duration_us`` the row's device kernel time (None where the report has no usable one, and on
-    signpost, host-op and other-device rows)."""
+    signpost, host-op and other-device rows); ``ideal_us`` tt-perf-report's ideal time of the row,
+    whether modelled or not (None where tt-perf-report has none: every op but a matmul)."""
 
     line: int
     op_code: str
@@ -287,6 +288,7 @@ class ReportRow:
     status: str
     spec: object | None = None
     duration_us: float | None = None
+    ideal_us: float | None = None  # tt-perf-report's ideal of a matmul row (``tt_perf_report_ideal_us``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -918,9 +920,10 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
         key = hashlib.blake2b("\x1f".join([cells[j] if j < len(cells) else "" for j in cols.signature]).encode(),
                               digest_size=16).digest()
         if key not in seen:
-            seen[key] = _classified(_Line(cols, cells, n, str(path)), fitted, code)
-        spec, status = seen[key]
-        rows.append(ReportRow(n, code, dev, status, spec, us))
+            ln = _Line(cols, cells, n, str(path))
+            seen[key] = (*_classified(ln, fitted, code), tt_perf_report_ideal_us(ln, fitted))
+        spec, status, ideal = seen[key]
+        rows.append(ReportRow(n, code, dev, status, spec, us, ideal))
     if not rows:
         raise ValueError(f"{path}: no data rows")
     if not archs:
@@ -965,6 +968,38 @@ def _fitted_hw(path: pathlib.Path, arch: str, hw: Blackhole | None, force_arch: 
     if arch in ARCH_HW and ARCH_HW[arch] == "p100a" and hw.name != "p100a":
         raise ValueError(f"{path}: column 'DEVICE ARCH' is {arch!r} (a p100) but the hardware fitted is {hw.name}")
     return hw
+
+
+def tt_perf_report_ideal_us(ln: _Line, hw: Blackhole) -> float | None:
+    """tt-perf-report's ideal time (us) of a row, its DRAM % and FLOPs % read as a time: for an op code
+    containing 'Matmul' (not 'SparseMatmul', whose work needs the active experts), the larger of the
+    padded bytes of the operands in DRAM (input 0, input 1, output; bytes per element = the digits of
+    the data type / 8, else 4) at the board's DRAM peak and 2*M*K*N*W*Z at the per-fidelity matmul rate
+    of CORE COUNT cores (a DRAM-sharded config: one worker per DRAM bank). None for other ops, and,
+    as tt-perf-report, for a row whose shape or fidelity it cannot read (never an error)."""
+    code = ln.get("OP CODE")
+    if "Matmul" not in code or "SparseMatmul" in code:
+        return None
+    tensors = ("INPUT_0", "INPUT_1", "OUTPUT_0")
+    try:
+        shapes = {pre: ln.shape(pre) for pre in tensors}
+    except ValueError:
+        return None
+    (w0, z0, m, k), (w1, z1, _, n) = shapes["INPUT_0"], shapes["INPUT_1"]
+
+    def size(pre: str) -> float:
+        digits = re.search(r"\d+", ln.get(f"{pre}_DATATYPE"))
+        return int(digits.group()) / 8 if digits else 4.0
+    dram = sum(math.prod(shapes[pre]) * size(pre) for pre in tensors if "DRAM" in ln.memory(pre))
+    times = [dram / hw.dram_peak_bytes_per_s] if dram > 0 else []
+    cores = _finite(ln.get("CORE COUNT"))
+    if "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig" in ln.attrs:
+        cores = float(hw.dram_banks)
+    fidelity = ln.get("MATH FIDELITY")
+    if cores and fidelity in FIDELITY_PASSES:
+        rate = hw.matmul_flops_per_cycle_per_core * hw.clock_hz / FIDELITY_PASSES[fidelity] * cores
+        times.append(2 * m * k * n * max(w0, w1) * max(z0, z1) / rate)
+    return 1e6 * max(times) if times else None
 
 
 def _classified(ln: _Line, hw: Blackhole, code: str) -> tuple[object | None, str]:

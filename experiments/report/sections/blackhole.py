@@ -187,14 +187,17 @@ def predict_lines(out_dir: pathlib.Path, results: dict, figures: list, cal) -> l
     name = "blackhole_predict_top.png"
     report_predict.plot_top(out_dir / name, rows, top=10, title=f"{path.name}: rows ranked by time above the floor")
     figures.append(name)
-    table = [[r.line, r.op_code, f"{r.measured_us:.1f}", f"{r.floor_us:.1f}", f"{r.predicted_us:.1f}",
+    table = [[r.line, r.op_code, f"{r.measured_us:.1f}", f"{r.floor_us:.1f}",
+              "" if r.ideal_us is None else f"{r.ideal_us:.1f}", f"{r.predicted_us:.1f}",
               f"[{r.lo_us:.1f}, {r.hi_us:.1f}]", "yes" if r.inside else "no"]
              for r in report_predict.ranked(rows)[:10] if r.floor_us is not None]
     return ["", (f"What to optimise first in `{path.name}` (device 0; `python -m costmodel.blackhole predict "
                  f"--ops-csv ...`): the modelled rows ranked by measured time above the model's floor (the same op "
                  f"model with every fitted parameter at its physical best), with the prediction and its 90% "
-                 f"interval; the unmodelled rows and per-op totals are in results.json."), "",
-            md_table(["line", "op", "measured us", "floor us", "predicted us", "90% interval", "inside"], table), "",
+                 f"interval; tt-perf-report's ideal (the roofline its DRAM % / FLOPs % divide by) on matmul rows; the unmodelled "
+                 f"rows and per-op totals are in results.json."), "",
+            md_table(["line", "op", "measured us", "floor us", "tt-perf-report ideal us", "predicted us",
+                      "90% interval", "inside"], table), "",
             f"![ranked rows]({name})"]
 
 
