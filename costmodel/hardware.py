@@ -107,6 +107,11 @@ class Blackhole:
         "cycles", "[BH-dram-req] a DRAM NoC endpoint accepts one read request per ~16.4 cycles (12 ns) per NoC, "
         "whatever the request size and however many cores issue: a 576 B bfp4 tile reaches 62% of channel peak, "
         "1088 B bfp8 91%, 2 KB bf16 98%; upper bound [assumed] 1000 cycles", default=16.4, bounds=(0.0, 1e3))
+    noc_write_issue_cycles: float = spec(
+        "cycles", "[assumed] the issuing RISC's time per small noc_async_write: address generation, the command-"
+        "buffer-ready poll and ncrisc_noc_fast_write's ~7 command-buffer register stores and counter updates "
+        "(tenstorrent/tt-metal tt_metal/hw/inc/blackhole/noc_nonblocking_api.h); an order of magnitude, not a "
+        "measurement; bounds: 2 cycles (a header and a data flit injected) to 1000", default=64.0, bounds=(2.0, 1e3))
 
     @property
     def grid_cores(self) -> int:

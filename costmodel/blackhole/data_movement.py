@@ -8,11 +8,22 @@ report rows name in DATA MOVEMENT KERNEL SOURCE):
 
   reshape       reshape_view/device/device/dataflow/reader_reshape_tiled.cpp @ 050f24fa: per output
                 tile, one mapping page, then every input tile its segments come from (a tile read
-                again unless it is the previous segment's); output tiles split over the cores
+                again unless it is the previous segment's); output tiles split over the cores. The writer
+                (writer_reshape_tiled.cpp, same folder) copies each segment into a scratch page with
+                tt_memmove (one NoC write to its own L1 per segment, a face row or less; common/kernels/
+                common.hpp) and writes the page out; the input circular buffer holds one tile
+                (``reader_cb_len = 1``, reshape_tiled_program_factory.cpp @ 01840686), so the copies run on
+                the reads' chain
   transpose_hc  transpose/device/kernels/dataflow/reader_unary_transpose_hc_interleaved_tiled_padding_
                 aware.cpp @ 022c2361: one input tile per blocking read, the writer scatters its face
                 rows; input tiles split over the cores, the program sent to the whole grid (CORE
-                COUNT 64 for 24-38 tiles on a 64-core grid: bh_64_clip_encoder_1.csv)
+                COUNT 64 for 24-38 tiles on a 64-core grid: bh_64_clip_encoder_1.csv). The writer
+                (writer_unary_transpose_hc_interleaved_tiled_padding_aware.cpp @ 0d1a31f5, logic as at
+                022c2361) issues one NoC write per face row it keeps: 2 (faces across) x the tile's real
+                rows, then a write barrier per tile; when C is not a tile multiple it then fills the
+                output's padding rows: per padding tile one write per face from the first padding face
+                row (``transpose_hc_writes``); the padding tiles are taken as split over the cores as
+                the tiles are (the factory's split is not read here)
   transpose_wh  transpose_wh compute kernel + reader_unary_transpose_wh_interleaved_start_id.cpp: one
                 tile read, one transpose pass, one tile written; tiles over the whole grid
   concat        one read per output tile from the input that holds it; output tiles over the cores
@@ -53,6 +64,10 @@ class DataMovementSpec:
       dram_tiles: tiles read from and written to DRAM in all.
       act_dtype: the tensors' storage format.
       in_l1: the reads come from L1-interleaved tensors.
+      small_writes_per_unit: sub-tile NoC writes the writer issues per unit (mean; reshape: tt_memmove
+        segments; transpose_hc: face rows), on the long thread.
+      pad_units: transpose_hc padding tiles the writer fills after its tiles (0 when C is a tile multiple).
+      small_writes_per_pad_unit: NoC writes per padding tile.
     """
 
     kind: str
@@ -61,6 +76,9 @@ class DataMovementSpec:
     dram_tiles: int
     act_dtype: str = "bf16"
     in_l1: bool = False
+    small_writes_per_unit: float = 0.0
+    pad_units: int = 0
+    small_writes_per_pad_unit: float = 0.0
     op_class = "data_movement"
 
     def __post_init__(self):
@@ -72,6 +90,12 @@ class DataMovementSpec:
             raise ValueError(f"reads_per_unit={self.reads_per_unit!r} must be finite and >= 1")
         if not (isinstance(self.dram_tiles, int) and self.dram_tiles >= 0):
             raise ValueError(f"dram_tiles={self.dram_tiles!r} must be an integer >= 0")
+        if not (isinstance(self.pad_units, int) and self.pad_units >= 0):
+            raise ValueError(f"pad_units={self.pad_units!r} must be an integer >= 0")
+        for name in ("small_writes_per_unit", "small_writes_per_pad_unit"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{name}={v!r} must be finite and >= 0")
 
     def whole_grid(self) -> bool:
         """The transpose programs are sent to the whole grid, cores without tiles included."""
@@ -81,11 +105,18 @@ class DataMovementSpec:
         """Cores the program is sent to (an op report's CORE COUNT)."""
         return hw.grid_cores if self.whole_grid() else min(self.units, hw.grid_cores)
 
+    def small_writes_per_core(self, hw: Blackhole) -> float:
+        """Sub-tile NoC writes of the busiest core: its share of the units and of the padding tiles."""
+        def share(n):
+            return math.ceil(n / min(n, hw.grid_cores)) if n else 0
+        return share(self.units) * self.small_writes_per_unit + share(self.pad_units) * self.small_writes_per_pad_unit
+
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return data_movement_us(hw, fit, units=self.units, reads_per_unit=self.reads_per_unit,
                                 dram_tiles=self.dram_tiles, act_dtype=self.act_dtype, in_l1=self.in_l1,
                                 passes=1 if self.kind == "transpose_wh" else 0,
-                                cores=self.cores(hw) if self.whole_grid() else None, relax=relax)
+                                cores=self.cores(hw) if self.whole_grid() else None,
+                                small_writes_per_core=self.small_writes_per_core(hw), relax=relax)
 
 
 def tiles(padded: tuple[int, ...]) -> int:
@@ -132,4 +163,56 @@ def reshape_reads_per_tile(in_logical: tuple[int, ...], out_logical: tuple[int, 
     return float(1.0 + changes.mean())  # + the mapping page
 
 
-__all__ = ["KINDS", "OP_CODES", "RESHAPE_MAP_MAX_TILES", "DataMovementSpec", "reshape_reads_per_tile", "tiles"]
+def reshape_copies_per_tile(in_logical: tuple[int, ...], out_logical: tuple[int, ...]) -> float:
+    """Mean tt_memmove segments (NoC writes to the core's own L1) per output tile of a tiled reshape
+    (writer_reshape_tiled.cpp): the host map (reshape_tiled_program_factory.cpp) merges elements only
+    while both the input and the output faced offsets advance by one, so a segment lies inside one
+    output face row (16 columns) and one input face row: each output face row is split wherever its
+    consecutive input elements cross an input face-row boundary (a multiple of 16 columns or a new row).
+
+    Shapes: logical [..., H, W] of the input and the output (same element count).
+    """
+    if math.prod(in_logical) != math.prod(out_logical):
+        raise ValueError(f"reshape {in_logical} -> {out_logical}: element counts differ")
+    *lo, ho, wo = out_logical
+    wi = in_logical[-1]
+    bo = math.prod(lo)
+    hto, wto = math.ceil(ho / TILE), math.ceil(wo / TILE)
+    n_tiles = bo * hto * wto
+    if n_tiles > RESHAPE_MAP_MAX_TILES:
+        raise ValueError(f"reshape to {out_logical}: {n_tiles} output tiles exceed {RESHAPE_MAP_MAX_TILES}")
+    face = TILE // 2
+    # every output face row: its first column and length (0 where the row or the columns are padding)
+    rows = np.arange(bo * ho)
+    c0 = np.arange(0, wto * TILE, face)
+    length = np.clip(wo - c0, 0, face)
+    f0 = rows[:, None] * wo + c0[None, :]  # flat index of each face row's first element
+    k = np.arange(1, face)
+    # a new segment at each later element that starts an input face row
+    starts = ((f0[..., None] + k) % wi % face == 0) & (k < length[None, :, None])
+    segments = np.where(length > 0, 1 + starts.sum(axis=-1), 0)
+    return float(segments.sum() / n_tiles)
+
+
+def transpose_hc_writes(in_logical: tuple[int, ...]) -> tuple[float, int, float]:
+    """NoC writes of the padding-aware tiled HC transpose's writer for an input of logical shape
+    [..., C, H, W]: (mean writes per input tile, padding tiles, writes per padding tile).
+
+    Per input tile, one face-row write per (face across, real row): 2 x 32, or 2 x the real rows of
+    the last tile row of H. When C is not a tile multiple, each of the output's N x H x W_t padding
+    tiles gets one write per face (2 across) per face row from the one holding row C mod 32 on.
+    """
+    *lead, c, h, w = in_logical
+    n = math.prod(lead)
+    faces_across = TILE // (TILE // 2)
+    ht, wt = math.ceil(h / TILE), math.ceil(w / TILE)
+    h_last = h - (ht - 1) * TILE
+    per_tile = faces_across * ((ht - 1) * TILE + h_last) / ht
+    if c % TILE == 0:
+        return per_tile, 0, 0.0
+    face_c_start = (c % TILE) // (TILE // 2)
+    return per_tile, n * h * wt, float(faces_across * (faces_across - face_c_start))
+
+
+__all__ = ["KINDS", "OP_CODES", "RESHAPE_MAP_MAX_TILES", "DataMovementSpec", "reshape_copies_per_tile",
+           "reshape_reads_per_tile", "tiles", "transpose_hc_writes"]

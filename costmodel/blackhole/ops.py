@@ -422,7 +422,8 @@ def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, ac
 
 
 def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dram_tiles, act_dtype: str = "bf16",
-                     in_l1: bool = False, passes=0, cores=None, relax: Relax | None = None):
+                     in_l1: bool = False, passes=0, cores=None, small_writes_per_core=0.0,
+                     relax: Relax | None = None):
     """A data-movement op (heads, reshape, transpose, concat, slice: reader and writer kernels that
     copy tiles, no or one compute pass), us.
 
@@ -433,6 +434,10 @@ def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dr
     tile alongside. With many units every core streams at once and the op is bounded by its
     ``dram_tiles`` DRAM tiles (read + written) at the achievable aggregate bandwidth (``dram_us``).
     ``in_l1``: the reads come from L1-interleaved pages (over the NoC at the reader's rate).
+    ``small_writes_per_core``: sub-tile NoC writes (face rows, tens of bytes) the busiest core's writer
+    issues on the same chain as its reads, each ``hw.noc_write_issue_cycles`` of the issuing RISC
+    (reshape: one single-page circular buffer between reader and writer; transpose_hc: at most one
+    tile per core, or the writer's per-tile write barrier before it frees the tile).
     The launch is the data-movement class's fixed time [launch_heads_us].
     """
     act = tile_bytes(act_dtype)
@@ -443,7 +448,8 @@ def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dr
     if passes:
         t_tile = overlap(fit, t_tile, cycles_us(hw, passes * fit.eltwise_cycles_per_tile))
     t_agg = dram_us(hw, fit, dram_tiles, dram_tiles * act) if dram_tiles else 0.0
-    return launch_us(fit, cores, fit.launch_heads_us) + smax(per_core * t_tile, t_agg, relax=relax)
+    t_writes = cycles_us(hw, small_writes_per_core * hw.noc_write_issue_cycles)
+    return launch_us(fit, cores, fit.launch_heads_us) + smax(per_core * t_tile + t_writes, t_agg, relax=relax)
 
 
 def fill_cache_us(hw: Blackhole, fit: FitParams, *, kv_heads: int, rows: int, head_dim: int,

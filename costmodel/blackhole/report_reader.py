@@ -24,7 +24,13 @@ import re
 from collections.abc import Iterator
 
 from costmodel.blackhole import data_movement, minimal_matmul
-from costmodel.blackhole.data_movement import DataMovementSpec, reshape_reads_per_tile, tiles
+from costmodel.blackhole.data_movement import (
+    DataMovementSpec,
+    reshape_copies_per_tile,
+    reshape_reads_per_tile,
+    tiles,
+    transpose_hc_writes,
+)
 from costmodel.blackhole.matmul_auto_config import auto_config
 from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
 from costmodel.blackhole.ops import dram_sharded_workers
@@ -595,11 +601,12 @@ def _data_movement(ln: _Line, hw: Blackhole, kind: str) -> DataMovementSpec:
     if kind == "reshape":
         try:
             reads = reshape_reads_per_tile(ln.logical("INPUT_0"), ln.logical("OUTPUT_0"))
+            copies = reshape_copies_per_tile(ln.logical("INPUT_0"), ln.logical("OUTPUT_0"))
         except ValueError as e:
             raise _Skip(f"reshape not modelled ({e})") from None
         in_l1 = _in_l1(ln, "INPUT_0")
         read_dram = 0 if in_l1 else round(out * (reads - 1))
-        return DataMovementSpec("reshape", out, reads, read_dram + out_dram, act, in_l1)
+        return DataMovementSpec("reshape", out, reads, read_dram + out_dram, act, in_l1, small_writes_per_unit=copies)
     if kind == "transpose":
         dim = ln.attr("dim") or ""
         sub = {"TransposeOpDim::HC": "transpose_hc", "TransposeOpDim::WH": "transpose_wh"}.get(dim)
@@ -607,7 +614,11 @@ def _data_movement(ln: _Line, hw: Blackhole, kind: str) -> DataMovementSpec:
             raise _Skip(f"transpose dim not modelled ({dim or 'no dim'}; the model covers HC and WH)")
         n = tiles(ln.shape("INPUT_0"))
         in_l1 = _in_l1(ln, "INPUT_0")
-        return DataMovementSpec(sub, n, 1.0, (0 if in_l1 else n) + out_dram, act, in_l1)
+        if sub == "transpose_wh":
+            return DataMovementSpec(sub, n, 1.0, (0 if in_l1 else n) + out_dram, act, in_l1)
+        per_tile, pad, per_pad = transpose_hc_writes(ln.logical("INPUT_0"))
+        return DataMovementSpec(sub, n, 1.0, (0 if in_l1 else n) + out_dram, act, in_l1, small_writes_per_unit=per_tile,
+                                pad_units=pad, small_writes_per_pad_unit=per_pad)
     if kind == "concat":
         for pre in ins[1:]:
             if ln.get(f"{pre}_DATATYPE") != ln.get("INPUT_0_DATATYPE"):
