@@ -168,16 +168,23 @@ def test_calibrate_json_carries_the_guards(full, capsys):
                                                                         ("params", "theta", "cov", "sigma", "dof")}).params
 
 
-def test_calibrate_json_reports_a_guard_that_fires(capsys):
-    """The real CLIP encoder report refits the port's step by more than the guard allows: the JSON says
-    so, with the two steps it compared."""
+def test_calibrate_json_reports_a_guard_that_fires(tmp_path, capsys):
+    """The port's own ops (the model's emitted op report) measured 3x slower refit the port's step by
+    more than the guard allows: the JSON says so, with the two steps it compared."""
     from costmodel.blackhole.cli import GUARD_PORT_STEP
 
-    clip = profiler_reports_dir() / "bh_64_clip_encoder_1.csv"
-    if not clip.is_file():
-        pytest.skip(f"real report not found at {clip}")
+    path = tmp_path / "slow.csv"
+    main(["--emit-csv", str(path), "--json"])
+    with open(path, newline="") as f:
+        recs = list(csv.DictReader(f))
+    for r in recs:
+        r["DEVICE KERNEL DURATION [ns]"] = str(3.0 * float(r["DEVICE KERNEL DURATION [ns]"]))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(recs[0]))
+        w.writeheader()
+        w.writerows(recs)
     capsys.readouterr()
-    main(["calibrate", "--ops-csv", str(clip), "--steps", "30", "--json"])
+    main(["calibrate", "--ops-csv", str(path), "--steps", "30", "--json"])
     doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
     steps = doc["port_step_ms"]
     assert abs(steps["fitted"] / steps["stored"] - 1) > GUARD_PORT_STEP
