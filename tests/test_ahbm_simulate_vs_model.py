@@ -144,12 +144,21 @@ def test_random_hardware_points_that_were_off_within_10_percent():
 RANDOM_RING_FIXED = (7, 93, 159, 173)
 
 
-def test_random_ring_points_that_were_off_within_10_percent():
+# and of ``random_points(200, seed=1)`` (drawn after the fixes above): a single-PE decode opt2 point
+# 19% below (opt2's P buffer: P.V_{j+1}'s V DMA waits for softmax j, and QK_{j+2}'s lands behind
+# it), a ring point 12.7% below whose busiest PE holds a block's first q block (its visit ends on
+# the partial diagonal tile), a staged-ring point 11.9% below (the staging writes share the PE's
+# HBM controller with the tiles' DMAs)
+RANDOM_SEED1_FIXED = (17, 35, 64)
+
+
+@pytest.mark.parametrize("seed,points", [(0, RANDOM_RING_FIXED), (1, RANDOM_SEED1_FIXED)], ids=["seed0", "seed1"])
+def test_random_points_that_were_off_within_10_percent(seed, points):
     from costmodel.ahbm.sim_check import random_points
 
-    hws, pts = random_points(max(RANDOM_RING_FIXED) + 1, seed=0)
-    rows = compare([pts[i] for i in RANDOM_RING_FIXED], hws=hws)
-    assert [r["config"].case for r in rows] == ["prefill_sp"] * len(RANDOM_RING_FIXED)
+    hws, pts = random_points(max(points) + 1, seed=seed)
+    rows = compare([pts[i] for i in points], hws=hws)
+    assert len(rows) == len(points)
     bad = [f"[{r['hw']}] {describe(r['config'])}: {r['rel_diff']:+.1%}" for r in rows
            if not abs(r["rel_diff"]) <= 0.10 or r["model_below_roofline"]]
     assert not bad, bad
