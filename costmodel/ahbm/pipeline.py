@@ -314,10 +314,12 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         D = mx(sat, sat_lat, V["body"] + m_a + m_p, floor, p_buf)
         # ... and QK_{j+2}'s DMA (gated by softmax j as well, queued behind V_{j+1}'s head) lands after
         # V_{j+1}: when P_{j+1} is ready by then, P.V_{j+1} takes the engine first and QK_{j+2}'s
-        # sub-tiles follow its span, so S_{j+2} -> softmax j + 2 closes the same two-tile chain
+        # sub-tiles follow its span (its landed buffers, then its buffer staircase: its own gspan),
+        # so S_{j+2} -> softmax j + 2 closes the same two-tile chain
         sm = m_p + m_r - m_a  # the softmax's MATH (O * corr apart)
-        s_chain = 0.5 * (mx(V["fill"] + V["gspan"] + K["gemm_busy"], V["a_head"] + K["fill"] + K["gspan"]) + K["tail"] + sm)
-        D = jnp.where(D - sm + m_p <= V["fill"], mx(D, s_chain), D) if relax is None else D
+        s_chain = 0.5 * (mx(V["fill"] + V["gspan"], V["a_head"] + K["fill"]) + K["gspan"] + K["tail"] + sm)
+        p_next = D - sm + m_p  # P_{j+1} ready after softmax j (steady state)
+        D = jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D) if relax is None else D
         D_c = mx(sat - credit, V["gspan"] + k_out(m_k - slots) * (m_k > slots + 0.5), V["body"] + m_a + m_p,
                  floor_no_gemm, p_buf)
         return {"single": single2, "first": first2 + D_c - D, "last": D, "D": D, "drain": drain}
