@@ -120,9 +120,10 @@ class Blackhole:
         "start less the previous kernel's end: the profiler's OP TO OP LATENCY [ns]): the median of the 42 "
         "gaps measured in the two traced batch-1 decode windows of a Blackhole decoder layer (replay sessions 3 "
         "and 6; each window's first op, 209 and 294 us after the previous replay, left out), 455-1576 ns, "
-        "median 591.5 ns (mean 881 ns: ~0.5 us after most ops, ~1.5 us before the sharding, rope and cache "
-        "ops). Not the model's per-op dispatch (FitParams.dispatch_us), and no step time reads it: it is what "
-        "an emitted op report writes in OP TO OP LATENCY [ns] (static: not differentiable). Bounds: 0 to "
+        "median 591.5 ns (mean 881 ns: ~0.5 us before most ops, 0.9-1.6 us before the heads, sharding, rope "
+        "and cache ops and the output projection). Not the model's per-op dispatch (FitParams.dispatch_us), "
+        "and no step time reads it: it is what an emitted op report writes in OP TO OP LATENCY [ns] (static: "
+        "not differentiable). Bounds: 0 to "
         "6.5 us, above which tt-perf-report 1.4.1 flags a gap and advises tracing", static=True, default=591.5e-9,
         bounds=(0.0, 6.5e-6))
 
