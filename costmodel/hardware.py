@@ -15,6 +15,9 @@ Sources (see shared REFERENCE.md §2/§3):
               8-bit exponent per 16-element face row -> 64 exponent bytes per tile
   [BH-dram-req] tenstorrent/tt-metal issue #55898 (2026-09-09, "Blackhole DRAM endpoints take one read
               request per ~16 cycles per NoC"), measured on p150 with ttnn reads of bf16 / bfp8_b / bfp4_b tiles
+  [BH-trace-gap] tenstorrent/tt-metal models/autoports/coherelabs_north_mini_code_1_0/doc/: the traced
+              decode windows of functional_decoder/tracy/dense/decode_batch1_ops.csv @ 786895d7 and
+              fused_decoder/tracy/dense/decode/decode_batch1_ops.csv @ 1248bbe6 (tests/data/profiler_pairs)
   [ADR-0060]  kernbench ADR-0003/0004/0017/0023 numbers quoted in seeds/ADR-0060-...md
   [assumed]   not public; a documented default, to be replaced by a measurement
 """
@@ -112,6 +115,17 @@ class Blackhole:
         "buffer-ready poll and ncrisc_noc_fast_write's ~7 command-buffer register stores and counter updates "
         "(tenstorrent/tt-metal tt_metal/hw/inc/blackhole/noc_nonblocking_api.h); an order of magnitude, not a "
         "measurement; bounds: 2 cycles (a header and a data flit injected) to 1000", default=64.0, bounds=(2.0, 1e3))
+    trace_op_gap_s: float = spec(
+        "s", "[BH-trace-gap] gap between consecutive device ops of a ttnn trace replay on one chip (a kernel's "
+        "start less the previous kernel's end: the profiler's OP TO OP LATENCY [ns]): the median of the 42 "
+        "gaps measured in the two traced batch-1 decode windows of a Blackhole decoder layer (replay sessions 3 "
+        "and 6; each window's first op, 209 and 294 us after the previous replay, left out), 455-1576 ns, "
+        "median 591.5 ns (mean 881 ns: ~0.5 us before most ops, 0.9-1.6 us before the heads, sharding, rope "
+        "and cache ops and the output projection). Not the model's per-op dispatch (FitParams.dispatch_us), "
+        "and no step time reads it: it is what an emitted op report writes in OP TO OP LATENCY [ns] (static: "
+        "not differentiable). Bounds: 0 to "
+        "6.5 us, above which tt-perf-report 1.4.1 flags a gap and advises tracing", static=True, default=591.5e-9,
+        bounds=(0.0, 6.5e-6))
 
     @property
     def grid_cores(self) -> int:

@@ -10,6 +10,10 @@ formats and memory. Views (``reshape``) launch no device program and have no row
     so the file goes straight into ``calibrate --ops-csv``;
   * emulation: the cost model's prediction of each row (``model_durations``, stored calibration),
     empty for a row the model does not cover. Never a measurement.
+
+OP TO OP LATENCY [ns]: on emulation the traced gap of the port's step (``Blackhole.trace_op_gap_s``,
+measured on a real traced decode window), the first row 0; on a chip empty (the eager pass is not the
+traced step and its gaps are not read from the profiler).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from costmodel.blackhole.report_schema import (
     shape4,
     write_report,
 )
+from costmodel.hardware import blackhole
 
 OP_CODE = {"rms_norm": "LayerNormDeviceOperation", "linear": "MatmulDeviceOperation",
            "add": "BinaryNgDeviceOperation", "mul": "BinaryNgDeviceOperation",
@@ -168,10 +173,13 @@ def write_op_report(path: str | pathlib.Path, calls, *, backend: str, ttnn=None,
         if measured is not None:
             records = [dataclasses.replace(r, duration_ns=d, core_count=c) for r, (d, c) in zip(records, measured)]
             source = "device profiler"
-        write_report(path, records)
+        # an eager pass, not the traced step: its gaps are not read from the profiler, so none is written
+        write_report(path, records, op_gap_ns=None)
     else:
-        write_report(path, records)
+        # the model's report of the port's step, which runs traced: the traced op-to-op gap
+        gap_ns = blackhole().trace_op_gap_s * 1e9
+        write_report(path, records, op_gap_ns=gap_ns)
         records = model_durations(path, records)
-        write_report(path, records)
+        write_report(path, records, op_gap_ns=gap_ns)
         source = "cost model (not measured)"
     return {"rows": len(records), "durations": source}

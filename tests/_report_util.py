@@ -1,11 +1,12 @@
 """tt-perf-report (the PyPI tool of tt-metal users, dev extra) run on an op report, the checks
-every matmul row of its output must pass, one-line reports cut from real ones, and a real signpost
-excerpt padded out to look like a full file."""
+every matmul row of its output must pass, one-line reports cut from real ones, a real signpost
+excerpt padded out to look like a full file, and the op-to-op gaps of real traced windows."""
 
 from __future__ import annotations
 
 import csv
 import pathlib
+import statistics
 import subprocess
 import sys
 
@@ -20,6 +21,25 @@ def records(path) -> list[dict]:
     """A report's rows as csv.DictReader records (BOM stripped)."""
     with path.open(newline="", encoding="utf-8-sig") as f:
         return list(csv.DictReader(f))
+
+
+PAIRS_DIR = pathlib.Path(__file__).parent / "data" / "profiler_pairs"
+# The two traced batch-1 decode windows (tt-metal trace replays; SOURCES.md there)
+TRACED_DECODE = (PAIRS_DIR / "bh_north_mini_functional_decode_b1.csv", PAIRS_DIR / "bh_north_mini_fused_decode_b1.csv")
+
+
+def traced_gaps_ns(path) -> list[float]:
+    """OP TO OP LATENCY [ns] of the device rows of a signpost window that a trace replay ran (METAL
+    TRACE ID set), the window's first op left out: its gap runs from the previous replay's last op,
+    host time between replays included."""
+    rows = [r for r in records(path) if r["OP TYPE"] == "tt_dnn_device"]
+    assert rows and all(r["METAL TRACE ID"] for r in rows), path
+    return [float(r["OP TO OP LATENCY [ns]"]) for r in rows[1:]]
+
+
+def traced_gap_median_ns() -> float:
+    """The median gap between consecutive ops over the real traced decode windows."""
+    return statistics.median(g for path in TRACED_DECODE for g in traced_gaps_ns(path))
 
 
 def one_line(src, dst, pick, edit=lambda r: None):

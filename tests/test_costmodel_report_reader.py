@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from _report_util import check_matmul_rows, tt_perf_report
+from _report_util import check_matmul_rows, traced_gap_median_ns, tt_perf_report
 
 from costmodel.blackhole import BlackholeConfig, fit, layer_op_specs, rows
 from costmodel.blackhole.cli import main
@@ -20,7 +20,7 @@ from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec
 from costmodel.blackhole.params import PARAM_NAMES
 from costmodel.blackhole.program_config import ttnn_subblock
 from costmodel.blackhole.report_reader import MODELLED, read_report, read_rows, write_csv
-from costmodel.blackhole.report_schema import DURATION
+from costmodel.blackhole.report_schema import DURATION, GAP
 from costmodel.hardware import blackhole
 from jaxref.config import ExpertConfig
 
@@ -143,6 +143,13 @@ def test_tt_perf_report_reads_emit_csv(tmp_path, capsys):
     specs = layer_op_specs(BlackholeConfig.for_expert(CFG), cfg=CFG)
     mm = [(s, result["kernel_us"][k]) for k, s in specs.items() if isinstance(s, MatmulSpec)]
     check_matmul_rows(out, blackhole("p150a"), mm)
+    # the traced step's op-to-op gap (the real traced windows' median) on every row after the first,
+    # which has 0 as the profiler writes a device's first op; the tool shows what was written (us),
+    # and nothing on the first row (no previous op)
+    gaps = [r[GAP] for r in csv.DictReader(path.open())]
+    assert gaps[0] == "0" and [float(g) for g in gaps[1:]] == [traced_gap_median_ns()] * (len(gaps) - 1)
+    assert out[0]["Op-to-Op Gap"] == ""
+    assert [float(r["Op-to-Op Gap"]) * 1e3 for r in out[1:]] == pytest.approx([float(g) for g in gaps[1:]], rel=1e-12)
 
 
 def test_tt_perf_report_gives_no_placeholder_advice_on_the_emitted_port(tmp_path, capsys):
@@ -161,6 +168,8 @@ def test_tt_perf_report_gives_no_placeholder_advice_on_the_emitted_port(tmp_path
     assert len(re.findall(r"MatmulDeviceOperation \d+ x \d+ x \d+", advice)) == len(specs) == 5
     for bad in ("is small, try out_subblock", "No output subblock size found", "No inner dim block size found"):
         assert bad not in advice, advice
+    # the gaps written are a traced step's: no op is flagged for its gap, no "running with tracing" advice
+    assert "High Op-to-Op Gap" not in r.stdout and "Running with tracing" not in r.stdout
     for s in specs:  # the subblock the tool read is the one ttnn picks (largest that divides the block, <= 4)
         h, w = ttnn_subblock(int(s.cfg.per_core_M), int(s.cfg.per_core_N))
         assert h * w >= 2 and f"output subblock {h}x{w}" in advice

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jax
 import pytest
-from _report_util import check_matmul_rows, tt_perf_report
+from _report_util import check_matmul_rows, records, traced_gap_median_ns, tt_perf_report
 
 from device import parity
 from experiments.report.render import SectionResult
@@ -92,6 +92,12 @@ def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
     # durations supplied by the model: each row's is its spec's modelled time
     back = tt_perf_report(out / "ops.csv", tmp_path)
     assert len(back) == len(specs)
+    # the port's step runs traced: every row after the first carries the real traced windows' median
+    # gap, the first 0 (a device's first op); the tool's op-to-op gap (us) is what was written
+    gaps = [r["OP TO OP LATENCY [ns]"] for r in records(out / "ops.csv")]
+    assert gaps[0] == "0" and [float(g) for g in gaps[1:]] == [traced_gap_median_ns()] * (len(gaps) - 1)
+    assert back[0]["Op-to-Op Gap"] == ""
+    assert [float(r["Op-to-Op Gap"]) * 1e3 for r in back[1:]] == pytest.approx([float(g) for g in gaps[1:]], rel=1e-12)
     check_matmul_rows(back, blackhole("p150a"), [(r.spec, r.duration_us) for r in report.rows
                                                  if isinstance(r.spec, MatmulSpec)])
 

@@ -58,6 +58,7 @@ from costmodel.blackhole.report_schema import (
     DIMS,
     DTYPE_OF_TTNN,
     DURATION,
+    GAP,
     TTNN_OF_DTYPE,
     OpRecord,
     TensorDesc,
@@ -269,7 +270,9 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
 
 def write_csv(path: str | pathlib.Path, entries: list[tuple[object, float | None]], *, hw: Blackhole | None = None,
               heads: tuple[int, int] | None = None) -> None:
-    """Write (op spec, duration us or None) entries as an op report; ValueError names the entry it cannot encode."""
+    """Write (op spec, duration us or None) entries as an op report, the ops of one traced step: each
+    op after the first ``hw.trace_op_gap_s`` after the previous one (OP TO OP LATENCY). ValueError
+    names the entry it cannot encode."""
     hw = blackhole() if hw is None else hw
     records = []
     for i, (spec, us) in enumerate(entries):
@@ -277,7 +280,7 @@ def write_csv(path: str | pathlib.Path, entries: list[tuple[object, float | None
             records.append(spec_record(spec, hw, us, heads=heads))
         except ValueError as e:
             raise ValueError(f"entries[{i}] ({type(spec).__name__}): {e}") from None
-    write_report(path, records)
+    write_report(path, records, op_gap_ns=hw.trace_op_gap_s * 1e9)  # the ops run as one traced step
 
 
 # ---- in: report row -> classified row ----------------------------------------------------------------
@@ -794,7 +797,6 @@ def _invalid(duration: str, gap: str) -> bool:
     return g is not None and g < -INVALID_GAP_MIN_NS and abs(g) > max(d * 0.5, INVALID_GAP_MIN_NS)
 
 
-GAP = "OP TO OP LATENCY [ns]"
 # The columns an op's classification reads, besides its tensors' INPUT_* / OUTPUT_* columns: rows
 # equal in these are classified once (a real report repeats each layer's ops thousands of times).
 SIGNATURE = ("OP CODE", "ATTRIBUTES", "MATH FIDELITY", "CORE COUNT", "AVAILABLE WORKER CORE COUNT")

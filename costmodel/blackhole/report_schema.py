@@ -6,7 +6,9 @@ tenstorrent/tt-perf-report): ``OP CODE`` (the C++ device-operation name), ``OP T
 as ttnn prints them: ``{'key': 'value'; ...}``, keys sorted, commas inside values printed as
 ``;``), ``MATH FIDELITY``, ``CORE COUNT``, ``AVAILABLE WORKER CORE COUNT``, ``DEVICE KERNEL
 DURATION [ns]`` and, per tensor, ``INPUT_i_{W,Z,Y,X}_PAD[LOGICAL]`` (``padded[logical]``),
-``_LAYOUT``, ``_DATATYPE``, ``_MEMORY`` and the same for ``OUTPUT_0``. Both the cost model's
+``_LAYOUT``, ``_DATATYPE``, ``_MEMORY`` and the same for ``OUTPUT_0``, and ``OP TO OP LATENCY [ns]``
+(the device's idle time between the previous op's kernel end and this one's kernel start; the first op
+on a device 0, as tt-metal's tools/tracy/process_ops_logs.py writes it). Both the cost model's
 ``--emit-csv`` and the parity script's ``ops.csv`` write through ``write_report``.
 """
 
@@ -14,13 +16,15 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 import pathlib
 
 DURATION = "DEVICE KERNEL DURATION [ns]"
+GAP = "OP TO OP LATENCY [ns]"
 DIMS = ("W", "Z", "Y", "X")
 TENSOR_FIELDS = ("LAYOUT", "DATATYPE", "MEMORY")
 HEAD = ("OP CODE", "OP TYPE", "GLOBAL CALL COUNT", "DEVICE ID", "DEVICE ARCH", "ATTRIBUTES", "MATH FIDELITY",
-        "CORE COUNT", "AVAILABLE WORKER CORE COUNT", "HOST START TS", "OP TO OP LATENCY [ns]", DURATION)
+        "CORE COUNT", "AVAILABLE WORKER CORE COUNT", "HOST START TS", GAP, DURATION)
 # ttnn's DataType names and the cost model's format names
 DTYPE_OF_TTNN = {"BFLOAT16": "bf16", "BFLOAT8_B": "bfp8", "BFLOAT4_B": "bfp4", "FLOAT32": "fp32"}
 TTNN_OF_DTYPE = {v: k for k, v in DTYPE_OF_TTNN.items()}
@@ -109,18 +113,28 @@ def _number(v: float) -> str:
     return f"{v:.3f}".rstrip("0").rstrip(".")
 
 
-def write_report(path: str | pathlib.Path, records: list[OpRecord]) -> None:
-    """Write ``records`` as an ops_perf_results CSV (at least 3 input column groups, as the profiler)."""
+def write_report(path: str | pathlib.Path, records: list[OpRecord], *, op_gap_ns: float | None) -> None:
+    """Write ``records`` as an ops_perf_results CSV (at least 3 input column groups, as the profiler).
+
+    ``op_gap_ns``: the OP TO OP LATENCY [ns] of every op after a device's first (which gets 0, as
+    the profiler writes it); None leaves the column empty (a gap neither measured nor modelled).
+    """
+    if op_gap_ns is not None and not (math.isfinite(op_gap_ns) and op_gap_ns >= 0):
+        raise ValueError(f"{op_gap_ns=}: expected a finite gap >= 0 ns, or None")
     n_in = max([3, *(len(r.inputs) for r in records)])
     n_out = max([1, *(len(r.outputs) for r in records)])
+    started: set[int] = set()  # devices with an op written
     with pathlib.Path(path).open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=columns(n_in, n_out))
         w.writeheader()
         for i, r in enumerate(records):
+            gap = None if op_gap_ns is None else (op_gap_ns if r.device_id in started else 0.0)
+            started.add(r.device_id)
             rec = {"OP CODE": r.op_code, "OP TYPE": "tt_dnn_device", "GLOBAL CALL COUNT": str(1024 * (i + 1)),
                    "DEVICE ID": str(r.device_id), "DEVICE ARCH": r.arch, "ATTRIBUTES": format_attributes(r.attributes),
                    "MATH FIDELITY": r.math_fidelity, "CORE COUNT": str(r.core_count),
                    "AVAILABLE WORKER CORE COUNT": str(r.available_cores), "HOST START TS": str(1000 * (i + 1)),
+                   GAP: "" if gap is None else _number(gap),
                    DURATION: "" if r.duration_ns is None else _number(r.duration_ns)}
             for pre, tensors in (("INPUT", r.inputs), ("OUTPUT", r.outputs)):
                 for j, t in enumerate(tensors):
