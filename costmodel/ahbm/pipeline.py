@@ -319,10 +319,15 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         sm = m_p + m_r - m_a  # the softmax's MATH (O * corr apart)
         s_chain = 0.5 * (mx(V["fill"] + V["gspan"], V["a_head"] + K["fill"]) + K["gspan"] + K["tail"] + sm)
         p_next = D - sm + m_p  # P_{j+1} ready after softmax j (steady state)
+        # (a visit's last tile has no Q.K^T two tiles on: its term keeps the chain-free period)
+        D_last = D
         D = jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D) if relax is None else D
+        # the tile after the first: QK_1's sub-tiles that ran during QK_0 (``credit``) and, when QK_0's
+        # later DMAs queued behind it, QK_1's head transfer (in ``first2``) are done already
+        floor_c = mx(*(v - (behind * K1["a_head"] if k == "hbm" else 0.0) for k, v in busy.items() if k != "gemm"))
         D_c = mx(sat - credit, V["gspan"] + k_out(m_k - slots) * (m_k > slots + 0.5), V["body"] + m_a + m_p,
-                 floor_no_gemm, p_buf)
-        return {"single": single2, "first": first2 + D_c - D, "last": D, "D": D, "drain": drain}
+                 floor_c, p_buf)
+        return {"single": single2, "first": first2 + D_c - D_last, "last": D_last, "D": D, "drain": drain}
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
 
