@@ -16,7 +16,6 @@ import sys
 
 import pytest
 from _report_util import padded, tt_perf_report
-from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.cli import main
 
