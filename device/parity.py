@@ -31,6 +31,7 @@ at a time: ``device.checkpoint_stream``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -159,34 +160,41 @@ class _Layers:
         return (self.make(i) for i in range(self.n))
 
 
-def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = None, sync=None) -> dict:
+def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = None, sync=None,
+        clock=None) -> dict:
     """Run the graph on (ns, device) against the golden; returns the results (see the module docstring).
 
     With ``fast`` on the emulation every pass but the op report's eager one runs the compiled layer
     (``device.fast_twin``); the traced stack through it is checked bit for bit against that eager
-    pass (``traced_vs_eager_max_abs``). Every row is a ``device.parity_checks.metric``.
+    pass (``traced_vs_eager_max_abs``). Every row is a ``device.parity_checks.metric``. ``clock``:
+    an ``experiments.timing.PhaseClock`` timing the phases (benchmarks), or None.
     """
+    phase = clock if clock is not None else (lambda _name: contextlib.nullcontext())
     cfg, port, S = p.cfg, p.port, p.seq_len
-    params, source, final_norm, model, make_caches, x0 = _model(p)
-    layers = (model.emulation_layers(ns, device, weights=port.precision.weights) if hasattr(ns, "generated_tensor")
-              else _Layers(cfg.num_layers, model.host_layer))
-    rec = Recorder(ns)
-    rec.state.sync = sync
-    ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, port=port)
+    with phase("model"):
+        params, source, final_norm, model, make_caches, x0 = _model(p)
+        layers = (model.emulation_layers(ns, device, weights=port.precision.weights)
+                  if hasattr(ns, "generated_tensor") else _Layers(cfg.num_layers, model.host_layer))
+        rec = Recorder(ns)
+        rec.state.sync = sync
+        ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, port=port)
 
     def tagged_layer(i, *args):  # the layer_fn swap point, used here to label the per-op CSV rows
         rec.state.tag = f"layer {i}"
         return ex.layer(i, *args)
 
-    fast = FastTwin(ex, ns) if isinstance(ns, Emulation) and p.fast else tagged_layer
-    ex.layer_fn = fast
-    caches = make_caches(ns, device, ex.upload_cache)
-    ex.set_context(S)
+    with phase("model"):
+        fast = FastTwin(ex, ns) if isinstance(ns, Emulation) and p.fast else tagged_layer
+        ex.layer_fn = fast
+        caches = make_caches(ns, device, ex.upload_cache)
+        ex.set_context(S)
 
     dev_prec = port.precision  # the golden's rounding points: the port's own storage formats
     ctx = CacheContext.create(S)
     emb = velocity_input(params, x0, cfg)
-    _, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
+    with phase("golden hidden (fp32 stack)"):
+        _, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
+        hidden.block_until_ready()
     res: dict = {"backend": backend, "num_layers": cfg.num_layers, "hidden": cfg.hidden, "seq_len": S,
                  "max_seq_len": cfg.max_seq_len, "weights": port.precision.weights,
                  "cache": port.precision.cache, "attn_mode": port.attention.attn_mode, "model": "checkpoint" if p.checkpoint else RANDOM_MODEL,
@@ -196,30 +204,36 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     rope = {k: expert_rope(S, 0, cfg=cfg, precision=o.precision) for k, o in opts.items()}
     for i in p.layers:
         x_in = round_bf16(emb if i == 0 else hidden[i - 1])
-        layer, ck, cv = source(jnp.asarray(i, jnp.int32))
-        gold = {k: decoder_layer(layer, x_in, (ck, cv), S, rope[k], cfg=cfg, options=o) for k, o in opts.items()}
-        got = ex.run_layer(i, np.asarray(x_in), caches)
+        with phase("layers: golden"):
+            layer, ck, cv = source(jnp.asarray(i, jnp.int32))
+            gold = {k: np.asarray(decoder_layer(layer, x_in, (ck, cv), S, rope[k], cfg=cfg, options=o))
+                    for k, o in opts.items()}
+        with phase("layers: device"):
+            got = ex.run_layer(i, np.asarray(x_in), caches)
         row = {"layer": i, "vs_fp32": metric(gold["fp32"], got, TARGETS["layer"]),
                "vs_device_golden": metric(gold["device"], got, TARGETS["layer_device"])}
         if p.localise or row["vs_fp32"]["pass"] is False or row["vs_device_golden"]["pass"] is False:
             def golden_layer(tap, layer=layer, ck=ck, cv=cv, x_in=x_in):
                 return decoder_layer(layer, x_in, (ck, cv), S, rope["device"], cfg=cfg, options=opts["device"], tap=tap)
 
-            row["ops"] = localise(ex, i, np.asarray(x_in), caches, golden_layer,
-                                  kv_fmt_cast=lambda a: np.asarray(cast(jnp.asarray(a), port.precision.cache)))
+            with phase("layers: localise"):
+                row["ops"] = localise(ex, i, np.asarray(x_in), caches, golden_layer,
+                                      kv_fmt_cast=lambda a: np.asarray(cast(jnp.asarray(a), port.precision.cache)))
         res["layers"].append(row)
     del hidden
 
-    n_before = len(rec.state.log)
-    ex.layer_fn = tagged_layer  # the op report's pass: every ttnn call, one at a time
-    eager = ex.forward(np.asarray(emb), caches, traced=False)
-    ex.layer_fn = fast
-    if out_dir is not None:
-        with atomic_output(out_dir / "ops.csv") as tmp:
-            written = write_op_report(tmp, rec.state.log[n_before:], backend=backend, ttnn=ns, device=device)
-        res["csv_rows"], res["csv_durations"] = written["rows"], written["durations"]
+    with phase("op report (eager stack)"):
+        n_before = len(rec.state.log)
+        ex.layer_fn = tagged_layer  # the op report's pass: every ttnn call, one at a time
+        eager = ex.forward(np.asarray(emb), caches, traced=False)
+        ex.layer_fn = fast
+        if out_dir is not None:
+            with atomic_output(out_dir / "ops.csv") as tmp:
+                written = write_op_report(tmp, rec.state.log[n_before:], backend=backend, ttnn=ns, device=device)
+            res["csv_rows"], res["csv_durations"] = written["rows"], written["durations"]
     rec.state.sync = None
-    traced = ex.forward(np.asarray(emb), caches)
+    with phase("traced stack"):
+        traced = ex.forward(np.asarray(emb), caches)
     res["traced_vs_eager_max_abs"] = float(np.max(np.abs(traced - eager)))
     if backend == "chip":
         res["trace_replay_ms"] = _time_replays(ex, emb, caches)
@@ -227,19 +241,23 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     def device_step(x_t, t):
         return ex.step(params.action_in, params.action_out, np.asarray(x_t, np.float32), t, caches)
 
-    if p.sample:
-        a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S)
-        v_dev = vs_dev[0]  # the step at (x0, t = 0) is the sample's first
-    else:
-        v_dev = device_step(x0, 0.0)
-    v_fp32 = velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source)
-    v_devg = velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source, options=opts["device"])
+    with phase("device sample / step"):
+        if p.sample:
+            a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S)
+            v_dev = vs_dev[0]  # the step at (x0, t = 0) is the sample's first
+        else:
+            v_dev = device_step(x0, 0.0)
+    with phase("golden step (fp32 + device)"):
+        v_fp32 = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source))
+        v_devg = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source, options=opts["device"]))
     res["step"] = {"vs_fp32": metric(v_fp32, v_dev, TARGETS["velocity"]),
                    "vs_device_golden": metric(v_devg, v_dev, TARGETS["velocity_device"])}
     if p.sample:
-        gold_a, gold_vs = golden_pair(lambda x, t: velocity(params, x, t, ctx, cfg=cfg, layers=source), np.asarray(x0),
-                                      num_steps=cfg.num_steps)
-        res["sample"] = compare_sample(device_step, np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
+        with phase("golden sample pair"):
+            gold_a, gold_vs = golden_pair(lambda x, t: velocity(params, x, t, ctx, cfg=cfg, layers=source),
+                                          np.asarray(x0), num_steps=cfg.num_steps)
+        with phase("device teacher-forced steps"):
+            res["sample"] = compare_sample(device_step, np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
     res["calls"] = len(rec.state.log)
     if isinstance(fast, FastTwin):
         res["compilations"] = fast.compilations
