@@ -151,6 +151,9 @@ class Emulation:
     MatmulMultiCoreReuseMultiCastProgramConfig = MatmulMultiCoreReuseMultiCastProgramConfig
     MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig = MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig
     SDPAProgramConfig, WormholeComputeKernelConfig = SDPAProgramConfig, WormholeComputeKernelConfig
+    # Not a ttnn attribute: a capture here runs each op as it records it (compiling its program then),
+    # so the graph needs no compiling pass before a capture (``TTExpert.forward``), as ttnn does.
+    CAPTURE_RUNS_OPS = True
 
     def __init__(self, *, rounding: bool = True):
         self.rounding = rounding

@@ -197,8 +197,9 @@ class TTExpert:
         """All layers + final RMSNorm on the expert input emb [T, D]; returns the normed hidden [T, D].
 
         ``caches``: per layer (k, v) device buffers. Traced: one trace of the whole stack, captured on
-        first use (after an eager run that compiles the programs) and re-captured when a cache or
-        the mask buffer address changes; the output is read right after the replay.
+        first use (after an eager run that compiles the programs, unless the namespace runs each op
+        as it is captured: ``CAPTURE_RUNS_OPS``, the emulation) and re-captured when a cache or the
+        mask buffer address changes; the output is read right after the replay.
         """
         self._require_context()
         if len(caches) != self.cfg.num_layers:
@@ -211,7 +212,8 @@ class TTExpert:
         if self._trace is None or self._trace[0] != key:
             if self._trace is not None:
                 ns.release_trace(self.device, self._trace[1])
-            ns.deallocate(self._stack(caches))  # compile every program before the capture
+            if not getattr(ns, "CAPTURE_RUNS_OPS", False):  # ttnn: compile every program before the capture
+                ns.deallocate(self._stack(caches))
             tid = ns.begin_trace_capture(self.device, cq_id=0)
             out = self._stack(caches)
             ns.end_trace_capture(self.device, tid, cq_id=0)
