@@ -62,11 +62,11 @@ def roll_axis(a, shift, axis: int, *, block: int = 1):
 def tile2(a) -> jax.Array:
     """A bf16-valued array [.., R, C] doubled along its last two axes ([.., 2R, 2C]) and stored as bf16
     (exact: every weight format's values are bf16 values), the form ``_roll`` reads."""
-    a = jnp.asarray(a, jnp.float32)
-    stored = a.astype(jnp.bfloat16)
-    if not bool(jnp.all(stored.astype(jnp.float32) == a)):
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32)  # numpy: no program compiled per shape
+    if np.any(bits & 0xFFFF):
         raise ValueError("tile2: the array is not bf16-valued (storing it as bf16 would change it)")
-    return jnp.tile(stored, (1,) * (a.ndim - 2) + (2, 2))
+    stored = (bits >> 16).astype(np.uint16).view(jnp.bfloat16)  # a bf16 value's bits: the float32's top half
+    return jnp.asarray(np.tile(stored, (1,) * (bits.ndim - 2) + (2, 2)))
 
 
 def _roll(tiled, i, shape):
