@@ -232,6 +232,25 @@ class TTExpert:
         emb = action_in_proj(action_in, np.asarray(x_t, np.float32), t, cfg=self.cfg.action_in)
         return np.asarray(action_out_proj(action_out, self.forward(np.asarray(emb), caches, traced=traced)))
 
+    def steps(self, action_in: ActionInParams, action_out: ActionOutParams, xs: np.ndarray, ts, caches) -> np.ndarray:
+        """Velocities at independent points (x_t [T, A], t), [B, T, A]: each one ``step`` (traced), in
+        order. A ``layer_fn`` with a ``many`` method (``device.fast_twin.FastTwin``) instead runs
+        each layer once for all B inputs (each uploaded into its own buffer, the persistent x left
+        alone), the same numbers; the caches end as the last step leaves them."""
+        many = getattr(self.layer_fn, "many", None)
+        if many is None:
+            return np.stack([self.step(action_in, action_out, x, float(t), caches) for x, t in zip(xs, ts, strict=True)])
+        self._require_context()
+        act = self.port.precision.activations
+        hs = [self._upload(np.asarray(action_in_proj(action_in, np.asarray(x, np.float32), float(t),
+                                                     cfg=self.cfg.action_in)).reshape(self.x.shape), act)
+              for x, t in zip(xs, ts, strict=True)]
+        for i in range(self.cfg.num_layers):
+            hs = many(i, hs, *caches[i])
+        outs = [read_host(self.ns, self.ns.rms_norm(h, epsilon=self.cfg.rms_eps, weight=self.final_norm,
+                                                    compute_kernel_config=self.compute))[0, 0] for h in hs]
+        return np.stack([np.asarray(action_out_proj(action_out, o)) for o in outs])
+
     def sample(self, action_in: ActionInParams, action_out: ActionOutParams, x0: np.ndarray, caches, *,
                seq_len: int, rope_delta: int = 0, traced: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Euler flow matching over ``cfg.num_steps`` steps (t = linspace(0, 1, steps + 1)) from x0 [T, A];

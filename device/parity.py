@@ -284,7 +284,8 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     if p.sample:
         gold_a, gold_vs = gold["pair"]
         with phase("device: teacher-forced steps"):
-            res["sample"] = compare_sample(device_step, np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
+            res["sample"] = compare_sample(lambda xs, ts: ex.steps(params.action_in, params.action_out, xs, ts, caches),
+                                           np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
     res["calls"] = len(rec.state.log)
     if isinstance(fast, FastTwin):
         res["compilations"] = fast.compilations
