@@ -180,9 +180,13 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
         rec.state.sync = sync
         ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, port=port)
 
-    def tagged_layer(i, *args):  # the layer_fn swap point, used here to label the per-op CSV rows
-        rec.state.tag = f"layer {i}"
-        return ex.layer(i, *args)
+    def tagged(ex, rec):  # the layer_fn swap point, used here to label the per-op CSV rows
+        def layer(i, *args):
+            rec.state.tag = f"layer {i}"
+            return ex.layer(i, *args)
+        return layer
+
+    tagged_layer = tagged(ex, rec)
 
     with phase("model"):
         fast = FastTwin(ex, ns) if isinstance(ns, Emulation) and p.fast else tagged_layer
@@ -225,7 +229,33 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
                                           np.asarray(x0), num_steps=cfg.num_steps)
         return out
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+    def op_report(ex_r, rec_r, device_r, caches_r):
+        """The op report's pass (every ttnn call, one at a time): its output and the CSV's rows."""
+        n_before = len(rec_r.state.log)
+        layer_fn, ex_r.layer_fn = ex_r.layer_fn, tagged(ex_r, rec_r)
+        eager = ex_r.forward(np.asarray(emb), caches_r, traced=False)
+        ex_r.layer_fn = layer_fn
+        written = None
+        if out_dir is not None:
+            with atomic_output(out_dir / "ops.csv") as tmp:
+                written = write_op_report(tmp, rec_r.state.log[n_before:], backend=backend, ttnn=ns, device=device_r)
+        return eager, written
+
+    def op_report_beside():
+        """On the emulation the op report's pass runs in a thread of its own, on a second emulated
+        device with its own recorder, graph object and caches (the generated weights, read only, are
+        shared): it shares no buffer with the other passes, so each side's numbers are unchanged."""
+        with phase("op report (eager stack, own thread)"):
+            device_r = ns.open_device(0)
+            rec_r = Recorder(ns)
+            ex_r = TTExpert(rec_r, device_r, ex.weights, final_norm, cfg=cfg, port=port)
+            caches_r = make_caches(ns, device_r, ex_r.upload_cache)
+            ex_r.set_context(S)
+            return (*op_report(ex_r, rec_r, device_r, caches_r), len(rec_r.state.log))
+
+    beside = isinstance(ns, Emulation)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        report = pool.submit(op_report_beside) if beside else None
         x_ins = pool.submit(golden_inputs)
         gold = pool.submit(lambda: golden_rest(x_ins.result()))
         with phase("device: waits for the golden's layer inputs"):
@@ -234,15 +264,9 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
         for i in p.layers:
             with phase("device: layers"):
                 got[i] = ex.run_layer(i, x_ins[i], caches)
-
-        with phase("device: op report (eager stack)"):
-            n_before = len(rec.state.log)
-            ex.layer_fn = tagged_layer  # the op report's pass: every ttnn call, one at a time
-            eager = ex.forward(np.asarray(emb), caches, traced=False)
-            ex.layer_fn = fast
-            if out_dir is not None:
-                with atomic_output(out_dir / "ops.csv") as tmp:
-                    written = write_op_report(tmp, rec.state.log[n_before:], backend=backend, ttnn=ns, device=device)
+        if not beside:
+            with phase("device: op report (eager stack)"):
+                eager, written = op_report(ex, rec, device, caches)
         rec.state.sync = None
         with phase("device: traced stack"):
             traced = ex.forward(np.asarray(emb), caches)
@@ -259,6 +283,9 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
                 v_dev = device_step(x0, 0.0)
         with phase("device: waits for the golden"):
             gold = gold.result()
+        if beside:
+            with phase("device: waits for the op report"):
+                eager, written, report_calls = report.result()
 
     for i in p.layers:
         row = {"layer": i, "vs_fp32": metric(gold["layers"][i]["fp32"], got[i], TARGETS["layer"]),
@@ -274,7 +301,7 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
                 row["ops"] = localise(ex, i, x_ins[i], caches, golden_layer,
                                       kv_fmt_cast=lambda a: np.asarray(cast(jnp.asarray(a), port.precision.cache)))
         res["layers"].append(row)
-    if out_dir is not None:
+    if written is not None:
         res["csv_rows"], res["csv_durations"] = written["rows"], written["durations"]
     res["traced_vs_eager_max_abs"] = float(np.max(np.abs(traced - eager)))
     if replay_ms is not None:
@@ -286,7 +313,7 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
         with phase("device: teacher-forced steps"):
             res["sample"] = compare_sample(lambda xs, ts: ex.steps(params.action_in, params.action_out, xs, ts, caches),
                                            np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
-    res["calls"] = len(rec.state.log)
+    res["calls"] = len(rec.state.log) + (report_calls if beside else 0)
     if isinstance(fast, FastTwin):
         res["compilations"] = fast.compilations
     return res
