@@ -5,9 +5,11 @@
 
 Runs ``device.parity.run`` in this process on the emulation (the arguments are ``device.parity``'s,
 ``--backend emulation`` implied) with an ``experiments.timing.PhaseClock`` and prints wall and
-process-CPU seconds per phase (CPU sums every thread), the total and the peak resident size
-(``ru_maxrss``), then writes ``parity.json`` (without the timings) into ``--out`` as the parity
-script does, so two runs' numbers can be compared file to file.
+process-CPU seconds per phase, the total and the peak resident size (``ru_maxrss``), then writes
+``parity.json`` (without the timings) into ``--out`` as the parity script does, so two runs'
+numbers can be compared file to file. The golden's phases and the op report's run in threads beside
+the graph's ("device: ...") phases: their walls overlap, and a phase's CPU seconds are the whole
+process's over its wall (every thread's), so only the total's CPU is a sum of work.
 """
 
 from __future__ import annotations

@@ -70,8 +70,9 @@ def time_repeats(fns: Mapping[str, Callable[[], Any]], *, reps: int, warmup: int
 
 class PhaseClock:
     """Wall and process-CPU seconds of named phases of one run (``with clock("golden"): ...``; a phase
-    entered again adds up). ``phases``: name -> (wall s, CPU s), in first-entered order. The phase's
-    code must end on host values (numpy), or the clock stops at the dispatch, not the work."""
+    entered again adds up). ``phases``: name -> (wall s, CPU s), in first-entered order; CPU is the
+    process's (every thread's), so phases run in threads side by side count each other's. The
+    phase's code must end on host values (numpy), or the clock stops at the dispatch, not the work."""
 
     def __init__(self):
         self.phases: dict[str, tuple[float, float]] = {}
