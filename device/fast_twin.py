@@ -18,6 +18,9 @@ arguments (the quantised base and the layer index), not materialised per read ou
 and are written into the caller's cache buffers, so the state after a call is the eager one's.
 
 The twin registers as one op (``Emulation.emulated_op``): a trace captured through it replays it.
+``FastTwin.many`` runs the layer on several independent inputs in one program (``jax.lax.map``
+over them), the weights and the cache generated once for all: ``TTExpert.steps`` uses it for the
+teacher-forced steps; each input's numbers are those of one call (tested against the eager steps).
 """
 
 from __future__ import annotations
@@ -136,8 +139,7 @@ class FastTwin:
         fixed = [Tensor(a.value, a.dtype, Layout.TILE, device) for a in t[:-2]]  # generated once, here
         w, (cos, sin, mask) = dict(zip(names, fixed[:len(names)], strict=True)), fixed[len(names):]
         kv = [(a.dtype, a.shape, a.value) for a in t[-2:]]
-        twin = copy.copy(self.ex)
-        twin.ns, twin.weights, twin.cos, twin.sin, twin.mask = Emulation(rounding=self.ns.rounding), [w], cos, sin, mask
+        twin = self._twin(w, cos, sin, mask)
 
         def one(x):
             kc, vc = (Tensor(None, dt, Layout.TILE, device, generate=functools.partial(_identity, v), shape=shape)
@@ -155,7 +157,11 @@ class FastTwin:
         n = len(statics)
         t = [_rebuild(s, d, device, record_writes=j >= n - 2) for j, (s, d) in enumerate(zip(statics, dyn, strict=True))]
         w, (x, cos, sin, mask, kc, vc) = dict(zip(names, t[:len(names)], strict=True)), t[len(names):]
-        twin = copy.copy(self.ex)  # the same graph object, on traced buffers and an unlogged namespace
-        twin.ns, twin.weights, twin.cos, twin.sin, twin.mask = Emulation(rounding=self.ns.rounding), [w], cos, sin, mask
-        out = type(self.ex).layer(twin, 0, x, kc, vc)
+        out = type(self.ex).layer(self._twin(w, cos, sin, mask), 0, x, kc, vc)
         return out.value, dict(kc.patches), dict(vc.patches)
+
+    def _twin(self, w: dict[str, Tensor], cos: Tensor, sin: Tensor, mask: Tensor):
+        """The same graph object on traced buffers (its layer 0's weights ``w``) and an unlogged namespace."""
+        twin = copy.copy(self.ex)
+        twin.ns, twin.weights, twin.cos, twin.sin, twin.mask = Emulation(rounding=self.ns.rounding), [w], cos, sin, mask
+        return twin
