@@ -211,26 +211,29 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     # The golden runs in a thread of its own, beside the graph's passes (both mostly wait on XLA, which
     # releases the GIL); each side's numbers are what they would be alone (they share no array but the
     # read-only model). On a chip the golden is done before the timed passes (op report, replays).
+    # The chosen layers run last on the device: each writes its own cache rows before reading them,
+    # so where they run changes no number.
     def golden_inputs():
         with phase("golden: hidden (fp32 stack)"):
             _, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
             return {i: np.asarray(round_bf16(emb if i == 0 else hidden[i - 1])) for i in p.layers}
 
     def golden_rest(x_ins):
-        out = {"layers": {}}
+        out = {}
         for i in p.layers:
             with phase("golden: layers"):
                 layer, ck, cv = source(jnp.asarray(i, jnp.int32))
-                out["layers"][i] = {k: np.asarray(decoder_layer(layer, jnp.asarray(x_ins[i]), (ck, cv), S, rope[k],
-                                                                cfg=cfg, options=o)) for k, o in opts.items()}
+                out[i] = {k: np.asarray(decoder_layer(layer, jnp.asarray(x_ins[i]), (ck, cv), S, rope[k], cfg=cfg,
+                                                      options=o)) for k, o in opts.items()}
         with phase("golden: step (fp32 + device)"):
-            out["v_fp32"] = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source))
-            out["v_devg"] = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source, options=opts["device"]))
-        if p.sample:
-            with phase("golden: sample pair"):
-                out["pair"] = golden_pair(lambda x, t: velocity(params, x, t, ctx, cfg=cfg, layers=source),
-                                          np.asarray(x0), num_steps=cfg.num_steps)
-        return out
+            v_fp32 = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source))
+            v_devg = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source, options=opts["device"]))
+        return out, v_fp32, v_devg
+
+    def golden_sample():
+        with phase("golden: sample pair"):
+            return golden_pair(lambda x, t: velocity(params, x, t, ctx, cfg=cfg, layers=source), np.asarray(x0),
+                               num_steps=cfg.num_steps)
 
     def op_report(ex_r, rec_r, device_r, caches_r):
         """The op report's pass (every ttnn call, one at a time): its output and the CSV's rows."""
@@ -256,45 +259,53 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
             ex_r.set_context(S)
             return (*op_report(ex_r, rec_r, device_r, caches_r), len(rec_r.state.log))
 
+    # One thread runs the golden, in order: the sample pair first (the teacher-forced steps wait for
+    # it), then the layer inputs, the layers and the step; on the emulation another runs the op report.
     beside = isinstance(ns, Emulation)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-        report = pool.submit(op_report_beside) if beside else None
-        x_ins = pool.submit(golden_inputs)
-        gold_f = pool.submit(lambda: golden_rest(x_ins.result()))
-        with phase("device: waits for the golden's layer inputs"):
-            x_ins = x_ins.result()
-        got = {}
-        for i in p.layers:
-            with phase("device: layers"):
-                got[i] = ex.run_layer(i, x_ins[i], caches)
+    with (concurrent.futures.ThreadPoolExecutor(max_workers=1) as golden,
+          concurrent.futures.ThreadPoolExecutor(max_workers=1) as aside):
+        report = aside.submit(op_report_beside) if beside else None
+        pair = golden.submit(golden_sample) if p.sample else None
+        x_ins = golden.submit(golden_inputs)
+        gold = golden.submit(lambda: golden_rest(x_ins.result()))
         if not beside:
             with phase("device: waits for the golden"):
-                gold_f.result()  # the chip's timed passes run alone
+                gold.result()  # the chip's timed passes run alone
+                if pair is not None:
+                    pair.result()
             with phase("device: op report (eager stack)"):
                 eager, written = op_report(ex, rec, device, caches)
         rec.state.sync = None
         with phase("device: traced stack"):
             traced = ex.forward(np.asarray(emb), caches)
         replay_ms = _time_replays(ex, emb, caches) if backend == "chip" else None
-
-        def device_step(x_t, t):
-            return ex.step(params.action_in, params.action_out, np.asarray(x_t, np.float32), t, caches)
-
         with phase("device: sample / step"):
             if p.sample:
                 a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S)
                 v_dev = vs_dev[0]  # the step at (x0, t = 0) is the sample's first
             else:
-                v_dev = device_step(x0, 0.0)
+                v_dev = ex.step(params.action_in, params.action_out, np.asarray(x0), 0.0, caches)
+        if p.sample:
+            with phase("device: waits for the golden sample pair"):
+                gold_a, gold_vs = pair.result()
+            with phase("device: teacher-forced steps"):
+                sample = compare_sample(lambda xs, ts: ex.steps(params.action_in, params.action_out, xs, ts, caches),
+                                        np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
+        with phase("device: waits for the golden's layer inputs"):
+            x_ins = x_ins.result()
+        got = {}
+        for i in p.layers:
+            with phase("device: layers"):
+                got[i] = ex.run_layer(i, x_ins[i], caches)
         with phase("device: waits for the golden"):
-            gold = gold_f.result()
+            gold_layers, v_fp32, v_devg = gold.result()
         if beside:
             with phase("device: waits for the op report"):
                 eager, written, report_calls = report.result()
 
     for i in p.layers:
-        row = {"layer": i, "vs_fp32": metric(gold["layers"][i]["fp32"], got[i], TARGETS["layer"]),
-               "vs_device_golden": metric(gold["layers"][i]["device"], got[i], TARGETS["layer_device"])}
+        row = {"layer": i, "vs_fp32": metric(gold_layers[i]["fp32"], got[i], TARGETS["layer"]),
+               "vs_device_golden": metric(gold_layers[i]["device"], got[i], TARGETS["layer_device"])}
         if p.localise or row["vs_fp32"]["pass"] is False or row["vs_device_golden"]["pass"] is False:
             layer, ck, cv = source(jnp.asarray(i, jnp.int32))
             x_in = jnp.asarray(x_ins[i])
@@ -311,13 +322,10 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     res["traced_vs_eager_max_abs"] = float(np.max(np.abs(traced - eager)))
     if replay_ms is not None:
         res["trace_replay_ms"] = replay_ms
-    res["step"] = {"vs_fp32": metric(gold["v_fp32"], v_dev, TARGETS["velocity"]),
-                   "vs_device_golden": metric(gold["v_devg"], v_dev, TARGETS["velocity_device"])}
+    res["step"] = {"vs_fp32": metric(v_fp32, v_dev, TARGETS["velocity"]),
+                   "vs_device_golden": metric(v_devg, v_dev, TARGETS["velocity_device"])}
     if p.sample:
-        gold_a, gold_vs = gold["pair"]
-        with phase("device: teacher-forced steps"):
-            res["sample"] = compare_sample(lambda xs, ts: ex.steps(params.action_in, params.action_out, xs, ts, caches),
-                                           np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
+        res["sample"] = sample
     res["calls"] = len(rec.state.log) + (report_calls if beside else 0)
     if isinstance(fast, FastTwin):
         res["compilations"] = fast.compilations
