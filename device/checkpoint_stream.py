@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import threading
 from collections.abc import Iterator, Mapping
 
 import jax
@@ -68,6 +69,7 @@ class CheckpointStream:
             self.keys = frozenset(f.keys())
         self.reads: collections.Counter[int | None] = collections.Counter()  # tensors read, by layer
         self._last: tuple[int, dict[str, np.ndarray]] | None = None
+        self._lock = threading.Lock()  # two threads read layers (the parity script's golden runs in its own)
 
     def _layer_of(self, key: str) -> int | None:
         rest = key.removeprefix(self.prefix)
@@ -103,12 +105,15 @@ class CheckpointStream:
     # ---- per layer ------------------------------------------------------------------------
     def host_layer(self, i: int) -> dict[str, np.ndarray]:
         """Layer i's device arrays (float32, device layout), read from the file (the last layer read
-        is kept: a layer's buffers are read one after the other)."""
-        if self._last is None or self._last[0] != i:
-            self._last = None  # drop the previous layer before reading the next one
-            keys = {f"{self.prefix}layers.{i}.{s.hf_suffix}" for s in LAYER_PARAMS}
-            self._last = (i, layer_from_hf({k: self.tensor(k) for k in keys}, i, self.cfg, expert_prefix=self.prefix))
-        return self._last[1]
+        is kept: a layer's buffers are read one after the other). Thread-safe: the arrays returned are
+        layer i's even when another thread reads another layer meanwhile (numpy only under the lock)."""
+        with self._lock:
+            if self._last is None or self._last[0] != i:
+                self._last = None  # drop the previous layer before reading the next one
+                keys = {f"{self.prefix}layers.{i}.{s.hf_suffix}" for s in LAYER_PARAMS}
+                self._last = (i, layer_from_hf({k: self.tensor(k) for k in keys}, i, self.cfg,
+                                               expert_prefix=self.prefix))
+            return self._last[1]
 
     def rest(self):
         """``ExpertParams`` with ``layers=None``: action projections and final norm (layer 0 read once

@@ -151,6 +151,10 @@ class Emulation:
     MatmulMultiCoreReuseMultiCastProgramConfig = MatmulMultiCoreReuseMultiCastProgramConfig
     MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig = MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig
     SDPAProgramConfig, WormholeComputeKernelConfig = SDPAProgramConfig, WormholeComputeKernelConfig
+    # Not a ttnn attribute: a capture here runs each op as it records it (compiling its program then),
+    # so the graph needs no compiling pass before a capture, as ttnn does, and the capture's outputs
+    # already hold the results (``TTExpert.forward``).
+    CAPTURE_RUNS_OPS = True
 
     def __init__(self, *, rounding: bool = True):
         self.rounding = rounding

@@ -18,6 +18,9 @@ arguments (the quantised base and the layer index), not materialised per read ou
 and are written into the caller's cache buffers, so the state after a call is the eager one's.
 
 The twin registers as one op (``Emulation.emulated_op``): a trace captured through it replays it.
+``FastTwin.many`` runs the layer on several independent inputs in one program (``jax.lax.map``
+over them), the weights and the cache generated once for all: ``TTExpert.steps`` uses it for the
+teacher-forced steps; each input's numbers are those of one call (tested against the eager steps).
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ class FastTwin:
         self.ex, self.ns = ex, ns
         # the options each eager op's math is compiled with (see device.emulation.COMPILER_OPTIONS)
         self._jit = compiled(self._values, static_argnums=(0,))
+        self._jit_many = compiled(self._values_many, static_argnums=(0,))
         self.op = ns.emulated_op(self._call)
         self.compilations = 0
 
@@ -109,6 +113,42 @@ class FastTwin:
                 cache.write_rows(b, start, rows)
         return Tensor(out, x.dtype, Layout.TILE, x.device)
 
+    def many(self, i: int, xs: list[Tensor], k_cache: Tensor, v_cache: Tensor) -> list[Tensor]:
+        """Layer i on several inputs, as that many calls one after another on these caches (each
+        input's ``fill_cache`` rows written before its attention reads them; the caches end as the
+        last call leaves them), in one program that generates the layer's weights and cache once
+        for all of them. Not an op: a trace never holds it."""
+        ex = self.ex
+        named = sorted(ex.weights[i].items())
+        parts = [_split(t) for _, t in named] + [_split(t) for t in (ex.cos, ex.sin, ex.mask, k_cache, v_cache)]
+        like = xs[0]
+        static = (tuple(n for n, _ in named), tuple(s for s, _ in parts), like.dtype)
+        out, k_new, v_new = self._jit_many(static, [d for _, d in parts], jax.numpy.stack([x.value for x in xs]))
+        for cache, new in ((k_cache, k_new), (v_cache, v_new)):
+            for (b, start, _stop), rows in new.items():
+                cache.write_rows(b, start, rows[-1])
+        return [Tensor(o, like.dtype, Layout.TILE, like.device) for o in out]
+
+    def _values_many(self, static, dyn, xs):
+        """Traced: ``_values`` of each input in ``xs`` [B, ..] (``jax.lax.map``), the weights and the
+        caches' values read once, outside the loop; per input its output and its cache rows."""
+        self.compilations += 1
+        names, statics, x_dtype = static
+        device = Device(0)
+        t = [_rebuild(s, d, device) for s, d in zip(statics, dyn, strict=True)]
+        fixed = [Tensor(a.value, a.dtype, Layout.TILE, device) for a in t[:-2]]  # generated once, here
+        w, (cos, sin, mask) = dict(zip(names, fixed[:len(names)], strict=True)), fixed[len(names):]
+        kv = [(a.dtype, a.shape, a.value) for a in t[-2:]]
+        twin = self._twin(w, cos, sin, mask)
+
+        def one(x):
+            kc, vc = (Tensor(None, dt, Layout.TILE, device, generate=functools.partial(_identity, v), shape=shape)
+                      for dt, shape, v in kv)
+            out = type(self.ex).layer(twin, 0, Tensor(x, x_dtype, Layout.TILE, device), kc, vc)
+            return out.value, dict(kc.patches), dict(vc.patches)
+
+        return jax.lax.map(one, xs)
+
     def _values(self, static, dyn):
         """Traced: the layer's output values and the cache rows its ``fill_cache`` calls wrote."""
         self.compilations += 1  # runs once per compilation (at trace time)
@@ -117,7 +157,11 @@ class FastTwin:
         n = len(statics)
         t = [_rebuild(s, d, device, record_writes=j >= n - 2) for j, (s, d) in enumerate(zip(statics, dyn, strict=True))]
         w, (x, cos, sin, mask, kc, vc) = dict(zip(names, t[:len(names)], strict=True)), t[len(names):]
-        twin = copy.copy(self.ex)  # the same graph object, on traced buffers and an unlogged namespace
-        twin.ns, twin.weights, twin.cos, twin.sin, twin.mask = Emulation(rounding=self.ns.rounding), [w], cos, sin, mask
-        out = type(self.ex).layer(twin, 0, x, kc, vc)
+        out = type(self.ex).layer(self._twin(w, cos, sin, mask), 0, x, kc, vc)
         return out.value, dict(kc.patches), dict(vc.patches)
+
+    def _twin(self, w: dict[str, Tensor], cos: Tensor, sin: Tensor, mask: Tensor):
+        """The same graph object on traced buffers (its layer 0's weights ``w``) and an unlogged namespace."""
+        twin = copy.copy(self.ex)
+        twin.ns, twin.weights, twin.cos, twin.sin, twin.mask = Emulation(rounding=self.ns.rounding), [w], cos, sin, mask
+        return twin

@@ -197,8 +197,11 @@ class TTExpert:
         """All layers + final RMSNorm on the expert input emb [T, D]; returns the normed hidden [T, D].
 
         ``caches``: per layer (k, v) device buffers. Traced: one trace of the whole stack, captured on
-        first use (after an eager run that compiles the programs) and re-captured when a cache or
-        the mask buffer address changes; the output is read right after the replay.
+        first use (after an eager run that compiles the programs) and re-captured when a cache or the
+        mask buffer address changes; the output is read right after the replay. A namespace that runs
+        each op as it records it (``CAPTURE_RUNS_OPS``: the emulation) needs no compiling run, and
+        its capture's outputs are the results (a replay right after would run the stack twice, where
+        a chip runs it once).
         """
         self._require_context()
         if len(caches) != self.cfg.num_layers:
@@ -208,15 +211,19 @@ class TTExpert:
         if not traced:
             return read_host(ns, self._stack(caches))[0, 0]
         key = tuple(t.buffer_address() for kv in caches for t in kv) + (self.mask.buffer_address(),)
-        if self._trace is None or self._trace[0] != key:
+        runs_ops = getattr(ns, "CAPTURE_RUNS_OPS", False)
+        captured = self._trace is None or self._trace[0] != key
+        if captured:
             if self._trace is not None:
                 ns.release_trace(self.device, self._trace[1])
-            ns.deallocate(self._stack(caches))  # compile every program before the capture
+            if not runs_ops:  # ttnn: compile every program before the capture
+                ns.deallocate(self._stack(caches))
             tid = ns.begin_trace_capture(self.device, cq_id=0)
             out = self._stack(caches)
             ns.end_trace_capture(self.device, tid, cq_id=0)
             self._trace = (key, tid, out)
-        ns.execute_trace(self.device, self._trace[1], cq_id=0, blocking=True)
+        if not (captured and runs_ops):  # a capture that ran the ops holds their results: the stack runs once
+            ns.execute_trace(self.device, self._trace[1], cq_id=0, blocking=True)
         return read_host(ns, self._trace[2])[0, 0]
 
     def step(self, action_in: ActionInParams, action_out: ActionOutParams, x_t: np.ndarray, t: float, caches, *,
@@ -224,6 +231,25 @@ class TTExpert:
         """One velocity: host fp32 action_in_proj -> device stack -> host fp32 action_out_proj. [T, A]."""
         emb = action_in_proj(action_in, np.asarray(x_t, np.float32), t, cfg=self.cfg.action_in)
         return np.asarray(action_out_proj(action_out, self.forward(np.asarray(emb), caches, traced=traced)))
+
+    def steps(self, action_in: ActionInParams, action_out: ActionOutParams, xs: np.ndarray, ts, caches) -> np.ndarray:
+        """Velocities at independent points (x_t [T, A], t), [B, T, A]: each one ``step`` (traced), in
+        order. A ``layer_fn`` with a ``many`` method (``device.fast_twin.FastTwin``) instead runs
+        each layer once for all B inputs (each uploaded into its own buffer, the persistent x left
+        alone), the same numbers; the caches end as the last step leaves them."""
+        many = getattr(self.layer_fn, "many", None)
+        if many is None:
+            return np.stack([self.step(action_in, action_out, x, float(t), caches) for x, t in zip(xs, ts, strict=True)])
+        self._require_context()
+        act = self.port.precision.activations
+        hs = [self._upload(np.asarray(action_in_proj(action_in, np.asarray(x, np.float32), float(t),
+                                                     cfg=self.cfg.action_in)).reshape(self.x.shape), act)
+              for x, t in zip(xs, ts, strict=True)]
+        for i in range(self.cfg.num_layers):
+            hs = many(i, hs, *caches[i])
+        outs = [read_host(self.ns, self.ns.rms_norm(h, epsilon=self.cfg.rms_eps, weight=self.final_norm,
+                                                    compute_kernel_config=self.compute))[0, 0] for h in hs]
+        return np.stack([np.asarray(action_out_proj(action_out, o)) for o in outs])
 
     def sample(self, action_in: ActionInParams, action_out: ActionOutParams, x0: np.ndarray, caches, *,
                seq_len: int, rope_delta: int = 0, traced: bool = True) -> tuple[np.ndarray, np.ndarray]:

@@ -14,6 +14,9 @@ numbers. Both backends compare against the golden on the same weights and inputs
 * the traced stack vs the same stack run eagerly (a trace must replay bit for bit; on the
   emulation the trace runs the compiled layer of ``device.fast_twin``, the eager pass every ttnn call);
   the emulation's other passes (layers, step, sample) run that compiled layer too unless ``--eager``;
+* the golden runs in a thread of its own beside the graph's passes (on a chip it is done before
+  the timed ones), and on the emulation so does the op report's eager pass (on a second emulated
+  device); every number is what a single thread gives;
 * ``--localise`` (and any layer below target): the layer op by op, the first divergent op named
   (``device.divergence``).
 
@@ -31,6 +34,8 @@ at a time: ``device.checkpoint_stream``).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -159,34 +164,42 @@ class _Layers:
         return (self.make(i) for i in range(self.n))
 
 
-def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = None, sync=None) -> dict:
+def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = None, sync=None,
+        clock=None) -> dict:
     """Run the graph on (ns, device) against the golden; returns the results (see the module docstring).
 
     With ``fast`` on the emulation every pass but the op report's eager one runs the compiled layer
     (``device.fast_twin``); the traced stack through it is checked bit for bit against that eager
-    pass (``traced_vs_eager_max_abs``). Every row is a ``device.parity_checks.metric``.
+    pass (``traced_vs_eager_max_abs``). Every row is a ``device.parity_checks.metric``. ``clock``:
+    an ``experiments.timing.PhaseClock`` timing the phases (benchmarks), or None.
     """
+    phase = clock if clock is not None else (lambda _name: contextlib.nullcontext())
     cfg, port, S = p.cfg, p.port, p.seq_len
-    params, source, final_norm, model, make_caches, x0 = _model(p)
-    layers = (model.emulation_layers(ns, device, weights=port.precision.weights) if hasattr(ns, "generated_tensor")
-              else _Layers(cfg.num_layers, model.host_layer))
-    rec = Recorder(ns)
-    rec.state.sync = sync
-    ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, port=port)
+    with phase("model"):
+        params, source, final_norm, model, make_caches, x0 = _model(p)
+        layers = (model.emulation_layers(ns, device, weights=port.precision.weights)
+                  if hasattr(ns, "generated_tensor") else _Layers(cfg.num_layers, model.host_layer))
+        rec = Recorder(ns)
+        rec.state.sync = sync
+        ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, port=port)
 
-    def tagged_layer(i, *args):  # the layer_fn swap point, used here to label the per-op CSV rows
-        rec.state.tag = f"layer {i}"
-        return ex.layer(i, *args)
+    def tagged(ex, rec):  # the layer_fn swap point, used here to label the per-op CSV rows
+        def layer(i, *args):
+            rec.state.tag = f"layer {i}"
+            return ex.layer(i, *args)
+        return layer
 
-    fast = FastTwin(ex, ns) if isinstance(ns, Emulation) and p.fast else tagged_layer
-    ex.layer_fn = fast
-    caches = make_caches(ns, device, ex.upload_cache)
-    ex.set_context(S)
+    tagged_layer = tagged(ex, rec)
+
+    with phase("model"):
+        fast = FastTwin(ex, ns) if isinstance(ns, Emulation) and p.fast else tagged_layer
+        ex.layer_fn = fast
+        caches = make_caches(ns, device, ex.upload_cache)
+        ex.set_context(S)
 
     dev_prec = port.precision  # the golden's rounding points: the port's own storage formats
     ctx = CacheContext.create(S)
     emb = velocity_input(params, x0, cfg)
-    _, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
     res: dict = {"backend": backend, "num_layers": cfg.num_layers, "hidden": cfg.hidden, "seq_len": S,
                  "max_seq_len": cfg.max_seq_len, "weights": port.precision.weights,
                  "cache": port.precision.cache, "attn_mode": port.attention.attn_mode, "model": "checkpoint" if p.checkpoint else RANDOM_MODEL,
@@ -194,53 +207,126 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     opts = {"fp32": ExpertOptions(attention="exact", precision=Precision.fp32()),
             "device": ExpertOptions(attention="tail_slot", precision=dev_prec)}
     rope = {k: expert_rope(S, 0, cfg=cfg, precision=o.precision) for k, o in opts.items()}
+
+    # The golden runs in a thread of its own, beside the graph's passes (both mostly wait on XLA, which
+    # releases the GIL); each side's numbers are what they would be alone (they share no array but the
+    # read-only model). On a chip the golden is done before the timed passes (op report, replays).
+    # The chosen layers run last on the device: each writes its own cache rows before reading them,
+    # so where they run changes no number.
+    def golden_inputs():
+        with phase("golden: hidden (fp32 stack)"):
+            _, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
+            return {i: np.asarray(round_bf16(emb if i == 0 else hidden[i - 1])) for i in p.layers}
+
+    def golden_rest(x_ins):
+        out = {}
+        for i in p.layers:
+            with phase("golden: layers"):
+                layer, ck, cv = source(jnp.asarray(i, jnp.int32))
+                out[i] = {k: np.asarray(decoder_layer(layer, jnp.asarray(x_ins[i]), (ck, cv), S, rope[k], cfg=cfg,
+                                                      options=o)) for k, o in opts.items()}
+        with phase("golden: step (fp32 + device)"):
+            v_fp32 = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source))
+            v_devg = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source, options=opts["device"]))
+        return out, v_fp32, v_devg
+
+    def golden_sample():
+        with phase("golden: sample pair"):
+            return golden_pair(lambda x, t: velocity(params, x, t, ctx, cfg=cfg, layers=source), np.asarray(x0),
+                               num_steps=cfg.num_steps)
+
+    def op_report(ex_r, rec_r, device_r, caches_r):
+        """The op report's pass (every ttnn call, one at a time): its output and the CSV's rows."""
+        n_before = len(rec_r.state.log)
+        layer_fn, ex_r.layer_fn = ex_r.layer_fn, tagged(ex_r, rec_r)
+        eager = ex_r.forward(np.asarray(emb), caches_r, traced=False)
+        ex_r.layer_fn = layer_fn
+        written = None
+        if out_dir is not None:
+            with atomic_output(out_dir / "ops.csv") as tmp:
+                written = write_op_report(tmp, rec_r.state.log[n_before:], backend=backend, ttnn=ns, device=device_r)
+        return eager, written
+
+    def op_report_beside():
+        """On the emulation the op report's pass runs in a thread of its own, on a second emulated
+        device with its own recorder, graph object and caches (the generated weights, read only, are
+        shared): it shares no buffer with the other passes, so each side's numbers are unchanged."""
+        with phase("op report (eager stack, own thread)"):
+            device_r = ns.open_device(0)
+            rec_r = Recorder(ns)
+            ex_r = TTExpert(rec_r, device_r, ex.weights, final_norm, cfg=cfg, port=port)
+            caches_r = make_caches(ns, device_r, ex_r.upload_cache)
+            ex_r.set_context(S)
+            return (*op_report(ex_r, rec_r, device_r, caches_r), len(rec_r.state.log))
+
+    # One thread runs the golden, in order: the sample pair first (the teacher-forced steps wait for
+    # it), then the layer inputs, the layers and the step; on the emulation another runs the op report.
+    beside = isinstance(ns, Emulation)
+    with (concurrent.futures.ThreadPoolExecutor(max_workers=1) as golden,
+          concurrent.futures.ThreadPoolExecutor(max_workers=1) as aside):
+        report = aside.submit(op_report_beside) if beside else None
+        pair = golden.submit(golden_sample) if p.sample else None
+        x_ins = golden.submit(golden_inputs)
+        gold = golden.submit(lambda: golden_rest(x_ins.result()))
+        if not beside:
+            with phase("device: waits for the golden"):
+                gold.result()  # the chip's timed passes run alone
+                if pair is not None:
+                    pair.result()
+            with phase("device: op report (eager stack)"):
+                eager, written = op_report(ex, rec, device, caches)
+        rec.state.sync = None
+        with phase("device: traced stack"):
+            traced = ex.forward(np.asarray(emb), caches)
+        replay_ms = _time_replays(ex, emb, caches) if backend == "chip" else None
+        with phase("device: sample / step"):
+            if p.sample:
+                a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S)
+                v_dev = vs_dev[0]  # the step at (x0, t = 0) is the sample's first
+            else:
+                v_dev = ex.step(params.action_in, params.action_out, np.asarray(x0), 0.0, caches)
+        if p.sample:
+            with phase("device: waits for the golden sample pair"):
+                gold_a, gold_vs = pair.result()
+            with phase("device: teacher-forced steps"):
+                sample = compare_sample(lambda xs, ts: ex.steps(params.action_in, params.action_out, xs, ts, caches),
+                                        np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
+        with phase("device: waits for the golden's layer inputs"):
+            x_ins = x_ins.result()
+        got = {}
+        for i in p.layers:
+            with phase("device: layers"):
+                got[i] = ex.run_layer(i, x_ins[i], caches)
+        with phase("device: waits for the golden"):
+            gold_layers, v_fp32, v_devg = gold.result()
+        if beside:
+            with phase("device: waits for the op report"):
+                eager, written, report_calls = report.result()
+
     for i in p.layers:
-        x_in = round_bf16(emb if i == 0 else hidden[i - 1])
-        layer, ck, cv = source(jnp.asarray(i, jnp.int32))
-        gold = {k: decoder_layer(layer, x_in, (ck, cv), S, rope[k], cfg=cfg, options=o) for k, o in opts.items()}
-        got = ex.run_layer(i, np.asarray(x_in), caches)
-        row = {"layer": i, "vs_fp32": metric(gold["fp32"], got, TARGETS["layer"]),
-               "vs_device_golden": metric(gold["device"], got, TARGETS["layer_device"])}
+        row = {"layer": i, "vs_fp32": metric(gold_layers[i]["fp32"], got[i], TARGETS["layer"]),
+               "vs_device_golden": metric(gold_layers[i]["device"], got[i], TARGETS["layer_device"])}
         if p.localise or row["vs_fp32"]["pass"] is False or row["vs_device_golden"]["pass"] is False:
+            layer, ck, cv = source(jnp.asarray(i, jnp.int32))
+            x_in = jnp.asarray(x_ins[i])
+
             def golden_layer(tap, layer=layer, ck=ck, cv=cv, x_in=x_in):
                 return decoder_layer(layer, x_in, (ck, cv), S, rope["device"], cfg=cfg, options=opts["device"], tap=tap)
 
-            row["ops"] = localise(ex, i, np.asarray(x_in), caches, golden_layer,
-                                  kv_fmt_cast=lambda a: np.asarray(cast(jnp.asarray(a), port.precision.cache)))
+            with phase("device: localise"):
+                row["ops"] = localise(ex, i, x_ins[i], caches, golden_layer,
+                                      kv_fmt_cast=lambda a: np.asarray(cast(jnp.asarray(a), port.precision.cache)))
         res["layers"].append(row)
-    del hidden
-
-    n_before = len(rec.state.log)
-    ex.layer_fn = tagged_layer  # the op report's pass: every ttnn call, one at a time
-    eager = ex.forward(np.asarray(emb), caches, traced=False)
-    ex.layer_fn = fast
-    if out_dir is not None:
-        with atomic_output(out_dir / "ops.csv") as tmp:
-            written = write_op_report(tmp, rec.state.log[n_before:], backend=backend, ttnn=ns, device=device)
+    if written is not None:
         res["csv_rows"], res["csv_durations"] = written["rows"], written["durations"]
-    rec.state.sync = None
-    traced = ex.forward(np.asarray(emb), caches)
     res["traced_vs_eager_max_abs"] = float(np.max(np.abs(traced - eager)))
-    if backend == "chip":
-        res["trace_replay_ms"] = _time_replays(ex, emb, caches)
-
-    def device_step(x_t, t):
-        return ex.step(params.action_in, params.action_out, np.asarray(x_t, np.float32), t, caches)
-
-    if p.sample:
-        a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S)
-        v_dev = vs_dev[0]  # the step at (x0, t = 0) is the sample's first
-    else:
-        v_dev = device_step(x0, 0.0)
-    v_fp32 = velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source)
-    v_devg = velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source, options=opts["device"])
+    if replay_ms is not None:
+        res["trace_replay_ms"] = replay_ms
     res["step"] = {"vs_fp32": metric(v_fp32, v_dev, TARGETS["velocity"]),
                    "vs_device_golden": metric(v_devg, v_dev, TARGETS["velocity_device"])}
     if p.sample:
-        gold_a, gold_vs = golden_pair(lambda x, t: velocity(params, x, t, ctx, cfg=cfg, layers=source), np.asarray(x0),
-                                      num_steps=cfg.num_steps)
-        res["sample"] = compare_sample(device_step, np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
-    res["calls"] = len(rec.state.log)
+        res["sample"] = sample
+    res["calls"] = len(rec.state.log) + (report_calls if beside else 0)
     if isinstance(fast, FastTwin):
         res["compilations"] = fast.compilations
     return res

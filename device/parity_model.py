@@ -10,8 +10,13 @@ per-layer quantisation, and the golden's layer i is ``roll(base)`` in golden lay
 (``device.host.params_from_device``). Cache rows [0, S) are rolled along the row axis (bf16 /
 bfp8 blocks run along head_dim, so they stay whole); rows [S, Smax) hold the garbage fill.
 
-Memory: one layer of weights in three forms (fp32 base, quantised base, transient) instead of 64
-layers in fp32 next to the golden's and the emulation's copies (issue 16: 23.5 GB before).
+Both rolls are one dynamic slice of the base doubled along its last two axes (``tile2``, stored as
+bf16: every format's values are bf16 values), the golden's from the doubled base, the emulation's
+from the doubled quantised base.
+
+Memory: one layer of weights in three forms (fp32 base, the two doubled bf16 bases, two layers'
+worth each) and a transient layer, instead of 64 layers in fp32 next to the golden's and the
+emulation's copies (issue 16: 23.5 GB before).
 """
 
 from __future__ import annotations
@@ -54,12 +59,27 @@ def roll_axis(a, shift, axis: int, *, block: int = 1):
     return jnp.take(runs, idx, axis=axis, mode="clip").reshape(a.shape)
 
 
-def _roll(a, i, shape):
-    """Layer i's array from the base: rows rolled, then whole bfp blocks. Pinned (an optimization
-    barrier): XLA would otherwise fuse the gathers into every consumer (a bfp block reduce reads
-    each element 16 times), where materialising the layer once costs one copy."""
+def tile2(a) -> jax.Array:
+    """A bf16-valued array [.., R, C] doubled along its last two axes ([.., 2R, 2C]) and stored as bf16
+    (exact: every weight format's values are bf16 values), the form ``_roll`` reads."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32)  # numpy: no program compiled per shape
+    if np.any(bits & 0xFFFF):
+        raise ValueError("tile2: the array is not bf16-valued (storing it as bf16 would change it)")
+    stored = (bits >> 16).astype(np.uint16).view(jnp.bfloat16)  # a bf16 value's bits: the float32's top half
+    return jnp.asarray(np.tile(stored, (1,) * (bits.ndim - 2) + (2, 2)))
+
+
+def _roll(tiled, i, shape):
+    """Layer i's float32 array ``shape`` = [.., R, C] from the base doubled by ``tile2``: rows rolled by
+    the row shift, then whole bfp blocks by the column shift (``shifts``), as one dynamic slice of the
+    doubled base (a roll by r is the window starting at R - r), which XLA's CPU backend runs at copy
+    speed (a gather per axis costs about twice that). Pinned (an optimization barrier): XLA would
+    otherwise fuse the slice into every consumer (a bfp block reduce reads each element 16 times),
+    where materialising the layer once costs one copy."""
+    rows, cols = shape[-2:]
     r, c = shifts(i, shape)
-    return jax.lax.optimization_barrier(roll_axis(roll_axis(a, r, -2), c, -1, block=BLOCK))
+    start = (0,) * (len(shape) - 2) + ((rows - r) % rows, (cols - c) % cols)
+    return jax.lax.optimization_barrier(jax.lax.dynamic_slice(tiled, start, shape).astype(jnp.float32))
 
 
 def _cache_at(rows, i, pad: int, fill: float, fmt: str) -> jax.Array:
@@ -79,6 +99,7 @@ class GeneratedModel:
     Attributes:
       cfg, seq_len, fill: geometry, valid cache rows S, value of rows [S, Smax).
       base: device-layout arrays of one layer (fp32, bf16-valued), by device tensor name.
+      tiled: ``base`` doubled along its last two axes (``tile2``), what the golden's layers are rolled from.
       cache_rows: (k, v) [K, S, H] bf16-valued random rows.
       params: ``ExpertParams`` with ``layers=None`` (action projections, final norm; bf16-valued).
     """
@@ -87,6 +108,7 @@ class GeneratedModel:
     seq_len: int
     fill: float
     base: dict[str, jax.Array]
+    tiled: dict[str, jax.Array]
     cache_rows: tuple[jax.Array, jax.Array]
     params: ExpertParams
 
@@ -100,17 +122,18 @@ class GeneratedModel:
         k, v = init_cache_layer(k_c, cfg, seq_len, max_seq_len=seq_len)
         rest = init_params(k_p, dataclasses.replace(cfg, num_layers=1))
         params = jax.tree.map(round_bf16, dataclasses.replace(rest, layers=None))
-        return cls(cfg, seq_len, fill, base, (round_bf16(k), round_bf16(v)), params)
+        tiled = {name: tile2(a) for name, a in base.items()}
+        return cls(cfg, seq_len, fill, base, tiled, (round_bf16(k), round_bf16(v)), params)
 
     # ---- the device side ---------------------------------------------------------------------
     def device_layer(self, i: int, *, weights: str) -> dict[str, jax.Array]:
         """Layer i's device arrays, each rounded to its device format (``layer_formats(weights)``)."""
         fmts = layer_formats(weights)
-        return {name: _roll(cast(a, fmts[name]), i, a.shape) for name, a in self.base.items()}
+        return {name: _roll(tile2(cast(a, fmts[name])), i, a.shape) for name, a in self.base.items()}
 
     def host_layer(self, i: int) -> dict[str, np.ndarray]:
         """Layer i's device arrays on the host (float32, bf16-valued; ``host_tensor`` quantises them)."""
-        return {name: np.asarray(_roll(a, i, a.shape), np.float32) for name, a in self.base.items()}
+        return {name: np.asarray(_roll(self.tiled[name], i, a.shape), np.float32) for name, a in self.base.items()}
 
     def cache_layer(self, i: int, *, fmt: str = "fp32") -> tuple[jax.Array, jax.Array]:
         """Layer i's VLM cache (k, v) [K, Smax, H] in ``fmt``: rolled random rows, then the fill
@@ -122,7 +145,7 @@ class GeneratedModel:
         """Generated emulation buffers of every layer's weights (values produced per read)."""
         fmts = layer_formats(weights)
         shapes = device_shapes(self.cfg)
-        quantised = {name: cast(a, fmts[name]) for name, a in self.base.items()}
+        quantised = {name: tile2(cast(a, fmts[name])) for name, a in self.base.items()}  # quantised, then doubled
         # partials of a jitted function (i traced: one compilation per shape, not per layer), which
         # device.fast_twin generates inside its compiled layer
         roll = jax.jit(_roll, static_argnums=(2,))
@@ -145,7 +168,7 @@ class GeneratedModel:
         cfg = self.cfg
 
         def layer_at(i):
-            dev = {name: _roll(a, i, a.shape) for name, a in self.base.items()}
+            dev = {name: _roll(self.tiled[name], i, a.shape) for name, a in self.base.items()}
             ck, cv = self.cache_layer(i)
             return params_from_device(dev, cfg), ck, cv
 

@@ -52,22 +52,22 @@ def golden_states(x0: np.ndarray, velocities: np.ndarray) -> list[np.ndarray]:
     return xs
 
 
-def compare_sample(device_step, x0: np.ndarray, gold_actions: np.ndarray, gold_vs: np.ndarray,
+def compare_sample(device_steps, x0: np.ndarray, gold_actions: np.ndarray, gold_vs: np.ndarray,
                    dev_action: np.ndarray, dev_vs: np.ndarray) -> dict:
     """The three comparisons of the module docstring.
 
-    device_step: (x_t [T, A], t) -> the graph's velocity [T, A]; gold_actions / gold_vs: from
-    ``golden_pair`` (index 0: from x0, 1: perturbed); dev_action, dev_vs: the graph's own sample.
-    Step 0 of the teacher-forced and free-running comparisons is the same input (x0, t = 0): the
-    free-running velocity is reused there.
+    device_steps: (x_t [B, T, A], t [B]) -> the graph's velocities [B, T, A] at those independent
+    points (``TTExpert.steps``); gold_actions / gold_vs: from ``golden_pair`` (index 0: from x0, 1:
+    perturbed); dev_action, dev_vs: the graph's own sample. Step 0 of the teacher-forced and
+    free-running comparisons is the same input (x0, t = 0): the free-running velocity is reused there.
     """
     ts = np.asarray(flow_times(len(gold_vs)))
     xs = golden_states(x0, gold_vs[:, 0])
+    v_tf = [dev_vs[0], *device_steps(np.stack(xs[1:]), ts[1:len(xs)])] if len(xs) > 1 else [dev_vs[0]]
     steps = []
-    for k, x in enumerate(xs):
-        v_tf = dev_vs[0] if k == 0 else device_step(x, float(ts[k]))
+    for k in range(len(xs)):
         steps.append({"step": k, "t": float(ts[k]),
-                      "teacher_forced": metric(gold_vs[k, 0], v_tf, TARGETS["velocity"]),
+                      "teacher_forced": metric(gold_vs[k, 0], v_tf[k], TARGETS["velocity"]),
                       "free_running": metric(gold_vs[k, 0], dev_vs[k], None),
                       "baseline": metric(gold_vs[k, 0], gold_vs[k, 1], None)})
     return {"steps": steps,

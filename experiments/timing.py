@@ -7,6 +7,7 @@ Timings belong in benchmark scripts and the report's performance section, never 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 import time
@@ -65,3 +66,22 @@ def time_repeats(fns: Mapping[str, Callable[[], Any]], *, reps: int, warmup: int
             cpu[name].append(c)
     return {name: Timing(tuple(wall[name]), tuple(cpu[name])) for name in fns}
 
+
+
+class PhaseClock:
+    """Wall and process-CPU seconds of named phases of one run (``with clock("golden"): ...``; a phase
+    entered again adds up). ``phases``: name -> (wall s, CPU s), in first-entered order; CPU is the
+    process's (every thread's), so phases run in threads side by side count each other's. The
+    phase's code must end on host values (numpy), or the clock stops at the dispatch, not the work."""
+
+    def __init__(self):
+        self.phases: dict[str, tuple[float, float]] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        w0, c0 = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            w, c = self.phases.get(name, (0.0, 0.0))
+            self.phases[name] = (w + time.perf_counter() - w0, c + time.process_time() - c0)

@@ -3,7 +3,8 @@
 Oracle: the eager emulation itself (``TTExpert.layer`` one ttnn call at a time), on the parity
 script's generated model (weights and caches generated inside the compiled layer) at the tiny
 preset and on two layers at alpamayo_tt widths (S = 4600, Smax = 8192), both attention modes and
-both weight formats; also the cache rows each writes and a traced stack replaying the twin.
+both weight formats; also the cache rows each writes, a traced stack replaying the twin, and
+independent steps through its batched layer (``FastTwin.many``) against eager steps in order.
 """
 
 from __future__ import annotations
@@ -72,10 +73,33 @@ def test_twin_equals_eager_bit_for_bit_tiny(tiny, port):
     np.testing.assert_array_equal(ex.forward(emb, caches), ex.forward(emb, caches, traced=False))
 
 
+def _check_steps_bitwise(model: GeneratedModel, ex, ex_e, caches, caches_e, n: int):
+    """``TTExpert.steps`` through the twin's batched layer (``FastTwin.many``) against the eager steps,
+    one after another: the velocities and the cache rows the last one leaves."""
+    cfg, p = model.cfg, model.params
+    xs = np.asarray(jax.random.normal(jax.random.PRNGKey(7), (n, cfg.num_tokens, cfg.action_dim)), np.float32)
+    ts = np.linspace(0.1, 0.9, n)
+    got = ex.steps(p.action_in, p.action_out, xs, ts, caches)
+    want = [ex_e.step(p.action_in, p.action_out, x, float(t), caches_e, traced=False) for x, t in zip(xs, ts)]
+    np.testing.assert_array_equal(got, np.stack(want))
+    for i in range(cfg.num_layers):
+        for a, b in zip(caches[i], caches_e[i], strict=True):
+            np.testing.assert_array_equal(np.asarray(a.value), np.asarray(b.value), err_msg=f"cache of layer {i}")
+
+
+@pytest.mark.parametrize("port", CASES, ids=["bfp8-decode", "bf16-standard", "bfp8-cache"])
+def test_twin_steps_equal_eager_steps_bit_for_bit_tiny(tiny, port):
+    ns, ex, caches = _expert(tiny, port)
+    _, ex_e, caches_e = _expert(tiny, port)
+    ex.layer_fn = FastTwin(ex, ns)
+    _check_steps_bitwise(tiny, ex, ex_e, caches, caches_e, 3)
+
+
 def test_twin_equals_eager_bit_for_bit_alpamayo_tt_widths():
     cfg = dataclasses.replace(ExpertConfig.alpamayo_tt(), num_layers=2)
     model = GeneratedModel.build(jax.random.PRNGKey(0), cfg, 4600, fill=7.0)
-    _check_layers_bitwise(model, Port.for_expert(cfg, weights="bfp8"), (0, 1))
+    ex, ex_e, caches, caches_e = _check_layers_bitwise(model, Port.for_expert(cfg, weights="bfp8"), (0, 1))
+    _check_steps_bitwise(model, ex, ex_e, caches, caches_e, 2)
 
 
 def test_twin_rejects_a_recorder():
