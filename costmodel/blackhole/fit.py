@@ -149,7 +149,7 @@ def residuals_and_jacobian(theta, hw: Blackhole, targets, *, specs: tuple, cfg: 
 def _levenberg_marquardt(theta, theta0, whiten, hw, targets, *, specs, cfg, steps: int, precision=None,
                          free=None):
     """Minimise |W r|^2 + SIGMA_REF^2 (theta - theta0)^T precision (theta - theta0) over the ``free``
-    coordinates (default: all), W = ``whiten`` [rows, rows] (``kind_whitening``), rejecting steps that
+    coordinates (default: all), W = ``whiten`` (``kind_whitening``: ``W @ x``), rejecting steps that
     leave ``PARAM_BOUNDS``; returns theta, r, J (all rows)."""
     P = len(theta0)
     prec = np.eye(P) / PRIOR_SD**2 if precision is None else np.asarray(precision, np.float64)
@@ -310,7 +310,24 @@ def load_calibration(path: str | pathlib.Path = CALIBRATION_PATH) -> Calibration
         raise ValueError(f"calibration={str(path)!r}: {e}") from None
 
 
-def kind_whitening(rows: list[Row], weights: np.ndarray, discrepancy: Discrepancy | None) -> np.ndarray:
+@dataclasses.dataclass(frozen=True, eq=False)
+class KindWhitening:
+    """The whitening W [rows, rows] of ``kind_whitening``, applied as ``W @ x`` (x [rows] or [rows, k])
+    without forming it: diag(``weights``) less ``a`` on every (i, j) pair of one group's ``rows`` (a
+    report's rows may number 10^5, where a dense W would take n^2 floats)."""
+
+    weights: np.ndarray  # [rows]
+    groups: tuple[tuple[np.ndarray, float], ...]  # (row indices, a) per op kind
+
+    def __matmul__(self, x) -> np.ndarray:
+        x = np.asarray(x, np.float64)
+        out = self.weights.reshape((-1,) + (1,) * (x.ndim - 1)) * x
+        for idx, a in self.groups:
+            out[idx] -= a * x[idx].sum(0)
+        return out
+
+
+def kind_whitening(rows: list[Row], weights: np.ndarray, discrepancy: Discrepancy | None) -> KindWhitening:
     """Whitening W [rows, rows] of the log residuals: |W r|^2 is the fit's loss in units of SIGMA_REF^2.
 
     Without a ``discrepancy`` W = diag(``weights``): every fitted row an independent observation. With
@@ -322,18 +339,19 @@ def kind_whitening(rows: list[Row], weights: np.ndarray, discrepancy: Discrepanc
     ~tau however many rows repeat it (a report runs each op once per layer), the spread within the
     kind (its shapes) at full weight. ``weights`` [rows] is 1 for a fitted row, 0 otherwise.
     """
-    W = np.diag(np.asarray(weights, np.float64))
+    weights = np.asarray(weights, np.float64)
     if discrepancy is None:
-        return W
+        return KindWhitening(weights, ())
     kinds: dict[str, list[int]] = {}
     for i, (row, w) in enumerate(zip(rows, weights)):
         if w > 0:
             kinds.setdefault(op_kind(row.spec), []).append(i)
+    groups = []
     for idx in kinds.values():
         tau2 = max(discrepancy.var(rows[i].spec, rows[i].target) for i in idx)
         c = 1.0 - SIGMA_REF / math.sqrt(SIGMA_REF**2 + len(idx) * tau2)
-        W[np.ix_(idx, idx)] -= c / len(idx)
-    return W
+        groups.append((np.asarray(idx), c / len(idx)))
+    return KindWhitening(weights, tuple(groups))
 
 
 def fit(rows: list[Row] | None = None, *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
