@@ -282,9 +282,10 @@ def port_step_ms(cal: fitting.Calibration, hw: Blackhole) -> float:
     return evaluate(hw, cal.params, BlackholeConfig.for_expert(cfg), cfg=cfg)["step_ms"]
 
 
-def calibration_guards(cal: fitting.Calibration, prior: fitting.Calibration, hw: Blackhole) -> list[str]:
+def calibration_guards(cal: fitting.Calibration, prior: fitting.Calibration, steps_ms: dict[str, float]) -> list[str]:
     """Warnings for a refit that moved a launch constant > ``GUARD_LAUNCH_FACTOR``x or the port's
-    predicted step by > ``GUARD_PORT_STEP`` against ``prior`` (the stored calibration)."""
+    predicted step by > ``GUARD_PORT_STEP`` against ``prior`` (the stored calibration); ``steps_ms``:
+    ``port_step_ms`` under each, {'fitted', 'stored'}."""
     out = []
     for k in PARAM_NAMES:
         if k.startswith("launch_"):
@@ -292,7 +293,7 @@ def calibration_guards(cal: fitting.Calibration, prior: fitting.Calibration, hw:
             if max(new / old, old / new) > GUARD_LAUNCH_FACTOR:
                 out.append(f"{k} moved x{new / old:.2f} ({old:.3g} -> {new:.3g} us; guard {GUARD_LAUNCH_FACTOR:g}x): "
                            "a launch constant absorbing time the model does not describe")
-    new, old = port_step_ms(cal, hw), port_step_ms(prior, hw)
+    new, old = steps_ms["fitted"], steps_ms["stored"]
     if abs(new / old - 1) > GUARD_PORT_STEP:
         out.append(f"the port's predicted step moved {100 * (new / old - 1):+.1f}% ({old:.2f} -> {new:.2f} ms; guard "
                    f"{100 * GUARD_PORT_STEP:g}%)")
@@ -338,7 +339,9 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
         cal = fitting.fit(rows, steps=args.steps, hw=hw, prior=prior, discrepancy=None if prior is None else "stored")
     except ValueError as e:
         p.error(str(e))
-    guards = calibration_guards(cal, prior, hw) if prior is not None else []
+    # the port's step under both calibrations: the guard's, the JSON's and the text's numbers
+    steps_ms = None if prior is None else {"fitted": port_step_ms(cal, hw), "stored": port_step_ms(prior, hw)}
+    guards = calibration_guards(cal, prior, steps_ms) if prior is not None else []
     problems = list(cal.info["warnings"]) + guards
     if problems and args.strict:
         p.error("; ".join(problems) + " (--strict)")
@@ -350,7 +353,7 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
     if args.json:  # the calibration document, with the guards' verdict for scripts (from_json ignores it)
         doc = {**cal.to_json(), "guards": guards}
         if prior is not None:
-            doc["port_step_ms"] = {"fitted": port_step_ms(cal, hw), "stored": port_step_ms(prior, hw)}
+            doc["port_step_ms"] = steps_ms
         print(dumps_strict(doc, indent=1))
         return doc
     print(fitting.format_report(table))
@@ -365,8 +368,8 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
         print(f"  {k:24s} {getattr(cal.params, k):12.5g} {pi['unit']:8s} x/ {math.exp(cal.cov[i, i] ** 0.5):6.2f}"
               f"  {pi['meaning']}{tag}")
     if prior is not None:
-        print(f"\nport step ({hw.name}): {port_step_ms(cal, hw):.2f} ms with this calibration, "
-              f"{port_step_ms(prior, hw):.2f} ms with the stored one")
+        print(f"\nport step ({hw.name}): {steps_ms['fitted']:.2f} ms with this calibration, "
+              f"{steps_ms['stored']:.2f} ms with the stored one")
     if out is not None:
         print(f"\nwrote {out}")
     return cal.to_json()
