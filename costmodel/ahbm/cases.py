@@ -390,19 +390,19 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         bb["hbm"] = bb["hbm"] + io(full_rows, pes[1][1])
         return {k: ba[k] + ta[k] - tf[k] for k in ba}, bb
 
-    def pe_busy(p):  # a roofline is one PE's total over the blocks (a step's time its busiest PE's)
-        ba, bb = pe_busy_blocks(p)
+    def pe_busy(ba, bb):  # a roofline is one PE's total over the blocks (a step's time its busiest PE's)
         return {k: jnp.where(has_b[..., 0], mx(blocks_sum(ba[k]), blocks_sum(bb[k])), blocks_sum(ba[k])) for k in ba}
 
     blocks_sum = lambda x: jnp.sum(x, -1)
     work = sum(w[i] * block_work(p) for i, p in enumerate(PIPELINES))
-    busy = [pe_busy(p) for p in PIPELINES]
+    per_block = [pe_busy_blocks(p) for p in PIPELINES]
+    busy = [pe_busy(ba, bb) for ba, bb in per_block]
     stage = jnp.where(fits, 0.0, block_bytes / hbm_rate(hw))  # the receivers' HBM write of a staged block
     if relax is None:
         # staged blocks: a PE's controller also writes the next block (its buffer frees when the step
         # before this one ends, so the write falls in this step) and reads 1 / P of this one to forward
         # it: a step is at least its busiest PE's tile traffic plus that staging
-        hbm_blk = sum(w[i] * mx(*(x["hbm"] for x in pe_busy_blocks(p))) for i, p in enumerate(PIPELINES))
+        hbm_blk = sum(w[i] * mx(ba["hbm"], bb["hbm"]) for i, (ba, bb) in enumerate(per_block))
         work = jnp.where(fits[..., None], work, mx(work, hbm_blk + stage[..., None] * (1.0 + 1.0 / ex(P))))
     init = jnp.where(fits, dma_time(hw, block_bytes), 0.0)  # TCM-held: each PE first loads its own block
     end, wait = _ring_recurrence([work[..., b] for b in range(C)], xfer, lat, stage, init, C, depth, mx)
