@@ -126,11 +126,6 @@ class GeneratedModel:
         return cls(cfg, seq_len, fill, base, tiled, (round_bf16(k), round_bf16(v)), params)
 
     # ---- the device side ---------------------------------------------------------------------
-    def device_layer(self, i: int, *, weights: str) -> dict[str, jax.Array]:
-        """Layer i's device arrays, each rounded to its device format (``layer_formats(weights)``)."""
-        fmts = layer_formats(weights)
-        return {name: _roll(tile2(cast(a, fmts[name])), i, a.shape) for name, a in self.base.items()}
-
     def host_layer(self, i: int) -> dict[str, np.ndarray]:
         """Layer i's device arrays on the host (float32, bf16-valued; ``host_tensor`` quantises them)."""
         return {name: np.asarray(_roll(self.tiled[name], i, a.shape), np.float32) for name, a in self.base.items()}
