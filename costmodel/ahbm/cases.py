@@ -72,23 +72,67 @@ def _bilinear(table, x, y):
 
 
 def _reduce_cost(hw: AHBM, payload_bytes, merge_rows, head_dim: int):
-    """Cost (us) of one unit of each ``counts.PATH_COLUMNS`` entry."""
-    unit2 = US * payload_bytes / hw.ipcq_bytes_per_s
-    unit1 = US * payload_bytes / hw.cube_noc_bytes_per_s
+    """Cost (us) of one unit of each ``counts.PATH_COLUMNS`` entry (``payload_bytes``: the whole
+    (O, m, l) triplet; O is ``merge_rows`` x ``head_dim`` fp32, m and l ``merge_rows`` fp32 each)."""
+    small = merge_rows * ACC_BYTES
+    big = payload_bytes - 2.0 * small
     merge = _math_s(hw, merge_rows * (MERGE_ELEMS_PER_ROW * head_dim + MERGE_ELEMS_ROW_FIXED))
-    return jnp.stack(jnp.broadcast_arrays(US * hw.dma_local_latency_s, unit2, US * hw.cube_noc_transaction_s, unit1,
-                                          US * hw.cube_hop_latency_s, merge, US * hw.cpu_issue_s))
+    return jnp.stack(jnp.broadcast_arrays(
+        US * hw.dma_local_latency_s, US * big / hw.ipcq_bytes_per_s, US * hw.cube_noc_transaction_s,
+        US * big / hw.cube_noc_bytes_per_s, US * hw.cube_hop_latency_s, merge, US * hw.cpu_issue_s,
+        US * small / hw.ipcq_bytes_per_s, US * small / hw.cube_noc_bytes_per_s))
+
+
+def replay_unit(cost) -> tuple | None:
+    """The reduce's column costs (``_reduce_cost``) as the replay order's key (``counts._reduce_graph``:
+    which transfer a queue serves first depends on the rates): the values to 3 significant digits
+    when they are concrete; None under a trace (a gradient or vmap over the hardware), where the
+    default order (``counts.LINKS_LIMIT``) serves, exact wherever the rates replay to it."""
+    if isinstance(cost, jax.core.Tracer):
+        return None
+    return tuple(float(f"{float(x):.3g}") for x in np.asarray(cost))
+
+
+def _concrete_grid_point(cubes, pes) -> tuple[int, int] | None:
+    """(C, P) when both are concrete grid values, else None (traced or relaxed knobs)."""
+    if isinstance(cubes, jax.core.Tracer) or isinstance(pes, jax.core.Tracer):
+        return None
+    C, P = float(cubes), float(pes)
+    if C in counts.C_GRID and P in counts.P_GRID:
+        return int(C), int(P)
+    return None
+
+
+def _rank_starts(point: tuple[int, int], segments: list, placement: str) -> list | None:
+    """Each physical rank's sweep end from ``sweep_then_reduce``'s segments, or None when one is
+    traced."""
+    values = [x for _, t, sw in segments for x in (t, sw)]
+    if any(isinstance(x, jax.core.Tracer) for x in values):
+        return None
+    R = point[0] * point[1]
+    order = counts.rank_order(*point, placement)
+    starts = [0.0] * R
+    for name, t, sweep in segments:
+        t = int(np.clip(round(float(t)), 0, R))
+        span = {"prefix": range(t), "single": range(t, min(t + 1, R)), "suffix": range(t, R)}[name]
+        for pos in span:
+            starts[order[pos]] = float(sweep)
+    return starts
 
 
 def reduce_time(hw: AHBM, cubes, pes, payload_bytes, merge_rows, head_dim: int, kind: str, orientation: str, *,
                 relax: Relax | None):
     """Data-driven reduce latency when every rank ends its sweep at once, over the plan's critical
     paths (``counts.reduce_paths``, with per-round link contention), bilinear in (log2 C, log2 P)
-    between the plans at powers of two (exact there). Returns (latency, busiest CUBE-NOC
-    resource's busy time)."""
+    between the plans at powers of two (exact there; at concrete hardware and (C, P), the queue
+    order replayed at its own rates). Returns (latency, busiest CUBE-NOC resource's busy time)."""
     cost = _reduce_cost(hw, payload_bytes, merge_rows, head_dim)
     unit1 = US * payload_bytes / hw.cube_noc_bytes_per_s
-    paths = jnp.asarray(counts.reduce_table(kind, orientation))  # [5, 4, k, 7]
+    unit, point = replay_unit(cost), _concrete_grid_point(cubes, pes)
+    if unit is not None and point is not None and relax is None:
+        paths = jnp.asarray(counts.reduce_paths(*point, kind, orientation, unit))
+        return jnp.max(paths @ cost), counts.link_load(*point, kind, orientation) * unit1
+    paths = jnp.asarray(counts.reduce_table(kind, orientation))  # [5, 4, k, 9]
     per_path = paths @ cost  # [5, 4, k]
     if relax is None or per_path.shape[-1] == 1:
         grid = jnp.max(per_path, axis=-1)
@@ -103,14 +147,25 @@ def reduce_time(hw: AHBM, cubes, pes, payload_bytes, merge_rows, head_dim: int, 
 def sweep_then_reduce(hw: AHBM, cubes, pes, segments: list, payload_bytes, merge_rows, head_dim: int, kind: str,
                       orientation: str, placement: str):
     """Exact end (us) of the data-driven reduce when ranks finish their sweeps at their own times:
-    max over the placement's rank segments (``counts.segment_tables``; ``segments`` lists
+    max over the placement's rank segments (``counts.segment_rows``; ``segments`` lists
     (segment name, index t, sweep end of its ranks)) of the sweep end plus the segment's longest
-    path from those ranks (max-plus over ranks; C, P powers of two)."""
-    rows, nonempty = (jnp.asarray(a) for a in counts.segment_tables(kind, orientation, placement))
+    path from those ranks (max-plus over ranks; C, P powers of two). At concrete hardware and
+    (C, P) the queue order is replayed at its own rates, else the default order's tables serve."""
     cost = _reduce_cost(hw, payload_bytes, merge_rows, head_dim)
+    unit, point = replay_unit(cost), _concrete_grid_point(cubes, pes)
+    end = 0.0
+    starts = _rank_starts(point, segments, placement) if unit is not None and point is not None else None
+    if starts is not None:  # every rank's own start: replay the order from them, price each rank's paths
+        per = counts.origin_paths(*point, kind, orientation, unit, tuple(float(f"{x:.4g}") for x in starts))
+        k = max(len(p) for p in per)
+        rows = np.zeros((len(per), k, len(counts.PATH_COLUMNS)))
+        for r, p in enumerate(per):
+            rows[r, : len(p)] = p
+        sweep = jnp.stack([jnp.asarray(x, dtype=jnp.float32) for x in starts])
+        return jnp.max(sweep + jnp.max(jnp.asarray(rows) @ cost, axis=-1))
+    rows, nonempty = (jnp.asarray(a) for a in counts.segment_tables(kind, orientation, placement))
     ic = jnp.clip(jnp.round(jnp.log2(cubes)), 0, len(counts.C_GRID) - 1).astype(jnp.int32)
     ip = jnp.clip(jnp.round(jnp.log2(pes)), 0, len(counts.P_GRID) - 1).astype(jnp.int32)
-    end = 0.0
     for name, t, sweep in segments:
         seg = counts.SEGMENTS.index(name)
         ti = jnp.clip(t, 0, rows.shape[3] - 1).astype(jnp.int32)

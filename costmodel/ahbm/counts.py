@@ -13,7 +13,10 @@ pipeline fill); ``single`` counts visits of exactly one tile (no steady state).
 
 from __future__ import annotations
 
+import collections
 import functools
+import heapq
+import itertools
 
 import jax.numpy as jnp
 import numpy as np
@@ -197,7 +200,10 @@ def reduce_rounds(C: int, P: int, kind: str, orientation: str = "wide") -> tuple
     return tuple(rounds), plan.root, plan.sends
 
 
-PATH_COLUMNS = ("l2_messages", "l2_units", "l1_messages", "l1_units", "hops", "merges", "issues")
+PATH_COLUMNS = ("l2_messages", "l2_units", "l1_messages", "l1_units", "hops", "merges", "issues", "l2_small", "l1_small")
+# a message is the (O, m, l) triplet, three transfers (see SEND_ISSUES): *_units counts O-sized
+# transfers (B G d fp32), *_small the m- and l-sized ones (B G fp32)
+PARTS = ("O", "m", "l")
 # CPU issues of the reduce (ADR-0060 section 4): the (m, l, O) triplet goes as three tl.sends and
 # arrives as three tl.recvs ("sent as separate tl.sends"); merge() is maximum, two (sub, exp),
 # l_a * sa, l_b * sb, +, O_a * sa, O_b * sb, + (11 primitive ops)
@@ -206,91 +212,177 @@ RECV_ISSUES = 3
 MERGE_ISSUES = 11
 
 
-def _resources(s: int, d: int, lv: int, P: int, cols: int) -> list[tuple]:
-    """Queues a message holds while it transfers: Level-2 the sender's IPCQ tx and the receiver's
-    rx port; Level-1 the source CUBE's NOC injection port, each directed link of its XY route and
-    the destination CUBE's ejection port."""
+def _route(s: int, d: int, lv: int, P: int, cols: int) -> list[tuple]:
+    """Queues a message holds while it transfers, in the order it takes them: Level-2 the sender's
+    IPCQ tx and the receiver's rx port; Level-1 the source CUBE's NOC injection port, each directed
+    link of its XY route and the destination CUBE's ejection port (cut-through)."""
     if lv == 2:
         return [("tx", s), ("rx", d)]
     a, b = s // P, d // P
-    return [("inj", a), ("ej", b), *(("link", ln) for ln in xy_route(a, b, cols))]
-
-
-def _service_order(rnd, P: int) -> list[int]:
-    """Indices of a round's messages in the order its queues serve them: a message reaches its
-    route's later queues (links, ejection / rx port) once its first one (injection / tx port)
-    granted it, so those serve first-in-queue messages of every source before second ones (plan
-    order breaks ties); plan order throughout would convoy the round behind its first message."""
-    seen: dict = {}
-    pos = []
-    for s, _d, lv, *_ in rnd:
-        first = ("tx", s) if lv == 2 else ("inj", s // P)
-        seen[first] = seen.get(first, 0) + 1
-        pos.append(seen[first])
-    return sorted(range(len(rnd)), key=lambda i: (pos[i], i))
+    return [("inj", a), *(("link", ln) for ln in xy_route(a, b, cols)), ("ej", b)]
 
 
 def _vec(**kw) -> tuple:
     return tuple(kw.get(c, 0) for c in PATH_COLUMNS)
 
 
+# the replay's column costs when the caller has none: a transfer one unit, an m / l part 1 / 64 of
+# it, nothing else any time (the links-bound limit)
+LINKS_LIMIT = tuple(float(x) for x in _vec(l1_units=1, l2_units=1, l1_small=1 / 64, l2_small=1 / 64))
+
+
 @functools.cache
-def _reduce_graph(C: int, P: int, kind: str, orientation: str):
+def _reduce_graph(C: int, P: int, kind: str, orientation: str, unit: tuple = LINKS_LIMIT,
+                  offsets: tuple | None = None):
     """The data-driven reduce as a max-plus graph: (predecessors per node as (node, weight row)
     lists, each rank's start node, the end nodes). Every rank runs its rounds in order: its sends
     (its state when it reaches the round; the i-th triplet leaves after 3 i + 1 tl.send issues)
     go out at once, each receive waits for the message (3 tl.recvs) and merges it on the rank's
-    MATH engine (11 issues, then the merge). A message holds its resources (``_resources``, FIFO
-    queues served in ``_service_order``) for one payload transfer: it starts at the later of its
-    send and each resource's previous transfer ending, and lands its latency after the transfer.
-    Node times are maxima over predecessors of (predecessor time + weight row . column costs)."""
+    MATH engine (11 issues, then the merge). Each part of a triplet (``PARTS``) is a transfer
+    that holds its route's queues (``_route``) for its size: it starts at the later of its send
+    and each queue's previous transfer ending, and lands its latency after the transfer. Node times are maxima over predecessors of
+    (predecessor time + weight row . column costs).
+
+    Which transfer a queue serves first is a matter of timing: a message's header takes its
+    route's queues in order, one per step, holding each one it got while it waits for the next
+    (the NOC cannot preempt a cut-through path), and a queue serves requests first come, first
+    served; at one instant, a header fewer steps from a queue gets there first. So a link can
+    carry a later round's message of a rank that ran ahead before an earlier round's one, a
+    message waiting for a busy link keeps its injection port from the CUBE's other PEs, and the
+    small m / l parts of a triplet can queue behind another rank's O. The order is read off a
+    replay of the reduce at column costs ``unit`` (the hardware's, ``cases.replay_unit``) from the
+    ranks' sweep ends ``offsets`` (all at once when None; same-instant events in the order they
+    arose, ranks in rank order); the graph prices that order at any rates (and start times),
+    exactly wherever they replay to the same order."""
+    unit = np.asarray(unit, dtype=np.float64)
     rounds, root, _ = reduce_rounds(C, P, kind, orientation)
     cols = mesh_of(C, orientation)[1]
     R = C * P
     preds: list = []
+    when: list = []  # replay time of each node
 
     def node(*edges):
         preds.append(list(edges))
+        when.append(max((when[n] + float(np.dot(w, unit)) for n, w in edges), default=0.0))
         return len(preds) - 1
 
     starts = [node() for _ in range(R)]
+    if offsets is not None:  # the ranks' sweep ends (replay time only: the graph prices from each start)
+        when[:R] = [float(x) for x in offsets]
     front = list(starts)
-    free: dict = {}  # resource -> node at which its last transfer ended
-    recv_own = _vec(issues=RECV_ISSUES + MERGE_ISSUES, merges=1)  # max(own + 1 recv issue, landed) + rest
-    for rnd in rounds:
-        pre = {s: front[s] for s, *_ in rnd}
-        sent: dict = {}
-        landed = [None] * len(rnd)
-        ready = []
-        for s, *_ in rnd:
-            ready.append((pre[s], _vec(issues=SEND_ISSUES * sent.get(s, 0) + 1)))
-            sent[s] = sent.get(s, 0) + 1
-        for s, n in sent.items():  # the sender's CPU issued its triplets before its receives
-            front[s] = node((pre[s], _vec(issues=SEND_ISSUES * n)))
-        for i in _service_order(rnd, P):
-            s, d, lv, h, _u = rnd[i]
-            res = _resources(s, d, lv, P, cols)
-            start = node(ready[i], *((free[x], _vec()) for x in res if x in free))
-            end = node((start, _vec(l2_units=1) if lv == 2 else _vec(l1_units=1)))
-            for x in res:
-                free[x] = end
-            lat = _vec(l2_messages=1) if lv == 2 else _vec(l1_messages=1, hops=h)
-            landed[i] = (end, lat)
-        for i, (s, d, *_) in enumerate(rnd):  # receives in plan order
-            end, lat = landed[i]
-            arrive = tuple(a + b for a, b in zip(lat, _vec(issues=RECV_ISSUES - 1 + MERGE_ISSUES, merges=1)))
-            front[d] = node((front[d], recv_own), (end, arrive))
+    sends = [[[] for _ in rounds] for _ in range(R)]  # rank -> round -> message indices, plan order
+    recvs = [[[] for _ in rounds] for _ in range(R)]
+    for k, rnd in enumerate(rounds):
+        for i, (s, d, *_) in enumerate(rnd):
+            sends[s][k].append(i)
+            recvs[d][k].append(i)
+    events: list = []  # (time, sequence, action, args): same-time events in the order they arose
+    seq = itertools.count()
+
+    def at(t, action, *args):
+        heapq.heappush(events, (t, next(seq), action, args))
+
+    holder: dict = {}  # queue -> message holding it
+    waiting: dict = {}  # queue -> messages waiting for it, first come first
+    last_end: dict = {}  # queue -> end node of its last transfer
+    got: dict = {}  # message -> queues held so far
+    ready: dict = {}  # message -> (node, weight row) of its send
+    landed: dict = {}  # message -> (end node, latency row)
+    blocked: dict = {}  # message -> (rank, round, receive index) waiting for it
+    taken: set = set()  # parts received
+
+    def route_of(key):
+        s, d, lv, *_ = rounds[key[0]][key[1]]
+        return _route(s, d, lv, P, cols)
+
+    def advance(key, t):  # one step of the message's header: take its next queue, or start
+        route = route_of(key)
+        if len(got[key]) < len(route):
+            q = route[len(got[key])]
+            if q in holder:
+                waiting.setdefault(q, collections.deque()).append(key)
+                return
+            holder[q] = key
+            got[key].append(q)
+            at(t, "send", key)
+            return
+        start = node(ready[key], *((last_end[q], _vec()) for q in route if q in last_end))
+        lv, h = rounds[key[0]][key[1]][2:4]
+        size = ("l2_units" if lv == 2 else "l1_units") if key[2] == 0 else ("l2_small" if lv == 2 else "l1_small")
+        end = node((start, _vec(**{size: 1})))
+        for q in route:
+            last_end[q] = end
+        lat = _vec(l2_messages=1) if lv == 2 else _vec(l1_messages=1, hops=h)
+        at(when[end], "done", key, end, lat)
+
+    def receive(r, k, j):
+        while j < len(recvs[r][k]):
+            for part in range(len(PARTS)):  # tl.recv of each part in turn, then the merge
+                key = (k, recvs[r][k][j], part)
+                if key not in landed:
+                    blocked[key] = (r, k, j)
+                    return
+                if key in taken:
+                    continue
+                end, lat = landed[key]
+                taken.add(key)
+                front[r] = node((front[r], _vec(issues=1)), (end, lat))
+            front[r] = node((front[r], _vec(issues=MERGE_ISSUES, merges=1)))
+            j += 1
+        if k + 1 < len(rounds):
+            at(when[front[r]], "round", r, k + 1)
+
+    def round_(r, k):
+        pre = front[r]
+        mine = sends[r][k]
+        for n, i in enumerate(mine):  # the triplets go out before the receives, part by part
+            for part in range(len(PARTS)):
+                key = (k, i, part)
+                ready[key], got[key] = (pre, _vec(issues=SEND_ISSUES * n + part + 1)), []
+                at(when[pre] + float(np.dot(ready[key][1], unit)), "send", key)
+        if mine:
+            front[r] = node((pre, _vec(issues=SEND_ISSUES * len(mine))))
+        receive(r, k, 0)
+
+    for r in range(R):
+        if rounds:
+            at(when[starts[r]], "round", r, 0)
+    while events:
+        t, _, action, args = heapq.heappop(events)
+        if action == "round":
+            round_(*args)
+        elif action == "send":
+            advance(args[0], t)
+        elif action == "done":  # each queue passes to its first waiter at once; the message lands after
+            key, end, lat = args
+            for q in got.pop(key):
+                del holder[q]
+                if waiting.get(q):
+                    nxt = waiting[q].popleft()
+                    holder[q] = nxt
+                    got[nxt].append(q)
+                    at(t, "send", nxt)
+            at(t + float(np.dot(lat, unit)), "land", key, end, lat)
+        else:
+            key, end, lat = args
+            landed[key] = (end, lat)
+            if key in blocked:
+                receive(*blocked.pop(key))
+    if holder or blocked or len(taken) != len(landed):
+        raise RuntimeError(f"reduce replay did not finish ({kind}, C={C}, P={P})")
     ends = [front[root]] if kind == "tree" else list(front)
     return preds, starts, ends
 
 
 @functools.cache
-def origin_paths(C: int, P: int, kind: str, orientation: str = "wide") -> tuple:
+def origin_paths(C: int, P: int, kind: str, orientation: str = "wide", unit: tuple = LINKS_LIMIT,
+                 offsets: tuple | None = None) -> tuple:
     """Critical-path candidates from each rank's sweep end to the reduce's end: one array per rank
     (rows over ``PATH_COLUMNS``), so the latency of ranks that finish their sweeps at times t_r is
     max_r (t_r + max over rank r's rows of the row's linear cost). Computed backwards over
-    ``_reduce_graph``; only Pareto-maximal rows are kept (capped, see ``_FRONT_CAP``)."""
-    preds, starts, ends = _reduce_graph(C, P, kind, orientation)
+    ``_reduce_graph`` (its queue order replayed at column costs ``unit``); only Pareto-maximal
+    rows are kept (capped, see ``_FRONT_CAP``)."""
+    preds, starts, ends = _reduce_graph(C, P, kind, orientation, unit, offsets)
     width = len(PATH_COLUMNS)
     pending: list = [[] for _ in preds]  # row blocks reaching each node from its successors
     for e in ends:
@@ -317,9 +409,9 @@ def rank_order(C: int, P: int, placement: str) -> list[int]:
     return [(i % C) * P + (i // C) % P for i in range(R)]
 
 
-def reduce_paths(C: int, P: int, kind: str, orientation: str = "wide") -> np.ndarray:
+def reduce_paths(C: int, P: int, kind: str, orientation: str = "wide", unit: tuple = LINKS_LIMIT) -> np.ndarray:
     """Critical-path candidates of the reduce when every rank finishes its sweep at once."""
-    return _pareto(np.concatenate(origin_paths(C, P, kind, orientation)))
+    return _pareto(np.concatenate(origin_paths(C, P, kind, orientation, unit)))
 
 
 # Large plans (C x P = 128, all-reduce) grow Pareto fronts of thousands of rows; a front is capped
@@ -353,34 +445,42 @@ SEGMENTS = ("prefix", "single", "suffix")
 
 
 @functools.cache
+def segment_rows(C: int, P: int, kind: str, orientation: str = "wide", placement: str = "round_robin",
+                 unit: tuple = LINKS_LIMIT) -> tuple[np.ndarray, np.ndarray]:
+    """(rows [3, R + 1, k, len(PATH_COLUMNS)], nonempty [3, R + 1]): for segment ``SEGMENTS`` and
+    index t = 0..R the Pareto rows of the ranks ``rank_order``[:t] (prefix), [t] (single) and [t:]
+    (suffix), zero-padded to k rows; empty segments flagged 0, their rows zero."""
+    per = origin_paths(C, P, kind, orientation, unit)
+    order = rank_order(C, P, placement)
+    R = C * P
+    empty = np.zeros((0, len(PATH_COLUMNS)))
+    pre, suf = [empty], [empty]
+    for t in range(R):
+        pre.append(_pareto(np.concatenate([pre[-1], per[order[t]]])))
+        suf.append(_pareto(np.concatenate([suf[-1], per[order[R - 1 - t]]])))
+    segs = [pre, [per[order[t]] for t in range(R)] + [empty], suf[::-1]]
+    k = max(len(v) for seg in segs for v in seg)
+    rows = np.zeros((3, R + 1, k, len(PATH_COLUMNS)))
+    for g, seg in enumerate(segs):
+        for t, v in enumerate(seg):
+            rows[g, t, : len(v)] = v
+    return rows, np.array([[float(len(v) > 0) for v in seg] for seg in segs])
+
+
+@functools.cache
 def segment_tables(kind: str, orientation: str = "wide", placement: str = "round_robin") -> tuple:
     """(rows [len(C_GRID), len(P_GRID), 3, R_max + 2, k, len(PATH_COLUMNS)], nonempty [..., 3, R_max + 2]):
-    for segment ``SEGMENTS`` and index t the Pareto rows of the ranks ``rank_order``[:t] (prefix),
-    [t] (single) and [t:] (suffix); empty segments (t past R) are flagged, their rows zero."""
+    ``segment_rows`` of every grid (C, P) at the default replay order, stacked for traced (C, P);
+    segments past R are flagged empty, their rows zero."""
     R_max = C_GRID[-1] * P_GRID[-1]
-    sets = {}
-    for i, C in enumerate(C_GRID):
-        for j, P in enumerate(P_GRID):
-            per = origin_paths(C, P, kind, orientation)
-            order = rank_order(C, P, placement)
-            R = C * P
-            empty = np.zeros((0, len(PATH_COLUMNS)))
-            pre, suf = [empty], [empty]
-            for t in range(R):
-                pre.append(_pareto(np.concatenate([pre[-1], per[order[t]]])))
-                suf.append(_pareto(np.concatenate([suf[-1], per[order[R - 1 - t]]])))
-            suf = suf[::-1]
-            for t in range(R_max + 2):
-                sets[i, j, 0, t] = pre[t] if t <= R else empty
-                sets[i, j, 1, t] = per[order[t]] if t < R else empty
-                sets[i, j, 2, t] = suf[t] if t <= R else empty
-    k = max(len(v) for v in sets.values())
+    sets = {(i, j): segment_rows(C, P, kind, orientation, placement)
+            for i, C in enumerate(C_GRID) for j, P in enumerate(P_GRID)}
+    k = max(r.shape[2] for r, _ in sets.values())
     rows = np.zeros((len(C_GRID), len(P_GRID), 3, R_max + 2, k, len(PATH_COLUMNS)))
     nonempty = np.zeros(rows.shape[:4])
-    for key, v in sets.items():
-        if len(v):
-            rows[key][: len(v)] = v
-            nonempty[key] = 1.0
+    for (i, j), (r, f) in sets.items():
+        rows[i, j, :, : r.shape[1], : r.shape[2]] = r
+        nonempty[i, j, :, : f.shape[1]] = f
     return rows, nonempty
 
 
