@@ -120,3 +120,27 @@ def test_the_writer_writes_the_layout_the_reader_reads_back(tmp_path, kind, layo
 def test_sharded_forms_the_model_does_not_price_are_skipped_with_the_reason(tmp_path, edit, reason):
     line, _ = one_line(TRACED_DECODE[0], tmp_path / "skip.csv", _out_proj, edit)
     assert line.status != MODELLED and reason in line.status, line.status
+
+
+@pytest.mark.parametrize("memory,column", [("dram", "DEV_0_DRAM_INTERLEAVED"), ("l1", "DEV_0_L1_INTERLEAVED")])
+def test_whatif_in0_memory_is_the_row_read_with_that_memory(tmp_path, memory, column):
+    """``whatif --change in0_memory=...`` on the real line prices what the reader makes of the same line
+    with its INPUT_0_MEMORY column edited to that memory (an independent path to the changed spec)."""
+    from costmodel.blackhole.report_plan import changed_spec, whatif_row
+
+    line, _ = one_line(TRACED_DECODE[0], tmp_path / "a.csv", _out_proj)
+    edited, _ = one_line(TRACED_DECODE[0], tmp_path / "b.csv", _out_proj, lambda r: r.update({"INPUT_0_MEMORY": column}))
+    assert edited.status == MODELLED and not edited.spec.in0_sharded
+    assert changed_spec(line.spec, {"in0_memory": memory}, HW) == edited.spec
+    res = whatif_row(read_report(tmp_path / "a.csv"), line.line, {"in0_memory": memory}, load_calibration())
+    fit = load_calibration().params
+    assert res["after_us"] == pytest.approx(float(KernelSpec(edited.spec).us(HW, ops.kernel_only(fit))), rel=1e-4)
+    assert res["after_us"] >= res["predicted_us"]  # moving in0 off its shards is never priced faster
+
+
+def test_whatif_in0_memory_refuses_a_bad_value(tmp_path):
+    from costmodel.blackhole.report_plan import changed_spec
+
+    line, _ = one_line(TRACED_DECODE[0], tmp_path / "a.csv", _out_proj)
+    with pytest.raises(ValueError, match="in0_memory='sharded'"):
+        changed_spec(line.spec, {"in0_memory": "sharded"}, HW)
