@@ -471,7 +471,8 @@ def whatif_main(argv: list[str]) -> int:
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
     p.add_argument("--line", type=positive_int, required=True, help="the row's line in the CSV (header = line 1)")
     p.add_argument("--change", action="append", default=[], metavar="FIELD=VALUE", required=True,
-                   help=f"repeatable; FIELD one of {[*rp.CONFIG_FIELDS, *rp.SPEC_FIELDS]}")
+                   help=f"repeatable; FIELD one of {[*rp.CONFIG_FIELDS, *rp.SPEC_FIELDS]}, or in0_memory "
+                        f"(a 1D / 2D multicast matmul's activation: one of {list(rp.IN0_MEMORY)})")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     p.add_argument("--json", action="store_true", help="print JSON")
 

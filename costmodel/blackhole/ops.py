@@ -157,10 +157,39 @@ def overlap(fit: FitParams, *stage_us):
 
 
 # ---- matmul (1D multicast; config type and legality: program_config) ------------------------------
+def in0_block_us(hw: Blackhole, fit: FitParams, *, rows, tiles, nbytes, readers, in0_l1: bool, in0_sharded: bool,
+                 relax: Relax | None):
+    """Time for the core that supplies one in0 (activation) block of a 1D / 2D multicast matmul to
+    have it in its circular buffer, us: ``tiles`` pages (``nbytes`` bytes) in ``rows`` tile rows,
+    while ``readers`` cores read blocks of the same size. By where in0 lives:
+
+      * DRAM-interleaved: a read at the core's rate or its share of the bandwidth (``read_us``);
+      * L1-interleaved (``in0_l1``): pages over the NoC (``l1_read_us``);
+      * L1-sharded (``in0_sharded``): the block is in the supplying core's own shard, nothing crosses
+        the NoC or touches DRAM. One tile row is used in place (the circular buffer's read pointer
+        walks the shard); a block of several tile rows narrower than the shard is first copied row by
+        row into the circular buffer with local ``noc_async_read``s and a barrier (``extract_shard_sub_blocks``
+        of tenstorrent/tt-metal ttnn/cpp/ttnn/operations/matmul/device/kernels/dataflow/
+        reader_bmm_tile_layout_in0_sender_padding.cpp @ 9a1eac16 and
+        reader_bmm_tile_layout_in0_sender_receiver_padding_block_sharded.cpp @ 07fd76c5), priced as an
+        L1 read of the block. The report does not carry the input's shard width, so a block of several
+        rows is taken to be narrower than its shard (the copy is paid; when the block is the whole shard
+        width the kernel skips it, one local L1 read per block less).
+    """
+    if in0_l1 and in0_sharded:
+        raise ValueError("in0_l1=True and in0_sharded=True: in0 is either L1-interleaved or L1-sharded; expected at "
+                         "most one of them")
+    if in0_sharded:  # where, not if: rows may be a traced knob (per_core_M) under the relaxed evaluator
+        return jnp.where(jnp.asarray(rows) > 1, l1_read_us(hw, fit, tiles, nbytes, relax=relax), 0.0)
+    if in0_l1:
+        return l1_read_us(hw, fit, tiles, nbytes, relax=relax)
+    return read_us(hw, fit, tiles, nbytes, readers, relax=relax)
+
+
 def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
               weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
-              fused_activation: bool = False, in0_l1: bool = False, out_l1: bool = False, batch: int = 1,
-              relax: Relax | None = None):
+              fused_activation: bool = False, in0_l1: bool = False, in0_sharded: bool = False,
+              out_l1: bool = False, batch: int = 1, relax: Relax | None = None):
     """Time of ``linear([M,K] act, [K,N] weights)`` with a 1D multicast program config, us.
 
     ``cfg.kind`` 'mcast_1d_in0' (``mcast_in0=True``): N is split over ceil(N/32/per_core_N) cores,
@@ -180,6 +209,16 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     ``L1_MEMORY_CONFIG``): in0 pages are read over the NoC at the reader's page rate and link
     (``l1_read_us``), and those bytes leave the DRAM bound; the weights always stream from DRAM.
 
+    ``in0_sharded``: the activation is L1-sharded (``mcast_1d_in0``: width-sharded, K split over the
+    cores; ``mcast_1d_in1``: height-sharded, each core holding its own M rows), as the factory
+    (matmul_multicore_reuse_mcast_1d_program_factory.cpp @ 00629f0f) reads it: nothing of in0 is read
+    from DRAM (its bytes leave the DRAM bound) and a block costs what ``in0_block_us`` says. With
+    ``mcast_1d_in0`` the sender of K block b is the core whose shard holds it, so the senders take
+    turns, but each block still pays the same handshake (receivers increment the sender's semaphore,
+    it multicasts the block and the flag: reader_bmm_tile_layout_in0_sender_receiver_padding_block_sharded.cpp
+    @ 07fd76c5) and the multicast over one NoC link; with ``mcast_1d_in1`` the core's own in0 block
+    is in its shard and is not multicast, the in1 block is (as interleaved).
+
     ``batch``: a batched matmul ([batch, M, K] x [batch or 1, K, N], ``fuse_batch=False``): the
     program keeps the per-batch core split and its readers loop over the batches, each running the
     whole K loop again (reader_bmm_tile_layout_in0_sender_padding.cpp, ``for b < batch``), so the
@@ -197,19 +236,21 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
         own_tiles, own_b, sent_tiles, sent_b = cfg.per_core_M * cfg.in0_block_w, act, cfg.in0_block_w * cfg.per_core_N, w
     blocks = batch * Kt / cfg.in0_block_w
 
-    def read(tiles, nbytes, readers, from_l1):
-        return l1_read_us(hw, fit, tiles, nbytes, relax=relax) if from_l1 else read_us(hw, fit, tiles, nbytes,
-                                                                                        readers, relax=relax)
+    def read(tiles, nbytes, readers, is_in0):
+        if is_in0:
+            return in0_block_us(hw, fit, rows=cfg.per_core_M, tiles=tiles, nbytes=nbytes, readers=readers,
+                                in0_l1=in0_l1, in0_sharded=in0_sharded, relax=relax)
+        return read_us(hw, fit, tiles, nbytes, readers, relax=relax)
 
-    t_own = read(own_tiles, own_tiles * own_b, cores, in0_l1 and not cfg.mcast_in0)
+    t_own = read(own_tiles, own_tiles * own_b, cores, not cfg.mcast_in0)
     # the sender's read is one core's stream (its own rate), not a fair share: the aggregate bound below
     # counts its bytes with everyone else's
-    t_send = (read(sent_tiles, sent_tiles * sent_b, 1.0, in0_l1 and cfg.mcast_in0)
+    t_send = (read(sent_tiles, sent_tiles * sent_b, 1.0, cfg.mcast_in0)
               + us_of(sent_tiles * sent_b / hw.noc_link_bytes_per_s))
     t_math = cycles_us(hw, cfg.per_core_M * cfg.in0_block_w * cfg.per_core_N * hw.tile_matmul_cycles(fidelity))
     t_block = overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, t_own, t_send, t_math)
     t_pipe = blocks * t_block + fit.dram_latency_us  # + pipeline fill
-    act_tiles = (0 if in0_l1 else Mt * Kt) + (0 if out_l1 else Mt * Nt)
+    act_tiles = (0 if in0_l1 or in0_sharded else Mt * Kt) + (0 if out_l1 else Mt * Nt)
     t_agg = batch * (dram_us(hw, fit, Kt * Nt, Kt * Nt * w)
                      + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0))
     t_act = (batch * cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
@@ -219,17 +260,18 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
 
 # ---- matmul (2D multicast) ------------------------------------------------------------------------
 def mcast_2d_block_us(hw: Blackhole, fit: FitParams, *, m_tiles, k_tiles, n_tiles, senders, act_dtype: str,
-                      weight_dtype: str, fidelity: str, in0_l1: bool = False, relax: Relax | None = None):
+                      weight_dtype: str, fidelity: str, in0_l1: bool = False, in0_sharded: bool = False,
+                      relax: Relax | None = None):
     """One K block of a 2D-multicast matmul core, us: the row's sender reads the in0 block
     (``m_tiles`` x ``k_tiles``), the column's sender the in1 block (``k_tiles`` x ``n_tiles``), all
     ``senders`` at once, and forward them along the row / column; the block costs the q-norm overlap
     of the handshake, a DRAM round trip, the slower of the two block reads and the tile products.
-    ``in0_l1``: the in0 block comes from L1-interleaved pages (``l1_read_us``, no DRAM share).
-    The one block cost of ``matmul_2d_us`` and ``minimal_matmul.minimal_matmul_us``."""
+    ``in0_l1`` / ``in0_sharded``: the in0 block comes from L1-interleaved pages or the row sender's own
+    L1 shard (``in0_block_us``). The one block cost of ``matmul_2d_us`` and ``minimal_matmul.minimal_matmul_us``."""
     act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
     in0_tiles, in1_tiles = m_tiles * k_tiles, k_tiles * n_tiles
-    t_in0 = (l1_read_us(hw, fit, in0_tiles, in0_tiles * act, relax=relax) if in0_l1
-             else read_us(hw, fit, in0_tiles, in0_tiles * act, senders, relax=relax))
+    t_in0 = in0_block_us(hw, fit, rows=m_tiles, tiles=in0_tiles, nbytes=in0_tiles * act, readers=senders,
+                         in0_l1=in0_l1, in0_sharded=in0_sharded, relax=relax)
     t_in1 = read_us(hw, fit, in1_tiles, in1_tiles * w, senders, relax=relax)
     t_math = cycles_us(hw, m_tiles * k_tiles * n_tiles * hw.tile_matmul_cycles(fidelity))
     return overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, smax(t_in0, t_in1, relax=relax), t_math)
@@ -237,7 +279,7 @@ def mcast_2d_block_us(hw: Blackhole, fit: FitParams, *, m_tiles, k_tiles, n_tile
 
 def matmul_2d_us(hw: Blackhole, fit: FitParams, *, M: int, K: int, N: int, in0_block_w, per_core_M, per_core_N,
                  weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2", in0_l1: bool = False,
-                 out_l1: bool = False, batch: int = 1, relax: Relax | None = None):
+                 in0_sharded: bool = False, out_l1: bool = False, batch: int = 1, relax: Relax | None = None):
     """``linear([M,K], [K,N])`` with ``MatmulMultiCoreReuseMultiCastProgramConfig`` (2D multicast), us.
 
     The output is split into per_core_M x per_core_N tile blocks, one per core of a
@@ -249,8 +291,11 @@ def matmul_2d_us(hw: Blackhole, fit: FitParams, *, M: int, K: int, N: int, in0_b
     (subblock packing, in0 re-reads) shows up as its validation error.
 
     ``in0_l1`` / ``out_l1``: activation / output L1-interleaved (as in ``matmul_us``: their pages
-    move over the NoC, ``l1_read_us``, and leave the DRAM bound). ``batch``: the readers loop the K
-    blocks once per batch (as in ``matmul_us``).
+    move over the NoC, ``l1_read_us``, and leave the DRAM bound). ``in0_sharded``: the activation is
+    L1 block-sharded over the grid, as the factory reads it (matmul_multicore_reuse_mcast_2d_program_factory.cpp):
+    each grid row's K blocks are multicast along the row by the core whose shard holds them (the
+    block-sharded in0 reader of ``matmul_us``), so no in0 byte is read from DRAM (``in0_block_us``).
+    ``batch``: the readers loop the K blocks once per batch (as in ``matmul_us``).
     """
     Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
     act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
@@ -260,12 +305,12 @@ def matmul_2d_us(hw: Blackhole, fit: FitParams, *, M: int, K: int, N: int, in0_b
     blocks = batch * Kt / in0_block_w
     t_block = mcast_2d_block_us(hw, fit, m_tiles=per_core_M, k_tiles=in0_block_w, n_tiles=per_core_N,
                                 senders=senders, act_dtype=act_dtype, weight_dtype=weight_dtype, fidelity=fidelity,
-                                in0_l1=in0_l1, relax=relax)
+                                in0_l1=in0_l1, in0_sharded=in0_sharded, relax=relax)
     cores = rows_used * cols_used
     out_tiles = per_core_M * per_core_N
     t_out = batch * (l1_read_us(hw, fit, out_tiles, out_tiles * act, relax=relax) if out_l1
                      else read_us(hw, fit, out_tiles, out_tiles * act, cores, relax=relax))
-    act_tiles = (0 if in0_l1 else Mt * Kt) + (0 if out_l1 else Mt * Nt)
+    act_tiles = (0 if in0_l1 or in0_sharded else Mt * Kt) + (0 if out_l1 else Mt * Nt)
     t_agg = batch * (dram_us(hw, fit, Kt * Nt, Kt * Nt * w)
                      + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0))
     t_pipe = blocks * t_block + fit.dram_latency_us + t_out
@@ -492,6 +537,7 @@ __all__ = [
     "endpoint_slowdown",
     "fill_cache_us",
     "heads_us",
+    "in0_block_us",
     "kernel_only",
     "l1_read_us",
     "launch_us",

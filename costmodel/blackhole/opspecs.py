@@ -46,7 +46,9 @@ class MatmulSpec:
     ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``,
     ``dram_sharded`` by ``ops.matmul_dram_sharded_us``.
     ``in0_l1`` / ``out_l1``: activation input / output L1-interleaved (1D and 2D kinds; DRAM-interleaved
-    otherwise). ``batch``: batches of a batched matmul ([batch, M, K] x [batch or 1, K, N] with the
+    otherwise). ``in0_sharded``: the activation is L1-sharded the way the kind reads it
+    (``IN0_SHARD_LAYOUT``: width-sharded for 1D in0-multicast, height-sharded for 1D in1-multicast,
+    block-sharded for 2D; exclusive with ``in0_l1``). ``batch``: batches of a batched matmul ([batch, M, K] x [batch or 1, K, N] with the
     per-batch split, ``fuse_batch=False``; 1D and 2D kinds): each batch runs the whole K loop."""
 
     M: int
@@ -60,27 +62,31 @@ class MatmulSpec:
     in0_l1: bool = False
     out_l1: bool = False
     batch: int = 1
+    in0_sharded: bool = False
     op_class = "matmul"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         c = self.cfg
         if not (isinstance(self.batch, int) and self.batch >= 1):
             raise ValueError(f"batch={self.batch!r} must be an integer >= 1")
+        if self.in0_sharded and self.in0_l1:
+            raise ValueError("in0_sharded=True and in0_l1=True: the activation is either L1-sharded or "
+                             "L1-interleaved; expected at most one")
         if c.kind == MCAST_2D:
             if self.fused_activation:
                 raise ValueError("the mcast_2d matmul models no fused activation; got fused_activation=True")
             return matmul_2d_us(hw, fit, M=self.M, K=self.K, N=self.N, in0_block_w=c.in0_block_w,
                                 per_core_M=c.per_core_M, per_core_N=c.per_core_N, weight_dtype=self.weight_dtype,
                                 act_dtype=self.act_dtype, fidelity=self.fidelity, in0_l1=self.in0_l1,
-                                out_l1=self.out_l1, batch=self.batch, relax=relax)
+                                in0_sharded=self.in0_sharded, out_l1=self.out_l1, batch=self.batch, relax=relax)
         if c.kind == DRAM_SHARDED:
             if self.batch != 1:
                 raise ValueError(f"the dram_sharded matmul models one batch; got batch={self.batch}")
-            if self.fused_activation or self.in0_l1 or self.out_l1:
+            if self.fused_activation or self.in0_l1 or self.out_l1 or self.in0_sharded:
                 raise ValueError(f"the dram_sharded matmul takes its activation and output L1-sharded by "
-                                 f"construction and models no fused activation; got "
+                                 f"construction (not flagged) and models no fused activation; got "
                                  f"fused_activation={self.fused_activation}, in0_l1={self.in0_l1}, "
-                                 f"out_l1={self.out_l1}")
+                                 f"in0_sharded={self.in0_sharded}, out_l1={self.out_l1}")
             return matmul_dram_sharded_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
                                           act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
         if c.kind not in (MCAST_1D_IN0, MCAST_1D_IN1):
@@ -88,7 +94,8 @@ class MatmulSpec:
                              f"{[MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, DRAM_SHARDED]}")
         return matmul_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
                          act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
-                         in0_l1=self.in0_l1, out_l1=self.out_l1, batch=self.batch, relax=relax)
+                         in0_l1=self.in0_l1, in0_sharded=self.in0_sharded, out_l1=self.out_l1, batch=self.batch,
+                         relax=relax)
 
 
 @_frozen

@@ -48,6 +48,12 @@ CLASS_NAMES = {MCAST_1D_IN0: "MatmulMultiCoreReuseMultiCast1DProgramConfig",
                MCAST_1D_IN1: "MatmulMultiCoreReuseMultiCast1DProgramConfig",
                MCAST_2D: "MatmulMultiCoreReuseMultiCastProgramConfig",
                DRAM_SHARDED: "MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig"}
+# The L1 sharding of in0 (the activation) each multicast kind reads from local shards: ttnn picks
+# mcast_in0 for a WIDTH_SHARDED in0 and mcast_in0=False for a HEIGHT_SHARDED one (tt-metal
+# ttnn/cpp/ttnn/operations/matmul/device/config/matmul_program_config.cpp, the 1D config of a sharded
+# in0), and the 2D factory reads a BLOCK_SHARDED in0 (one shard per grid core). The report's memory
+# column names it 'L1_<layout>' ('DEV_0_L1_WIDTH_SHARDED').
+IN0_SHARD_LAYOUT = {MCAST_1D_IN0: "WIDTH_SHARDED", MCAST_1D_IN1: "HEIGHT_SHARDED", MCAST_2D: "BLOCK_SHARDED"}
 # fused activations ttnn accepts in a program config that this project knows (UnaryOpType names, lower case)
 ACTIVATIONS = ("silu", "gelu", "relu")
 # destination-register tiles an output subblock may use: 8 with bf16 accumulation, 4 with fp32
@@ -394,5 +400,5 @@ def _split_fields(body: str):
         cur += ch
 
 
-__all__ = ["ACTIVATIONS", "CLASS_NAMES", "DRAM_SHARDED", "KINDS", "MCAST_1D_IN0", "MCAST_1D_IN1", "MCAST_2D",
-           "MatmulProgramConfig"]
+__all__ = ["ACTIVATIONS", "CLASS_NAMES", "DRAM_SHARDED", "IN0_SHARD_LAYOUT", "KINDS", "MCAST_1D_IN0", "MCAST_1D_IN1",
+           "MCAST_2D", "MatmulProgramConfig"]

@@ -25,7 +25,7 @@ from scipy import stats
 from costmodel.blackhole.fit import Calibration
 from costmodel.blackhole.intervals import LEVEL, quantile
 from costmodel.blackhole.opspecs import ChipSpec, KernelSpec, MatmulSpec
-from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D
+from costmodel.blackhole.program_config import IN0_SHARD_LAYOUT, MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D
 from costmodel.blackhole.report_diff import delta_interval, linearised
 from costmodel.blackhole.report_reader import MODELLED, Report
 from costmodel.hardware import TILE
@@ -172,13 +172,18 @@ def plan_json(report: Report, plans: list[RowPlan]) -> dict:
 # ---- what-if on one real row ---------------------------------------------------------------------
 CONFIG_FIELDS = ("in0_block_w", "per_core_N", "per_core_M", "out_subblock_h", "out_subblock_w")
 SPEC_FIELDS = ("weight_dtype", "act_dtype", "fidelity", "kv_dtype", "mask_dtype")
+# where a matmul's activation (in0) lives: DRAM- or L1-interleaved, or L1-sharded in the layout its
+# program-config kind reads (program_config.IN0_SHARD_LAYOUT); the MatmulSpec flags of each
+IN0_MEMORY = {"dram": {"in0_l1": False, "in0_sharded": False}, "l1": {"in0_l1": True, "in0_sharded": False},
+              "l1_sharded": {"in0_l1": False, "in0_sharded": True}}
 
 
 def changed_spec(spec, changes: dict[str, str], board):
     """``spec`` (an op spec of a report row, possibly a ``ChipSpec``) with ``changes`` applied:
-    program-config fields of a matmul (``CONFIG_FIELDS``, integers) and format / fidelity fields of
-    any op that has them (``SPEC_FIELDS``). ValueError names a field the op lacks, a bad value, or a
-    changed matmul config that ttnn would refuse (``MatmulProgramConfig.validate``)."""
+    program-config fields of a matmul (``CONFIG_FIELDS``, integers), format / fidelity fields of
+    any op that has them (``SPEC_FIELDS``) and a multicast matmul's ``in0_memory`` (``IN0_MEMORY``).
+    ValueError names a field the op lacks, a bad value, or a changed matmul config that ttnn would
+    refuse (``MatmulProgramConfig.validate``)."""
     if isinstance(spec, ChipSpec):
         return dataclasses.replace(spec, inner=changed_spec(spec.inner, changes, spec.board()))
     out = spec
@@ -191,13 +196,21 @@ def changed_spec(spec, changes: dict[str, str], board):
             if not (value.isdigit() and int(value) >= 1):
                 raise ValueError(f"--change {key}={value!r}: expected an integer >= 1")
             cfg_changes[key] = int(value) if key.startswith("out_subblock") else float(value)
+        elif key == "in0_memory":
+            if not isinstance(spec, MatmulSpec) or spec.cfg.kind not in IN0_SHARD_LAYOUT:
+                raise ValueError(f"--change in0_memory={value}: {type(spec).__name__} is not a 1D / 2D multicast "
+                                 f"matmul; expected a row whose program config is one of {sorted(IN0_SHARD_LAYOUT)}")
+            if value not in IN0_MEMORY:
+                raise ValueError(f"--change in0_memory={value!r}: expected one of {list(IN0_MEMORY)}")
+            out = dataclasses.replace(out, **IN0_MEMORY[value])
         elif key in SPEC_FIELDS:
             if not hasattr(spec, key):
                 raise ValueError(f"--change {key}={value}: {type(spec).__name__} has no {key}; expected one of "
                                  f"{[f for f in (*SPEC_FIELDS, *CONFIG_FIELDS) if hasattr(spec, f) or (f in CONFIG_FIELDS and isinstance(spec, MatmulSpec))]}")
             out = dataclasses.replace(out, **{key: value})
         else:
-            raise ValueError(f"--change {key}={value}: unknown field; expected one of {[*CONFIG_FIELDS, *SPEC_FIELDS]}")
+            raise ValueError(f"--change {key}={value}: unknown field; expected one of "
+                             f"{[*CONFIG_FIELDS, *SPEC_FIELDS, 'in0_memory']}")
     if cfg_changes:
         subblock = {} if any(k.startswith("out_subblock") for k in cfg_changes) else {"out_subblock_h": None,
                                                                                        "out_subblock_w": None}

@@ -49,6 +49,7 @@ from costmodel.blackhole.opspecs import (
 )
 from costmodel.blackhole.program_config import (
     DRAM_SHARDED,
+    IN0_SHARD_LAYOUT,
     MCAST_1D_IN0,
     MCAST_1D_IN1,
     MCAST_2D,
@@ -183,8 +184,9 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
                  "bcast_batch": "true" if b == 1 else "false", "transpose_a": "false", "transpose_b": "false",
                  "user_run_batched": "false", "untilize_out": "false"}
         l1, dram = "DEV_0_L1_INTERLEAVED", "DEV_0_DRAM_INTERLEAVED"
+        in0 = f"DEV_0_L1_{IN0_SHARD_LAYOUT[c.kind]}" if spec.in0_sharded else l1 if spec.in0_l1 else dram
         return mk(OP_CODES["matmul"][0], attrs,
-                  [_t((1, b, spec.M, spec.K), spec.act_dtype, memory=l1 if spec.in0_l1 else dram),
+                  [_t((1, b, spec.M, spec.K), spec.act_dtype, memory=in0),
                    _t((1, b, spec.K, spec.N), spec.weight_dtype)],
                   [_t((1, b, spec.M, spec.N), spec.act_dtype, memory=l1 if spec.out_l1 else dram)], fid)
     if isinstance(spec, MinimalMatmulSpec):
@@ -545,7 +547,8 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
             raise _Skip(f"DRAM-sharded config with weights in {ln.memory('INPUT_1').removeprefix('DEV_0_')} "
                         "(expected DRAM width-sharded)")
     else:
-        _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0")
+        _no_sharding(ln, "INPUT_1", "OUTPUT_0")
+    in0_sharded = cfg.kind != DRAM_SHARDED and _in0_sharded(ln, cfg, M=M, N=N)
     if _in_l1(ln, "INPUT_1") and cfg.kind != DRAM_SHARDED:
         raise _Skip(f"weights in L1 ({ln.memory('INPUT_1').removeprefix('DEV_0_')}); the model streams the "
                     "weights from DRAM")
@@ -559,8 +562,28 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
         raise _Skip(f"program config outside the model's {KIND_NAMES[cfg.kind]} form ({e})") from None
     interleaved_l1 = cfg.kind in (MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D)  # the L1 flags of the 1D and 2D models
     return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu",
-                      in0_l1=interleaved_l1 and _in_l1(ln, "INPUT_0"), out_l1=interleaved_l1 and _in_l1(ln, "OUTPUT_0"),
-                      batch=int(batch))
+                      in0_l1=interleaved_l1 and not in0_sharded and _in_l1(ln, "INPUT_0"),
+                      out_l1=interleaved_l1 and _in_l1(ln, "OUTPUT_0"), batch=int(batch), in0_sharded=in0_sharded)
+
+
+def _in0_sharded(ln: _Line, cfg: MatmulProgramConfig, *, M: int, N: int) -> bool:
+    """Whether a 1D / 2D multicast matmul row's in0 is L1-sharded the way its kind reads it
+    (``IN0_SHARD_LAYOUT``); skips in0 sharded otherwise (in DRAM, or another layout than the kind's),
+    and a 1D in0-multicast row whose CORE COUNT exceeds its output cores: the factory then runs
+    in0 senders on cores without output work (num_cores = max(output cores, shard cores):
+    matmul_multicore_reuse_mcast_1d_program_factory.cpp @ 00629f0f), which the model does not price."""
+    memory = ln.memory("INPUT_0")
+    if "SHARDED" not in memory:
+        return False
+    layout = IN0_SHARD_LAYOUT[cfg.kind]
+    if memory.removeprefix("DEV_0_") != f"L1_{layout}":
+        raise _Skip(f"sharded operand (INPUT_0 {memory.removeprefix('DEV_0_')}); the model reads an L1 {layout} in0 "
+                    f"with a {KIND_NAMES[cfg.kind]} config and streams other operands interleaved")
+    cores = _finite(ln.get("CORE COUNT"))
+    if cfg.kind == MCAST_1D_IN0 and cores is not None and cores > cfg.num_cores(M=M, N=N):
+        raise _Skip(f"in0 sharded over more cores ({cores:g} in CORE COUNT) than hold output blocks "
+                    f"({cfg.num_cores(M=M, N=N)}): sender-only cores not modelled")
+    return True
 
 
 def _minimal_matmul(ln: _Line, hw: Blackhole) -> MinimalMatmulSpec:
