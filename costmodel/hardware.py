@@ -25,6 +25,7 @@ Sources (see shared REFERENCE.md §2/§3):
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 import jax.numpy as jnp
 
@@ -286,6 +287,18 @@ class AHBM:
     gemm_tile_k: int = spec("elements", "[ADR-0060] composite GEMM TILE_K = 64", static=True, default=64)
     gemm_tile_n: int = spec("elements", "[ADR-0060] composite GEMM TILE_N = 32", static=True, default=32)
 
+    def __post_init__(self):
+        # the static integers shape the traced graph and the simulation's loops: a bad one would give
+        # negative times or an empty loop further down instead of an error here
+        for f, lo in AHBM_STATIC_MINIMA.items():
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < lo:
+                raise ValueError(f"AHBM.{f}={v!r}: expected an int >= {lo}")
+        if not isinstance(self.commands, tuple) or "composite" not in self.commands or \
+                set(self.commands) - set(AHBM_COMMANDS):
+            raise ValueError(f"AHBM.commands={self.commands!r}: expected a tuple of {AHBM_COMMANDS} holding "
+                             "'composite'")
+
     @property
     def cubes(self) -> int:
         """CUBEs per SIP (16)."""
@@ -300,6 +313,14 @@ class AHBM:
     def hbm_cube_bytes_per_s(self):
         """Peak HBM per CUBE: PEs x pseudo-channels x 32 GB/s = 2048 GB/s."""
         return self.pes_per_cube * self.pseudo_channels_per_pe * self.pseudo_channel_bytes_per_s
+
+
+# The smallest legal value of each static integer of ``AHBM`` (0 mask ops: no mask cost; every count
+# of buffers, engines or mesh positions at least one) and the scheduler commands it may name.
+AHBM_STATIC_MINIMA = {"composite_runahead_subtiles": 1, "ring_recv_depth": 1, "mask_ops_per_partial_tile": 0,
+                      "sips": 1, "mesh_x": 1, "mesh_y": 1, "pes_per_cube": 1, "pseudo_channels_per_pe": 1,
+                      "ucie_ports_per_cube": 1, "gemm_tile_m": 1, "gemm_tile_k": 1, "gemm_tile_n": 1}
+AHBM_COMMANDS = ("composite", "ex_composite")
 
 
 # The TCM a PE's visit holds besides ring blocks (the one TCM-fit rule: the model's constraint and the

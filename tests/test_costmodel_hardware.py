@@ -126,3 +126,21 @@ def test_a_wider_grid_changes_only_what_it_splits():
     decode, small = SdpaDecodeSpec(attn, 8192.0, 8, 128, 128, "bf16", "bfp4"), NormSpec(64, 1536)
     assert abs(float(decode.us(hw13, fit)) / float(decode.us(hw11, fit)) - 1.0) > 0.02
     assert float(small.us(hw13, fit)) == pytest.approx(float(small.us(hw11, fit)), rel=1e-6)
+
+
+@pytest.mark.parametrize("field,value", [("mask_ops_per_partial_tile", -1), ("ring_recv_depth", 0),
+                                         ("composite_runahead_subtiles", 0), ("composite_runahead_subtiles", 2.0),
+                                         ("pes_per_cube", True), ("sips", 0), ("gemm_tile_k", -64)])
+def test_ahbm_static_integers_are_checked_when_built(field, value):
+    """A static integer of the AHBM spec out of range is refused with its name and value (a
+    negative mask count would otherwise price negative MATH time, a zero depth an empty loop)."""
+    with pytest.raises(ValueError, match=rf"AHBM\.{field}={value!r}: expected an int >= "):
+        dataclasses.replace(H.ahbm_sip(), **{field: value})
+
+
+def test_ahbm_commands_must_hold_the_composite_and_nothing_unknown():
+    for bad in (("ex_composite",), ("composite", "fused_softmax"), ["composite"]):
+        with pytest.raises(ValueError, match=r"AHBM\.commands="):
+            dataclasses.replace(H.ahbm_sip(), commands=bad)
+    hw = dataclasses.replace(H.ahbm_sip(), commands=("composite", "ex_composite"), mask_ops_per_partial_tile=0)
+    assert jax.jit(lambda h: h.cube_noc_bytes_per_s)(hw) == hw.cube_noc_bytes_per_s  # still a pytree
