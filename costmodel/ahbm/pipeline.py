@@ -78,6 +78,16 @@ def staircase(i, stage, cycle, buffers, *, relax: Relax | None):
     return jnp.maximum(i * stage, k * cycle + (i - buffers * k) * stage)
 
 
+def started(t, stage, cycle, buffers):
+    """Sub-tiles of a ``staircase`` stream whose GEMM has started by ``t`` (us after the first's;
+    0 when t < 0): 1 + the largest i with s_i <= t, i.e. i stage <= t and, in the last buffer
+    cycle begun by t, its sub-tiles ``stage`` apart (exact only: the inverse of the exact form)."""
+    k = jnp.floor(jnp.maximum(t, 0.0) / cycle)
+    in_cycle = jnp.minimum(jnp.floor((jnp.maximum(t, 0.0) - k * cycle) / stage), buffers - 1.0)
+    last = jnp.minimum(jnp.floor(jnp.maximum(t, 0.0) / stage), k * buffers + in_cycle)
+    return jnp.where(t < 0.0, 0.0, last + 1.0)
+
+
 def _stream(hw: AHBM, keys, sub: int, sub_bytes_per_key, gemm_sub_us, wb_sub_bytes, wb_end_bytes, *,
             src: str, relax: Relax | None, epilogue_sub_us=0.0) -> dict:
     """Summary of one streamed composite over ``keys`` keys in sub-tiles of ``sub`` keys: each
@@ -255,7 +265,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
             ramp = s_wait
 
             def s_wait(k_e, p_s, end):
-                i0 = jnp.clip(jnp.floor((p_s - cc - K1["fill"]) / K1["period"]) + 1.0, 0.0, m_k1)
+                i0 = jnp.clip(started(p_s - cc - K1["fill"], K1["stage"], K1["cycle"], K1["depth"]), 0.0, m_k1)
                 rem = m_k1 - i0
                 after = p_s + V["gspan"] + staircase(mx(rem - 1.0, 0.0 * q), K1["stage"], K1["cycle"], K1["depth"],
                                                      relax=None) + K1["g"]
@@ -343,11 +353,12 @@ def pv_start(r, k0, k_end, K: dict, *, relax: Relax | None):
     mn = lambda a, b: -smax(-a, -b, relax=relax)
     if relax is None:
         step = k0 + jnp.ceil(jnp.maximum(r - k0, 0.0) / g) * g
-        # a latency-bound stream (its sub-tiles start ``period`` > g apart) leaves the engine idle
-        # between them: the P.V waits only for a sub-tile running at r, and no next one races it
+        # a latency-bound stream (its sub-tiles start ``period`` > g apart on average: the buffers'
+        # first sub-tiles back to back, then a buffer cycle) leaves the engine idle between them:
+        # the P.V waits only for a sub-tile running at r, and no next one races it
         per = K["period"]
-        i = jnp.floor(jnp.maximum(r - k0, 0.0) / per)
-        busy_end = k0 + i * per + g
+        i = jnp.maximum(started(r - k0, K["stage"], K["cycle"], K["depth"]) - 1.0, 0.0)
+        busy_end = k0 + staircase(i, K["stage"], K["cycle"], K["depth"], relax=None) + g
         gapped = jnp.where(r < busy_end, busy_end, r)
         return mx(r, mn(k_end, jnp.where(per > g * (1.0 + 1e-6), gapped, 0.5 * (step + r + g))))
     step = r + 0.5 * g
