@@ -29,7 +29,8 @@ minus after), with the interval of ``report_diff.delta_interval`` (shared parame
 model's shared error cancel). A fusion removes two measured rows and adds an op the report lacks:
 its saving is the two rows' measured time minus the fused op's price, with the interval of the
 fused op alone (``report_diff.one_side_interval``: its parameters and its own model error; the
-removed rows are measured).
+removed rows are measured). The report's time is kernel time, so the dispatch gap of the op a
+fusion removes is not counted in its saving.
 
 The port's ``plan --target-ms`` generalised: P(the report's measured total minus the savings <=
 target) for the unflagged changes combined one per row (``combine``).
@@ -468,7 +469,7 @@ def format_plan(report: Report, result: PlanResult, *, top: int = 15, target_ms:
     n = result.searched
     with_plan = {k: len({p.lines for p in plans if p.kind == k}) for k in KINDS}
     lines.append(f"\nsearched: {n['matmul']} matmul rows ({with_plan['matmul']} with a faster priced change), "
-                 f"{n['sdpa']} SDPA rows ({with_plan['sdpa']}), {n['fusion']} add + norm pairs "
+                 f"{n['sdpa']} SDPA rows ({with_plan['sdpa']} with one), {n['fusion']} add + norm pairs "
                  f"({with_plan['fusion']} priced faster fused); config / format changes save the model's delta, "
                  f"a fusion the two rows measured minus the fused op priced")
     if result.fusions_not_faster:
