@@ -13,7 +13,7 @@
     python -m costmodel.blackhole predict --ops-csv ops_perf_results.csv  # every row vs the model, ranked
     python -m costmodel.blackhole predict --ops-csv ops.csv --start-signpost PERF_DECODE --end-signpost PERF_DECODE_END
     python -m costmodel.blackhole diff before.csv after.csv         # measured vs predicted deltas of a change
-    python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv  # best priced change per matmul row
+    python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv  # best priced change per matmul / SDPA row, add+norm fusions
     python -m costmodel.blackhole whatif --ops-csv ops.csv --line 19 --change in0_block_w=4  # one row changed
 
 JSON keys: ``per_op_us`` (op -> us), ``layer_us``, ``layer_trace_us``, ``step_ms``, ``step_full_ms``,
@@ -501,13 +501,19 @@ def whatif_main(argv: list[str]) -> int:
 
 
 def report_plan_main(argv: list[str]) -> int:
-    """``plan --ops-csv``: the best priced change of every matmul row of a real report."""
+    """``plan --ops-csv``: the best priced change of every matmul and SDPA row and add + norm pair of a
+    real report."""
     from costmodel.blackhole import report_plan as rp
 
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole plan --ops-csv",
                                 description="Plan search over a real op report: per matmul row the program-config "
-                                            "(and weight-format, flagged) change the model prices fastest, ranked by "
-                                            "predicted saving with its 90% interval.",
+                                            "(and weight-format, flagged) change the model prices fastest, per SDPA "
+                                            "row the k_chunk / q_chunk / cores_per_head (and KV-format, flagged) "
+                                            "change, and per add followed by an unfused norm the fused residual "
+                                            "norm, ranked in one list by predicted saving with its 90% interval; "
+                                            "rows it cannot search are listed with why. With --target-ms, "
+                                            "P(device time <= target) for the unflagged changes made together, "
+                                            "one per row.",
                                 epilog="example: python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv "
                                        "--target-ms 30")
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
@@ -522,9 +528,9 @@ def report_plan_main(argv: list[str]) -> int:
         cal = calibration_of(args)
         (report,) = read_reports(args.ops_csv, device_id=args.device_id)
         report = window(report, args)
-        plans = rp.plan_report(report, cal)
-        print(dumps_strict(rp.plan_json(report, plans), indent=1) if args.json else
-              rp.format_plan(report, plans, top=args.top, target_ms=args.target_ms, cal=cal))
+        result = rp.plan_search(report, cal)
+        print(dumps_strict(rp.plan_json(report, result, cal, target_ms=args.target_ms), indent=1) if args.json else
+              rp.format_plan(report, result, top=args.top, target_ms=args.target_ms, cal=cal))
         return 0
 
     return cli_main(p, argv, body)
