@@ -18,6 +18,12 @@ Sources (see shared REFERENCE.md §2/§3):
   [BH-trace-gap] tenstorrent/tt-metal models/autoports/coherelabs_north_mini_code_1_0/doc/: the traced
               decode windows of functional_decoder/tracy/dense/decode_batch1_ops.csv @ 786895d7 and
               fused_decoder/tracy/dense/decode/decode_batch1_ops.csv @ 1248bbe6 (tests/data/profiler_pairs)
+  [BH-sfpu]   SFPU kernel throughputs measured on Blackhole with tt-llk's perf harness and quoted in the
+              change that made them: tenstorrent/tt-metal pull request #33563 (2025-12-02, "High accuracy
+              fp32 exp": Float32 exp 2548 cycles/tile, 2578 on main before it), #29495 (2025-09-27:
+              bfloat16 accurate exp 672 cycles/tile), tenstorrent/tt-llk pull request #834 (2025-11-13:
+              reciprocal 5 cycles per 32 lanes on Float32, 3 on bfloat16); the kernels as at tenstorrent/
+              tt-llk tt_llk_blackhole/common/inc/sfpu/ckernel_sfpu_exp.h @ 36b092e8
   [ADR-0060]  kernbench ADR-0003/0004/0017/0023 numbers quoted in seeds/ADR-0060-...md
   [assumed]   not public; a documented default, to be replaced by a measurement
 """
@@ -116,6 +122,16 @@ class Blackhole:
         "buffer-ready poll and ncrisc_noc_fast_write's ~7 command-buffer register stores and counter updates "
         "(tenstorrent/tt-metal tt_metal/hw/inc/blackhole/noc_nonblocking_api.h); an order of magnitude, not a "
         "measurement; bounds: 2 cycles (a header and a data flit injected) to 1000", default=64.0, bounds=(2.0, 1e3))
+    sfpu_exp_cycles_per_tile: float = spec(
+        "cycles", "[BH-sfpu] the accurate exponential (exp_tile<false>, math_approx_mode=0) on a Float32 Dest "
+        "(fp32_dest_acc_en=1: ``_sfpu_exp_fp32_accurate_``, Cody-Waite reduction and a degree-7 polynomial, "
+        "32 SFPU iterations of 32 lanes per tile): 2548 cycles per tile measured on Blackhole, 2578 before the "
+        "change that introduced it; bounds: 32 (one SFPU instruction per iteration) to 1e5 [assumed]",
+        default=2548.0, bounds=(32.0, 1e5))
+    sfpu_recip_cycles_per_tile: float = spec(
+        "cycles", "[BH-sfpu] the reciprocal (recip_tile) on a Float32 Dest: 5 cycles per 32 lanes, 32 iterations per "
+        "tile = 160 cycles per tile (the SFPLOADMACRO Newton-Raphson path); bounds: 32 to 1e5 [assumed]",
+        default=160.0, bounds=(32.0, 1e5))
     trace_op_gap_s: float = spec(
         "s", "[BH-trace-gap] gap between consecutive device ops of a ttnn trace replay on one chip (a kernel's "
         "start less the previous kernel's end: the profiler's OP TO OP LATENCY [ns]): the median of the 42 "

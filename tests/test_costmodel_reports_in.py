@@ -147,11 +147,12 @@ def test_kind_whitening_is_the_inverse_square_root_of_the_kind_covariance(clip_r
 
 
 def test_a_mispriced_kind_repeated_per_layer_does_not_move_the_port(clip_rows):
-    """CLIP's 24 softmax rows (one per layer, the model prices them 2.6x short) and its 192
+    """CLIP's 24 softmax rows (one per layer, the model prices them 1.6x short) and its 192
     reshape / transpose_hc rows fitted as independent rows pin launch_norm_us and dram_latency_us
-    (shared with the port's rms_norm and every DRAM read) and drag the port's step several times
-    further than as rows sharing their kind's model-form error, which pin neither and keep it
-    within the guard's 5%."""
+    (shared with the port's rms_norm and every DRAM read) and drag the port's step at least twice
+    as far as rows sharing their kind's model-form error, which pin neither and keep it within the
+    guard's 5% (+3.7% vs +1.4%; +4.6% vs +0.7% while the softmax exp was priced as one eltwise
+    pass and the softmax rows were 2.6x short)."""
     stored = fit.load_calibration()
     hw = blackhole("p150a")
     shift = {}
@@ -162,7 +163,7 @@ def test_a_mispriced_kind_repeated_per_layer_does_not_move_the_port(clip_rows):
             assert {"launch_norm_us", "dram_latency_us"} <= set(cal.info["pinned"])
         else:
             assert {"launch_norm_us", "dram_latency_us"} <= set(cal.info["held_at_prior"])
-    assert shift[None] > 3 * abs(shift["stored"]) and abs(shift["stored"]) <= 0.05, shift
+    assert shift[None] > 2 * abs(shift["stored"]) and abs(shift["stored"]) <= 0.05, shift
 
 
 def test_wormhole_report_is_refused_unless_forced(capsys, tmp_path):

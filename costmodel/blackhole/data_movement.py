@@ -30,7 +30,13 @@ report rows name in DATA MOVEMENT KERNEL SOURCE):
   slice         one read per output tile (tile-aligned slices read only the tiles they keep)
 
 Op class 'data_movement' (the launch is [launch_heads_us], the fixed time of a data-movement
-program, which the heads ops share).
+program, which the heads ops share). Two of the family are built as ttnn's unary streaming program
+instead: a reader that fetches one page per unit with ``noc_async_read_tile``, at most a one-tile
+compute step, and the unary writer that writes one page per unit from ``start_id``
+(``writer_unary_interleaved_start_id.cpp``: eltwise/unary's own for transpose_wh, a copy of it in
+slice/device/kernels/dataflow/ for slice, as the rows' DATA MOVEMENT KERNEL SOURCE name them), with no
+mapping page, no face-row scatter and no host-side map; their fixed time is that of the eltwise programs,
+[launch_eltwise_us] (``UNARY_PROGRAM_KINDS``).
 """
 
 from __future__ import annotations
@@ -49,6 +55,9 @@ KINDS = ("reshape", "transpose_hc", "transpose_wh", "concat", "slice")
 OP_CODES = {"ReshapeDeviceOperation": "reshape", "ReshapeViewDeviceOperation": "reshape",
             "TransposeDeviceOperation": "transpose", "ConcatDeviceOperation": "concat",
             "SliceDeviceOperation": "slice"}
+# kinds whose program is ttnn's unary streaming program (reader, optional one-tile compute, unary writer):
+# priced with the eltwise programs' fixed time [launch_eltwise_us]
+UNARY_PROGRAM_KINDS = ("transpose_wh", "slice")
 # output tiles above which a reshape's tile map is not enumerated (the map is per output tile x row)
 RESHAPE_MAP_MAX_TILES = 200_000
 
@@ -111,12 +120,18 @@ class DataMovementSpec:
             return math.ceil(n / min(n, hw.grid_cores)) if n else 0
         return share(self.units) * self.small_writes_per_unit + share(self.pad_units) * self.small_writes_per_pad_unit
 
+    def kernel_fixed_us(self, fit: FitParams):
+        """Device-kernel fixed time of the op's program: [launch_eltwise_us] for the unary streaming
+        programs (``UNARY_PROGRAM_KINDS``), else the data-movement class's [launch_heads_us]."""
+        return fit.launch_eltwise_us if self.kind in UNARY_PROGRAM_KINDS else fit.launch_heads_us
+
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return data_movement_us(hw, fit, units=self.units, reads_per_unit=self.reads_per_unit,
                                 dram_tiles=self.dram_tiles, act_dtype=self.act_dtype, in_l1=self.in_l1,
                                 passes=1 if self.kind == "transpose_wh" else 0,
                                 cores=self.cores(hw) if self.whole_grid() else None,
-                                small_writes_per_core=self.small_writes_per_core(hw), relax=relax)
+                                small_writes_per_core=self.small_writes_per_core(hw),
+                                kernel_fixed_us=self.kernel_fixed_us(fit), relax=relax)
 
 
 def tiles(padded: tuple[int, ...]) -> int:
@@ -214,5 +229,5 @@ def transpose_hc_writes(in_logical: tuple[int, ...]) -> tuple[float, int, float]
     return per_tile, n * h * wt, float(faces_across * (faces_across - face_c_start))
 
 
-__all__ = ["KINDS", "OP_CODES", "RESHAPE_MAP_MAX_TILES", "DataMovementSpec", "reshape_copies_per_tile",
-           "reshape_reads_per_tile", "tiles", "transpose_hc_writes"]
+__all__ = ["KINDS", "OP_CODES", "RESHAPE_MAP_MAX_TILES", "UNARY_PROGRAM_KINDS", "DataMovementSpec",
+           "reshape_copies_per_tile", "reshape_reads_per_tile", "tiles", "transpose_hc_writes"]

@@ -55,9 +55,17 @@ NORM_FUSED_RESIDUAL_PASSES = 5  # + the residual add
 # LayerNorm (layernorm.cpp, the two-pass path of use_welford=0): E[x] row reduce, x - E[x],
 # (x - E[x])^2, the variance row reduce, * rstd, * gamma, + beta
 LAYERNORM_PASSES = 7
-# standalone numerically stable softmax (normalization/softmax/device/kernels/attention/compute/softmax.cpp):
-# row max, x - max, exp, row sum, x * 1/sum
-SOFTMAX_ROW_PASSES = 5
+# standalone numerically stable softmax (tenstorrent/tt-metal ttnn/cpp/ttnn/operations/normalization/softmax/
+# device/kernels/attention/compute/softmax.cpp @ 0063e996): per tile the matrix-unit / FPU passes row max
+# (reduce MAX), x - max (sub_tiles_bcast_cols), row sum (reduce SUM) and x * 1/sum (mul bcast cols); the exp
+# of each tile and the reciprocal of each row's sum run on the SFPU (SFPU_EXP / SFPU_RECIP costs, ``softmax_us``)
+SOFTMAX_ROW_PASSES = 4
+# SFPU cost with a bfloat16 Dest (fp32_dest_acc_en=0) relative to the Float32 Dest costs of the hardware spec
+# (Blackhole.sfpu_exp_cycles_per_tile / sfpu_recip_cycles_per_tile), from the same measurements [BH-sfpu]:
+# the accurate bfloat16 exp (exp_21f) 672 cycles/tile (tenstorrent/tt-metal pull request #29495) vs 2548 for
+# Float32 (#33563); the reciprocal 3 vs 5 cycles per 32 lanes (tenstorrent/tt-llk pull request #834)
+SFPU_EXP_BF16_RATIO = 672.0 / 2548.0
+SFPU_RECIP_BF16_RATIO = 3.0 / 5.0
 ROPE_PASSES = 3.5  # x*cos, rotate_half(x)*sin, add; negating half the tiles of rotate_half
 ROPE_READS_PER_TILE = 4  # x tile, its rotate_half partner tile, cos tile, sin tile
 ELTWISE_PASSES = 1
@@ -396,7 +404,8 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
 
 
 def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n_in: int = 1, n_out: int = 1,
-              act_dtype: str = "bf16", fp32_dest_acc: bool = False, launch_cores=None, relax: Relax | None = None):
+              act_dtype: str = "bf16", fp32_dest_acc: bool = False, launch_cores=None, sfpu_cycles_per_row=0.0,
+              relax: Relax | None = None):
     """A row-wise op (norms, softmax) over [rows, width] interleaved tensors, us: tile rows split
     over min(rows/32, grid) cores, each reading its rows of ``n_in`` inputs (at its rate or its share
     of the bandwidth) while running ``passes`` elementwise passes per tile, bounded by all
@@ -407,6 +416,9 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
     intermediate circular buffers in Float32 (layernorm_op_multi_core.cpp, softmax's factory), so
     every pass unpacks and packs tiles of twice the bytes of bf16 (``tile_bytes``): a pass costs
     their ratio times [eltwise_cycles_per_tile], which is fitted on bf16 intermediates.
+
+    ``sfpu_cycles_per_row``: SFPU work per tile row (cycles) on the same compute thread as the passes
+    (softmax: the exp of every tile and the reciprocal of the row sum).
     """
     act = tile_bytes(act_dtype)
     tile_rows, wt = rows // TILE, width // TILE
@@ -414,7 +426,7 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
     rows_per_core = math.ceil(tile_rows / cores)
     pass_cycles = fit.eltwise_cycles_per_tile * (tile_bytes("fp32") / tile_bytes("bf16") if fp32_dest_acc else 1.0)
     t_read = read_us(hw, fit, rows_per_core * wt * n_in, rows_per_core * wt * n_in * act, cores, relax=relax)
-    t_math = cycles_us(hw, rows_per_core * wt * passes * pass_cycles)
+    t_math = cycles_us(hw, rows_per_core * (wt * passes * pass_cycles + sfpu_cycles_per_row))
     t_agg = dram_us(hw, fit, tile_rows * wt * (n_in + n_out), tile_rows * wt * (n_in + n_out) * act)
     return (launch_us(fit, cores if launch_cores is None else launch_cores, fit.launch_norm_us) + fit.dram_latency_us
             + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
@@ -423,11 +435,19 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
 def softmax_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtype: str = "bf16",
                fp32_dest_acc: bool = False, relax: Relax | None = None):
     """``ttnn.softmax`` over the last dim of [rows, width] (interleaved, no mask), us: a row op
-    (``row_op_us``) of ``SOFTMAX_ROW_PASSES`` per tile. The program is sent to the whole grid, cores
+    (``row_op_us``) of ``SOFTMAX_ROW_PASSES`` FPU passes per tile plus, on the SFPU, the exp of every
+    tile and the reciprocal of each row's sum (one tile per row), at the spec's Float32-Dest costs
+    (``hw.sfpu_exp_cycles_per_tile``, ``hw.sfpu_recip_cycles_per_tile``) or, without
+    ``fp32_dest_acc``, their bfloat16 ratios (``SFPU_EXP_BF16_RATIO``, ``SFPU_RECIP_BF16_RATIO``). The
+    accurate exp (``math_approx_mode=0``, what the rows read carry) is priced; the exp is most of a
+    Float32 softmax (2548 of ~3200 cycles per tile). The program is sent to the whole grid, cores
     without rows included (CORE COUNT 64 for 12 tile rows on a 64-core grid:
     shared/data/profiler_reports/bh_64_clip_encoder_1.csv)."""
+    exp_cycles = hw.sfpu_exp_cycles_per_tile * (1.0 if fp32_dest_acc else SFPU_EXP_BF16_RATIO)
+    recip_cycles = hw.sfpu_recip_cycles_per_tile * (1.0 if fp32_dest_acc else SFPU_RECIP_BF16_RATIO)
     return row_op_us(hw, fit, rows=rows, width=width, passes=SOFTMAX_ROW_PASSES, act_dtype=act_dtype,
-                     fp32_dest_acc=fp32_dest_acc, launch_cores=hw.grid_cores, relax=relax)
+                     fp32_dest_acc=fp32_dest_acc, launch_cores=hw.grid_cores,
+                     sfpu_cycles_per_row=(width // TILE) * exp_cycles + recip_cycles, relax=relax)
 
 
 def rope_us(hw: Blackhole, fit: FitParams, *, heads: int, rows: int, head_dim: int, act_dtype: str = "bf16",
@@ -467,7 +487,7 @@ def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, ac
 
 
 def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dram_tiles, act_dtype: str = "bf16",
-                     in_l1: bool = False, passes=0, cores=None, small_writes_per_core=0.0,
+                     in_l1: bool = False, passes=0, cores=None, small_writes_per_core=0.0, kernel_fixed_us=None,
                      relax: Relax | None = None):
     """A data-movement op (heads, reshape, transpose, concat, slice: reader and writer kernels that
     copy tiles, no or one compute pass), us.
@@ -483,7 +503,8 @@ def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dr
     issues on the same chain as its reads, each ``hw.noc_write_issue_cycles`` of the issuing RISC
     (reshape: one single-page circular buffer between reader and writer; transpose_hc: at most one
     tile per core, or the writer's per-tile write barrier before it frees the tile).
-    The launch is the data-movement class's fixed time [launch_heads_us].
+    The launch is the data-movement class's fixed time [launch_heads_us], or ``kernel_fixed_us`` where
+    the op's program is of another class (``data_movement.DataMovementSpec.kernel_fixed_us``).
     """
     act = tile_bytes(act_dtype)
     cores = min(units, hw.grid_cores) if cores is None else cores
@@ -494,7 +515,8 @@ def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dr
         t_tile = overlap(fit, t_tile, cycles_us(hw, passes * fit.eltwise_cycles_per_tile))
     t_agg = dram_us(hw, fit, dram_tiles, dram_tiles * act) if dram_tiles else 0.0
     t_writes = cycles_us(hw, small_writes_per_core * hw.noc_write_issue_cycles)
-    return launch_us(fit, cores, fit.launch_heads_us) + smax(per_core * t_tile + t_writes, t_agg, relax=relax)
+    fixed = fit.launch_heads_us if kernel_fixed_us is None else kernel_fixed_us
+    return launch_us(fit, cores, fixed) + smax(per_core * t_tile + t_writes, t_agg, relax=relax)
 
 
 def fill_cache_us(hw: Blackhole, fit: FitParams, *, kv_heads: int, rows: int, head_dim: int,
