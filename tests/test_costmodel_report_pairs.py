@@ -172,6 +172,28 @@ def test_totals_and_share_inside_are_reported_from_the_deltas(pair):
     assert 0 <= t["share_inside"] <= 1
 
 
+# The prefill pair's priced total is outside its interval: the fused gate+up matmul (2048 x 6144,
+# per_core_N 2 on 96 cores) is priced +27.1 us slower than one of the two 2048 x 3072 ones it replaces
+# (per_core_N 1), measured +9.5 us (decode: +25.6 vs +14.5). Per K block the reports give ~1.77 us at
+# per_core_N 2 vs ~1.31 at 1 (decode, 96 cores), i.e. ~445 GB/s of weights chip-wide, where the model's
+# per-core share of the aggregate bound, at the dram_eff the port's bfp8 rows pin (0.74, 379 GB/s), is
+# 2.08 us alone. Strict: the test fails once a model change puts the prefill total inside, so the mark is
+# removed then.
+@pytest.mark.parametrize("phase", [
+    "decode",
+    pytest.param("prefill", marks=pytest.mark.xfail(strict=True, reason="fused matmul's per_core_N 2 over-priced: "
+                                                    "see the comment above")),
+])
+def test_the_priced_total_delta_is_inside_its_interval(phase, capsys):
+    """The issue's check on a real change: the measured total of the priced deltas (from the files,
+    test_measured_deltas_are_the_files) lies in the model's 90% interval of its predicted total."""
+    before, after, _ = PAIRS[phase]
+    assert main(["diff", str(before), str(after), "--json"]) == 0
+    t = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)["total"]
+    lo, hi = t["interval_us"]
+    assert lo <= t["priced_measured_us"] <= hi, (t["priced_measured_us"], t["predicted_us"], lo, hi)
+
+
 def test_the_table_prints_the_totals(capsys):
     before, after, _ = PAIRS["decode"]
     assert main(["diff", str(before), str(after)]) == 0
