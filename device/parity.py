@@ -58,7 +58,7 @@ from device.recorder import Recorder
 from device.trajectory import compare_sample, golden_pair
 from experiments.report.render import md_table
 from experiments.timing import time_repeats
-from jaxref.action import action_in_proj
+from jaxref.action import action_in_proj, action_out_proj
 from jaxref.config import ExpertConfig
 from jaxref.expert import CacheContext, expert_rope, expert_stack, velocity
 from jaxref.host_memory import reexec_with_memory_reuse
@@ -215,9 +215,13 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     # The chosen layers run last on the device: each writes its own cache rows before reading them,
     # so where they run changes no number.
     def golden_inputs():
+        """(the chosen layers' inputs, the fp32 velocity at (x0, t = 0)): one fp32 stack on ``emb``,
+        ``velocity``'s own stack (``velocity`` = action_in_proj -> expert_stack -> action_out_proj; the
+        same bits as calling it, tested), so the golden runs that stack once."""
         with phase("golden: hidden (fp32 stack)"):
-            _, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
-            return {i: np.asarray(round_bf16(emb if i == 0 else hidden[i - 1])) for i in p.layers}
+            out, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
+            x_ins = {i: np.asarray(round_bf16(emb if i == 0 else hidden[i - 1])) for i in p.layers}
+            return x_ins, np.asarray(action_out_proj(params.action_out, out))
 
     def golden_rest(x_ins):
         out = {}
@@ -226,10 +230,9 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
                 layer, ck, cv = source(jnp.asarray(i, jnp.int32))
                 out[i] = {k: np.asarray(decoder_layer(layer, jnp.asarray(x_ins[i]), (ck, cv), S, rope[k], cfg=cfg,
                                                       options=o)) for k, o in opts.items()}
-        with phase("golden: step (fp32 + device)"):
-            v_fp32 = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source))
+        with phase("golden: step (device precision)"):
             v_devg = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source, options=opts["device"]))
-        return out, v_fp32, v_devg
+        return out, v_devg
 
     def golden_sample():
         with phase("golden: sample pair"):
@@ -267,8 +270,8 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
           concurrent.futures.ThreadPoolExecutor(max_workers=1) as aside):
         report = aside.submit(op_report_beside) if beside else None
         pair = golden.submit(golden_sample) if p.sample else None
-        x_ins = golden.submit(golden_inputs)
-        gold = golden.submit(lambda: golden_rest(x_ins.result()))
+        inputs = golden.submit(golden_inputs)
+        gold = golden.submit(lambda: golden_rest(inputs.result()[0]))
         if not beside:
             with phase("device: waits for the golden"):
                 gold.result()  # the chip's timed passes run alone
@@ -281,11 +284,12 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
             traced = ex.forward(np.asarray(emb), caches)
         replay_ms = _time_replays(ex, emb, caches) if backend == "chip" else None
         with phase("device: sample / step"):
+            # the step at (x0, t = 0) is the traced stack through action_out_proj (``TTExpert.step``: emb is
+            # its action_in_proj), also the sample's first: the stack is not run again for it
+            v_dev = np.asarray(action_out_proj(params.action_out, traced))
             if p.sample:
-                a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S)
-                v_dev = vs_dev[0]  # the step at (x0, t = 0) is the sample's first
-            else:
-                v_dev = ex.step(params.action_in, params.action_out, np.asarray(x0), 0.0, caches)
+                a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S,
+                                          v0=v_dev)
         if p.sample:
             with phase("device: waits for the golden sample pair"):
                 gold_a, gold_vs = pair.result()
@@ -293,13 +297,13 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
                 sample = compare_sample(lambda xs, ts: ex.steps(params.action_in, params.action_out, xs, ts, caches),
                                         np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
         with phase("device: waits for the golden's layer inputs"):
-            x_ins = x_ins.result()
+            x_ins, v_fp32 = inputs.result()
         got = {}
         for i in p.layers:
             with phase("device: layers"):
                 got[i] = ex.run_layer(i, x_ins[i], caches)
         with phase("device: waits for the golden"):
-            gold_layers, v_fp32, v_devg = gold.result()
+            gold_layers, v_devg = gold.result()
         if beside:
             with phase("device: waits for the op report"):
                 eager, written, report_calls = report.result()
