@@ -275,10 +275,11 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
             caches_r = make_caches(ns, device_r, ex_r.upload_cache)
             ex_r.set_context(S)
             eager, written = op_report(ex_r, rec_r, device_r, caches_r)
+        tf_vs = None
         if p.sample:
             ex_r.layer_fn = FastTwin(ex_r, ns) if p.fast else tagged(ex_r, rec_r)
             tf_vs = teacher_forced(ex_r, caches_r)
-        return eager, written, tf_vs if p.sample else None, (rec_r, ex_r.layer_fn)
+        return eager, written, tf_vs, (rec_r, ex_r.layer_fn)
 
     # One thread runs the golden, in order: the sample pair first (the teacher-forced steps wait for
     # it), then the layer inputs, the layers and the step; on the emulation another runs the op report
@@ -320,8 +321,7 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
             gold_layers, v_devg = gold.result()
         if emulated:
             with phase("device: waits for the op report and the teacher-forced steps"):
-                eager, written, tf_r, (rec_r, twin_r) = report.result()
-                tf_vs = tf_r if p.sample else None
+                eager, written, tf_vs, (rec_r, twin_r) = report.result()
         if p.sample:
             gold_a, gold_vs = pair.result()
             sample = compare_sample(tf_vs, gold_a, gold_vs, a_dev, vs_dev)
