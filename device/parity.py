@@ -62,7 +62,6 @@ from experiments.timing import time_repeats
 from jaxref.action import action_in_proj, action_out_proj
 from jaxref.config import ExpertConfig
 from jaxref.expert import CacheContext, expert_rope, expert_stack, velocity
-from jaxref.host_memory import reexec_with_memory_reuse
 from jaxref.layers import decoder_layer
 from jaxref.numerics import round_bf16
 from jaxref.numerics.formats import CACHE_GARBAGE as GARBAGE  # cache rows [S, Smax) hold this
@@ -567,5 +566,4 @@ def run_cli(a: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    reexec_with_memory_reuse()  # first: the allocator settings take effect only at process start
     sys.exit(main())

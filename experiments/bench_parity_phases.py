@@ -22,7 +22,6 @@ from device import parity
 from device.emulation import Emulation
 from experiments.report.render import md_table
 from experiments.timing import PhaseClock
-from jaxref.host_memory import reexec_with_memory_reuse
 from jaxref.validation import atomic_write_text, dumps_strict
 
 
@@ -49,5 +48,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    reexec_with_memory_reuse()  # as device.parity does: the run measured is the command line's
     sys.exit(main())
