@@ -252,14 +252,20 @@ class TTExpert:
         return np.stack([np.asarray(action_out_proj(action_out, o)) for o in outs])
 
     def sample(self, action_in: ActionInParams, action_out: ActionOutParams, x0: np.ndarray, caches, *,
-               seq_len: int, rope_delta: int = 0, traced: bool = True) -> tuple[np.ndarray, np.ndarray]:
+               seq_len: int, rope_delta: int = 0, traced: bool = True,
+               v0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Euler flow matching over ``cfg.num_steps`` steps (t = linspace(0, 1, steps + 1)) from x0 [T, A];
         cos / sin / mask are re-uploaded first (another trajectory may have changed them).
+        ``v0``: the velocity at (x0, t = 0) [T, A] when the caller has it already (this graph's own
+        ``step`` there, on these caches and this context): the first step then runs no stack.
         Returns (final action [T, A], per-step velocities [steps, T, A])."""
         self.set_context(seq_len, rope_delta)
         ts = np.asarray(flow_times(self.cfg.num_steps))
         x, vs = np.asarray(x0, np.float32), []
-        for t0, t1 in itertools.pairwise(ts):
-            vs.append(self.step(action_in, action_out, x, float(t0), caches, traced=traced))
+        for k, (t0, t1) in enumerate(itertools.pairwise(ts)):
+            if k == 0 and v0 is not None:
+                vs.append(np.asarray(v0, np.float32))
+            else:
+                vs.append(self.step(action_in, action_out, x, float(t0), caches, traced=traced))
             x = x + (t1 - t0) * vs[-1]
         return x, np.stack(vs)

@@ -59,24 +59,44 @@ def params_from_device(arrays: Mapping[str, object], cfg: ExpertConfig, *, xp=No
     (``xp``: the array namespace, default ``jax.numpy``, traceable: the parity script converts a
     generated layer inside the golden's scan; ``numpy`` inside a host callback, which must not run
     JAX ops: they can deadlock against the computation waiting on the callback).
-    Fused tensors are split at their rows' HF output sizes, in table order."""
+    Fused tensors are split at their rows' HF output sizes, in table order (``params_from_fused``)."""
+    if xp is None:
+        import jax.numpy as xp
+
+    transposed, fused = device_transposed(), {}
+    for name in device_names():
+        a = xp.asarray(arrays[name], xp.float32)
+        fused[name] = a.T if transposed[name] else a
+    return params_from_fused(fused, cfg, xp=xp)
+
+
+def params_from_fused(fused: Mapping[str, object], cfg: ExpertConfig, *, xp=None) -> LayerParams:
+    """One layer's golden ``LayerParams`` from its device tensors in HF orientation: each fused Linear
+    weight [out_total, in] (the device array transposed, ``device_transposed``), gammas [1, 1, 1, W].
+    Fused tensors are split along their rows at the HF output sizes, in table order (row slices and
+    reshapes: no transpose, so a caller holding HF-oriented arrays pays no transposing copy).
+    ``xp``: as ``params_from_device``."""
     if xp is None:
         import jax.numpy as xp
 
     fields = {}
     for name in device_names():
         rows = [s for s in LAYER_PARAMS if s.device_name == name]
-        a = xp.asarray(arrays[name], xp.float32)
+        a = xp.asarray(fused[name], xp.float32)
         if rows[0].kind == NORM:
             fields[rows[0].field] = a.reshape(rows[0].golden_shape(cfg))
             continue
-        hf = a.T if rows[0].transpose else a  # [out_total, in]
-        start = 0
+        start = 0  # a: [out_total, in]
         for s in rows:
             out = s.hf_shape(cfg)[0]
-            fields[s.field] = hf[start:start + out].reshape(s.golden_shape(cfg))  # HF -> golden: a reshape
+            fields[s.field] = a[start:start + out].reshape(s.golden_shape(cfg))  # HF -> golden: a reshape
             start += out
     return LayerParams(**fields)
+
+
+def device_transposed() -> dict[str, bool]:
+    """Per device tensor name: whether the device stores its HF array transposed ([in, out])."""
+    return {s.device_name: s.transpose for s in LAYER_PARAMS}
 
 
 def layer_from_params(layer: LayerParams, cfg: ExpertConfig) -> dict[str, np.ndarray]:

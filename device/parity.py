@@ -15,8 +15,9 @@ numbers. Both backends compare against the golden on the same weights and inputs
   emulation the trace runs the compiled layer of ``device.fast_twin``, the eager pass every ttnn call);
   the emulation's other passes (layers, step, sample) run that compiled layer too unless ``--eager``;
 * the golden runs in a thread of its own beside the graph's passes (on a chip it is done before
-  the timed ones), and on the emulation so does the op report's eager pass (on a second emulated
-  device); every number is what a single thread gives;
+  the timed ones), and on the emulation so do the op report's eager pass and then the teacher-forced
+  steps (on a second emulated device, beside the free-running sample); every number is what a single
+  thread gives;
 * ``--localise`` (and any layer below target): the layer op by op, the first divergent op named
   (``device.divergence``).
 
@@ -55,10 +56,10 @@ from device.parity_checks import TARGETS, abs_text, describe, failures, metric, 
 from device.parity_model import GeneratedModel
 from device.recorded_report import write_op_report
 from device.recorder import Recorder
-from device.trajectory import compare_sample, golden_pair
+from device.trajectory import compare_sample, golden_pair, teacher_forced_points
 from experiments.report.render import md_table
 from experiments.timing import time_repeats
-from jaxref.action import action_in_proj
+from jaxref.action import action_in_proj, action_out_proj
 from jaxref.config import ExpertConfig
 from jaxref.expert import CacheContext, expert_rope, expert_stack, velocity
 from jaxref.layers import decoder_layer
@@ -214,9 +215,13 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     # The chosen layers run last on the device: each writes its own cache rows before reading them,
     # so where they run changes no number.
     def golden_inputs():
+        """(the chosen layers' inputs, the fp32 velocity at (x0, t = 0)): one fp32 stack on ``emb``,
+        ``velocity``'s own stack (``velocity`` = action_in_proj -> expert_stack -> action_out_proj; the
+        same bits as calling it, tested), so the golden runs that stack once."""
         with phase("golden: hidden (fp32 stack)"):
-            _, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
-            return {i: np.asarray(round_bf16(emb if i == 0 else hidden[i - 1])) for i in p.layers}
+            out, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
+            x_ins = {i: np.asarray(round_bf16(emb if i == 0 else hidden[i - 1])) for i in p.layers}
+            return x_ins, np.asarray(action_out_proj(params.action_out, out))
 
     def golden_rest(x_ins):
         out = {}
@@ -225,10 +230,9 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
                 layer, ck, cv = source(jnp.asarray(i, jnp.int32))
                 out[i] = {k: np.asarray(decoder_layer(layer, jnp.asarray(x_ins[i]), (ck, cv), S, rope[k], cfg=cfg,
                                                       options=o)) for k, o in opts.items()}
-        with phase("golden: step (fp32 + device)"):
-            v_fp32 = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source))
+        with phase("golden: step (device precision)"):
             v_devg = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source, options=opts["device"]))
-        return out, v_fp32, v_devg
+        return out, v_devg
 
     def golden_sample():
         with phase("golden: sample pair"):
@@ -247,28 +251,46 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
                 written = write_op_report(tmp, rec_r.state.log[n_before:], backend=backend, ttnn=ns, device=device_r)
         return eager, written
 
-    def op_report_beside():
-        """On the emulation the op report's pass runs in a thread of its own, on a second emulated
-        device with its own recorder, graph object and caches (the generated weights, read only, are
-        shared): it shares no buffer with the other passes, so each side's numbers are unchanged."""
+    def teacher_forced(ex_t, caches_t):
+        """The graph's velocities at the golden trajectory's points (``device.trajectory``), once the
+        golden pair is there."""
+        with phase("device: waits for the golden sample pair"):
+            _, gold_vs = pair.result()
+        with phase("device: teacher-forced steps"):
+            return ex_t.steps(params.action_in, params.action_out, *teacher_forced_points(np.asarray(x0), gold_vs),
+                              caches_t)
+
+    def beside():
+        """On the emulation the op report's pass and then the teacher-forced steps run in a thread of
+        their own, beside the free-running sample: on a second emulated device with its own recorder,
+        graph object (the steps through a compiled layer of its own) and caches; the generated weights,
+        read only, are shared. It shares no buffer with the other passes, so each side's numbers are
+        unchanged. Returns (op report's output, CSV rows, teacher-forced velocities or None, the second
+        graph: its calls and compilations)."""
         with phase("op report (eager stack, own thread)"):
             device_r = ns.open_device(0)
             rec_r = Recorder(ns)
             ex_r = TTExpert(rec_r, device_r, ex.weights, final_norm, cfg=cfg, port=port)
             caches_r = make_caches(ns, device_r, ex_r.upload_cache)
             ex_r.set_context(S)
-            return (*op_report(ex_r, rec_r, device_r, caches_r), len(rec_r.state.log))
+            eager, written = op_report(ex_r, rec_r, device_r, caches_r)
+        tf_vs = None
+        if p.sample:
+            ex_r.layer_fn = FastTwin(ex_r, ns) if p.fast else tagged(ex_r, rec_r)
+            tf_vs = teacher_forced(ex_r, caches_r)
+        return eager, written, tf_vs, (rec_r, ex_r.layer_fn)
 
     # One thread runs the golden, in order: the sample pair first (the teacher-forced steps wait for
-    # it), then the layer inputs, the layers and the step; on the emulation another runs the op report.
-    beside = isinstance(ns, Emulation)
+    # it), then the layer inputs, the layers and the step; on the emulation another runs the op report
+    # and then the teacher-forced steps (``beside``), while this one runs the free-running sample.
+    emulated = isinstance(ns, Emulation)
     with (concurrent.futures.ThreadPoolExecutor(max_workers=1) as golden,
           concurrent.futures.ThreadPoolExecutor(max_workers=1) as aside):
-        report = aside.submit(op_report_beside) if beside else None
         pair = golden.submit(golden_sample) if p.sample else None
-        x_ins = golden.submit(golden_inputs)
-        gold = golden.submit(lambda: golden_rest(x_ins.result()))
-        if not beside:
+        report = aside.submit(beside) if emulated else None
+        inputs = golden.submit(golden_inputs)
+        gold = golden.submit(lambda: golden_rest(inputs.result()[0]))
+        if not emulated:
             with phase("device: waits for the golden"):
                 gold.result()  # the chip's timed passes run alone
                 if pair is not None:
@@ -280,28 +302,28 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
             traced = ex.forward(np.asarray(emb), caches)
         replay_ms = _time_replays(ex, emb, caches) if backend == "chip" else None
         with phase("device: sample / step"):
+            # the step at (x0, t = 0) is the traced stack through action_out_proj (``TTExpert.step``: emb is
+            # its action_in_proj), also the sample's first: the stack is not run again for it
+            v_dev = np.asarray(action_out_proj(params.action_out, traced))
             if p.sample:
-                a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S)
-                v_dev = vs_dev[0]  # the step at (x0, t = 0) is the sample's first
-            else:
-                v_dev = ex.step(params.action_in, params.action_out, np.asarray(x0), 0.0, caches)
-        if p.sample:
-            with phase("device: waits for the golden sample pair"):
-                gold_a, gold_vs = pair.result()
-            with phase("device: teacher-forced steps"):
-                sample = compare_sample(lambda xs, ts: ex.steps(params.action_in, params.action_out, xs, ts, caches),
-                                        np.asarray(x0), gold_a, gold_vs, a_dev, vs_dev)
+                a_dev, vs_dev = ex.sample(params.action_in, params.action_out, np.asarray(x0), caches, seq_len=S,
+                                          v0=v_dev)
+        if p.sample and not emulated:  # a chip runs one pass at a time
+            tf_vs = teacher_forced(ex, caches)
         with phase("device: waits for the golden's layer inputs"):
-            x_ins = x_ins.result()
+            x_ins, v_fp32 = inputs.result()
         got = {}
         for i in p.layers:
             with phase("device: layers"):
                 got[i] = ex.run_layer(i, x_ins[i], caches)
         with phase("device: waits for the golden"):
-            gold_layers, v_fp32, v_devg = gold.result()
-        if beside:
-            with phase("device: waits for the op report"):
-                eager, written, report_calls = report.result()
+            gold_layers, v_devg = gold.result()
+        if emulated:
+            with phase("device: waits for the op report and the teacher-forced steps"):
+                eager, written, tf_vs, (rec_r, twin_r) = report.result()
+        if p.sample:
+            gold_a, gold_vs = pair.result()
+            sample = compare_sample(tf_vs, gold_a, gold_vs, a_dev, vs_dev)
 
     for i in p.layers:
         row = {"layer": i, "vs_fp32": metric(gold_layers[i]["fp32"], got[i], TARGETS["layer"]),
@@ -326,9 +348,9 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
                    "vs_device_golden": metric(v_devg, v_dev, TARGETS["velocity_device"])}
     if p.sample:
         res["sample"] = sample
-    res["calls"] = len(rec.state.log) + (report_calls if beside else 0)
+    res["calls"] = len(rec.state.log) + (len(rec_r.state.log) if emulated else 0)
     if isinstance(fast, FastTwin):
-        res["compilations"] = fast.compilations
+        res["compilations"] = fast.compilations + (twin_r.compilations if isinstance(twin_r, FastTwin) else 0)
     return res
 
 

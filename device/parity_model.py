@@ -11,8 +11,8 @@ per-layer quantisation, and the golden's layer i is ``roll(base)`` in golden lay
 bfp8 blocks run along head_dim, so they stay whole); rows [S, Smax) hold the garbage fill.
 
 Both rolls are one dynamic slice of the base doubled along its last two axes (``tile2``, stored as
-bf16: every format's values are bf16 values), the golden's from the doubled base, the emulation's
-from the doubled quantised base.
+bf16: every format's values are bf16 values), the emulation's from the doubled quantised base, the
+golden's from the doubled base in the orientation the golden reads (``HF_ORIENTED``).
 
 Memory: one layer of weights in three forms (fp32 base, the two doubled bf16 bases, two layers'
 worth each) and a transient layer, instead of 64 layers in fp32 next to the golden's and the
@@ -21,6 +21,7 @@ emulation's copies (issue 16: 23.5 GB before).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 
@@ -28,15 +29,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from device.host import DTYPE_ATTR, layer_formats, layer_from_params, params_from_device
+from device.host import DTYPE_ATTR, device_transposed, layer_formats, layer_from_params, params_from_fused
 from jaxref.config import ExpertConfig
 from jaxref.expert import CacheContext, ExpertParams
 from jaxref.numerics import round_bf16
-from jaxref.param_table import device_shapes
+from jaxref.param_table import LAYER_PARAMS, device_shapes
 from jaxref.precision import cast
 from jaxref.weights import init_cache_layer, init_layer_params, init_params
 
 BLOCK = 16  # bfp block length along a tile row
+
+# Device tensors whose golden base is held in HF orientation ([out, in], the device array transposed):
+# the fused Linear weights (wqkv), which the golden splits along their HF out axis into wq / wk / wv,
+# from the device layout a transposing copy per layer and pass. The other Linear weights stay in
+# device layout: the golden reads them whole and XLA folds their transpose into the GEMM (contracting
+# dim 0); held in HF orientation they would be run by another GEMM kernel, with another summation
+# order, and the golden's numbers would change.
+_FUSED = collections.Counter(s.device_name for s in LAYER_PARAMS)
+HF_ORIENTED = frozenset(s.device_name for s in LAYER_PARAMS if s.transpose and _FUSED[s.device_name] > 1)
 
 
 def shifts(i, shape: tuple[int, ...]):
@@ -69,16 +79,23 @@ def tile2(a) -> jax.Array:
     return jnp.asarray(np.tile(stored, (1,) * (bits.ndim - 2) + (2, 2)))
 
 
-def _roll(tiled, i, shape):
+def _roll(tiled, i, shape, *, transposed: bool = False):
     """Layer i's float32 array ``shape`` = [.., R, C] from the base doubled by ``tile2``: rows rolled by
     the row shift, then whole bfp blocks by the column shift (``shifts``), as one dynamic slice of the
     doubled base (a roll by r is the window starting at R - r), which XLA's CPU backend runs at copy
     speed (a gather per axis costs about twice that). Pinned (an optimization barrier): XLA would
     otherwise fuse the slice into every consumer (a bfp block reduce reads each element 16 times),
-    where materialising the layer once costs one copy."""
+    where materialising the layer once costs one copy.
+
+    ``transposed``: ``tiled`` doubles the 2-D base transposed ([C, R] -> [2C, 2R]) and the result is
+    layer i's array transposed, [C, R]: the same window with its axes swapped."""
     rows, cols = shape[-2:]
     r, c = shifts(i, shape)
     start = (0,) * (len(shape) - 2) + ((rows - r) % rows, (cols - c) % cols)
+    if transposed:
+        if len(shape) != 2:
+            raise ValueError(f"_roll: transposed needs a 2-D shape, got {shape}")
+        start, shape = start[::-1], shape[::-1]
     return jax.lax.optimization_barrier(jax.lax.dynamic_slice(tiled, start, shape).astype(jnp.float32))
 
 
@@ -99,7 +116,9 @@ class GeneratedModel:
     Attributes:
       cfg, seq_len, fill: geometry, valid cache rows S, value of rows [S, Smax).
       base: device-layout arrays of one layer (fp32, bf16-valued), by device tensor name.
-      tiled: ``base`` doubled along its last two axes (``tile2``), what the golden's layers are rolled from.
+      transposed: per device tensor name, whether its HF orientation is the transpose (Linear weights).
+      golden_tiled: ``base`` doubled along its last two axes (``tile2``), transposed first where
+        ``HF_ORIENTED``: what the golden's layers (and ``host_layer``) are rolled from.
       cache_rows: (k, v) [K, S, H] bf16-valued random rows.
       params: ``ExpertParams`` with ``layers=None`` (action projections, final norm; bf16-valued).
     """
@@ -108,7 +127,8 @@ class GeneratedModel:
     seq_len: int
     fill: float
     base: dict[str, jax.Array]
-    tiled: dict[str, jax.Array]
+    transposed: dict[str, bool]
+    golden_tiled: dict[str, jax.Array]
     cache_rows: tuple[jax.Array, jax.Array]
     params: ExpertParams
 
@@ -122,13 +142,19 @@ class GeneratedModel:
         k, v = init_cache_layer(k_c, cfg, seq_len, max_seq_len=seq_len)
         rest = init_params(k_p, dataclasses.replace(cfg, num_layers=1))
         params = jax.tree.map(round_bf16, dataclasses.replace(rest, layers=None))
-        tiled = {name: tile2(a) for name, a in base.items()}
-        return cls(cfg, seq_len, fill, base, tiled, (round_bf16(k), round_bf16(v)), params)
+        transposed = device_transposed()
+        golden_tiled = {name: tile2(np.asarray(a).T if name in HF_ORIENTED else a) for name, a in base.items()}
+        return cls(cfg, seq_len, fill, base, transposed, golden_tiled, (round_bf16(k), round_bf16(v)), params)
 
     # ---- the device side ---------------------------------------------------------------------
     def host_layer(self, i: int) -> dict[str, np.ndarray]:
         """Layer i's device arrays on the host (float32, bf16-valued; ``host_tensor`` quantises them)."""
-        return {name: np.asarray(_roll(self.tiled[name], i, a.shape), np.float32) for name, a in self.base.items()}
+        out = {}
+        for name, a in self.base.items():
+            hf = name in HF_ORIENTED
+            v = np.asarray(_roll(self.golden_tiled[name], i, a.shape, transposed=hf), np.float32)
+            out[name] = np.ascontiguousarray(v.T) if hf else v
+        return out
 
     def cache_layer(self, i: int, *, fmt: str = "fp32") -> tuple[jax.Array, jax.Array]:
         """Layer i's VLM cache (k, v) [K, Smax, H] in ``fmt``: rolled random rows, then the fill
@@ -163,9 +189,12 @@ class GeneratedModel:
         cfg = self.cfg
 
         def layer_at(i):
-            dev = {name: _roll(self.tiled[name], i, a.shape) for name, a in self.base.items()}
+            fused = {}  # HF orientation: a device-layout weight's transpose is left to XLA (folded into the GEMM)
+            for name, a in self.base.items():
+                w = _roll(self.golden_tiled[name], i, a.shape, transposed=name in HF_ORIENTED)
+                fused[name] = w.T if self.transposed[name] and name not in HF_ORIENTED else w
             ck, cv = self.cache_layer(i)
-            return params_from_device(dev, cfg), ck, cv
+            return params_from_fused(fused, cfg), ck, cv
 
         return layer_at
 

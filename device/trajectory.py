@@ -52,20 +52,30 @@ def golden_states(x0: np.ndarray, velocities: np.ndarray) -> list[np.ndarray]:
     return xs
 
 
-def compare_sample(device_steps, x0: np.ndarray, gold_actions: np.ndarray, gold_vs: np.ndarray,
+def teacher_forced_points(x0: np.ndarray, gold_vs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the graph is teacher-forced: (x_k [steps - 1, T, A], t_k [steps - 1]), k = 1 .. steps - 1, the
+    golden trajectory from x0 (``gold_vs`` [steps, 2, T, A] from ``golden_pair``, index 0). Step 0 is
+    (x0, t = 0), the free-running sample's first step: not repeated here."""
+    ts = np.asarray(flow_times(len(gold_vs)))
+    xs = golden_states(x0, gold_vs[:, 0])[1:]
+    return np.stack(xs) if xs else np.zeros((0, *np.shape(x0)), np.float32), ts[1:len(xs) + 1]
+
+
+def compare_sample(tf_vs: np.ndarray, gold_actions: np.ndarray, gold_vs: np.ndarray,
                    dev_action: np.ndarray, dev_vs: np.ndarray) -> dict:
     """The three comparisons of the module docstring.
 
-    device_steps: (x_t [B, T, A], t [B]) -> the graph's velocities [B, T, A] at those independent
-    points (``TTExpert.steps``); gold_actions / gold_vs: from ``golden_pair`` (index 0: from x0, 1:
-    perturbed); dev_action, dev_vs: the graph's own sample. Step 0 of the teacher-forced and
-    free-running comparisons is the same input (x0, t = 0): the free-running velocity is reused there.
+    tf_vs: the graph's velocities [steps - 1, T, A] at ``teacher_forced_points`` (``TTExpert.steps``);
+    gold_actions / gold_vs: from ``golden_pair`` (index 0: from x0, 1: perturbed); dev_action, dev_vs:
+    the graph's own sample. Step 0 of the teacher-forced and free-running comparisons is the same input
+    (x0, t = 0): the free-running velocity is reused there.
     """
     ts = np.asarray(flow_times(len(gold_vs)))
-    xs = golden_states(x0, gold_vs[:, 0])
-    v_tf = [dev_vs[0], *device_steps(np.stack(xs[1:]), ts[1:len(xs)])] if len(xs) > 1 else [dev_vs[0]]
+    v_tf = [dev_vs[0], *tf_vs]
+    if len(v_tf) != len(gold_vs):
+        raise ValueError(f"tf_vs holds {len(tf_vs)} velocities; the {len(gold_vs)}-step sample needs {len(gold_vs) - 1}")
     steps = []
-    for k in range(len(xs)):
+    for k in range(len(gold_vs)):
         steps.append({"step": k, "t": float(ts[k]),
                       "teacher_forced": metric(gold_vs[k, 0], v_tf[k], TARGETS["velocity"]),
                       "free_running": metric(gold_vs[k, 0], dev_vs[k], None),

@@ -95,6 +95,23 @@ def test_twin_steps_equal_eager_steps_bit_for_bit_tiny(tiny, port):
     _check_steps_bitwise(tiny, ex, ex_e, caches, caches_e, 3)
 
 
+def test_sample_from_a_given_first_velocity_is_the_sample(tiny):
+    """``TTExpert.sample(v0=...)`` with the traced stack's velocity at (x0, 0) (what device.parity passes)
+    gives the sample's bits: its first step would replay that same stack."""
+    from jaxref.action import action_in_proj, action_out_proj
+
+    port, p = CASES[0], tiny.params
+    ns, ex, caches = _expert(tiny, port)
+    ex.layer_fn = FastTwin(ex, ns)
+    x0 = np.asarray(jax.random.normal(jax.random.PRNGKey(5), (TINY.num_tokens, TINY.action_dim)), np.float32)
+    want_a, want_vs = ex.sample(p.action_in, p.action_out, x0, caches, seq_len=tiny.seq_len)
+    emb = np.asarray(action_in_proj(p.action_in, x0, 0.0, cfg=TINY.action_in))
+    v0 = np.asarray(action_out_proj(p.action_out, ex.forward(emb, caches)))
+    got_a, got_vs = ex.sample(p.action_in, p.action_out, x0, caches, seq_len=tiny.seq_len, v0=v0)
+    np.testing.assert_array_equal(got_vs, want_vs)
+    np.testing.assert_array_equal(got_a, want_a)
+
+
 def test_twin_equals_eager_bit_for_bit_alpamayo_tt_widths():
     cfg = dataclasses.replace(ExpertConfig.alpamayo_tt(), num_layers=2)
     model = GeneratedModel.build(jax.random.PRNGKey(0), cfg, 4600, fill=7.0)

@@ -14,7 +14,9 @@ import pytest
 from device.emulation import Emulation
 from device.host import host_tensor, layer_formats, layer_from_params, params_from_device
 from device.parity_model import GeneratedModel
+from jaxref.action import action_in_proj, action_out_proj
 from jaxref.config import ExpertConfig
+from jaxref.expert import expert_stack, velocity
 
 CFG = ExpertConfig.tiny(head_dim=32, num_layers=3, hidden=96, ffn=160)  # odd widths: 3 / 5 tiles
 
@@ -62,3 +64,14 @@ def test_generated_cache_keeps_fill_cache_rows(model):
     assert np.all(got[0, :, -32:] == 1.0) and np.array_equal(got[0, :, :-32], np.asarray(model.cache_layer(0)[0])[:, :-32])
     view = emu.reshape(k, (CFG.num_kv_heads, 1, CFG.max_seq_len, 32))
     assert view.buffer_address() == k.buffer_address() and np.all(np.asarray(view.value)[:, 0, -32:] == 1.0)
+
+
+def test_velocity_is_the_hidden_stack_through_action_out_proj(model):
+    """device.parity takes the fp32 golden's velocity at (x0, 0) from its hidden-state stack on
+    ``action_in_proj(x0, 0)``: the same bits as ``velocity`` itself (one stack run instead of two)."""
+    params, ctx = model.params, model.context()
+    x0 = jax.random.normal(jax.random.PRNGKey(8), (CFG.num_tokens, CFG.action_dim))
+    emb = action_in_proj(params.action_in, x0, 0.0, cfg=CFG.action_in)
+    out, _ = expert_stack(model.layer_source(), params.final_norm, emb, ctx, cfg=CFG, return_hidden=True)
+    np.testing.assert_array_equal(np.asarray(action_out_proj(params.action_out, out)),
+                                  np.asarray(velocity(params, x0, 0.0, ctx, cfg=CFG, layers=model.layer_source())))
