@@ -79,7 +79,8 @@ def test_plan_searches_the_window_only(full, tmp_path, capsys):
     assert doc["measured_total_us"] == pytest.approx(sum(float(r["Device Time"]) for r in theirs), abs=1e-2)
     assert doc["rows"] and {r["line"] for r in doc["rows"]} <= set(window_lines(full))
     alone = run_json(capsys, ["plan", "--ops-csv", str(EXCERPT), "--json"])
-    assert [{**r, "line": r["line"] + shift()} for r in alone["rows"]] == doc["rows"]
+    assert [{**r, "line": r["line"] + shift(), "lines": [n + shift() for n in r["lines"]]}
+            for r in alone["rows"]] == doc["rows"]
     everything = run_json(capsys, ["plan", "--ops-csv", str(full), "--json"])
     recs = lines_of(full).values()
     assert everything["measured_total_us"] == pytest.approx(
