@@ -226,12 +226,16 @@ def _vec(**kw) -> tuple:
     return tuple(kw.get(c, 0) for c in PATH_COLUMNS)
 
 
+# graphs kept per process: they are keyed by the hardware's column costs and the ranks' sweep ends,
+# so a sweep over S or rates would otherwise keep one (tens of thousands of nodes) per point it evaluated
+REPLAY_CACHE = 64
+
 # the replay's column costs when the caller has none: a transfer one unit, an m / l part 1 / 64 of
 # it, nothing else any time (the links-bound limit)
 LINKS_LIMIT = tuple(float(x) for x in _vec(l1_units=1, l2_units=1, l1_small=1 / 64, l2_small=1 / 64))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=REPLAY_CACHE)
 def _reduce_graph(C: int, P: int, kind: str, orientation: str, unit: tuple = LINKS_LIMIT,
                   offsets: tuple | None = None):
     """The data-driven reduce as a max-plus graph: (predecessors per node as (node, weight row)
@@ -240,8 +244,8 @@ def _reduce_graph(C: int, P: int, kind: str, orientation: str, unit: tuple = LIN
     go out at once, each receive waits for the message (3 tl.recvs) and merges it on the rank's
     MATH engine (11 issues, then the merge). Each part of a triplet (``PARTS``) is a transfer
     that holds its route's queues (``_route``) for its size: it starts at the later of its send
-    and each queue's previous transfer ending, and lands its latency after the transfer. Node times are maxima over predecessors of
-    (predecessor time + weight row . column costs).
+    and each queue's previous transfer ending, and lands its latency after the transfer. Node
+    times are maxima over predecessors of (predecessor time + weight row . column costs).
 
     Which transfer a queue serves first is a matter of timing: a message's header takes its
     route's queues in order, one per step, holding each one it got while it waits for the next
@@ -374,7 +378,7 @@ def _reduce_graph(C: int, P: int, kind: str, orientation: str, unit: tuple = LIN
     return preds, starts, ends
 
 
-@functools.cache
+@functools.lru_cache(maxsize=REPLAY_CACHE)
 def origin_paths(C: int, P: int, kind: str, orientation: str = "wide", unit: tuple = LINKS_LIMIT,
                  offsets: tuple | None = None) -> tuple:
     """Critical-path candidates from each rank's sweep end to the reduce's end: one array per rank
@@ -444,13 +448,12 @@ def _cap(rows: np.ndarray) -> np.ndarray:
 SEGMENTS = ("prefix", "single", "suffix")
 
 
-@functools.cache
-def segment_rows(C: int, P: int, kind: str, orientation: str = "wide", placement: str = "round_robin",
-                 unit: tuple = LINKS_LIMIT) -> tuple[np.ndarray, np.ndarray]:
+def segment_rows(C: int, P: int, kind: str, orientation: str = "wide",
+                 placement: str = "round_robin") -> tuple[np.ndarray, np.ndarray]:
     """(rows [3, R + 1, k, len(PATH_COLUMNS)], nonempty [3, R + 1]): for segment ``SEGMENTS`` and
     index t = 0..R the Pareto rows of the ranks ``rank_order``[:t] (prefix), [t] (single) and [t:]
     (suffix), zero-padded to k rows; empty segments flagged 0, their rows zero."""
-    per = origin_paths(C, P, kind, orientation, unit)
+    per = origin_paths(C, P, kind, orientation)
     order = rank_order(C, P, placement)
     R = C * P
     empty = np.zeros((0, len(PATH_COLUMNS)))
