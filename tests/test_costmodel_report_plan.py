@@ -54,8 +54,11 @@ def test_plan_cli_json_and_flags(default_report, capsys):
     doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
     flagged = [r for r in doc["rows"] if r["flag"]]
     assert {r["kind"] for r in flagged} == {"matmul", "sdpa"}  # the port's SDPA row gets a KV-format change
-    assert all(("weights" if r["kind"] == "matmul" else "kv") in r["change"] and "accuracy not modelled" in r["flag"]
-               for r in flagged)
+    for r in doc["rows"]:  # a flag names exactly what the change makes the model unable to vouch for
+        fmt = "weights" if r["kind"] == "matmul" else "kv"
+        assert (f"{fmt} " in r["change"]) == ("format: accuracy not modelled" in r["flag"]), r
+        assert ("fidelity " in r["change"]) == ("fidelity: accuracy not modelled" in r["flag"]), r
+    assert any("fidelity" in r["flag"] for r in flagged)  # the port's HiFi2 matmuls get a LoFi change
     # one change per row: the unflagged changes never share a line here, so the combination is their sum
     assert doc["predicted_saving_us"] == pytest.approx(sum(r["saving_us"] for r in doc["rows"] if not r["flag"]))
     assert main(["plan", "--ops-csv", str(default_report), "--target-ms", "-1"]) == 2
