@@ -122,8 +122,8 @@ def test_dram_sharded_best_change_is_the_brute_force_best(tmp_path, cal, fidelit
     assert got.keys() == want.keys() and want, (got, want)
     for flag in want:
         assert got[flag] == pytest.approx(want[flag], rel=1e-6), flag
-    for p in res.changes:  # every change keeps the config ttnn's shard rule allows
-        assert "in0_block_w" not in p.change or int(p.change.split("in0_block_w 4->")[1].split(",")[0]) in (1, 2)
+    # ttnn's shard rule: every candidate's in0_block_w divides the row's own (4), and all those are offered
+    assert {int(s.cfg.in0_block_w) for _, s, _ in candidates(spec, hw)} == {1, 2, 4}
     if fidelity == "HiFi4":  # fewer passes are priced faster: a fidelity change is offered, flagged
         assert any(FIDELITY_FLAG in f for f in got)
 
@@ -176,6 +176,11 @@ def test_minimal_matmul_candidates_are_all_legal_and_the_rule_refuses_an_l1_over
     with pytest.raises(ValueError, match="circular buffers need"):
         big.validate(hw)
     assert cands and not any((s.k_block, s.n_block) == (96, 24) for _, s, _ in cands)
+    # every block count some block size gives K (96 tiles) and N (24) is offered, whether the block divides
+    # the tiles or not (7 K blocks: a block of 14)
+    for tiles, name in ((96, "k_block"), (24, "n_block")):
+        counts = {math.ceil(tiles / b) for b in range(1, tiles + 1)}
+        assert {math.ceil(tiles / getattr(s, name)) for _, s, _ in cands} == counts, name
     dest = 4  # fp32 accumulation: half of the 8 destination tiles
     for text, s, flag in cands:
         assert _cb_bytes(s) <= L1_BYTES, text
