@@ -71,15 +71,18 @@ def _minimal(tmp_path, n=768, k=768, edit=lambda r: None):
 
 
 def _oracle_best(now, priced):
-    """{flag: fastest us} of [(us, flag)] priced faster than ``now``, a flagged one kept only where it
-    beats the fastest unflagged one (the plan's stated rule, written out here)."""
+    """{flag: fastest us} of [(us, flag)] priced faster than ``now`` (by SAME_PRICE), a flagged one kept
+    only where it beats by SAME_PRICE every faster one whose flags are a proper subset of its own (the
+    plan's stated rule, written out here)."""
     faster = [(us, flag) for us, flag in priced if us < now * (1 - SAME_PRICE)]
     best = {}
     for us, flag in faster:
         best[flag] = min(best.get(flag, math.inf), us)
-    if "" in best:
-        best = {f: us for f, us in best.items() if not f or us < best[""]}
-    return best
+
+    def parts(flag):
+        return set(flag.split("; ")) if flag else set()
+    return {f: us for f, us in best.items()
+            if all(us < r * (1 - SAME_PRICE) for g, r in best.items() if parts(g) < parts(f))}
 
 
 def _plan_best(result):

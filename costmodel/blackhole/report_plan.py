@@ -27,7 +27,7 @@ accuracy, which only a parity run of the user's model can tell (a KV-format chan
 rows writing the cache unpriced). Each candidate is priced exactly (``KernelSpec``); a row gets its
 best change only where that is priced faster than its own config (by ``SAME_PRICE``), else no plan,
 and its best flagged change of each flag (format, fidelity, both) only where it beats every config
-change.
+change (and, with both flags, each flag alone) by as much.
 
 Savings. A config or format change keeps the op: its saving is the model's delta (prediction now
 minus after), with the interval of ``report_diff.delta_interval`` (shared parameters and the op
@@ -245,16 +245,23 @@ def fusion_pairs(report: Report) -> tuple[list[tuple[ReportRow, ReportRow, objec
 SAME_PRICE = 1e-3
 
 
+def _flag_parts(flag: str) -> frozenset:
+    return frozenset(flag.split("; ")) if flag else frozenset()
+
+
 def _best(now: float, priced: list[tuple]) -> list[tuple]:
     """Of one op's priced candidates [(after us, text, spec, flag)]: the fastest unflagged one priced
     faster than ``now``, and for each flag (a format, a fidelity, both) the fastest candidate carrying
-    it, only where it beats that one too."""
+    it, only where it beats (by ``SAME_PRICE``) every faster candidate of fewer flags: every config
+    change, and for both flags each one alone (a fidelity change that buys nothing over the format
+    change alone is not advised)."""
     priced = [x for x in priced if x[0] < now * (1 - SAME_PRICE)]
     config_only = [x for x in priced if not x[3]]
     best = [min(config_only, key=lambda x: x[0])] if config_only else []
     for flag in sorted({x[3] for x in priced if x[3]}):
         top = min((x for x in priced if x[3] == flag), key=lambda x: x[0])
-        if not config_only or top[0] < best[0][0]:
+        rivals = [x[0] for x in priced if _flag_parts(x[3]) < _flag_parts(flag)]
+        if not rivals or top[0] < min(rivals) * (1 - SAME_PRICE):
             best.append(top)
     return best
 
