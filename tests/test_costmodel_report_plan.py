@@ -122,3 +122,6 @@ def test_plan_on_real_reports_advises_only_faster_changes(path, capsys):
         assert r["lo_us"] <= r["saving_us"] <= r["hi_us"], r
         assert not re.search(r"(?<!\S)(\S+)->\1(,|$)", r["change"]), r["change"]
     assert doc["predicted_saving_us"] >= 0
+    if path.name == "bh_64_clip_encoder_1.csv":  # its 48 ttnn matmuls and 144 MinimalMatmuls, all searched
+        assert doc["searched"]["matmul"] == 192 and not [s for s in doc["skipped"] if s["kind"] == "matmul"]
+        assert any(r["op_code"] == "MinimalMatmulOp" and not r["flag"] for r in doc["rows"])
