@@ -104,7 +104,8 @@ def test_minimal_matmul_is_read_from_its_config_and_split_over_the_grid(tmp_path
     line, rec = one_line(CLIP, tmp_path / "mm.csv", pick)
     assert line.status == MODELLED, line.status
     spec = line.spec.inner
-    assert spec == MinimalMatmulSpec(32, 768, 3072, 2, 8, 8, 8, 8, "bf16", "bf16", "HiFi4", bias=True)
+    assert spec == MinimalMatmulSpec(32, 768, 3072, 2, 8, 8, 8, 8, "bf16", "bf16", "HiFi4", bias=True, subblock_h=2,
+                                     subblock_w=2, fp32_dest_acc=True)
     assert model_cores(spec, line.spec.board()) == int(rec["CORE COUNT"]) == 64
     sp = spec.split()
     assert (sp["n_blocks"], sp["n_blocks_per_core"], sp["cols_used"], sp["k_blocks"]) == (12, 2, 6, 3)

@@ -54,8 +54,11 @@ def test_plan_cli_json_and_flags(default_report, capsys):
     doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
     flagged = [r for r in doc["rows"] if r["flag"]]
     assert {r["kind"] for r in flagged} == {"matmul", "sdpa"}  # the port's SDPA row gets a KV-format change
-    assert all(("weights" if r["kind"] == "matmul" else "kv") in r["change"] and "accuracy not modelled" in r["flag"]
-               for r in flagged)
+    for r in doc["rows"]:  # a flag names exactly what the change makes the model unable to vouch for
+        fmt = "weights" if r["kind"] == "matmul" else "kv"
+        assert (f"{fmt} " in r["change"]) == ("format: accuracy not modelled" in r["flag"]), r
+        assert ("fidelity " in r["change"]) == ("fidelity: accuracy not modelled" in r["flag"]), r
+    assert any("fidelity" in r["flag"] for r in flagged)  # the port's HiFi2 matmuls get a LoFi change
     # one change per row: the unflagged changes never share a line here, so the combination is their sum
     assert doc["predicted_saving_us"] == pytest.approx(sum(r["saving_us"] for r in doc["rows"] if not r["flag"]))
     assert main(["plan", "--ops-csv", str(default_report), "--target-ms", "-1"]) == 2
@@ -119,3 +122,6 @@ def test_plan_on_real_reports_advises_only_faster_changes(path, capsys):
         assert r["lo_us"] <= r["saving_us"] <= r["hi_us"], r
         assert not re.search(r"(?<!\S)(\S+)->\1(,|$)", r["change"]), r["change"]
     assert doc["predicted_saving_us"] >= 0
+    if path.name == "bh_64_clip_encoder_1.csv":  # its 48 ttnn matmuls and 144 MinimalMatmuls, all searched
+        assert doc["searched"]["matmul"] == 192 and not [s for s in doc["skipped"] if s["kind"] == "matmul"]
+        assert any(r["op_code"] == "MinimalMatmulOp" and not r["flag"] for r in doc["rows"])

@@ -506,10 +506,11 @@ def report_plan_main(argv: list[str]) -> int:
     from costmodel.blackhole import report_plan as rp
 
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole plan --ops-csv",
-                                description="Plan search over a real op report: per matmul row the program-config "
-                                            "(and weight-format, flagged) change the model prices fastest, per SDPA "
-                                            "row the k_chunk / q_chunk / cores_per_head (and KV-format, flagged) "
-                                            "change, and per add followed by an unfused norm the fused residual "
+                                description="Plan search over a real op report: per matmul row (1D / 2D multicast, "
+                                            "DRAM-sharded, MinimalMatmul) the program-config (and weight-format / "
+                                            "math-fidelity, flagged) change the model prices fastest, per SDPA "
+                                            "row the k_chunk / q_chunk / cores_per_head (and KV-format / fidelity, "
+                                            "flagged) change, and per add followed by an unfused norm the fused residual "
                                             "norm, ranked in one list by predicted saving with its 90% interval; "
                                             "rows it cannot search are listed with why. With --target-ms, "
                                             "P(device time <= target) for the unflagged changes made together, "

@@ -15,6 +15,17 @@ m_tile`` in the kernels' later versions, dm_in0_sender.cpp / compute.cpp; assume
 version above too). That is the 2D
 multicast matmul's block (``ops.mcast_2d_block_us``), repeated per (m, n) block: priced with it,
 no parameter of its own. Each M block re-reads in1 and each N block re-reads in0 from DRAM.
+
+Legality (``MinimalMatmulSpec.validate``, the one rule the reader and the plan search apply): the
+op's own checks (minimal_matmul_device_operation.cpp, ``MinimalMatmulOp::validate`` @ 0007784228:
+block and subblock sizes >= 1, the subblocks dividing the M / N blocks, subblock_h * subblock_w <= the
+destination tiles, a grid of at least 2x2 within the device's) and, which the op does not check
+before its program is built, its circular buffers fitting one core's L1: the factory above
+(``minimal_matmul_factory``) allocates, on every core of the grid, in0 2 x M_block x K_block tiles,
+in1 2 x K_block x N_block tiles and the output 2 x M_block x N_block tiles, all three in the
+activation's tile format (``input_tile_size``), and an intermediate M_block x N_block tiles in Float32
+with fp32_dest_acc_en (else Float16_b). Block sizes need not divide the tile counts (the factory pads
+M, K and N up to a block).
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ import math
 
 from costmodel.blackhole.ops import dram_us, launch_us, mcast_2d_block_us, read_us
 from costmodel.blackhole.params import FitParams
+from costmodel.blackhole.program_config import DEST_TILES
 from costmodel.hardware import TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax, smax
 
@@ -40,6 +52,9 @@ class MinimalMatmulSpec:
       grid_x, grid_y: ``compute_with_storage_grid_size``.
       weight_dtype, act_dtype, fidelity: formats and math fidelity.
       bias: a bias row is added (one tile row of N read per N block).
+      subblock_h, subblock_w: the config's destination-register subblock, tiles (not priced: legality).
+      fp32_dest_acc: the compute kernel config's ``fp32_dest_acc_en`` (the intermediate buffer's
+        format and the destination tiles: legality only).
     """
 
     M: int
@@ -54,6 +69,9 @@ class MinimalMatmulSpec:
     act_dtype: str = "bf16"
     fidelity: str = "HiFi4"
     bias: bool = False
+    subblock_h: int = 1
+    subblock_w: int = 1
+    fp32_dest_acc: bool = True
     op_class = "matmul"
 
     def __post_init__(self):
@@ -61,10 +79,35 @@ class MinimalMatmulSpec:
             v = getattr(self, name)
             if not (isinstance(v, int) and v > 0 and v % TILE == 0):
                 raise ValueError(f"{name}={v!r} must be a positive multiple of {TILE}")
-        for name in ("m_block", "k_block", "n_block", "grid_x", "grid_y"):
+        for name in ("m_block", "k_block", "n_block", "grid_x", "grid_y", "subblock_h", "subblock_w"):
             v = getattr(self, name)
             if not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"{name}={v!r} must be an integer >= 1")
+
+    def l1_bytes(self) -> int:
+        """L1 per core of the factory's circular buffers, bytes (module docstring)."""
+        act = tile_bytes(self.act_dtype)
+        interm = tile_bytes("fp32" if self.fp32_dest_acc else "bf16")
+        mk, kn, mn = self.m_block * self.k_block, self.k_block * self.n_block, self.m_block * self.n_block
+        return 2 * mk * act + 2 * kn * act + 2 * mn * act + mn * interm
+
+    def validate(self, hw: Blackhole) -> None:
+        """Raise ValueError (naming the field, its value and what was expected) unless the op accepts
+        this config on ``hw`` and its circular buffers fit one core's L1 (module docstring)."""
+        if self.m_block % self.subblock_h or self.n_block % self.subblock_w:
+            raise ValueError(f"subblock ({self.subblock_h}, {self.subblock_w}) must divide the (M, N) blocks "
+                             f"({self.m_block}, {self.n_block})")
+        dest = DEST_TILES[bool(self.fp32_dest_acc)]
+        if self.subblock_h * self.subblock_w > dest:
+            raise ValueError(f"subblock_h * subblock_w = {self.subblock_h * self.subblock_w} > {dest} destination "
+                             f"tiles (fp32_dest_acc={self.fp32_dest_acc})")
+        if not (2 <= self.grid_x <= hw.grid_x and 2 <= self.grid_y <= hw.grid_y):
+            raise ValueError(f"grid {self.grid_x}x{self.grid_y} must be at least 2x2 and fit the {hw.name} compute "
+                             f"grid {hw.grid_x}x{hw.grid_y}")
+        l1 = self.l1_bytes()
+        if l1 > float(hw.l1_bytes_per_core):
+            raise ValueError(f"circular buffers need {l1 / 1024:.0f} KB of L1 per core (blocks M {self.m_block}, "
+                             f"K {self.k_block}, N {self.n_block}); the core has {hw.l1_bytes_per_core / 1024:.0f} KB")
 
     def split(self) -> dict[str, int]:
         """The factory's work split: blocks along M, N, K, blocks per core, rows / columns with work."""

@@ -4,25 +4,30 @@ by predicted saving with its 90% interval, in one ranking over three kinds of ch
     python -m costmodel.blackhole plan --ops-csv ops_perf_results.csv [--start-signpost NAME --end-signpost NAME]
                                        [--target-ms 30] [--top 15] [--json]
 
-* matmul: every modelled 1D / 2D multicast matmul row: its own kind of program config with every
-  in0_block_w that divides K/32 and (1D in0-multicast) every per_core_N whose split fits the grid,
-  legal by ``MatmulProgramConfig.validate`` (L1, grid, subblock: ttnn's own for the block), and the
-  same configs with the other weight formats of the vocabulary;
+* matmul: every modelled matmul row, by its kind (``plan_candidates``, each candidate legal by the
+  kind's one rule): 1D / 2D multicast, every in0_block_w that divides K/32 and (1D in0-multicast)
+  every per_core_N whose split fits the grid (``MatmulProgramConfig.validate``: L1, grid, subblock);
+  DRAM-sharded, every in0_block_w dividing the row's own (the in0 shard width the report does not
+  print; ``MatmulProgramConfig.validate``); MinimalMatmul, its M / K / N block sizes over every block
+  count (``MinimalMatmulSpec.validate``: subblocks, grid, L1); each also with the other weight formats
+  of the vocabulary and every lower math fidelity;
 * sdpa: every modelled SDPA row (flash-decode or standard): its ``SdpaProgramConfig`` with every
   k_chunk (a tile multiple dividing the cache rows) and every cores_per_head 1..16 (decode) or
   q_chunk (a tile multiple dividing the query rows per head, standard), legal by
-  ``SdpaProgramConfig.validate`` (L1 among its rules), and the same with the other KV-cache formats;
+  ``SdpaProgramConfig.validate`` (L1 among its rules), and the same with the other KV-cache formats
+  and every lower math fidelity;
 * fusion: an eltwise add row followed (next device op) by an unfused norm row whose input has the
   add's shape and format: both replaced by the model's fused residual norm (``NormSpec`` with
   ``fused_residual``, the op the port's ``--fuse-add-norm`` prices; two outputs, so the sum the
   residual stream reads later is still written). A report names no tensors: that the norm reads
   the add's output is read from adjacency, shape and format.
 
-A format change is flagged: the model prices its bytes, not its accuracy, which only a parity run
-of the user's model can tell (a KV-format change also leaves the rows writing the cache unpriced).
-Each candidate is priced exactly (``KernelSpec``); a row gets its best change only where that is
-priced faster than its own config (by ``SAME_PRICE``), else no plan, and a format change only where
-it beats every config change.
+A format or fidelity change is flagged: the model prices its bytes and matrix-engine passes, not its
+accuracy, which only a parity run of the user's model can tell (a KV-format change also leaves the
+rows writing the cache unpriced). Each candidate is priced exactly (``KernelSpec``); a row gets its
+best change only where that is priced faster than its own config (by ``SAME_PRICE``), else no plan,
+and its best flagged change of each flag (format, fidelity, both) only where it beats every config
+change (and, with both flags, each flag alone) by as much.
 
 Savings. A config or format change keeps the op: its saving is the model's delta (prediction now
 minus after), with the interval of ``report_diff.delta_interval`` (shared parameters and the op
@@ -36,7 +41,8 @@ The port's ``plan --target-ms`` generalised: P(the report's measured total minus
 target) for the unflagged changes combined one per row (``combine``).
 
 Rows the plan cannot search say why (``PlanResult.skipped``): a matmul or SDPA row the model does
-not price (the reader's reason) or does not search, an SDPA row whose own config the model's
+not price (the reader's reason) or does not search (a priced matmul of a kind outside
+``SEARCHED_MATMUL_KINDS``), an SDPA row whose own config the model's
 legality rule refuses, an add + norm pair one of whose rows is not priced or whose shapes differ.
 """
 
@@ -52,6 +58,7 @@ from scipy import stats
 from costmodel.blackhole.discrepancy import load_discrepancy
 from costmodel.blackhole.fit import Calibration
 from costmodel.blackhole.intervals import LEVEL, quantile
+from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
 from costmodel.blackhole.opspecs import (
     ChipSpec,
     EltwiseSpec,
@@ -60,19 +67,19 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
-from costmodel.blackhole.program_config import IN0_SHARD_LAYOUT, MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D
+from costmodel.blackhole.plan_candidates import candidates, validate_sdpa
+from costmodel.blackhole.program_config import (
+    DRAM_SHARDED,
+    IN0_SHARD_LAYOUT,
+    MCAST_1D_IN0,
+    MCAST_1D_IN1,
+    MCAST_2D,
+)
 from costmodel.blackhole.report_diff import delta_interval, linearised, one_side_interval
 from costmodel.blackhole.report_reader import CLASS_OF_CODE, MODELLED, Report, ReportRow
-from costmodel.blackhole.sdpa_program_config import MAX_CORES_PER_HEAD
-from costmodel.hardware import TILE
-from jaxref.validation import choices_of
-from jaxref.vocabulary import CacheFormat, WeightFormat
 
 KINDS = ("matmul", "sdpa", "fusion")  # the change kinds, in the order the summary lists them
-SEARCHED_MATMUL_KINDS = (MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D)
-WEIGHT_FLAG = "weight format: accuracy not modelled (check with a parity run)"
-KV_FLAG = ("KV-cache format: accuracy not modelled (check with a parity run); the rows writing the cache "
-           "are not re-priced")
+SEARCHED_MATMUL_KINDS = (MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, DRAM_SHARDED)  # ttnn matmul configs searched
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,10 +134,6 @@ class PlanResult:
     fusions_not_faster: list[RowPlan] = dataclasses.field(default_factory=list)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def _inner(spec):
     return getattr(spec, "inner", spec)
 
@@ -149,77 +152,6 @@ def _rewrap(row_spec, inner):
     return dataclasses.replace(row_spec, inner=inner) if isinstance(row_spec, ChipSpec) else inner
 
 
-def _change_text(pairs) -> str:
-    return ", ".join(f"{name} {old}->{new}" for name, old, new in pairs if old != new)
-
-
-def candidates(spec: MatmulSpec, board) -> list[tuple[str, MatmulSpec, str]]:
-    """(change text, changed spec, flag) of every legal alternative of ``spec`` (its own config excluded)."""
-    c = spec.cfg
-    kt, nt = spec.K // TILE, spec.N // TILE
-    blocks = _divisors(kt)
-    splits = [d for d in _divisors(nt) if nt // d <= board.grid_cores] if c.kind == MCAST_1D_IN0 else [
-        int(c.per_core_N)]
-    out = []
-    for bw in blocks:
-        for pn in splits:
-            cfg = dataclasses.replace(c, in0_block_w=float(bw), per_core_N=float(pn), out_subblock_h=None,
-                                      out_subblock_w=None)
-            for wd in choices_of(WeightFormat):
-                if (bw, pn, wd) == (int(c.in0_block_w), int(c.per_core_N), spec.weight_dtype):
-                    continue
-                try:
-                    cfg.validate("matmul", board, M=spec.M, K=spec.K, N=spec.N, weight_dtype=wd,
-                                 act_dtype=spec.act_dtype, fp32_dest_acc=True)
-                except ValueError:
-                    continue
-                text = _change_text((("in0_block_w", int(c.in0_block_w), bw), ("per_core_N", int(c.per_core_N), pn),
-                                     ("weights", spec.weight_dtype, wd)))
-                flag = "" if wd == spec.weight_dtype else WEIGHT_FLAG
-                out.append((text, dataclasses.replace(spec, cfg=cfg, weight_dtype=wd), flag))
-    return out
-
-
-def _validate_sdpa(spec, board, attn=None, kv_dtype=None) -> None:
-    """``SdpaProgramConfig.validate`` of an SDPA row's op (``attn`` / ``kv_dtype``: a candidate's)
-    with the query rows in the view of its kernel: G*T of one token in decode, T in standard."""
-    decode = isinstance(spec, SdpaDecodeSpec)
-    (attn or spec.attn).validate(board, smax=spec.smax_rows, num_tokens=1 if decode else spec.q_rows,
-                                 group=spec.q_rows if decode else 1, head_dim=spec.head_dim,
-                                 kv_dtype=kv_dtype or spec.kv_dtype, mask_dtype=spec.mask_dtype,
-                                 act_dtype=spec.act_dtype)
-
-
-def sdpa_candidates(spec: SdpaDecodeSpec | SdpaStandardSpec, board) -> list[tuple[str, object, str]]:
-    """(change text, changed spec, flag) of every legal alternative of an SDPA row's op: k_chunk a
-    tile multiple dividing the cache rows, with cores_per_head 1..16 (decode) or q_chunk a tile
-    multiple dividing the query rows (standard), each with every KV-cache format of the vocabulary,
-    legal by ``SdpaProgramConfig.validate`` (its own config excluded)."""
-    a = spec.attn
-    decode = isinstance(spec, SdpaDecodeSpec)
-    smax = int(spec.smax_rows)
-    k_chunks = [TILE * d for d in _divisors(smax // TILE)]
-    if decode:
-        name, own, values = "cores_per_head", int(a.cores_per_head), range(1, MAX_CORES_PER_HEAD + 1)
-    else:
-        name, own, values = "q_chunk", int(a.q_chunk), [TILE * d for d in _divisors(max(spec.q_rows // TILE, 1))]
-    out = []
-    for k in k_chunks:
-        for v in values:
-            attn = dataclasses.replace(a, k_chunk=float(k), **{name: float(v)})
-            for kv in choices_of(CacheFormat):
-                if (k, v, kv) == (int(a.k_chunk), own, spec.kv_dtype):
-                    continue
-                try:
-                    _validate_sdpa(spec, board, attn, kv)
-                except ValueError:
-                    continue
-                text = _change_text((("k_chunk", int(a.k_chunk), k), (name, own, v), ("kv", spec.kv_dtype, kv)))
-                out.append((text, dataclasses.replace(spec, attn=attn, kv_dtype=kv),
-                            "" if kv == spec.kv_dtype else KV_FLAG))
-    return out
-
-
 # A candidate priced less than this fraction faster than the row's own config is not a change worth
 # advising: far below the run-to-run movement of an unchanged op between two profiler runs (e.g. a
 # weight format that a row bound elsewhere reads a few ns faster).
@@ -228,7 +160,8 @@ SAME_PRICE = 1e-3
 
 def _searched_matmul(r: ReportRow) -> bool:
     inner = _inner(r.spec)
-    return isinstance(inner, MatmulSpec) and inner.cfg.kind in SEARCHED_MATMUL_KINDS
+    return isinstance(inner, MinimalMatmulSpec) or (isinstance(inner, MatmulSpec)
+                                                     and inner.cfg.kind in SEARCHED_MATMUL_KINDS)
 
 
 def _is_sdpa(r: ReportRow) -> bool:
@@ -236,8 +169,8 @@ def _is_sdpa(r: ReportRow) -> bool:
 
 
 def searched_rows(report: Report) -> list:
-    """The rows ``plan_search`` searches configs of: modelled matmul rows of the 1D / 2D kinds and
-    modelled SDPA rows (the add + norm pairs: ``fusion_pairs``)."""
+    """The rows ``plan_search`` searches configs of: modelled matmul rows of the ``SEARCHED_MATMUL_KINDS``
+    and MinimalMatmul rows, and modelled SDPA rows (the add + norm pairs: ``fusion_pairs``)."""
     return [r for r in report.rows if r.status == MODELLED and (_searched_matmul(r) or _is_sdpa(r))]
 
 
@@ -265,7 +198,7 @@ def unsearched_rows(report: Report) -> list[Skip]:
             inner = _inner(r.spec)
             what = inner.cfg.kind if isinstance(inner, MatmulSpec) else type(inner).__name__
             reason = (f"priced but not searched: the plan searches the {'/'.join(SEARCHED_MATMUL_KINDS)} matmul "
-                      f"configs (this row: {what})")
+                      f"configs and MinimalMatmul blocks (this row: {what})")
         out.append(Skip((r.line,), r.op_code, kind, reason))
     return out
 
@@ -312,15 +245,24 @@ def fusion_pairs(report: Report) -> tuple[list[tuple[ReportRow, ReportRow, objec
 SAME_PRICE = 1e-3
 
 
+def _flag_parts(flag: str) -> frozenset:
+    return frozenset(flag.split("; ")) if flag else frozenset()
+
+
 def _best(now: float, priced: list[tuple]) -> list[tuple]:
     """Of one op's priced candidates [(after us, text, spec, flag)]: the fastest unflagged one priced
-    faster than ``now``, and the fastest flagged one only where it beats that one too."""
+    faster than ``now``, and for each flag (a format, a fidelity, both) the fastest candidate carrying
+    it, only where it beats (by ``SAME_PRICE``) every faster candidate of fewer flags: every config
+    change, and for both flags each one alone (a fidelity change that buys nothing over the format
+    change alone is not advised)."""
     priced = [x for x in priced if x[0] < now * (1 - SAME_PRICE)]
     config_only = [x for x in priced if not x[3]]
     best = [min(config_only, key=lambda x: x[0])] if config_only else []
-    formats = [x for x in priced if x[3]]
-    if formats and (not best or min(formats, key=lambda x: x[0])[0] < best[0][0]):
-        best.append(min(formats, key=lambda x: x[0]))
+    for flag in sorted({x[3] for x in priced if x[3]}):
+        top = min((x for x in priced if x[3] == flag), key=lambda x: x[0])
+        rivals = [x[0] for x in priced if _flag_parts(x[3]) < _flag_parts(flag)]
+        if not rivals or top[0] < min(rivals) * (1 - SAME_PRICE):
+            best.append(top)
     return best
 
 
@@ -343,10 +285,10 @@ def plan_search(report: Report, cal: Calibration, *, level: float = LEVEL) -> Pl
         inner, board = _inner(spec), _board(spec, report)
         if kind == "sdpa":
             try:
-                _validate_sdpa(inner, board)
+                validate_sdpa(inner, board)
             except ValueError as e:
                 return f"its own program config fails the model's legality rule: {e}"
-        cands = candidates(inner, board) if kind == "matmul" else sdpa_candidates(inner, board)
+        cands = candidates(inner, board)
         now = price(spec)
         priced = [(price(_rewrap(spec, s)), text, s, flag) for text, s, flag in cands]
         out = []
@@ -487,7 +429,7 @@ def format_plan(report: Report, result: PlanResult, *, top: int = 15, target_ms:
         z = quantile(cal)
         lines.append(f"combined, one change per row (unflagged, best first): {len(chosen)} changes, predicted saving "
                      f"{saving:.1f} us [{saving - z * sd:.1f}, {saving + z * sd:.1f}] of the report's {total:.1f} us "
-                     f"measured device time ({100 * saving / total:.1f}%); flagged format changes left out: "
+                     f"measured device time ({100 * saving / total:.1f}%); flagged format / fidelity changes left out: "
                      f"{len([p for p in plans if p.flag])}")
         if target_ms is not None:
             lines.append(f"P(device time <= {target_ms:g} ms after the combined changes) = "

@@ -192,9 +192,10 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
     if isinstance(spec, MinimalMatmulSpec):
         cfg = format_config("MinimalMatmulConfig", [
             ("M_block_size", spec.m_block), ("K_block_size", spec.k_block), ("N_block_size", spec.n_block),
-            ("subblock_h", 1), ("subblock_w", 1),
+            ("subblock_h", spec.subblock_h), ("subblock_w", spec.subblock_w),
             ("compute_with_storage_grid_size", f"(x={spec.grid_x};y={spec.grid_y})")])
-        attrs = {"compute_kernel_config": _compute_kernel(fid), "config": cfg, "fused_activation": "std::nullopt"}
+        ckc = _compute_kernel(fid).replace("fp32_dest_acc_en=0", f"fp32_dest_acc_en={int(spec.fp32_dest_acc)}")
+        attrs = {"compute_kernel_config": ckc, "config": cfg, "fused_activation": "std::nullopt"}
         ins = [_t((1, 1, spec.M, spec.K), spec.act_dtype), _t((1, 1, spec.K, spec.N), spec.weight_dtype)]
         if spec.bias:
             ins.append(_t((1, 1, TILE, spec.N), spec.act_dtype))
@@ -607,9 +608,15 @@ def _minimal_matmul(ln: _Line, hw: Blackhole) -> MinimalMatmulSpec:
     act, wdt = ln.dtype("INPUT_0", ActivationFormat), ln.dtype("INPUT_1", WeightFormat)
     if ln.has("INPUT_2"):
         ln.dtype("INPUT_2", ActivationFormat)
-    return MinimalMatmulSpec(x[2], x[3], w[3], ln.config_int(cfg, "M_block_size"), ln.config_int(cfg, "K_block_size"),
+    spec = MinimalMatmulSpec(x[2], x[3], w[3], ln.config_int(cfg, "M_block_size"), ln.config_int(cfg, "K_block_size"),
                              ln.config_int(cfg, "N_block_size"), grid[0], grid[1], wdt, act, ln.fidelity(),
-                             bias=ln.has("INPUT_2"))
+                             bias=ln.has("INPUT_2"), subblock_h=ln.config_int(cfg, "subblock_h", default=1),
+                             subblock_w=ln.config_int(cfg, "subblock_w", default=1), fp32_dest_acc=ln.fp32_dest_acc())
+    try:
+        spec.validate(hw)
+    except ValueError as e:
+        raise _Skip(f"MinimalMatmulConfig outside the model's legality rule ({e})") from None
+    return spec
 
 
 def _data_movement(ln: _Line, hw: Blackhole, kind: str) -> DataMovementSpec:
