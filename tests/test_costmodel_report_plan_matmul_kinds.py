@@ -247,3 +247,23 @@ def test_every_priced_matmul_row_of_the_real_reports_is_searched():
         assert not [s for s in report_plan.unsearched_rows(rep) if "priced but not searched" in s.reason]
     assert len([r for r in read_report(CLIP).timed_rows() if r.status == MODELLED
                 and isinstance(getattr(r.spec, "inner", r.spec), MatmulSpec | MinimalMatmulSpec)]) == 192
+
+
+def test_minimal_matmul_batch_price_is_each_specs_own_price(cal):
+    """The plan prices MinimalMatmul block choices as one batch (``minimal_matmul_batch_us``, padded to a
+    power of two): each entry equals the spec priced alone, at an odd batch size and on a small grid;
+    specs differing in more than their blocks are refused."""
+    from costmodel.blackhole.minimal_matmul import minimal_matmul_batch_us
+    from costmodel.hardware import blackhole_p150a
+
+    hw = blackhole_p150a()
+    base = MinimalMatmulSpec(M=1600, K=768, N=3072, m_block=2, k_block=8, n_block=8, grid_x=8, grid_y=8)
+    specs = [dataclasses.replace(base, m_block=m, k_block=k, n_block=n)
+             for m, k, n in ((1, 1, 1), (2, 8, 8), (5, 3, 7), (50, 24, 96), (3, 24, 12))]
+    got = minimal_matmul_batch_us(hw, cal.params, specs)
+    assert got.shape == (5,)
+    for s, g in zip(specs, got, strict=True):
+        assert float(g) == pytest.approx(float(s.us(hw, cal.params)), rel=1e-6)
+    assert len({round(float(g), 6) for g in got}) == 5  # the blocks do change the price
+    with pytest.raises(ValueError, match=r"differs from the first in \['weight_dtype'\]"):
+        minimal_matmul_batch_us(hw, cal.params, [base, dataclasses.replace(base, weight_dtype="bfp8")])

@@ -33,6 +33,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 from costmodel.blackhole.ops import dram_us, launch_us, mcast_2d_block_us, read_us
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.program_config import DEST_TILES
@@ -132,24 +134,47 @@ def minimal_matmul_us(hw: Blackhole, fit: FitParams, spec: MinimalMatmulSpec, *,
     the pipeline (steps x the 2D block of the average valid block, a round trip to fill, the output
     write) and all DRAM bytes (in1 once per M block, in0 once per N block, bias, output) at the
     aggregate bandwidth."""
-    sp = spec.split()
-    mt, kt, nt = spec.M // TILE, spec.K // TILE, spec.N // TILE
-    act, w = tile_bytes(spec.act_dtype), tile_bytes(spec.weight_dtype)
+    return minimal_matmul_batch_us(hw, fit, [spec], relax=relax)[0]
+
+
+BATCH_FIELDS = ("M", "K", "N", "grid_x", "grid_y", "weight_dtype", "act_dtype", "fidelity", "bias")
+
+
+def minimal_matmul_batch_us(hw: Blackhole, fit: FitParams, specs: list[MinimalMatmulSpec], *,
+                            relax: Relax | None = None):
+    """``minimal_matmul_us`` of several specs that differ only in their blocks, as one array [B], us.
+
+    The blocks enter the price only through the work split (Python integers, per spec); the rest is
+    the same arithmetic on arrays of them, so a plan search prices thousands of block choices at the
+    cost of one (``report_plan``). Every spec must share ``BATCH_FIELDS`` with the first."""
+    if not specs:
+        raise ValueError("specs must hold at least one MinimalMatmulSpec, got none")
+    s0 = specs[0]
+    for s in specs[1:]:
+        diff = [f for f in BATCH_FIELDS if getattr(s, f) != getattr(s0, f)]
+        if diff:
+            raise ValueError(f"specs must differ only in their blocks; {s} differs from the first in {diff}")
+    mt, kt, nt = s0.M // TILE, s0.K // TILE, s0.N // TILE
+    # padded (with the last spec) to a power of two: eager JAX compiles each op once per array shape
+    splits = [s.split() for s in specs]
+    splits += splits[-1:] * ((1 << (len(specs) - 1).bit_length()) - len(specs))
+    sp = {k: np.asarray([x[k] for x in splits], np.float64) for k in splits[0]}
+    act, w = tile_bytes(s0.act_dtype), tile_bytes(s0.weight_dtype)
     # average valid tiles of a block: a partial last block moves and multiplies only its valid tiles
     m_eff, n_eff, k_eff = mt / sp["m_blocks"], nt / sp["n_blocks"], kt / sp["k_blocks"]
     steps = sp["m_blocks_per_core"] * sp["n_blocks_per_core"] * sp["k_blocks"]
     senders = sp["rows_used"] + sp["cols_used"]
     t_block = mcast_2d_block_us(hw, fit, m_tiles=m_eff, k_tiles=k_eff, n_tiles=n_eff, senders=senders,
-                                act_dtype=spec.act_dtype, weight_dtype=spec.weight_dtype, fidelity=spec.fidelity,
+                                act_dtype=s0.act_dtype, weight_dtype=s0.weight_dtype, fidelity=s0.fidelity,
                                 relax=relax)
     busy = sp["rows_used"] * sp["cols_used"]
     out_tiles = sp["m_blocks_per_core"] * sp["n_blocks_per_core"] * m_eff * n_eff
     t_out = read_us(hw, fit, out_tiles, out_tiles * act, busy, relax=relax)
     in1_tiles = sp["m_blocks"] * kt * nt
-    act_tiles = sp["n_blocks"] * mt * kt + mt * nt + (sp["m_blocks"] * nt if spec.bias else 0)
+    act_tiles = sp["n_blocks"] * mt * kt + mt * nt + (sp["m_blocks"] * nt if s0.bias else 0)
     t_agg = dram_us(hw, fit, in1_tiles, in1_tiles * w) + dram_us(hw, fit, act_tiles, act_tiles * act)
     t_pipe = steps * t_block + fit.dram_latency_us + t_out
-    return launch_us(fit, spec.cores(), fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax)
+    return (launch_us(fit, s0.cores(), fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax))[:len(specs)]
 
 
-__all__ = ["OP_CODES", "MinimalMatmulSpec", "minimal_matmul_us"]
+__all__ = ["BATCH_FIELDS", "OP_CODES", "MinimalMatmulSpec", "minimal_matmul_batch_us", "minimal_matmul_us"]

@@ -58,7 +58,8 @@ from scipy import stats
 from costmodel.blackhole.discrepancy import load_discrepancy
 from costmodel.blackhole.fit import Calibration
 from costmodel.blackhole.intervals import LEVEL, quantile
-from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
+from costmodel.blackhole.minimal_matmul import BATCH_FIELDS, MinimalMatmulSpec, minimal_matmul_batch_us
+from costmodel.blackhole.ops import kernel_only
 from costmodel.blackhole.opspecs import (
     ChipSpec,
     EltwiseSpec,
@@ -281,6 +282,22 @@ def plan_search(report: Report, cal: Calibration, *, level: float = LEVEL) -> Pl
     def price(spec) -> float:
         return float(KernelSpec(spec).us(hw, params))
 
+    def price_all(spec, cands: list[tuple]) -> list[float]:
+        """``price`` of each candidate op of the row ``spec``: MinimalMatmul block choices in batches
+        (``minimal_matmul_batch_us``, the same price as one at a time), the rest one by one."""
+        out = [None] * len(cands)
+        groups: dict = {}
+        for j, (_, s, _) in enumerate(cands):
+            if isinstance(s, MinimalMatmulSpec):
+                groups.setdefault(tuple(getattr(s, f) for f in BATCH_FIELDS), []).append(j)
+            else:
+                out[j] = price(_rewrap(spec, s))
+        for idx in groups.values():
+            us = minimal_matmul_batch_us(_board(spec, report), kernel_only(params), [cands[j][1] for j in idx])
+            for j, u in zip(idx, np.asarray(us, np.float64), strict=True):
+                out[j] = float(u)
+        return out
+
     def search(spec, kind: str):
         inner, board = _inner(spec), _board(spec, report)
         if kind == "sdpa":
@@ -290,7 +307,7 @@ def plan_search(report: Report, cal: Calibration, *, level: float = LEVEL) -> Pl
                 return f"its own program config fails the model's legality rule: {e}"
         cands = candidates(inner, board)
         now = price(spec)
-        priced = [(price(_rewrap(spec, s)), text, s, flag) for text, s, flag in cands]
+        priced = [(us, text, s, flag) for us, (text, s, flag) in zip(price_all(spec, cands), cands, strict=True)]
         out = []
         for _, text, s, flag in _best(now, priced):
             new = _rewrap(spec, s)
