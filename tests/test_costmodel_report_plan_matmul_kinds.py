@@ -267,3 +267,40 @@ def test_minimal_matmul_batch_price_is_each_specs_own_price(cal):
     assert len({round(float(g), 6) for g in got}) == 5  # the blocks do change the price
     with pytest.raises(ValueError, match=r"differs from the first in \['weight_dtype'\]"):
         minimal_matmul_batch_us(hw, cal.params, [base, dataclasses.replace(base, weight_dtype="bfp8")])
+
+
+@pytest.mark.parametrize("changes, fields", [
+    (["K_block_size=4"], {"k_block": 4}),  # the 2x2 subblock still divides the blocks: kept
+    (["N_block_size=3"], {"n_block": 3, "subblock_h": 2, "subblock_w": 1}),  # 2x2 does not divide 2x3: ttnn's pick
+    (["N_block_size=4", "subblock_h=1", "subblock_w=4"], {"n_block": 4, "subblock_h": 1, "subblock_w": 4}),
+])
+def test_whatif_changes_a_minimal_matmul_rows_blocks(tmp_path, cal, capsys, changes, fields):
+    """``whatif`` on a real CLIP MinimalMatmul line (blocks 2/8/8, subblock 2x2): the blocks given by
+    ttnn's MinimalMatmulConfig names, the subblock kept where it divides the new blocks (else ttnn's
+    chooser's), priced as that spec."""
+    path, line = _minimal(tmp_path)
+    rep = read_report(path)
+    argv = ["whatif", "--ops-csv", str(path), "--line", str(line.line), "--json"]
+    for c in changes:
+        argv += ["--change", c]
+    capsys.readouterr()
+    assert main(argv) == 0
+    res = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
+    new = dataclasses.replace(line.spec, inner=dataclasses.replace(line.spec.inner, **fields))
+    assert report_plan.changed_spec(line.spec, dict(c.split("=") for c in changes), line.spec.board()) == new
+    assert res["after_us"] == pytest.approx(float(KernelSpec(new).us(rep.hw, cal.params)), rel=1e-4)
+    assert res["after_us"] != pytest.approx(res["predicted_us"], rel=1e-3)
+
+
+@pytest.mark.parametrize("change, message", [
+    ("K_block_size=0", "expected an integer >= 1"),
+    ("subblock_w=3", "subblock (2, 3) must divide the (M, N) blocks (2, 8)"),
+    ("K_block_size=200", "circular buffers need"),
+    ("in0_block_w=4", "MinimalMatmulSpec has no matmul program config; expected one of ['M_block_size'"),
+])
+def test_whatif_refuses_an_illegal_minimal_matmul_change(tmp_path, capsys, change, message):
+    path, line = _minimal(tmp_path)
+    capsys.readouterr()
+    assert main(["whatif", "--ops-csv", str(path), "--line", str(line.line), "--change", change]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -463,7 +463,8 @@ def whatif_main(argv: list[str]) -> int:
     from costmodel.blackhole import report_plan as rp
 
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole whatif",
-                                description="Change one row of a real op report (its matmul program config, weight / "
+                                description="Change one row of a real op report (its matmul program config or "
+                                            "MinimalMatmul blocks, weight / "
                                             "activation / cache format or fidelity) and get the predicted time after "
                                             "the change with its 90% interval.",
                                 epilog="example: python -m costmodel.blackhole whatif --ops-csv ops.csv --line 19 "
@@ -471,7 +472,9 @@ def whatif_main(argv: list[str]) -> int:
     p.add_argument("--ops-csv", required=True, metavar="FILE", help="ops_perf_results CSV")
     p.add_argument("--line", type=positive_int, required=True, help="the row's line in the CSV (header = line 1)")
     p.add_argument("--change", action="append", default=[], metavar="FIELD=VALUE", required=True,
-                   help=f"repeatable; FIELD one of {[*rp.CONFIG_FIELDS, *rp.SPEC_FIELDS]}, or in0_memory "
+                   help=f"repeatable; FIELD one of {[*rp.CONFIG_FIELDS, *rp.SPEC_FIELDS]}, a MinimalMatmul's "
+                        f"{list(rp.MINIMAL_CONFIG_FIELDS)} (the subblock kept where it divides the new blocks, else "
+                        f"ttnn's choice), or in0_memory "
                         f"(a 1D / 2D multicast matmul's activation: one of {list(rp.IN0_MEMORY)})")
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     p.add_argument("--json", action="store_true", help="print JSON")

@@ -108,6 +108,15 @@ def block_sizes(tiles: int, own: int) -> list[int]:
     return sorted({math.ceil(tiles / count) for count in range(1, tiles + 1)} | {own})
 
 
+def minimal_subblock(spec: MinimalMatmulSpec, m_block: int, n_block: int) -> tuple[int, int]:
+    """The subblock a MinimalMatmul row keeps at new (M, N) blocks: its own where it divides them, else
+    the one ttnn's chooser picks for them (``ttnn_subblock``)."""
+    own = (spec.subblock_h, spec.subblock_w)
+    if m_block % own[0] == 0 and n_block % own[1] == 0:
+        return own
+    return ttnn_subblock(m_block, n_block, fp32_dest_acc=spec.fp32_dest_acc)
+
+
 def minimal_matmul_candidates(spec: MinimalMatmulSpec, board) -> list[tuple[str, MinimalMatmulSpec, str]]:
     """The alternatives of a MinimalMatmul row (module docstring)."""
     s = spec
@@ -116,8 +125,7 @@ def minimal_matmul_candidates(spec: MinimalMatmulSpec, board) -> list[tuple[str,
     for m in block_sizes(s.M // TILE, s.m_block):
         for k in block_sizes(s.K // TILE, s.k_block):
             for n in block_sizes(s.N // TILE, s.n_block):
-                fits = m % own_sub[0] == 0 and n % own_sub[1] == 0
-                sub = own_sub if fits else ttnn_subblock(m, n, fp32_dest_acc=s.fp32_dest_acc)
+                sub = minimal_subblock(s, m, n)
                 for wd in _formats(s.weight_dtype, WeightFormat):
                     new = dataclasses.replace(s, m_block=m, k_block=k, n_block=n, subblock_h=sub[0],
                                               subblock_w=sub[1], weight_dtype=wd)
@@ -191,5 +199,5 @@ def candidates(spec, board) -> list[tuple[str, object, str]]:
 
 
 __all__ = ["FIDELITY_FLAG", "KV_FLAG", "WEIGHT_FLAG", "block_sizes", "candidates", "change_text", "divisors",
-           "fidelities", "flag_of", "matmul_candidates", "minimal_matmul_candidates", "sdpa_candidates",
+           "fidelities", "flag_of", "matmul_candidates", "minimal_matmul_candidates", "minimal_subblock", "sdpa_candidates",
            "validate_sdpa"]

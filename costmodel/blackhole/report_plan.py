@@ -68,7 +68,7 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
-from costmodel.blackhole.plan_candidates import candidates, validate_sdpa
+from costmodel.blackhole.plan_candidates import candidates, minimal_subblock, validate_sdpa
 from costmodel.blackhole.program_config import (
     DRAM_SHARDED,
     IN0_SHARD_LAYOUT,
@@ -480,6 +480,9 @@ def plan_json(report: Report, result: PlanResult, cal: Calibration, *, target_ms
 
 # ---- what-if on one real row ---------------------------------------------------------------------
 CONFIG_FIELDS = ("in0_block_w", "per_core_N", "per_core_M", "out_subblock_h", "out_subblock_w")
+# a MinimalMatmul row's config fields (ttnn's MinimalMatmulConfig names) -> MinimalMatmulSpec fields
+MINIMAL_CONFIG_FIELDS = {"M_block_size": "m_block", "K_block_size": "k_block", "N_block_size": "n_block",
+                         "subblock_h": "subblock_h", "subblock_w": "subblock_w"}
 SPEC_FIELDS = ("weight_dtype", "act_dtype", "fidelity", "kv_dtype", "mask_dtype")
 # where a matmul's activation (in0) lives: DRAM- or L1-interleaved, or L1-sharded in the layout its
 # program-config kind reads (program_config.IN0_SHARD_LAYOUT); the MatmulSpec flags of each
@@ -496,12 +499,19 @@ def changed_spec(spec, changes: dict[str, str], board):
     if isinstance(spec, ChipSpec):
         return dataclasses.replace(spec, inner=changed_spec(spec.inner, changes, spec.board()))
     out = spec
-    cfg_changes = {}
+    cfg_changes, blocks = {}, {}
     for key, value in changes.items():
-        if key in CONFIG_FIELDS:
+        if key in MINIMAL_CONFIG_FIELDS:
+            if not isinstance(spec, MinimalMatmulSpec):
+                raise ValueError(f"--change {key}={value}: {type(spec).__name__} is not a MinimalMatmul; expected "
+                                 f"one of {_fields_of(spec)}")
+            if not (value.isdigit() and int(value) >= 1):
+                raise ValueError(f"--change {key}={value!r}: expected an integer >= 1")
+            blocks[MINIMAL_CONFIG_FIELDS[key]] = int(value)
+        elif key in CONFIG_FIELDS:
             if not isinstance(spec, MatmulSpec):
                 raise ValueError(f"--change {key}={value}: {type(spec).__name__} has no matmul program config; "
-                                 f"expected one of {[f for f in SPEC_FIELDS if hasattr(spec, f)]}")
+                                 f"expected one of {_fields_of(spec)}")
             if not (value.isdigit() and int(value) >= 1):
                 raise ValueError(f"--change {key}={value!r}: expected an integer >= 1")
             cfg_changes[key] = int(value) if key.startswith("out_subblock") else float(value)
@@ -515,19 +525,33 @@ def changed_spec(spec, changes: dict[str, str], board):
         elif key in SPEC_FIELDS:
             if not hasattr(spec, key):
                 raise ValueError(f"--change {key}={value}: {type(spec).__name__} has no {key}; expected one of "
-                                 f"{[f for f in (*SPEC_FIELDS, *CONFIG_FIELDS) if hasattr(spec, f) or (f in CONFIG_FIELDS and isinstance(spec, MatmulSpec))]}")
+                                 f"{_fields_of(spec)}")
             out = dataclasses.replace(out, **{key: value})
         else:
             raise ValueError(f"--change {key}={value}: unknown field; expected one of "
-                             f"{[*CONFIG_FIELDS, *SPEC_FIELDS, 'in0_memory']}")
+                             f"{[*CONFIG_FIELDS, *MINIMAL_CONFIG_FIELDS, *SPEC_FIELDS, 'in0_memory']}")
     if cfg_changes:
         subblock = {} if any(k.startswith("out_subblock") for k in cfg_changes) else {"out_subblock_h": None,
                                                                                        "out_subblock_w": None}
         out = dataclasses.replace(out, cfg=dataclasses.replace(out.cfg, **cfg_changes, **subblock))
+    if blocks:
+        m, n = blocks.get("m_block", out.m_block), blocks.get("n_block", out.n_block)
+        sub = {} if {"subblock_h", "subblock_w"} & set(blocks) else dict(zip(("subblock_h", "subblock_w"),
+                                                                              minimal_subblock(out, m, n)))
+        out = dataclasses.replace(out, **{**sub, **blocks})
     if isinstance(out, MatmulSpec):
         out.cfg.validate("matmul", board, M=out.M, K=out.K, N=out.N, weight_dtype=out.weight_dtype,
                          act_dtype=out.act_dtype, fp32_dest_acc=True)
+    if isinstance(out, MinimalMatmulSpec):
+        out.validate(board)
     return out
+
+
+def _fields_of(spec) -> list[str]:
+    """The ``--change`` fields a row's op takes."""
+    config = (CONFIG_FIELDS if isinstance(spec, MatmulSpec)
+              else tuple(MINIMAL_CONFIG_FIELDS) if isinstance(spec, MinimalMatmulSpec) else ())
+    return [*config, *(f for f in SPEC_FIELDS if hasattr(spec, f))]
 
 
 def whatif_row(report: Report, line: int, changes: dict[str, str], cal: Calibration, *, level: float = LEVEL) -> dict:
