@@ -271,7 +271,7 @@ def test_minimal_matmul_batch_price_is_each_specs_own_price(cal):
 
 @pytest.mark.parametrize("changes, fields", [
     (["K_block_size=4"], {"k_block": 4}),  # the 2x2 subblock still divides the blocks: kept
-    (["N_block_size=3"], {"n_block": 3, "subblock_h": 2, "subblock_w": 1}),  # 2x2 does not divide 2x3: ttnn's pick
+    (["N_block_size=3"], {"n_block": 3, "subblock_h": 1, "subblock_w": 3}),  # 2x2 does not divide 2x3: ttnn's pick
     (["N_block_size=4", "subblock_h=1", "subblock_w=4"], {"n_block": 4, "subblock_h": 1, "subblock_w": 4}),
 ])
 def test_whatif_changes_a_minimal_matmul_rows_blocks(tmp_path, cal, capsys, changes, fields):
