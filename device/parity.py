@@ -348,6 +348,8 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
                    "vs_device_golden": metric(v_devg, v_dev, TARGETS["velocity_device"])}
     if p.sample:
         res["sample"] = sample
+        # the fp32 golden's v(x0, 0) twice: its layer-input stack and its sample's first step (index 0: from x0)
+        res["golden_self"] = metric(gold_vs[0, 0], v_fp32, TARGETS["golden_self"])
     res["calls"] = len(rec.state.log) + (len(rec_r.state.log) if emulated else 0)
     if isinstance(fast, FastTwin):
         res["compilations"] = fast.compilations + (twin_r.compilations if isinstance(twin_r, FastTwin) else 0)
@@ -391,6 +393,10 @@ def markdown(results: list[dict]) -> str:
         rows.append(("step velocity (traced)", r["step"]["vs_fp32"], r["step"]["vs_device_golden"]))
         for q, a, b in rows:
             table.append([run, q, pcc_text(a), abs_text(a), pcc_text(b), abs_text(b)])
+        if "golden_self" in r:  # the fp32 golden against itself (device.parity_checks: golden_self)
+            g = r["golden_self"]
+            table.append([run, "fp32 golden vs itself: v(x0, 0), stack vs sample step 0", pcc_text(g), abs_text(g),
+                          "-", "-"])
         trace = "0 (bit for bit)" if r["traced_vs_eager_max_abs"] == 0 else f"{r['traced_vs_eager_max_abs']:.1e} FAIL"
         table.append([run, "traced vs eager stack, max-abs", "-", trace, "-", "-"])
         if r.get("model", "").startswith("random"):

@@ -138,6 +138,8 @@ def test_report_section_contract(tmp_path):
     steps = sec.results["runs"][0]["sample"]["steps"]
     assert [x["step"] for x in steps] == list(range(10))
     assert all(x["teacher_forced"]["pass"] for x in steps), steps
+    assert sec.results["runs"][0]["golden_self"]["pass"]  # the fp32 golden agrees with itself
+    assert "fp32 golden vs itself" in sec.markdown
     assert "teacher-forced PCC" in sec.markdown and "golden baseline PCC" in sec.markdown
     assert "| 9 | 0.9 |" in sec.markdown and "rolled by layer-dependent shifts" in sec.markdown
     if NO_CHIP is not None:
@@ -211,3 +213,30 @@ def test_bad_arguments_exit_2_naming_argument_value_and_expectation(make_argv, m
     assert status == 2 and "error: " in err and re.search(message, err), err
     assert "Traceback" not in err and not (tmp_path / "parity_out").exists()
     assert (tmp_path / "file.txt").read_text() == "keep"
+
+
+def test_a_golden_that_disagrees_with_itself_fails_the_run(tmp_path, monkeypatch, capsys):
+    """The fp32 golden computes v(x0, 0) twice (its layer-input stack, its sample's first step); a run
+    where the two differ (here the stack's output is nudged by 1%, the size of the corruption seen under
+    glibc malloc tunables) fails, naming the check; untouched, the two agree to float32 rounding."""
+    out = tmp_path / "ok"
+    assert parity.main(["--backend", "emulation", "--preset", "tiny", "--layers", "0", "--out", str(out)]) == 0
+    ok = json.loads((out / "parity.json").read_text())["golden_self"]
+    assert ok["pass"] and ok["pcc"] > 1 - 1e-6
+    real = parity.expert_stack
+
+    def nudged(*args, **kw):
+        res = real(*args, **kw)
+        if not kw.get("return_hidden"):
+            return res
+        h, hidden = res
+        return h * (1 + 0.01 * jax.random.normal(jax.random.PRNGKey(3), h.shape)), hidden
+
+    monkeypatch.setattr(parity, "expert_stack", nudged)
+    out = tmp_path / "bad"
+    assert parity.main(["--backend", "emulation", "--preset", "tiny", "--layers", "0", "--out", str(out)]) == 1
+    res = json.loads((out / "parity.json").read_text())
+    assert res["golden_self"]["pass"] is False
+    assert any(f.startswith("golden_self: PCC") for f in res["failures"]), res["failures"]
+    assert "fp32 golden vs itself" in (out / "parity.md").read_text()
+    assert "golden_self" in capsys.readouterr().err
