@@ -4,6 +4,7 @@ enumeration of valid configs) on the port's layer emitted with ttnn's default ma
 
 import dataclasses
 import json
+import math
 import re
 
 import pytest
@@ -125,3 +126,24 @@ def test_plan_on_real_reports_advises_only_faster_changes(path, capsys):
     if path.name == "bh_64_clip_encoder_1.csv":  # its 48 ttnn matmuls and 144 MinimalMatmuls, all searched
         assert doc["searched"]["matmul"] == 192 and not [s for s in doc["skipped"] if s["kind"] == "matmul"]
         assert any(r["op_code"] == "MinimalMatmulOp" and not r["flag"] for r in doc["rows"])
+
+
+def test_plan_marks_a_change_on_a_row_the_model_misprices(capsys):
+    """A change is priced as a model delta on the row's op; where the row's measured time is outside
+    the model's own 90% interval of it (``predict``'s), the plan marks the change '!' and says why. The
+    real DeepSeek line 70 (a 1D in1-multicast matmul) measures 309.6 us, the model 147.7 [108.5, 201.1]."""
+    path = REAL[0]
+    if not path.is_file():
+        pytest.skip(f"real report not found at {path}")
+    capsys.readouterr()
+    assert main(["plan", "--ops-csv", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
+    for r in doc["rows"]:
+        lo, hi = r["predicted_interval_us"] or (-math.inf, math.inf)
+        assert r["fits_row"] == (lo <= r["measured_us"] <= hi), r
+    on70 = [r for r in doc["rows"] if r["line"] == 70]
+    assert on70 and all(not r["fits_row"] and r["measured_us"] == pytest.approx(309.6, abs=0.1) for r in on70)
+    assert any(r["fits_row"] for r in doc["rows"])  # the mark is not on every row
+    assert main(["plan", "--ops-csv", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^\s+70!matmul", text, re.MULTILINE) and "outside the model's 90% interval" in text

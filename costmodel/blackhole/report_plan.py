@@ -77,6 +77,7 @@ from costmodel.blackhole.program_config import (
     MCAST_2D,
 )
 from costmodel.blackhole.report_diff import delta_interval, linearised, one_side_interval
+from costmodel.blackhole.report_predict import predict_report
 from costmodel.blackhole.report_reader import CLASS_OF_CODE, MODELLED, Report, ReportRow
 
 KINDS = ("matmul", "sdpa", "fusion")  # the change kinds, in the order the summary lists them
@@ -107,9 +108,18 @@ class RowPlan:
     flag: str = ""
     kind: str = "matmul"
     lines: tuple[int, ...] = ()
+    predicted_interval_us: tuple[float, float] | None = None  # the row's own 90% interval now (``predict``'s)
     saving_grad: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
     model_var_us2: float = dataclasses.field(default=0.0, repr=False, compare=False)
     op_key: object = dataclasses.field(default=None, repr=False, compare=False)  # the op model and change
+
+    @property
+    def fits_row(self) -> bool:
+        """The row's measured time lies inside the model's 90% interval of it (always True for a fusion,
+        whose saving starts from the measured rows): where it does not, the model misprices the op the
+        change is priced on, and its saving (a model delta) deserves the same doubt."""
+        iv = self.predicted_interval_us
+        return iv is None or iv[0] <= self.measured_us <= iv[1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,6 +328,8 @@ def plan_search(report: Report, cal: Calibration, *, level: float = LEVEL) -> Pl
                         "op_key": (spec, new)})
         return out, len(cands)
 
+    # each row's own 90% interval, as ``predict`` gives it (``holdout.row_intervals``)
+    row_iv = {x.line: (x.lo_us, x.hi_us) for x in predict_report(report, cal) if x.lo_us is not None}
     plans = []
     for r in searched_rows(report):
         kind = "matmul" if _searched_matmul(r) else "sdpa"
@@ -329,8 +341,8 @@ def plan_search(report: Report, cal: Calibration, *, level: float = LEVEL) -> Pl
             continue
         searched[kind] += 1
         changes, n = found
-        plans += [RowPlan(r.line, r.op_code, r.duration_us, candidates=n, kind=kind, lines=(r.line,), **c)
-                  for c in changes]
+        plans += [RowPlan(r.line, r.op_code, r.duration_us, candidates=n, kind=kind, lines=(r.line,),
+                          predicted_interval_us=row_iv.get(r.line), **c) for c in changes]
 
     pairs, fusion_skips = fusion_pairs(report)
     skipped += fusion_skips
@@ -421,10 +433,16 @@ def format_plan(report: Report, result: PlanResult, *, top: int = 15, target_ms:
               f"{'saving':>8s}  {'90% interval':18s} change")]
     for p in plans[:top]:
         iv = f"[{p.lo_us:.1f}, {p.hi_us:.1f}]"
-        lines.append(f"{p.line:6d} {p.kind:6s} {p.op_code[:28]:28s} {p.measured_us:9.1f} {p.predicted_us:9.1f} "
+        mark = " " if p.fits_row else "!"
+        lines.append(f"{p.line:6d}{mark}{p.kind:6s} {p.op_code[:28]:28s} {p.measured_us:9.1f} {p.predicted_us:9.1f} "
                      f"{p.after_us:9.1f} {p.saving_us:8.1f}  {iv:18s} {p.change}" + (f"  ({p.flag})" if p.flag else ""))
     if len(plans) > top:
         lines.append(f"... {len(plans) - top} more (--top)")
+    missed = len({p.lines for p in plans if not p.fits_row})
+    if missed:
+        lines.append(f"! {missed} row(s) whose measured time lies outside the model's 90% interval of it: the model "
+                     f"misprices that op now, so a saving priced on it (a model delta) is in doubt too (check it with "
+                     f"whatif and a measurement)")
     n = result.searched
     with_plan = {k: len({p.lines for p in plans if p.kind == k}) for k in KINDS}
     lines.append(f"\nsearched: {n['matmul']} matmul rows ({with_plan['matmul']} with a faster priced change), "
@@ -462,7 +480,8 @@ def plan_json(report: Report, result: PlanResult, cal: Calibration, *, target_ms
     """The changes (every kind, ``kind`` and ``lines`` naming what each replaces), the skipped rows
     with why, the rows searched per kind, the combined saving with its interval and the lines it
     changes (``combine``), and P(reach) with a target."""
-    rows = [{k: (list(v) if k == "lines" else v) for k, v in dataclasses.asdict(p).items() if k not in _NOT_WRITTEN}
+    rows = [{**{k: (list(v) if k in ("lines", "predicted_interval_us") and v is not None else v)
+                for k, v in dataclasses.asdict(p).items() if k not in _NOT_WRITTEN}, "fits_row": p.fits_row}
             for p in result.changes]
     doc = {"rows": rows, "skipped": [{**dataclasses.asdict(s), "lines": list(s.lines)} for s in result.skipped],
            "fusions_not_faster": [{k: (list(v) if k == "lines" else v) for k, v in dataclasses.asdict(p).items()
