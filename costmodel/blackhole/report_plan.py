@@ -22,6 +22,9 @@ by predicted saving with its 90% interval, in one ranking over three kinds of ch
   residual stream reads later is still written). A report names no tensors: that the norm reads
   the add's output is read from adjacency, shape and format.
 
+A change on a row whose measured time lies outside the model's own 90% interval of it (``predict``'s,
+``RowPlan.fits_row``) is marked '!': the model misprices the op the change is priced on.
+
 A format or fidelity change is flagged: the model prices its bytes and matrix-engine passes, not its
 accuracy, which only a parity run of the user's model can tell (a KV-format change also leaves the
 rows writing the cache unpriced). Each candidate is priced exactly (``KernelSpec``); a row gets its
