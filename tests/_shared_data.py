@@ -14,3 +14,11 @@ def profiler_reports_dir() -> pathlib.Path:
     candidate, which does not exist: the tests that need it skip with the path in their reason)."""
     candidates = [d / "shared" / "data" / "profiler_reports" for d in (_ROOT.parent, _ROOT.parent.parent)]
     return next((c for c in candidates if c.is_dir()), candidates[0])
+
+
+def need_file(path: pathlib.Path) -> None:
+    """Skip the calling test, with the path in the reason, when the real data file is absent."""
+    import pytest
+
+    if not path.is_file():
+        pytest.skip(f"real report not found at {path}")

@@ -8,7 +8,7 @@ import math
 import re
 
 import pytest
-from _shared_data import profiler_reports_dir
+from _shared_data import need_file, profiler_reports_dir
 
 from costmodel.blackhole import BlackholeConfig, knob_search
 from costmodel.blackhole.cli import main
@@ -133,8 +133,7 @@ def test_plan_marks_a_change_on_a_row_the_model_misprices(capsys):
     the model's own 90% interval of it (``predict``'s), the plan marks the change '!' and says why. The
     real DeepSeek line 70 (a 1D in1-multicast matmul) measures 309.6 us, the model 147.7 [108.5, 201.1]."""
     path = REAL[0]
-    if not path.is_file():
-        pytest.skip(f"real report not found at {path}")
+    need_file(path)
     capsys.readouterr()
     assert main(["plan", "--ops-csv", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 from _report_util import PAIRS_DIR, records
-from _shared_data import profiler_reports_dir
+from _shared_data import need_file, profiler_reports_dir
 from scipy import stats
 
 from costmodel.blackhole import BlackholeConfig
@@ -32,11 +32,6 @@ from jaxref.config import ExpertConfig
 
 CFG = ExpertConfig.alpamayo_tt()
 CLIP = profiler_reports_dir() / "bh_64_clip_encoder_1.csv"
-
-
-def _need(path):
-    if not path.is_file():
-        pytest.skip(f"real report not found at {path}")
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +126,7 @@ def test_real_clip_add_layernorm_pair_priced_as_the_fused_layernorm(tmp_path, ca
     """CLIP's residual add (line 26) and the next LayerNorm (line 27), cut from the real report: the
     pair is found, and its saving is their measured time minus a fused LayerNorm with the rows,
     width, format and fp32 accumulation the lines carry, on the 8x8 grid they ran on."""
-    _need(CLIP)
+    need_file(CLIP)
     add, norm = _cut(CLIP, tmp_path / "pair.csv", (26, 27))
     assert add["OP CODE"] == "BinaryNgDeviceOperation" and "ADD" in add["ATTRIBUTES"]
     assert norm["OP CODE"] == "LayerNormDeviceOperation" and "LAYERNORM" in norm["ATTRIBUTES"]
@@ -155,7 +150,7 @@ def test_real_clip_add_layernorm_pair_priced_as_the_fused_layernorm(tmp_path, ca
 
 def test_real_pair_of_other_shapes_is_skipped_with_why(tmp_path, cal):
     """The same real lines with the norm's input made wider: no fusion, and the reason names both."""
-    _need(CLIP)
+    need_file(CLIP)
 
     def widen(recs):
         for pre in ("INPUT_0", "OUTPUT_0"):
@@ -170,7 +165,7 @@ def test_real_pair_of_other_shapes_is_skipped_with_why(tmp_path, cal):
 
 def test_real_clip_every_pair_found(cal):
     """Every LayerNorm of the real CLIP report directly after an add is searched (50 of them)."""
-    _need(CLIP)
+    need_file(CLIP)
     rep = read_report(CLIP)
     recs = records(CLIP)
     expected = [(i + 2, i + 3) for i in range(len(recs) - 1)
@@ -186,7 +181,7 @@ def test_real_clip_every_pair_found(cal):
     (profiler_reports_dir() / "bh_8xp150_deepseek_v3_d_p.csv", 182, "collective across chips"),
 ], ids=["decode-paged", "prefill-causal", "ring-joint"])
 def test_real_sdpa_rows_are_listed_with_the_readers_reason(path, line, reason, capsys):
-    _need(path)
+    need_file(path)
     capsys.readouterr()
     assert main(["plan", "--ops-csv", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)

@@ -11,7 +11,7 @@ import math
 
 import pytest
 from _report_util import one_line
-from _shared_data import profiler_reports_dir
+from _shared_data import need_file, profiler_reports_dir
 
 from costmodel.blackhole import report_plan
 from costmodel.blackhole.cli import main
@@ -31,11 +31,6 @@ L1_BYTES = 1536 * 1024  # one Blackhole core
 TILE_BYTES = {"bf16": 2048, "fp32": 4096}
 
 
-def _need(path):
-    if not path.is_file():
-        pytest.skip(f"real report not found at {path}")
-
-
 @pytest.fixture(scope="module")
 def cal():
     return load_calibration()
@@ -45,7 +40,7 @@ def _dram_sharded(tmp_path, fidelity=None):
     """The excerpt's DRAM-sharded matmul line ([32, 4096] x [4096, 6144] bfp8, in0_block_w 4, LoFi) as a
     one-line report: its device duration made usable (the line sits in a trace window, where the profiler
     writes none), the rest verbatim; ``fidelity``: the math fidelity edited to another."""
-    _need(EXCERPT)
+    need_file(EXCERPT)
 
     def edit(r):
         r["DEVICE KERNEL DURATION [ns]"], r["OP TO OP LATENCY [ns]"] = "45000", "1000"
@@ -60,7 +55,7 @@ def _dram_sharded(tmp_path, fidelity=None):
 
 def _minimal(tmp_path, n=768, k=768, edit=lambda r: None):
     """The first CLIP MinimalMatmul line of [32[19], k] x [k, n] as a one-line report."""
-    _need(CLIP)
+    need_file(CLIP)
 
     def pick(r):
         return (r["OP CODE"] == "MinimalMatmulOp" and r["INPUT_0_X_PAD[LOGICAL]"] == f"{k}[{k}]"
@@ -238,7 +233,7 @@ def test_cli_ranks_the_dram_sharded_row(tmp_path, capsys):
 def test_every_priced_matmul_row_of_the_real_reports_is_searched():
     """No priced matmul row is left out of the search: every modelled matmul-class row of a real report
     is a searched row (CLIP: 48 ttnn matmuls and 144 MinimalMatmuls)."""
-    _need(CLIP)
+    need_file(CLIP)
     for path in (CLIP, REPORTS / "bh_8xp150_deepseek_v3_d_p.csv"):
         rep = read_report(path)
         priced = [r for r in rep.timed_rows()

@@ -527,16 +527,13 @@ def changed_spec(spec, changes: dict[str, str], board):
             if not isinstance(spec, MinimalMatmulSpec):
                 raise ValueError(f"--change {key}={value}: {type(spec).__name__} is not a MinimalMatmul; expected "
                                  f"one of {_fields_of(spec)}")
-            if not (value.isdigit() and int(value) >= 1):
-                raise ValueError(f"--change {key}={value!r}: expected an integer >= 1")
-            blocks[MINIMAL_CONFIG_FIELDS[key]] = int(value)
+            blocks[MINIMAL_CONFIG_FIELDS[key]] = _count(key, value)
         elif key in CONFIG_FIELDS:
             if not isinstance(spec, MatmulSpec):
                 raise ValueError(f"--change {key}={value}: {type(spec).__name__} has no matmul program config; "
                                  f"expected one of {_fields_of(spec)}")
-            if not (value.isdigit() and int(value) >= 1):
-                raise ValueError(f"--change {key}={value!r}: expected an integer >= 1")
-            cfg_changes[key] = int(value) if key.startswith("out_subblock") else float(value)
+            n = _count(key, value)
+            cfg_changes[key] = n if key.startswith("out_subblock") else float(n)
         elif key == "in0_memory":
             if not isinstance(spec, MatmulSpec) or spec.cfg.kind not in IN0_SHARD_LAYOUT:
                 raise ValueError(f"--change in0_memory={value}: {type(spec).__name__} is not a 1D / 2D multicast "
@@ -567,6 +564,13 @@ def changed_spec(spec, changes: dict[str, str], board):
     if isinstance(out, MinimalMatmulSpec):
         out.validate(board)
     return out
+
+
+def _count(key: str, value: str) -> int:
+    """A config field's value given on the command line: an integer >= 1, else ValueError."""
+    if not (value.isdigit() and int(value) >= 1):
+        raise ValueError(f"--change {key}={value!r}: expected an integer >= 1")
+    return int(value)
 
 
 def _fields_of(spec) -> list[str]:
