@@ -269,11 +269,16 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 rem = m_k1 - i0
                 after = p_s + V["gspan"] + staircase(mx(rem - 1.0, 0.0 * q), K1["stage"], K1["cycle"], K1["depth"],
                                                      relax=None) + K1["g"]
-                held = jnp.maximum(k_e, jnp.where(rem > 0.5, after, k_e)) + K1["tail"] - end
+                g_end = jnp.maximum(k_e, jnp.where(rem > 0.5, after, k_e))  # QK_{j+1}'s last GEMM end
+                held = g_end + K1["tail"] - end
                 # those sub-tiles' score write-backs reach the TCM port after P.V_j's output
                 # write-back took it (requested at P.V_j's GEMM end): they follow it one by one
                 port = p_s + V["gspan"] + V["tail"] + rem * K1["w"] - end
-                return jnp.maximum(jnp.minimum(held, ramp(k_e, p_s, end)), jnp.where(rem > 0.5, port, -jnp.inf))
+                # a last GEMM ending after the term (the merge's + booked on MATH at ``end``): its
+                # scale epilogue queues behind that + on the in-order MATH engine
+                merge = jnp.where(g_end > end, t["m_a"] + K1["tail"], -jnp.inf)
+                return jnp.maximum(jnp.maximum(jnp.minimum(held, ramp(k_e, p_s, end)), merge),
+                                   jnp.where(rem > 0.5, port, -jnp.inf))
 
         # when QK_{j+1} outlasts the iteration (a latency-bound K stream, delayed by P.V_j's hold
         # on the engine) the next iteration starts by waiting s_d for S_{j+1}, while QK_{j+2},
