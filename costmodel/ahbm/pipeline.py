@@ -378,15 +378,19 @@ def head_queue(S: dict, t_h, heads, *, relax: Relax | None):
     sub-tile i >= depth's DMA is requested as sub-tile i - depth's GEMM ends (FIFO), so the first
     one requested after the heads moves up to ``heads`` later. What the stream's staircase leaves
     between that sub-tile's landing and its GEMM absorbs part (nothing when it is paced by its
-    buffer cycle or by the controller); the rest shifts every later sub-tile. Exact only (relaxed: 0,
-    as the first tile's ``behind``)."""
+    buffer cycle); the rest shifts every later sub-tile. A stream paced by its transfers (the
+    controller or the TCM port busy) gains nothing: the heads' transfers are work that port does
+    anyway, the composites they head then start with them landed (its own tile terms count them).
+    Exact only (relaxed: 0, as the first tile's ``behind``)."""
     if relax is not None:
         return 0.0 * t_h
     stair = lambda i: staircase(i, S["stage"], S["cycle"], S["depth"], relax=None)
+    m = S["gemm_busy"] / S["g"]
     k = started(t_h - S["g"], S["stage"], S["cycle"], S["depth"])  # later DMAs requested before the heads
     late = jnp.clip(t_h + heads - (stair(k) + S["g"]), 0.0, heads)
-    slack = jnp.where(S["a_full"] >= S["g"], 0.0, stair(k + S["depth"]) - stair(k) - S["cycle"])
-    return jnp.where(S["gemm_busy"] / S["g"] > S["depth"] + k + 0.5, jnp.maximum(late - slack, 0.0), 0.0)
+    slack = stair(k + S["depth"]) - stair(k) - S["cycle"]  # > 0: the stream is paced by its slowest stage
+    io_paced = (S["stage"] > S["g"]) & (S["stage"] > S["ep_busy"] / m) & (slack > 0.0)
+    return jnp.where((m > S["depth"] + k + 0.5) & ~io_paced, jnp.maximum(late - slack, 0.0), 0.0)
 
 
 def pv_start(r, k0, k_end, K: dict, *, relax: Relax | None):
