@@ -170,9 +170,12 @@ def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", masked=0.0, re
     }
 
 
-def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None = None) -> dict:
+def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None = None,
+                last: dict | None = None) -> dict:
     """(single, first, last, D, drain) of a visit for one pipelining option (us); ``nxt``: the
-    times of the tile after the first one (opt3's first iteration already issues its Q.K^T).
+    times of the tile after the first one (opt3's first iteration already issues its Q.K^T; opt2's
+    ``first_two``: a visit of two tiles); ``last``: opt2, the times of a visit's last tile, whose
+    head DMAs the P.V before it queues behind (``first_three``, ``D_pre``: that P.V's term).
 
     Every term ends when the CPU has issued the tile's merge (+ after P.V); the merge's MATH
     (``m_a``) then runs while the next term starts, and ``drain`` is the last one's. The GEMM
@@ -269,11 +272,16 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 rem = m_k1 - i0
                 after = p_s + V["gspan"] + staircase(mx(rem - 1.0, 0.0 * q), K1["stage"], K1["cycle"], K1["depth"],
                                                      relax=None) + K1["g"]
-                held = jnp.maximum(k_e, jnp.where(rem > 0.5, after, k_e)) + K1["tail"] - end
+                g_end = jnp.maximum(k_e, jnp.where(rem > 0.5, after, k_e))  # QK_{j+1}'s last GEMM end
+                held = g_end + K1["tail"] - end
                 # those sub-tiles' score write-backs reach the TCM port after P.V_j's output
                 # write-back took it (requested at P.V_j's GEMM end): they follow it one by one
                 port = p_s + V["gspan"] + V["tail"] + rem * K1["w"] - end
-                return jnp.maximum(jnp.minimum(held, ramp(k_e, p_s, end)), jnp.where(rem > 0.5, port, -jnp.inf))
+                # a last GEMM ending after the term (the merge's + booked on MATH at ``end``): its
+                # scale epilogue queues behind that + on the in-order MATH engine
+                merge = jnp.where(g_end > end, t["m_a"] + K1["tail"], -jnp.inf)
+                return jnp.maximum(jnp.maximum(jnp.minimum(held, ramp(k_e, p_s, end)), merge),
+                                   jnp.where(rem > 0.5, port, -jnp.inf))
 
         # when QK_{j+1} outlasts the iteration (a latency-bound K stream, delayed by P.V_j's hold
         # on the engine) the next iteration starts by waiting s_d for S_{j+1}, while QK_{j+2},
@@ -295,20 +303,31 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 "last": last_opt3(t, s_d, relax=relax), "D": D, "D0": D0, "drain": drain,
                 "s_after_first": s_wait(q1_end, pv0, first), "s_after_D": s_d}
     if pipeline == "opt2":
+        V1 = V if nxt is None else nxt["V"]
         v_start = mx(2 * cc, cc + K["a_head"])
         # the ex_composite's V head (and QK_1's K head, issued next) queue on the controller
         # right behind QK_0's head: when QK_0 has more sub-tiles than operand buffers, its later
         # DMAs (requested as its GEMMs end) wait behind them, so S_0 ends after all that traffic
+        # or, a stream paced by its buffer cycle, its staircase from its first late DMA on
         behind = jnp.where(m_k > K["depth"] + 0.5, 1.0, 0.0) if relax is None else 0.0 * q
         s0_hbm = lambda heads: (v_start + V["a_head"] + heads + K["dma_busy"] - K["a_head"] + K["fill"] - K["a_first"]
                                 + K["g"] + K["tail"])
-        q_s = mx(q, q + behind * (s0_hbm(0.0 * q) - q))
-        q_f = mx(q_inter, q_inter + behind * (s0_hbm(K1["a_head"]) - q_inter))
+        k_late = lambda heads: head_queue(K, v_start - cc - K["fill"], V["a_head"] + heads, relax=relax)
+        q_s = mx(q + k_late(0.0 * q), q + behind * (s0_hbm(0.0 * q) - q))
+        q_f = mx(q_inter, q + k_late(K1["a_head"]), q_inter + behind * (s0_hbm(K1["a_head"]) - q_inter))
         # ... and a V that fits its buffers has then landed whole: P.V_0 runs its sub-tiles back to back
         m_v = V["gemm_busy"] / V["g"]
         v_body = V["body"] + behind * jnp.where(m_v < V["depth"] + 0.5, m_v * V["g"] + V["tail"] - V["body"], 0.0)
         single2 = mx(q_s + m_p, v_start + V["fill"]) + v_body
-        first2 = mx(q_f + m_p, v_start + V["fill"]) + v_body
+        # softmax j ends (m_r - m_a after P_j) while P.V_j runs: it frees P.V_{j+1}'s and QK_{j+2}'s
+        # output buffers, so their head DMAs queue on the controller ahead of P.V_j's later ones
+        pv0 = mx(q_f + m_p, v_start + V["fill"])
+        sm_end0 = q_f + m_p + m_r - m_a - pv0  # after P.V_0's first GEMM (P.V_0 may wait for V_0)
+        first2 = pv0 + v_body + head_queue(V, sm_end0, V1["a_head"] + K["a_head"], relax=relax)
+        first2_two = pv0 + v_body + head_queue(V, sm_end0, V1["a_head"], relax=relax)  # a two-tile visit: no QK_2
+        late = head_queue(V, m_r - m_a, V["a_head"] + K["a_head"], relax=relax)  # a steady tile's P.V_j
+        # the visit's last but one P.V: only the last tile's V head (no Q.K^T two tiles on)
+        late_r = late if last is None else head_queue(V, m_r - m_a, last["V"]["a_head"], relax=relax)
         # the accumulator chain: P.V_j's write-back -> merge j -> P_{j+1} -> P.V_{j+1}. The engine:
         # outside P.V_j's hold it serves the Q.K^T sub-tiles, at most as fast as the Q.K^T
         # composites in flight (the spec's score buffers, AHBM_TCM_BUFFERS) cycle their operand buffers
@@ -321,25 +340,57 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # P_{j-1}'s buffer, so softmax j -> V_{j+1} lands -> P.V_{j+1} -> merge j + 1 -> softmax j + 2
         # spans two tiles (the softmax's MATH but O * corr, then the merge's +)
         p_buf = 0.5 * (m_p + m_r + V["fill"] + V["body"])
-        D = mx(sat, sat_lat, V["body"] + m_a + m_p, floor, p_buf)
-        # ... and QK_{j+2}'s DMA (gated by softmax j as well, queued behind V_{j+1}'s head) lands after
-        # V_{j+1}: when P_{j+1} is ready by then, P.V_{j+1} takes the engine first and QK_{j+2}'s
-        # sub-tiles follow its span (its landed buffers, then its buffer staircase: its own gspan),
-        # so S_{j+2} -> softmax j + 2 closes the same two-tile chain
+        # P.V_j's span (its hold on the engine) is ``late`` longer but in the visit's last tile
+        # (no composite after it): that one keeps the queue-free period
+        D_last = mx(sat, sat_lat, V["body"] + m_a + m_p, floor, p_buf)
         sm = m_p + m_r - m_a  # the softmax's MATH (O * corr apart)
-        s_chain = 0.5 * (mx(V["fill"] + V["gspan"], V["a_head"] + K["fill"]) + K["gspan"] + K["tail"] + sm)
-        p_next = D - sm + m_p  # P_{j+1} ready after softmax j (steady state)
-        # (a visit's last tile has no Q.K^T two tiles on: its term keeps the chain-free period)
-        D_last = D
-        D = jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D) if relax is None else D
+
+        def steady(late):
+            D = mx(sat + late, sat_lat + late, V["body"] + late + m_a + m_p, floor, p_buf + 0.5 * late)
+            # ... and QK_{j+2}'s DMA (gated by softmax j as well, queued behind V_{j+1}'s head) lands after
+            # V_{j+1}: when P_{j+1} is ready by then, P.V_{j+1} takes the engine first and QK_{j+2}'s
+            # sub-tiles follow its span (its landed buffers, then its buffer staircase: its own gspan),
+            # so S_{j+2} -> softmax j + 2 closes the same two-tile chain
+            s_chain = 0.5 * (mx(V["fill"] + V["gspan"] + late, V["a_head"] + K["fill"]) + K["gspan"] + K["tail"] + sm)
+            p_next = D - sm + m_p  # P_{j+1} ready after softmax j (steady state)
+            return jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D) if relax is None else D
+
+        D = steady(late)
         # the tile after the first: QK_1's sub-tiles that ran during QK_0 (``credit``) and, when QK_0's
         # later DMAs queued behind it, QK_1's head transfer (in ``first2``) are done already
         floor_c = mx(*(v - (behind * K1["a_head"] if k == "hbm" else 0.0) for k, v in busy.items() if k != "gemm"))
-        D_c = mx(sat - credit, V["gspan"] + k_out(m_k - slots) * (m_k > slots + 0.5), V["body"] + m_a + m_p,
-                 floor_c, p_buf)
-        return {"single": single2, "first": first2 + D_c - D_last, "last": D_last, "D": D, "drain": drain}
+        D_c = lambda late: mx(sat - credit + late, V["gspan"] + late + k_out(m_k - slots) * (m_k > slots + 0.5),
+                              V["body"] + late + m_a + m_p, floor_c, p_buf + 0.5 * late)
+        # a visit of two tiles: its second is the last (``first_two``; of three or more, P.V_1 is late too)
+        out = {"single": single2, "first": first2 + D_c(late) - D_last, "last": D_last, "D": D, "drain": drain,
+               "first_two": first2_two + D_c(0.0 * q) - D_last}
+        if last is not None:  # three tiles: P.V_0 behind V_1's and the last tile's K head, P.V_1 its V head
+            first3 = pv0 + v_body + head_queue(V, sm_end0, V["a_head"] + last["K"]["a_head"], relax=relax)
+            out.update(first_three=first3 + D_c(late_r) - D_last, D_pre=steady(late_r))
+        return out
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
+
+
+def head_queue(S: dict, t_h, heads, *, relax: Relax | None):
+    """Delay (us) of a streamed composite's last GEMM when ``heads`` us of other composites' head
+    transfers are requested on the PE's controller ``t_h`` after its first GEMM started: its
+    sub-tile i >= depth's DMA is requested as sub-tile i - depth's GEMM ends (FIFO), so the first
+    one requested after the heads moves up to ``heads`` later. What the stream's staircase leaves
+    between that sub-tile's landing and its GEMM absorbs part (nothing when it is paced by its
+    buffer cycle); the rest shifts every later sub-tile. A stream paced by its transfers (the
+    controller or the TCM port busy) gains nothing: the heads' transfers are work that port does
+    anyway, the composites they head then start with them landed (its own tile terms count them).
+    Exact only (relaxed: 0, as the first tile's ``behind``)."""
+    if relax is not None:
+        return 0.0 * t_h
+    stair = lambda i: staircase(i, S["stage"], S["cycle"], S["depth"], relax=None)
+    m = S["gemm_busy"] / S["g"]
+    k = started(t_h - S["g"], S["stage"], S["cycle"], S["depth"])  # later DMAs requested before the heads
+    late = jnp.clip(t_h + heads - (stair(k) + S["g"]), 0.0, heads)
+    slack = stair(k + S["depth"]) - stair(k) - S["cycle"]  # > 0: the stream is paced by its slowest stage
+    io_paced = (S["stage"] > S["g"]) & (S["stage"] > S["ep_busy"] / m) & (slack > 0.0)
+    return jnp.where((m > S["depth"] + k + 0.5) & ~io_paced, jnp.maximum(late - slack, 0.0), 0.0)
 
 
 def pv_start(r, k0, k_end, K: dict, *, relax: Relax | None):
@@ -393,6 +444,11 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
     full, ragged = sweep_terms(tf, pipeline, relax=relax), sweep_terms(tr, pipeline, relax=relax)
     first, pre_last = full["first"], 0.0
     last = ragged["last"]
+    if pipeline == "opt2" and relax is None:  # the P.V before the last tile queues behind its V head only
+        lt = sweep_terms(tf, pipeline, relax=relax, last=tr)
+        first = jnp.where(v < 2.5, sweep_terms(tf, pipeline, relax=relax, nxt=tr)["first_two"],
+                          jnp.where(v < 3.5, lt["first_three"], first))
+        pre_last = jnp.where(v < 3.5, 0.0, lt["D_pre"] - full["D"])
     if pipeline == "opt3":  # the iteration before the ragged tile issues its (smaller) Q.K^T
         before = sweep_terms(tf, pipeline, relax=relax, nxt=tr)
         two = v < 2.5
@@ -444,6 +500,7 @@ __all__ = [
     "US",
     "dma_time",
     "hbm_rate",
+    "head_queue",
     "issues_per_tile",
     "last_opt3",
     "pad",
