@@ -13,7 +13,7 @@ import pytest
 from _report_util import one_line
 from _shared_data import need_file, profiler_reports_dir
 
-from costmodel.blackhole import report_plan
+from costmodel.blackhole import report_plan, report_whatif
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
@@ -282,7 +282,7 @@ def test_whatif_changes_a_minimal_matmul_rows_blocks(tmp_path, cal, capsys, chan
     assert main(argv) == 0
     res = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
     new = dataclasses.replace(line.spec, inner=dataclasses.replace(line.spec.inner, **fields))
-    assert report_plan.changed_spec(line.spec, dict(c.split("=") for c in changes), line.spec.board()) == new
+    assert report_whatif.changed_spec(line.spec, dict(c.split("=") for c in changes), line.spec.board()) == new
     assert res["after_us"] == pytest.approx(float(KernelSpec(new).us(rep.hw, cal.params)), rel=1e-4)
     assert res["after_us"] != pytest.approx(res["predicted_us"], rel=1e-3)
 

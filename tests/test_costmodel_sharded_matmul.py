@@ -126,7 +126,7 @@ def test_sharded_forms_the_model_does_not_price_are_skipped_with_the_reason(tmp_
 def test_whatif_in0_memory_is_the_row_read_with_that_memory(tmp_path, memory, column):
     """``whatif --change in0_memory=...`` on the real line prices what the reader makes of the same line
     with its INPUT_0_MEMORY column edited to that memory (an independent path to the changed spec)."""
-    from costmodel.blackhole.report_plan import changed_spec, whatif_row
+    from costmodel.blackhole.report_whatif import changed_spec, whatif_row
 
     line, _ = one_line(TRACED_DECODE[0], tmp_path / "a.csv", _out_proj)
     edited, _ = one_line(TRACED_DECODE[0], tmp_path / "b.csv", _out_proj, lambda r: r.update({"INPUT_0_MEMORY": column}))
@@ -139,7 +139,7 @@ def test_whatif_in0_memory_is_the_row_read_with_that_memory(tmp_path, memory, co
 
 
 def test_whatif_in0_memory_refuses_a_bad_value(tmp_path):
-    from costmodel.blackhole.report_plan import changed_spec
+    from costmodel.blackhole.report_whatif import changed_spec
 
     line, _ = one_line(TRACED_DECODE[0], tmp_path / "a.csv", _out_proj)
     with pytest.raises(ValueError, match="in0_memory='sharded'"):

@@ -460,7 +460,7 @@ def predict_main(argv: list[str]) -> int:
 
 def whatif_main(argv: list[str]) -> int:
     """``whatif``: one real report row with its program config, formats or fidelity changed."""
-    from costmodel.blackhole import report_plan as rp
+    from costmodel.blackhole import report_whatif as rp
 
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole whatif",
                                 description="Change one row of a real op report (its matmul program config or "

@@ -71,10 +71,9 @@ from costmodel.blackhole.opspecs import (
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
-from costmodel.blackhole.plan_candidates import candidates, minimal_subblock, validate_sdpa
+from costmodel.blackhole.plan_candidates import candidates, validate_sdpa
 from costmodel.blackhole.program_config import (
     DRAM_SHARDED,
-    IN0_SHARD_LAYOUT,
     MCAST_1D_IN0,
     MCAST_1D_IN1,
     MCAST_2D,
@@ -252,11 +251,6 @@ def fusion_pairs(report: Report) -> tuple[list[tuple[ReportRow, ReportRow, objec
             pairs.append((a, n, _rewrap(n.spec, dataclasses.replace(nn, fused_residual=True))))
     return pairs, skips
 
-
-# A candidate priced less than this fraction faster than the row's own config is not a change worth
-# advising: far below the run-to-run movement of an unchanged op between two profiler runs (e.g. a
-# weight format that a row bound elsewhere reads a few ns faster).
-SAME_PRICE = 1e-3
 
 
 def _flag_parts(flag: str) -> frozenset:
@@ -498,100 +492,3 @@ def plan_json(report: Report, result: PlanResult, cal: Calibration, *, target_ms
     if target_ms is not None:
         doc.update(target_ms=target_ms, p_reach=reach_probability(report, result.changes, target_ms * 1e3, cal))
     return doc
-
-
-# ---- what-if on one real row ---------------------------------------------------------------------
-CONFIG_FIELDS = ("in0_block_w", "per_core_N", "per_core_M", "out_subblock_h", "out_subblock_w")
-# a MinimalMatmul row's config fields (ttnn's MinimalMatmulConfig names) -> MinimalMatmulSpec fields
-MINIMAL_CONFIG_FIELDS = {"M_block_size": "m_block", "K_block_size": "k_block", "N_block_size": "n_block",
-                         "subblock_h": "subblock_h", "subblock_w": "subblock_w"}
-SPEC_FIELDS = ("weight_dtype", "act_dtype", "fidelity", "kv_dtype", "mask_dtype")
-# where a matmul's activation (in0) lives: DRAM- or L1-interleaved, or L1-sharded in the layout its
-# program-config kind reads (program_config.IN0_SHARD_LAYOUT); the MatmulSpec flags of each
-IN0_MEMORY = {"dram": {"in0_l1": False, "in0_sharded": False}, "l1": {"in0_l1": True, "in0_sharded": False},
-              "l1_sharded": {"in0_l1": False, "in0_sharded": True}}
-
-
-def changed_spec(spec, changes: dict[str, str], board):
-    """``spec`` (an op spec of a report row, possibly a ``ChipSpec``) with ``changes`` applied:
-    program-config fields of a matmul (``CONFIG_FIELDS``, integers), format / fidelity fields of
-    any op that has them (``SPEC_FIELDS``) and a multicast matmul's ``in0_memory`` (``IN0_MEMORY``).
-    ValueError names a field the op lacks, a bad value, or a changed matmul config that ttnn would
-    refuse (``MatmulProgramConfig.validate``)."""
-    if isinstance(spec, ChipSpec):
-        return dataclasses.replace(spec, inner=changed_spec(spec.inner, changes, spec.board()))
-    out = spec
-    cfg_changes, blocks = {}, {}
-    for key, value in changes.items():
-        if key in MINIMAL_CONFIG_FIELDS:
-            if not isinstance(spec, MinimalMatmulSpec):
-                raise ValueError(f"--change {key}={value}: {type(spec).__name__} is not a MinimalMatmul; expected "
-                                 f"one of {_fields_of(spec)}")
-            blocks[MINIMAL_CONFIG_FIELDS[key]] = _count(key, value)
-        elif key in CONFIG_FIELDS:
-            if not isinstance(spec, MatmulSpec):
-                raise ValueError(f"--change {key}={value}: {type(spec).__name__} has no matmul program config; "
-                                 f"expected one of {_fields_of(spec)}")
-            n = _count(key, value)
-            cfg_changes[key] = n if key.startswith("out_subblock") else float(n)
-        elif key == "in0_memory":
-            if not isinstance(spec, MatmulSpec) or spec.cfg.kind not in IN0_SHARD_LAYOUT:
-                raise ValueError(f"--change in0_memory={value}: {type(spec).__name__} is not a 1D / 2D multicast "
-                                 f"matmul; expected a row whose program config is one of {sorted(IN0_SHARD_LAYOUT)}")
-            if value not in IN0_MEMORY:
-                raise ValueError(f"--change in0_memory={value!r}: expected one of {list(IN0_MEMORY)}")
-            out = dataclasses.replace(out, **IN0_MEMORY[value])
-        elif key in SPEC_FIELDS:
-            if not hasattr(spec, key):
-                raise ValueError(f"--change {key}={value}: {type(spec).__name__} has no {key}; expected one of "
-                                 f"{_fields_of(spec)}")
-            out = dataclasses.replace(out, **{key: value})
-        else:
-            raise ValueError(f"--change {key}={value}: unknown field; expected one of "
-                             f"{[*CONFIG_FIELDS, *MINIMAL_CONFIG_FIELDS, *SPEC_FIELDS, 'in0_memory']}")
-    if cfg_changes:
-        subblock = {} if any(k.startswith("out_subblock") for k in cfg_changes) else {"out_subblock_h": None,
-                                                                                       "out_subblock_w": None}
-        out = dataclasses.replace(out, cfg=dataclasses.replace(out.cfg, **cfg_changes, **subblock))
-    if blocks:
-        m, n = blocks.get("m_block", out.m_block), blocks.get("n_block", out.n_block)
-        sub = {} if {"subblock_h", "subblock_w"} & set(blocks) else dict(zip(("subblock_h", "subblock_w"),
-                                                                              minimal_subblock(out, m, n)))
-        out = dataclasses.replace(out, **{**sub, **blocks})
-    if isinstance(out, MatmulSpec):
-        out.cfg.validate("matmul", board, M=out.M, K=out.K, N=out.N, weight_dtype=out.weight_dtype,
-                         act_dtype=out.act_dtype, fp32_dest_acc=True)
-    if isinstance(out, MinimalMatmulSpec):
-        out.validate(board)
-    return out
-
-
-def _count(key: str, value: str) -> int:
-    """A config field's value given on the command line: an integer >= 1, else ValueError."""
-    if not (value.isdigit() and int(value) >= 1):
-        raise ValueError(f"--change {key}={value!r}: expected an integer >= 1")
-    return int(value)
-
-
-def _fields_of(spec) -> list[str]:
-    """The ``--change`` fields a row's op takes."""
-    config = (CONFIG_FIELDS if isinstance(spec, MatmulSpec)
-              else tuple(MINIMAL_CONFIG_FIELDS) if isinstance(spec, MinimalMatmulSpec) else ())
-    return [*config, *(f for f in SPEC_FIELDS if hasattr(spec, f))]
-
-
-def whatif_row(report: Report, line: int, changes: dict[str, str], cal: Calibration, *, level: float = LEVEL) -> dict:
-    """The row at ``line`` before and after ``changes``: measured, predicted now, predicted after, and
-    the predicted delta with its 90% interval (``report_diff.delta_interval``)."""
-    row = next((r for r in report.rows if r.line == line), None)
-    if row is None:
-        raise ValueError(f"--line {line}: no data line {line} in {report.path}")
-    if row.status != MODELLED:
-        raise ValueError(f"--line {line} ({row.op_code}): not priced by the model ({row.status})")
-    board = row.spec.board() if isinstance(row.spec, ChipSpec) else report.hw
-    new = changed_spec(row.spec, changes, board)
-    a, b = linearised(report.hw, cal, [KernelSpec(row.spec), KernelSpec(new)], [row.duration_us] * 2)
-    d, lo, hi, _ = delta_interval(cal, a, b, z=quantile(cal, level))
-    return {"line": line, "op_code": row.op_code, "changes": dict(changes), "measured_us": row.duration_us,
-            "predicted_us": a[0], "after_us": b[0], "delta_us": d, "delta_interval_us": [lo, hi],
-            "after_interval_us": [row.duration_us + lo, row.duration_us + hi]}
