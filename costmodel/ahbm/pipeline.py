@@ -267,21 +267,48 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
             # other is tight (a short stream / a latency-bound one): the model takes the smaller
             ramp = s_wait
 
-            def s_wait(k_e, p_s, end):
+            def score_queue(s_j, p_s):
+                """(TCM port free for P.V_j's output write-back, Q.K^T_{j+1} score write-backs queued
+                behind it) when S_j is done at ``s_j`` and P.V_j's GEMM starts at ``p_s``. The softmax's
+                MATH ops are booked at once after their issues; a Q.K^T_{j+1} sub-tile whose GEMM ends
+                after that waits for them on the in-order MATH engine before its scale epilogue, so its
+                write-back is requested only then, one epilogue after another: those requested before
+                P.V_j's GEMM ends hold the port it then needs, the rest follow its write-back. (Its GEMMs
+                start as their operands land: a staircase of the engine / the transfer, the port's
+                write-backs not pacing them.)"""
+                ep = K1["ep_busy"] / m_k1  # one sub-tile's scale epilogue
+                g0 = cc + K1["fill"] + K1["g"]  # QK_{j+1}'s first GEMM end
+                stage_g = mx(K1["a_full"], K1["g"], ep)
+                ended = lambda t_: jnp.clip(started(t_ - g0, stage_g, K1["cycle"], K1["depth"]), 0.0, m_k1)
+                i0 = jnp.clip(started(p_s - cc - K1["fill"], K1["stage"], K1["cycle"], K1["depth"]), 0.0, m_k1)
+                book = s_j + pre
+                math_end = mx(book, m_a) + m_p + m_r
+                n_pre = jnp.minimum(ended(book), i0)
+                n_end = jnp.clip(ended(math_end), n_pre, i0)
+                n_mid = n_end - n_pre  # their epilogues queue behind the softmax's MATH
+                pv_end = p_s + V["gspan"]  # P.V_j's write-back requested
+                n_bq = jnp.clip(jnp.floor((pv_end - math_end) / ep), 0.0, n_mid)
+                free = jnp.where(n_bq > 0.5, math_end + mx(ep + n_bq * K1["w"], n_bq * ep + K1["w"]), -jnp.inf)
+                g_pre = g0 + staircase(mx(i0 - 1.0, 0.0 * q), stage_g, K1["cycle"], K1["depth"], relax=None)
+                free = jnp.maximum(free, jnp.where(i0 > n_end + 0.5, g_pre + ep + K1["w"], -jnp.inf))
+                return jnp.maximum(free, pv_end), n_mid - n_bq
+
+            def s_wait(k_e, p_s, end, s_j=None):
                 i0 = jnp.clip(started(p_s - cc - K1["fill"], K1["stage"], K1["cycle"], K1["depth"]), 0.0, m_k1)
                 rem = m_k1 - i0
+                wb_start, queued = (p_s + V["gspan"], 0.0 * q) if s_j is None else score_queue(s_j, p_s)
                 after = p_s + V["gspan"] + staircase(mx(rem - 1.0, 0.0 * q), K1["stage"], K1["cycle"], K1["depth"],
                                                      relax=None) + K1["g"]
                 g_end = jnp.maximum(k_e, jnp.where(rem > 0.5, after, k_e))  # QK_{j+1}'s last GEMM end
                 held = g_end + K1["tail"] - end
                 # those sub-tiles' score write-backs reach the TCM port after P.V_j's output
                 # write-back took it (requested at P.V_j's GEMM end): they follow it one by one
-                port = p_s + V["gspan"] + V["tail"] + rem * K1["w"] - end
+                port = wb_start + V["tail"] + (rem + queued) * K1["w"] - end
                 # a last GEMM ending after the term (the merge's + booked on MATH at ``end``): its
                 # scale epilogue queues behind that + on the in-order MATH engine
                 merge = jnp.where(g_end > end, t["m_a"] + K1["tail"], -jnp.inf)
                 return jnp.maximum(jnp.maximum(jnp.minimum(held, ramp(k_e, p_s, end)), merge),
-                                   jnp.where(rem > 0.5, port, -jnp.inf))
+                                   jnp.where(rem + queued > 0.5, port, -jnp.inf))
 
         # when QK_{j+1} outlasts the iteration (a latency-bound K stream, delayed by P.V_j's hold
         # on the engine) the next iteration starts by waiting s_d for S_{j+1}, while QK_{j+2},
@@ -295,9 +322,11 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
             w, lens = 0.0 * q, []
             for _ in range(4):
                 pv_w = pv_at(w)
-                L = mx(pv_w + v_tail, D0)
+                # P.V_j's output write-back waits for the port (score write-backs queued before it)
+                end_w = pv_w + v_tail + score_queue(mx(cc, w), pv_w)[0] - (pv_w + V["gspan"])
+                L = mx(end_w, D0)
                 lens.append(L)
-                w = mx(s_wait(k_end, pv_w, pv_w + v_tail) + (pv_w + v_tail - L), 0.0 * q)
+                w = mx(s_wait(k_end, pv_w, end_w, mx(cc, w)) + (end_w - L), 0.0 * q)
             D = 0.5 * (lens[-1] + lens[-2])
         return {"single": single, "first": first + D_c - D0, "first_two": first,
                 "last": last_opt3(t, s_d, relax=relax), "D": D, "D0": D0, "drain": drain,
