@@ -470,14 +470,16 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
     """One visit of v tiles (tile times ``tf`` for all but the last, ``tr`` for the last, ragged
     one), excluding its overhead: single (v = 1) or first + (v - 2) D + last, then the drain.
     Relaxed in v: linear between v = 1 and v = 2 (exact at integers)."""
-    full, ragged = sweep_terms(tf, pipeline, relax=relax), sweep_terms(tr, pipeline, relax=relax)
+    queued = pipeline == "opt2" and relax is None  # the P.V before the last tile queues behind its V head only
+    # ``last`` adds only opt2's first_three / D_pre to the terms: one call gives both
+    full = sweep_terms(tf, pipeline, relax=relax, last=tr if queued else None)
+    ragged = sweep_terms(tr, pipeline, relax=relax)
     first, pre_last = full["first"], 0.0
     last = ragged["last"]
-    if pipeline == "opt2" and relax is None:  # the P.V before the last tile queues behind its V head only
-        lt = sweep_terms(tf, pipeline, relax=relax, last=tr)
+    if queued:
         first = jnp.where(v < 2.5, sweep_terms(tf, pipeline, relax=relax, nxt=tr)["first_two"],
-                          jnp.where(v < 3.5, lt["first_three"], first))
-        pre_last = jnp.where(v < 3.5, 0.0, lt["D_pre"] - full["D"])
+                          jnp.where(v < 3.5, full["first_three"], first))
+        pre_last = jnp.where(v < 3.5, 0.0, full["D_pre"] - full["D"])
     if pipeline == "opt3":  # the iteration before the ragged tile issues its (smaller) Q.K^T
         before = sweep_terms(tf, pipeline, relax=relax, nxt=tr)
         two = v < 2.5
