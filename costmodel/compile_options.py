@@ -7,10 +7,11 @@ a tune or a study. XLA:CPU's MLIR fusion emitters spend far longer generating su
 elemental IR emitter, whose code is as fast here, and the numbers are the same (both lower the
 same HLO; ``tests/test_compile_options.py`` checks this on each model). Two option sets:
 
-* ``COMPILE`` for graphs that are run many times (sweeps over thousands of configs, Adam loops):
-  the elemental emitter, LLVM at its default level.
+* ``COMPILE`` for graphs that are run many times (a benchmark's sweeps over a million configs, a
+  fit's Adam loop): the elemental emitter, LLVM at its default level.
 * ``FAST_COMPILE`` for graphs that are run a handful of times (a Jacobian per fit iteration, an
-  evaluation): also LLVM at level 0 without its expensive passes, whose code runs slower.
+  evaluation, an exhaustive search's one sweep, a tuner's one descent): also LLVM at level 0
+  without its expensive passes, whose code runs slower.
 
 The options are XLA:CPU debug options; another backend ignores them.
 """

@@ -44,7 +44,7 @@ def test_tuner_within_2pct_of_exhaustive_with_10x_fewer_evaluations(case, S):
     _check_tuner(case, S)
 
 
-@pytest.mark.parametrize("S", RAGGED_S)
+@pytest.mark.parametrize("S", RAGGED_S[::3])
 def test_ring_tuner_within_2pct_of_exhaustive(S):
     """prefill_sp on the 2-CUBE ring of the alpamayo geometry (the 8-CUBE Llama ring's relaxed
     graph compiles for a minute; the report's AHBM section runs it)."""

@@ -226,16 +226,17 @@ def _vec(**kw) -> tuple:
     return tuple(kw.get(c, 0) for c in PATH_COLUMNS)
 
 
-# graphs kept per process: they are keyed by the hardware's column costs and the ranks' sweep ends,
-# so a sweep over S or rates would otherwise keep one (tens of thousands of nodes) per point it evaluated
-REPLAY_CACHE = 64
+# replays kept per process (their Pareto rows, a few KB each; the graph itself is dropped): they are
+# keyed by the hardware's column costs and the ranks' sweep ends, so a sweep over S or rates would
+# otherwise keep one per point it evaluated. The traced tables alone need 5 x 4 grid points per reduce
+# kind, so a smaller cache re-replays the costliest (all_to_all, C 16) each time another kind is used.
+REPLAY_CACHE = 512
 
 # the replay's column costs when the caller has none: a transfer one unit, an m / l part 1 / 64 of
 # it, nothing else any time (the links-bound limit)
 LINKS_LIMIT = tuple(float(x) for x in _vec(l1_units=1, l2_units=1, l1_small=1 / 64, l2_small=1 / 64))
 
 
-@functools.lru_cache(maxsize=REPLAY_CACHE)
 def _reduce_graph(C: int, P: int, kind: str, orientation: str, unit: tuple = LINKS_LIMIT,
                   offsets: tuple | None = None):
     """The data-driven reduce as a max-plus graph: (predecessors per node as (node, weight row)
@@ -378,14 +379,19 @@ def _reduce_graph(C: int, P: int, kind: str, orientation: str, unit: tuple = LIN
     return preds, starts, ends
 
 
-@functools.lru_cache(maxsize=REPLAY_CACHE)
 def origin_paths(C: int, P: int, kind: str, orientation: str = "wide", unit: tuple = LINKS_LIMIT,
                  offsets: tuple | None = None) -> tuple:
     """Critical-path candidates from each rank's sweep end to the reduce's end: one array per rank
     (rows over ``PATH_COLUMNS``), so the latency of ranks that finish their sweeps at times t_r is
     max_r (t_r + max over rank r's rows of the row's linear cost). Computed backwards over
     ``_reduce_graph`` (its queue order replayed at column costs ``unit``); only Pareto-maximal
-    rows are kept (capped, see ``_FRONT_CAP``)."""
+    rows are kept (capped, see ``_FRONT_CAP``). Cached on the arguments' values, however passed."""
+    return _origin_paths(int(C), int(P), kind, orientation, tuple(float(x) for x in unit),
+                         None if offsets is None else tuple(float(x) for x in offsets))
+
+
+@functools.lru_cache(maxsize=REPLAY_CACHE)
+def _origin_paths(C: int, P: int, kind: str, orientation: str, unit: tuple, offsets: tuple | None) -> tuple:
     preds, starts, ends = _reduce_graph(C, P, kind, orientation, unit, offsets)
     width = len(PATH_COLUMNS)
     pending: list = [[] for _ in preds]  # row blocks reaching each node from its successors

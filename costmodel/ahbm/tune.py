@@ -124,7 +124,7 @@ def _loss(hw, x, w, S, B, cap, *, static, relax):
     return jnp.log(out["total"]) + PENALTY * (jax.nn.relu(m["tcm"] + 0.02) ** 2 + jax.nn.relu(m["sips"] + 0.02) ** 2)
 
 
-@functools.partial(jit, static_argnames=("static", "relax", "steps", "lr"))
+@functools.partial(jit, fast=True, static_argnames=("static", "relax", "steps", "lr"))  # compile-bound: one run per tune
 def _descend(hw, x0, logits0, mask, S, B, cap, lo, hi, *, static, relax, steps, lr):
     """Adam on (log2 knobs, pipelining logits; ``mask`` removes options the hardware lacks);
     returns the final point and the relaxed loss of each pure pipelining option there."""
@@ -269,17 +269,40 @@ def valid_configs(case: str, seq_len: int, *, batch: int = 1, model: str = "llam
     return out
 
 
-@functools.partial(jit, static_argnames=("case", "model", "reduce", "placement", "mesh", "chunk"))
+SWEEP_MIN_BATCH = 1024
+SWEEP_STATIC = ("case", "model", "reduce", "placement", "mesh", "chunk")
+
+
 def sweep_latency(hw, knobs, *, case, model="llama3_70b", reduce="tree", placement="round_robin", mesh="wide",
-                  chunk=4096):
-    """Exact (total latency us, worst constraint margin) of a batch of knob vectors (leading axis):
-    vmapped in chunks of ``chunk`` configs (``lax.map`` batches), so XLA's many elementwise passes
-    over a chunk stay in cache instead of streaming the whole batch from memory each time."""
+                  chunk=4096, once=False):
+    """Exact (total latency us [N], worst constraint margin [N]) of a batch of N knob vectors
+    (leading axis), priced at N padded (with the last config) to the next power of two >=
+    ``SWEEP_MIN_BATCH``: every batch of a case up to that size shares one compiled program
+    (compiling it takes far longer than pricing a thousand configs). ``once``: a batch priced once
+    (an exhaustive search), compiled with ``FAST_COMPILE`` (``sweep_once``), not for throughput."""
+    n = int(jax.tree_util.tree_leaves(knobs)[0].shape[0])
+    size = max(SWEEP_MIN_BATCH, 1 << max(n - 1, 0).bit_length())
+    padded = jax.tree_util.tree_map(lambda v: jnp.concatenate([v, jnp.repeat(v[-1:], size - n, axis=0)]), knobs)
+    lat, margin = (sweep_once if once else sweep_batch)(hw, padded, case=case, model=model, reduce=reduce,
+                                                        placement=placement, mesh=mesh, chunk=chunk)
+    return lat[:n], margin[:n]
+
+
+def sweep_batch_of(hw, knobs, *, case, model="llama3_70b", reduce="tree", placement="round_robin", mesh="wide",
+                   chunk=4096):
+    """``sweep_latency`` at the batch's own size, unjitted: vmapped in chunks of ``chunk`` configs
+    (``lax.map`` batches), so XLA's many elementwise passes over a chunk stay in cache instead of
+    streaming the whole batch from memory each time."""
     def one(k):
         out = case_latency(hw, k, case=case, model=model, reduce=reduce, placement=placement, mesh=mesh)
         m = constraints(hw, out)
         return out["total"], jnp.max(jnp.stack(jnp.broadcast_arrays(*m.values())))
     return jax.lax.map(one, knobs, batch_size=chunk)
+
+
+# one compiled program per batch size and static option: for throughput, and for a batch priced once
+sweep_batch = jit(sweep_batch_of, static_argnames=SWEEP_STATIC)
+sweep_once = jit(sweep_batch_of, fast=True, static_argnames=SWEEP_STATIC)
 
 
 def stack_knobs(cfgs: list[AhbmConfig]) -> dict:
@@ -301,7 +324,7 @@ def exhaustive(case: str, seq_len: int, *, batch: int = 1, model: str = "llama3_
     hw = ahbm_sip() if hw is None else hw
     cfgs = valid_configs(case, seq_len, batch=batch, model=model, reduce=reduce, placement=placement,
                          capacity=capacity, cube_mesh=cube_mesh, pipelines=allowed_pipelines(hw))
-    lat, margin = sweep_latency(hw, stack_knobs(cfgs), case=case, model=model,
+    lat, margin = sweep_latency(hw, stack_knobs(cfgs), case=case, model=model, once=True,
                                 **graph_options(case, reduce, placement, cube_mesh))
     lat = np.where(np.asarray(margin) <= 0, np.asarray(lat), np.inf)
     i = pick(cfgs, lat)

@@ -152,7 +152,7 @@ def decision_robustness(hw, quick: bool) -> list[dict]:
     """Each decision re-evaluated over two uncertain rates (0.5-2x of the assumed GEMM / MATH / link
     rates, 0-100 ns of CPU issue): one record per decision with the options' latency grid and
     ``robustness.verdict`` (robust, or a crossover with the share each option wins)."""
-    mult = [0.5, 0.71, 1.0, 1.41, 2.0] if quick else [0.5, 0.59, 0.71, 0.84, 1.0, 1.19, 1.41, 1.68, 2.0]
+    mult = [0.5, 1.0, 2.0] if quick else [0.5, 0.59, 0.71, 0.84, 1.0, 1.19, 1.41, 1.68, 2.0]
     issue = [0.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
     built = dataclasses.replace(hw, commands=("composite", "ex_composite"))
     dsp = lambda **kw: AhbmConfig("decode_sp", kw.pop("S", 128 * K), **{"tile": 512, "cubes": 8, "pes": 8, **kw})
@@ -174,7 +174,9 @@ def decision_robustness(hw, quick: bool) -> list[dict]:
          [(f"C {c}", AhbmConfig("decode_sp", 1024 * K, tile=t, cubes=c, pes=8), hw) for c in (2, 4, 8)
           for t in (256, 1024, 4096)], None),
     ]
-    if not quick:  # the hardware-structure decisions: one graph per depth (the ring's compiles slowest)
+    if quick:  # a smoke subset: three decisions on two graphs (decode, decode-SP) and three maps
+        dec = dec[3:]
+    else:  # the hardware-structure decisions: one graph per depth (the ring's compiles slowest)
         dec += [
             ("composite run-ahead depth, decode-SP S 128k", ("gemm", mult), ("math", mult),
              [(f"depth {k}", dsp(), dataclasses.replace(hw, composite_runahead_subtiles=k)) for k in (1, 2, 4)], None),
@@ -240,7 +242,7 @@ def tuner_table(hw, quick):
     ragged = (1000, 3000, 50000, 777777)  # real context lengths are not powers of two
     grid = {case: ragged for case in ("decode", "decode_sp", "prefill", "prefill_sp")}
     if quick:
-        grid = {"decode_sp": (3000, 777777)}
+        grid = {"decode_sp": (777777,)}
     for case, Ss in grid.items():
         for S in Ss:
             rows.append(_tuner_row(hw, case, S, {}))
@@ -260,7 +262,7 @@ def _tuner_row(hw, case, S, prob):
 
 
 def optimum_vs_s(hw, quick):
-    Ss = [K * 4**k for k in range(6)] if not quick else [K, 32 * K, 1024 * K]
+    Ss = [K * 4**k for k in range(6)] if not quick else [K, 1024 * K]
     out = {}
     for case in ("decode_sp", "prefill_sp"):
         out[case] = [(S, *exhaustive(case, S, hw=hw)) for S in Ss]
@@ -275,14 +277,15 @@ def issue_cost_table(hw, S=128 * K):
                    for p in PIPELINES}
 
 
-def reduce_table(hw):
-    combos = ((1, 8), (2, 8), (4, 8), (8, 8), (16, 8), (16, 4))
+def reduce_table(hw, quick=False):
+    # quick: C 16 left out (its all-to-all replay is the costliest by far)
+    combos = ((1, 8), (2, 8), (4, 8), (8, 8), (16, 8), (16, 4)) if not quick else ((2, 8), (8, 8))
     wide = dataclasses.replace(hw, sips=2 * hw.sips)  # C = 16 needs 8 SIPs for the 8 kv heads
     return combos, {r: [evaluate(AhbmConfig("decode_sp", 1024, tile=128, cubes=C, pes=P, reduce=r), wide)
                         ["breakdown"]["reduce_us"] for C, P in combos] for r in ("tree", "all_to_all", "all_reduce")}
 
 
-def ring_crossover(hw, P=8, tile=32):
+def ring_crossover(hw, P=8, tile=32, quick=False):
     """Ring communication hiding. Per step a CUBE folds its query rows against a block of B = S / C
     keys while the next block (4 B d bytes) crosses the link (BW). Under causal masking the
     lightest non-empty step folds about B rows (4 B^2 d FLOP at rate F), so the ring hides its
@@ -290,14 +293,14 @@ def ring_crossover(hw, P=8, tile=32):
     of the same ring with an unlimited link, for three link bandwidths; F is the CUBE's achieved
     GEMM rate in the model (causal FLOP of one head / latency with the unlimited link)."""
     C = AhbmConfig("prefill_sp", 8 * tile, tile=tile, cubes=8).cubes
-    S = np.arange(1, 257) * C * tile
+    S = (np.arange(1, 257) if not quick else np.arange(4, 257, 4)) * C * tile
     knobs = stack_knobs([AhbmConfig("prefill_sp", int(s), tile=tile, cubes=C, pes=P) for s in S])
-    free, _ = sweep_latency(dataclasses.replace(hw, cube_noc_bytes_per_s=1e18), knobs, case="prefill_sp")
+    free, _ = sweep_latency(dataclasses.replace(hw, cube_noc_bytes_per_s=1e18), knobs, case="prefill_sp", once=True)
     free = np.asarray(free)
     d = AhbmConfig("prefill_sp", int(S[0]), tile=tile, cubes=C).geometry.head_dim
     rows = []
     for bw in (hw.cube_noc_bytes_per_s / 64, hw.cube_noc_bytes_per_s / 16, hw.cube_noc_bytes_per_s / 8):
-        lat, _ = sweep_latency(dataclasses.replace(hw, cube_noc_bytes_per_s=bw), knobs, case="prefill_sp")
+        lat, _ = sweep_latency(dataclasses.replace(hw, cube_noc_bytes_per_s=bw), knobs, case="prefill_sp", once=True)
         hidden = np.asarray(lat) <= 1.01 * free
         idx = next((i for i in range(len(S)) if hidden[i:].all()), None)
         found = int(S[idx]) if idx is not None else None
@@ -308,11 +311,10 @@ def ring_crossover(hw, P=8, tile=32):
 
 
 def elasticity_table(hw, quick):
-    pts = [AhbmConfig("decode", 32 * K, tile=128, pipeline="opt3"),
-           AhbmConfig("decode_sp", K, tile=64, cubes=4, pes=8), AhbmConfig("decode_sp", 1024 * K, tile=64, cubes=8, pes=8),
-           AhbmConfig("prefill", 8 * K, tile=32)]
+    pts = [AhbmConfig("decode", 32 * K, tile=128, pipeline="opt3"), AhbmConfig("decode_sp", K, tile=64, cubes=4, pes=8)]
     if not quick:  # the ring's gradient graph is the slowest to build
-        pts += [AhbmConfig("prefill_sp", 8 * K, tile=64, cubes=8, pes=8), AhbmConfig("decode", K, tile=128),
+        pts += [AhbmConfig("decode_sp", 1024 * K, tile=64, cubes=8, pes=8), AhbmConfig("prefill", 8 * K, tile=32),
+                AhbmConfig("prefill_sp", 8 * K, tile=64, cubes=8, pes=8), AhbmConfig("decode", K, tile=128),
                 AhbmConfig("decode_sp", 32 * K, tile=64, cubes=8, pes=8),
                 AhbmConfig("prefill_sp", 128 * K, tile=128, cubes=8, pes=8)]
     return [(cfg, elasticities(cfg, hw)) for cfg in pts]
@@ -436,7 +438,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
                              ylabel="latency (us)"))
     md.append("\n![pipelining](ahbm_pipelining.png)\n")
 
-    combos, red = reduce_table(hw)
+    combos, red = reduce_table(hw, quick)
     md.append("### Decode-SP reduce: reduce-to-root vs fan-out vs all-reduce (us, S 1k)\n")
     kinds = ("tree", "all_to_all", "all_reduce")
     md.append(md_table(["C x P", *kinds],
@@ -445,7 +447,7 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     md.append("\n### Ring communication hiding (prefill-SP, P 8, TILE 32)\n")
     md.append("Hiding condition: block tokens S/C >= F / BW (F: the CUBE's achieved GEMM FLOP rate, BW: the "
               "link). Model crossover: smallest S within 1% of the same ring with an unlimited link.\n")
-    cr = ring_crossover(hw)
+    cr = ring_crossover(hw, quick=quick)
     md.append(md_table(["link B/s", "formula F/BW (tokens)", "model crossover S", "model block tokens S/C"],
                        [[f"{bw:.3g}", f"{f:.0f}", S, S // 8 if S else None] for bw, f, S in cr]))
     res["ring_crossover"] = [{"link_bytes_per_s": bw, "formula_tokens": f, "model_S": S} for bw, f, S in cr]
