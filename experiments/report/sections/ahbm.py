@@ -13,6 +13,7 @@ token latency on the mesh (``experiments.ahbm_token``'s table: Llama-3-70B decod
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import pathlib
 
 import numpy as np
@@ -241,8 +242,8 @@ def tuner_table(hw, quick):
     rows = []
     ragged = (1000, 3000, 50000, 777777)  # real context lengths are not powers of two
     grid = {case: ragged for case in ("decode", "decode_sp", "prefill", "prefill_sp")}
-    if quick:
-        grid = {"decode_sp": (777777,)}
+    if quick:  # the plateau row below only
+        grid = {}
     for case, Ss in grid.items():
         for S in Ss:
             rows.append(_tuner_row(hw, case, S, {}))
@@ -262,11 +263,11 @@ def _tuner_row(hw, case, S, prob):
 
 
 def optimum_vs_s(hw, quick):
+    """{case: [(S, best config, its latency us, evaluations)]}; quick: decode-SP only (the ring's
+    sweep is the slowest graph to compile), prefill-SP's list empty."""
     Ss = [K * 4**k for k in range(6)] if not quick else [K, 1024 * K]
-    out = {}
-    for case in ("decode_sp", "prefill_sp"):
-        out[case] = [(S, *exhaustive(case, S, hw=hw)) for S in Ss]
-    return out
+    return {case: [(S, *exhaustive(case, S, hw=hw)) for S in Ss] if case == "decode_sp" or not quick else []
+            for case in ("decode_sp", "prefill_sp")}
 
 
 def issue_cost_table(hw, S=128 * K):
@@ -415,8 +416,8 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     opt = optimum_vs_s(hw, quick)
     md.append("### Optimal configuration vs context S (exhaustive)\n")
     md.append(md_table(["S", "decode-SP optimum", "us", "prefill-SP optimum", "us"],
-                       [[S, _fmt_cfg(bd), f"{ld:.4g}", _fmt_cfg(bp), f"{lp:.4g}"]
-                        for (S, bd, ld, _), (_, bp, lp, _) in zip(opt["decode_sp"], opt["prefill_sp"])]))
+                       [[S, _fmt_cfg(bd), f"{ld:.4g}", *((_fmt_cfg(p[1]), f"{p[2]:.4g}") if p else ("-", "-"))]
+                        for (S, bd, ld, _), p in itertools.zip_longest(opt["decode_sp"], opt["prefill_sp"])]))
     G = AhbmConfig("decode", 1024).geometry.group
     cross = next((S for S, b, _, _ in opt["decode_sp"] if b.cubes >= G), None)
     res["decode_c_reaches_prefill_c_at_S"] = cross
@@ -425,7 +426,8 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
     figs.append(_line_figure(out_dir, "ahbm_optimum_vs_s.png", Ss, [
         ("decode-SP ranks C*P", "o-", [b.cubes * b.pes for _, b, _, _ in opt["decode_sp"]]),
         ("decode-SP TILE", "s--", [b.tile for _, b, _, _ in opt["decode_sp"]]),
-        ("prefill-SP TILE", "^:", [b.tile for _, b, _, _ in opt["prefill_sp"]])], xlabel="context S", logx=True))
+        *([("prefill-SP TILE", "^:", [b.tile for _, b, _, _ in opt["prefill_sp"]])] if opt["prefill_sp"] else [])],
+        xlabel="context S", logx=True))
     md.append("![optimum vs S](ahbm_optimum_vs_s.png)\n")
 
     costs, tab = issue_cost_table(hw)
