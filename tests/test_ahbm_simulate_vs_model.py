@@ -271,3 +271,18 @@ def test_ring_prefill_with_score_write_backs_queued_behind_softmax_within_5_perc
     assert name == "cpu_issue-69" and cfg.case == "prefill_sp" and cfg.pipeline == "opt3"
     (r,) = compare([pts[69]], hws=hws)
     assert abs(r["rel_diff"]) <= 0.05 and not r["model_below_roofline"], r["rel_diff"]
+
+
+# a single-PE decode of ``random_points(200, seed=6)`` (held out: the one point above 10%), opt2 with
+# a latency-bound Q.K^T stream (fast GEMM, two operand buffers): QK_{j+2}'s heads land after
+# P.V_{j+1} took the engine, so its later DMAs wait for its own GEMMs after that hold (a whole buffer
+# staircase), while QK_{j+3}'s first sub-tiles fill that staircase's gaps. The simulated iterations
+# alternate 0.243 / 0.132 us; the model's steady tile was the GEMM floor, 0.163 (-13.2%)
+def test_single_pe_decode_opt2_alternating_iterations_within_5_percent():
+    from costmodel.ahbm.sim_check import random_points
+
+    hws, pts = random_points(145, seed=6)
+    name, cfg = pts[144]
+    assert name == "cpu_issue-144" and cfg.case == "decode" and cfg.pipeline == "opt2"
+    (r,) = compare([pts[144]], hws=hws)
+    assert abs(r["rel_diff"]) <= 0.05 and not r["model_below_roofline"], r["rel_diff"]
