@@ -286,3 +286,17 @@ def test_single_pe_decode_opt2_alternating_iterations_within_5_percent():
     assert name == "cpu_issue-144" and cfg.case == "decode" and cfg.pipeline == "opt2"
     (r,) = compare([pts[144]], hws=hws)
     assert abs(r["rel_diff"]) <= 0.05 and not r["model_below_roofline"], r["rel_diff"]
+
+
+# a decode-SP of ``random_points(200, seed=6)`` (HBM-paced opt2 visits of ten tiles): softmax j + 1
+# ends before QK_{j+2}'s first GEMM, so QK_{j+2}'s later DMAs queue on the controller behind
+# V_{j+2}'s and QK_{j+3}'s heads; the simulated iterations alternate and average 0.2025 us per tile
+# (the model's two-tile chain took QK_{j+2}'s own buffer staircase: 0.171, the whole point -9.5%)
+def test_decode_sp_opt2_later_dmas_behind_both_softmaxes_heads_within_5_percent():
+    from costmodel.ahbm.sim_check import random_points
+
+    hws, pts = random_points(44, seed=6)
+    name, cfg = pts[43]
+    assert name == "links-43" and cfg.case == "decode_sp" and cfg.pipeline == "opt2"
+    (r,) = compare([pts[43]], hws=hws)
+    assert abs(r["rel_diff"]) <= 0.05 and not r["model_below_roofline"], r["rel_diff"]

@@ -380,9 +380,18 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
             # V_{j+1}: when P_{j+1} is ready by then, P.V_{j+1} takes the engine first and QK_{j+2}'s
             # sub-tiles follow its span (its landed buffers, then its buffer staircase: its own gspan),
             # so S_{j+2} -> softmax j + 2 closes the same two-tile chain
-            s_chain = 0.5 * (mx(V["fill"] + V["gspan"] + late, V["a_head"] + K["fill"]) + K["gspan"] + K["tail"] + sm)
+            if relax is not None:
+                return D
+            k_end = mx(V["fill"] + V["gspan"] + late, V["a_head"] + K["fill"]) + K["gspan"]  # QK_{j+2}'s last GEMM
+            # ... unless QK_{j+2}'s later DMAs (requested as its GEMMs end) queue on the controller behind
+            # V_{j+2}'s and QK_{j+3}'s heads, requested when softmax j + 1 ends (one D after softmax j)
+            # before QK_{j+2}'s first GEMM does: from softmax j's end the controller serves both
+            # softmaxes' heads, then those DMAs, the last one's latency and GEMM after them
+            queued = (m_k > K["depth"] + 0.5) & (D <= V["a_head"] + K["fill"] + K["g"])
+            k_hbm = 2.0 * (V["a_head"] + K["a_head"]) + K["dma_busy"] - K["a_head"] + K["fill"] - K["a_first"] + K["g"]
+            s_chain = 0.5 * (jnp.maximum(k_end, jnp.where(queued, k_hbm, 0.0)) + K["tail"] + sm)
             p_next = D - sm + m_p  # P_{j+1} ready after softmax j (steady state)
-            return jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D) if relax is None else D
+            return jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D)
 
         D = steady(late)
         D_alt = D
