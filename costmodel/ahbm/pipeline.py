@@ -171,11 +171,13 @@ def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", masked=0.0, re
 
 
 def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None = None,
-                last: dict | None = None) -> dict:
+                last: dict | None = None, steady: bool = True) -> dict:
     """(single, first, last, D, drain) of a visit for one pipelining option (us); ``nxt``: the
     times of the tile after the first one (opt3's first iteration already issues its Q.K^T; opt2's
     ``first_two``: a visit of two tiles); ``last``: opt2, the times of a visit's last tile, whose
     head DMAs the P.V before it queues behind (``first_three``, ``D_pre``: that P.V's term).
+    ``steady=False``: the caller reads no D (a visit's ragged last tile), so the exact form skips
+    opt3's / opt2's iteration recursions (D is then the recursion's start, D0 / the steady D).
 
     Every term ends when the CPU has issued the tile's merge (+ after P.V); the merge's MATH
     (``m_a``) then runs while the next term starts, and ``drain`` is the last one's. The GEMM
@@ -318,7 +320,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # Exact form only: the relaxed one (the tuner's descent objective, whose picks the exact
         # evaluator re-scores) keeps D0, since the unrolled recursion multiplies its graph to compile.
         D = D0
-        if nxt is None and relax is None:
+        if nxt is None and relax is None and steady:
             w, lens = 0.0 * q, []
             for _ in range(4):
                 pv_w = pv_at(w)
@@ -395,7 +397,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
 
         D = steady(late)
         D_alt = D
-        if relax is None and nxt is None:
+        if relax is None and nxt is None and steady:
             # QK_{j+2}'s DMA starts at softmax j's end, behind V_{j+1}'s head; when its head sub-tiles land
             # after P.V_{j+1} took the engine, none of its GEMMs ran before that hold, and its later DMAs are
             # requested only as its GEMMs end after the hold: S_{j+2} ends a whole buffer staircase (its own
@@ -517,7 +519,7 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
     queued = pipeline == "opt2" and relax is None  # the P.V before the last tile queues behind its V head only
     # ``last`` adds only opt2's first_three / D_pre to the terms: one call gives both
     full = sweep_terms(tf, pipeline, relax=relax, last=tr if queued else None)
-    ragged = sweep_terms(tr, pipeline, relax=relax)
+    ragged = sweep_terms(tr, pipeline, relax=relax, steady=False)  # its single / last / drain only
     first, pre_last = full["first"], 0.0
     last = ragged["last"]
     if queued:
