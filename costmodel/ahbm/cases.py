@@ -402,7 +402,7 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         def work(vt, cnt, msk):
             # non-full visits end on a partial diagonal tile, full ones on the block's last tile
             f, fm = sweep_terms(vt["t"], p, relax=relax), sweep_terms(vt["t_m"], p, relax=relax)
-            r, rm = sweep_terms(vt["t_r"], p, relax=relax), sweep_terms(vt["t_rm"], p, relax=relax)
+            r, rm = (sweep_terms(vt[k], p, relax=relax, steady=False) for k in ("t_r", "t_rm"))  # no D read
             last_of = lambda x, y: jnp.where(nb >= 1.5, x["last"] - y["last"], x["single"] - y["single"]) + x["drain"] - y["drain"]
             return (visits_time(ending_on(f, fm), *cnt[:3], ex(vt["over"])) + cnt[3] * last_of(r, fm)
                     + msk["end"] * last_of(rm, r) + msk["mid"] * (fm["D"] - f["D"]))

@@ -171,11 +171,13 @@ def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", masked=0.0, re
 
 
 def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None = None,
-                last: dict | None = None) -> dict:
+                last: dict | None = None, steady: bool = True) -> dict:
     """(single, first, last, D, drain) of a visit for one pipelining option (us); ``nxt``: the
     times of the tile after the first one (opt3's first iteration already issues its Q.K^T; opt2's
     ``first_two``: a visit of two tiles); ``last``: opt2, the times of a visit's last tile, whose
     head DMAs the P.V before it queues behind (``first_three``, ``D_pre``: that P.V's term).
+    ``steady=False``: the caller reads no D (a visit's ragged last tile), so the exact form skips
+    opt3's / opt2's iteration recursions (D is then the recursion's start, D0 / the steady D).
 
     Every term ends when the CPU has issued the tile's merge (+ after P.V); the merge's MATH
     (``m_a``) then runs while the next term starts, and ``drain`` is the last one's. The GEMM
@@ -318,7 +320,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # Exact form only: the relaxed one (the tuner's descent objective, whose picks the exact
         # evaluator re-scores) keeps D0, since the unrolled recursion multiplies its graph to compile.
         D = D0
-        if nxt is None and relax is None:
+        if nxt is None and relax is None and steady:
             w, lens = 0.0 * q, []
             for _ in range(4):
                 pv_w = pv_at(w)
@@ -380,22 +382,66 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
             # V_{j+1}: when P_{j+1} is ready by then, P.V_{j+1} takes the engine first and QK_{j+2}'s
             # sub-tiles follow its span (its landed buffers, then its buffer staircase: its own gspan),
             # so S_{j+2} -> softmax j + 2 closes the same two-tile chain
-            s_chain = 0.5 * (mx(V["fill"] + V["gspan"] + late, V["a_head"] + K["fill"]) + K["gspan"] + K["tail"] + sm)
+            if relax is not None:
+                return D
+            k_end = mx(V["fill"] + V["gspan"] + late, V["a_head"] + K["fill"]) + K["gspan"]  # QK_{j+2}'s last GEMM
+            # ... unless QK_{j+2}'s later DMAs (requested as its GEMMs end) queue on the controller behind
+            # V_{j+2}'s and QK_{j+3}'s heads, requested when softmax j + 1 ends (one D after softmax j)
+            # before QK_{j+2}'s first GEMM does: from softmax j's end the controller serves both
+            # softmaxes' heads, then those DMAs, the last one's latency and GEMM after them
+            queued = (m_k > K["depth"] + 0.5) & (D <= V["a_head"] + K["fill"] + K["g"])
+            k_hbm = 2.0 * (V["a_head"] + K["a_head"]) + K["dma_busy"] - K["a_head"] + K["fill"] - K["a_first"] + K["g"]
+            s_chain = 0.5 * (jnp.maximum(k_end, jnp.where(queued, k_hbm, 0.0)) + K["tail"] + sm)
             p_next = D - sm + m_p  # P_{j+1} ready after softmax j (steady state)
-            return jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D) if relax is None else D
+            return jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D)
 
         D = steady(late)
+        D_alt = D
+        if relax is None and nxt is None and steady:
+            # QK_{j+2}'s DMA starts at softmax j's end, behind V_{j+1}'s head; when its head sub-tiles land
+            # after P.V_{j+1} took the engine, none of its GEMMs ran before that hold, and its later DMAs are
+            # requested only as its GEMMs end after the hold: S_{j+2} ends a whole buffer staircase (its own
+            # gspan) after P.V_{j+1}'s span, a long iteration. QK_{j+3}'s heads land during it and its first
+            # sub-tiles take the engine's idle gaps of that staircase, so the next iteration only runs its
+            # rest after P.V_{j+2}: long and short iterations alternate. Follow (n = QK_{j+1}'s sub-tiles
+            # started before P.V_j takes the engine, lam = its heads' landing) over a few iterations from
+            # n = 0 and take the mean of the last two, at least the steady D (its per-tile floors bound
+            # a pair's mean, not each iteration). Exact form only, as opt3's wait recursion (the relaxed
+            # one keeps D).
+            hold = V["gspan"] + late  # P.V_j's span from its start (the iteration's)
+            sm_end = m_r - m_a  # softmax j ends (QK_{j+2}'s and V_{j+1}'s DMAs start) after P_j
+            land = sm_end + V["a_head"] + K["fill"]  # QK_{j+2}'s heads landed, behind V_{j+1}'s head
+            stair_k = lambda i: staircase(i, K["stage"], K["cycle"], K["depth"], relax=None)
+            started_k = lambda t_: started(t_, K["stage"], K["cycle"], K["depth"])
+            n, lam, lens = 0.0 * q, land - D, []  # (lam: as after an iteration of D)
+            for _ in range(4):
+                r = m_k - n  # QK_{j+1}'s sub-tiles left when P.V_j's hold ends
+                base = jnp.maximum(hold, lam)  # its landed buffers first, then its buffer staircase
+                e = jnp.where(r > 0.5, base + stair_k(jnp.maximum(r - 1.0, 0.0)) + K["g"], -jnp.inf)
+                # P.V_{j+1} starts at P_{j+1}: S_{j+1}'s last epilogue and write-back (merge j before), then
+                # m_p (V_{j+1}'s landing and the per-tile floors bound the pair's mean: D, below)
+                L = jnp.maximum(e + K["tail"], hold + V["tail"] + m_a) + m_p
+                lens.append(L)
+                # QK_{j+2}'s sub-tiles started before P.V_{j+1} takes the engine: its own staircase from
+                # its landing (or the hold's end), in the engine time QK_{j+1}'s sub-tiles leave
+                t0 = jnp.maximum(land, hold)
+                win = L - t0
+                work = (r - jnp.clip(started_k(t0 - base), 0.0, r)) * K["g"]  # QK_{j+1}'s GEMMs after t0
+                fit = jnp.ceil((win - work) / K["g"] - 1e-6)
+                n = jnp.where(win > 0.0, jnp.clip(jnp.minimum(started_k(win), fit), 0.0, m_k), 0.0)
+                lam = land - L
+            D_alt = jnp.maximum(D, 0.5 * (lens[-1] + lens[-2]))
         # the tile after the first: QK_1's sub-tiles that ran during QK_0 (``credit``) and, when QK_0's
         # later DMAs queued behind it, QK_1's head transfer (in ``first2``) are done already
         floor_c = mx(*(v - (behind * K1["a_head"] if k == "hbm" else 0.0) for k, v in busy.items() if k != "gemm"))
         D_c = lambda late: mx(sat - credit + late, V["gspan"] + late + k_out(m_k - slots) * (m_k > slots + 0.5),
                               V["body"] + late + m_a + m_p, floor_c, p_buf + 0.5 * late)
         # a visit of two tiles: its second is the last (``first_two``; of three or more, P.V_1 is late too)
-        out = {"single": single2, "first": first2 + D_c(late) - D_last, "last": D_last, "D": D, "drain": drain,
+        out = {"single": single2, "first": first2 + D_c(late) - D_last, "last": D_last, "D": D_alt, "drain": drain,
                "first_two": first2_two + D_c(0.0 * q) - D_last}
         if last is not None:  # three tiles: P.V_0 behind V_1's and the last tile's K head, P.V_1 its V head
             first3 = pv0 + v_body + head_queue(V, sm_end0, V["a_head"] + last["K"]["a_head"], relax=relax)
-            out.update(first_three=first3 + D_c(late_r) - D_last, D_pre=steady(late_r))
+            out.update(first_three=first3 + D_c(late_r) - D_last, D_pre=mx(steady(late_r), D_alt - late + late_r))
         return out
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
@@ -473,7 +519,7 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
     queued = pipeline == "opt2" and relax is None  # the P.V before the last tile queues behind its V head only
     # ``last`` adds only opt2's first_three / D_pre to the terms: one call gives both
     full = sweep_terms(tf, pipeline, relax=relax, last=tr if queued else None)
-    ragged = sweep_terms(tr, pipeline, relax=relax)
+    ragged = sweep_terms(tr, pipeline, relax=relax, steady=False)  # its single / last / drain only
     first, pre_last = full["first"], 0.0
     last = ragged["last"]
     if queued:
