@@ -1,12 +1,18 @@
 """Shared pytest setup. Tests run on CPU; nothing here needs a Blackhole chip.
 
-Two things only make the run faster and never change what a test checks:
+Three things only make the run faster and never change what a test checks:
 
 * one JAX persistent compilation cache per pytest run (``jax_compilation_cache_dir``), made by the
   controlling process in a fresh temporary folder and removed when the run ends. The xdist workers and
   every subprocess a test starts (the report, the fake-device meshes) inherit it through the
   environment, so an XLA program compiled by one of them is loaded, not recompiled, by the others.
   Every run starts cold, as on a clean machine. A cache folder set by the caller is used as it is.
+* XLA:CPU's LLVM backend at level 0 without its expensive passes (``XLA_FLAGS``, inherited by every
+  subprocess; flags the caller set come after ours and win). Most of the suite's programs run once
+  or a few times, so their compile time is most of its time. LLVM's optimisation level changes
+  the speed of the generated code, not its IEEE results (no fast-math at any level); XLA's own
+  passes and emitters are the ones users get. ``tests/test_compile_options.py`` compiles its
+  references with XLA's defaults given explicitly.
 * the test files that take longest run first (``make test`` distributes whole files with
   ``--dist loadfile --no-loadscope-reorder``), so no long file starts last while the other worker idles.
 """
@@ -23,6 +29,10 @@ import pytest
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+TEST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+if TEST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):  # read when the CPU backend starts, after this
+    os.environ["XLA_FLAGS"] = f"{TEST_XLA_FLAGS} {os.environ.get('XLA_FLAGS', '')}".strip()
+
 CACHE_DIR_ENV = "JAX_COMPILATION_CACHE_DIR"
 # Cache every program, however quick to compile: most of the suite's programs compile in 0.05-0.5 s,
 # below JAX's default threshold of 1 s, and together they are most of its time.
@@ -34,19 +44,22 @@ CACHE_DIR_KEY = pytest.StashKey[pathlib.Path]()
 LONGEST_FIRST = (
     "test_report.py",  # the whole quick report in a subprocess
     "test_ahbm_tune_cli.py",
-    "test_expert_layers.py",
-    "test_attention_contract.py",
-    "test_attention_distributed.py",  # one subprocess on 8 fake devices
-    "test_device_graph.py",
     "test_ahbm_model.py",
-    "test_costmodel_properties.py",
-    "test_costmodel_intervals.py",
-    "test_device_parity.py",
+    "test_costmodel_report_plan_kinds.py",
+    "test_attention_contract.py",
+    "test_ahbm_simulate_vs_model.py",
+    "test_costmodel_report_plan.py",
+    "test_device_graph.py",
+    "test_attention_distributed.py",  # one subprocess on 8 fake devices
+    "test_device_fast_twin.py",
     "test_report_atomic.py",
+    "test_compile_options.py",
+    "test_ahbm_rooflines.py",
+    "test_expert_layers.py",
+    "test_ahbm_counts.py",
     "test_expert_hf_parity.py",
-    "test_expert_action.py",
-    "test_attention_split_kv.py",
-    "test_expert_nnx.py",
+    "test_costmodel_intervals.py",
+    "test_costmodel_report_signposts.py",
 )
 
 

@@ -6,10 +6,10 @@ in two chained collectives. (The 8-device mesh checks against hand formulas are 
 
 import json
 import math
-import os
 import subprocess
 import sys
 
+from jaxref.attention.distributed import fake_cpu_env
 from jaxref.attention.reduce import cube_mesh_shape
 
 CODE = ("import json; from jaxref.testing.collectives import decode_rows; "
@@ -17,7 +17,7 @@ CODE = ("import json; from jaxref.testing.collectives import decode_rows; "
 
 
 def test_decode_reduce_program_reads_back_its_schedule_up_to_64_devices():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=64", "JAX_PLATFORMS": "cpu"}
+    env = fake_cpu_env(64)
     res = subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=600,
                          check=False)
     assert res.returncode == 0, res.stderr[-3000:]

@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 from jaxref.attention import AttentionGeometry, Ring
+from jaxref.attention.distributed import fake_cpu_env
 from jaxref.attention.registry import sharded
 
 SCRIPT = textwrap.dedent("""
@@ -166,7 +167,7 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def results():
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    env = fake_cpu_env(8)
     res = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
                          timeout=900, check=False, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert res.returncode == 0, res.stderr[-4000:]

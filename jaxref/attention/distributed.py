@@ -15,6 +15,7 @@ on GPUs and multi-host (``jax.distributed.initialize()`` then a mesh over ``jax.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import jax
 import jax.numpy as jnp
@@ -29,6 +30,13 @@ from jaxref.attention.split_kv import SplitKV
 from jaxref.attention.sweep import SweepPlan, init_sweep_state, run_sweep
 
 MESH_AXES = ("cube", "pe")
+
+
+def fake_cpu_env(devices: int) -> dict[str, str]:
+    """``os.environ`` for a subprocess with ``devices`` fake CPU devices: the flag is appended to the
+    caller's ``XLA_FLAGS`` (kept, not replaced) and JAX is pinned to the CPU."""
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={int(devices)}".strip()
+    return {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
 
 
 def mesh_shape(mesh: jax.sharding.Mesh) -> tuple[int, int]:

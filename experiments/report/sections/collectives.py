@@ -10,12 +10,12 @@ sub-mesh in the 4x4 SIP and are reported as rejected.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
 
 from experiments.report.render import md_table
+from jaxref.attention.distributed import fake_cpu_env
 from jaxref.validation import dumps_strict
 
 PES = 8
@@ -29,7 +29,7 @@ def problem(quick: bool) -> dict:
 def run_subprocess(pes: int, cubes: list[int], seq_len: int) -> list[dict]:
     """``decode_rows`` in a fresh process with ``pes * max(cubes)`` fake CPU devices."""
     n = pes * max(cubes)
-    env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}", "JAX_PLATFORMS": "cpu"}
+    env = fake_cpu_env(n)
     args = [sys.executable, "-m", "experiments.report.sections.collectives", ",".join(map(str, cubes)), str(pes), str(seq_len)]
     res = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600, check=False,
                          cwd=pathlib.Path(__file__).resolve().parents[3])
