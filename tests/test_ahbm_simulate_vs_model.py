@@ -257,46 +257,30 @@ def test_single_pe_decode_points_with_queued_dmas_within_5_percent(seed):
     assert not bad, bad
 
 
-# a ring prefill of ``random_points(200, seed=5)`` (held out: the one point above 10%) whose opt3
-# steady tile is TCM-port bound (fast GEMM and MATH): QK_{j+1}'s sub-tiles whose GEMM ends after
-# softmax j's MATH ops were booked wait for them before their scale epilogue, so their score
-# write-backs reach the port one epilogue apart around P.V_j's output write-back (one holds the
-# port P.V_j needs, the rest follow it). The simulated iterations alternate 0.694 / 0.822 us; the
-# model's were 0.705 / 0.641 (-13.0% on the whole ring)
-def test_ring_prefill_with_score_write_backs_queued_behind_softmax_within_5_percent():
+# Single points of ``random_points(200, seed)``, each the one point above 10% of a held-out seed, and
+# the mechanism the model lacked (read off the simulation's trace):
+# * seed 5 ``cpu_issue-69``, ring prefill opt3, TCM-port bound (fast GEMM and MATH): QK_{j+1}'s
+#   sub-tiles whose GEMM ends after softmax j's MATH ops were booked wait for them before their scale
+#   epilogue, so their score write-backs reach the port one epilogue apart around P.V_j's output
+#   write-back (one holds the port P.V_j needs, the rest follow it). Simulated iterations alternate
+#   0.694 / 0.822 us; the model's were 0.705 / 0.641 (-13.0% on the whole ring).
+# * seed 6 ``cpu_issue-144``, single-PE decode opt2, latency-bound Q.K^T stream (fast GEMM, two
+#   operand buffers): QK_{j+2}'s heads land after P.V_{j+1} took the engine, so its later DMAs wait
+#   for its own GEMMs after that hold (a whole buffer staircase), while QK_{j+3}'s first sub-tiles
+#   fill that staircase's gaps. Simulated iterations alternate 0.243 / 0.132 us; the model's steady
+#   tile was the GEMM floor, 0.163 (-13.2%).
+# * seed 6 ``links-43``, decode-SP opt2, HBM-paced visits of ten tiles: softmax j + 1 ends before
+#   QK_{j+2}'s first GEMM, so QK_{j+2}'s later DMAs queue on the controller behind V_{j+2}'s and
+#   QK_{j+3}'s heads; simulated iterations average 0.2025 us per tile (the model's two-tile chain
+#   took QK_{j+2}'s own buffer staircase: 0.171, the whole point -9.5%).
+@pytest.mark.parametrize("seed,index,name,case,pipeline", [(5, 69, "cpu_issue-69", "prefill_sp", "opt3"),
+                                                           (6, 144, "cpu_issue-144", "decode", "opt2"),
+                                                           (6, 43, "links-43", "decode_sp", "opt2")])
+def test_held_out_points_within_5_percent(seed, index, name, case, pipeline):
     from costmodel.ahbm.sim_check import random_points
 
-    hws, pts = random_points(70, seed=5)
-    name, cfg = pts[69]
-    assert name == "cpu_issue-69" and cfg.case == "prefill_sp" and cfg.pipeline == "opt3"
-    (r,) = compare([pts[69]], hws=hws)
-    assert abs(r["rel_diff"]) <= 0.05 and not r["model_below_roofline"], r["rel_diff"]
-
-
-# a single-PE decode of ``random_points(200, seed=6)`` (held out: the one point above 10%), opt2 with
-# a latency-bound Q.K^T stream (fast GEMM, two operand buffers): QK_{j+2}'s heads land after
-# P.V_{j+1} took the engine, so its later DMAs wait for its own GEMMs after that hold (a whole buffer
-# staircase), while QK_{j+3}'s first sub-tiles fill that staircase's gaps. The simulated iterations
-# alternate 0.243 / 0.132 us; the model's steady tile was the GEMM floor, 0.163 (-13.2%)
-def test_single_pe_decode_opt2_alternating_iterations_within_5_percent():
-    from costmodel.ahbm.sim_check import random_points
-
-    hws, pts = random_points(145, seed=6)
-    name, cfg = pts[144]
-    assert name == "cpu_issue-144" and cfg.case == "decode" and cfg.pipeline == "opt2"
-    (r,) = compare([pts[144]], hws=hws)
-    assert abs(r["rel_diff"]) <= 0.05 and not r["model_below_roofline"], r["rel_diff"]
-
-
-# a decode-SP of ``random_points(200, seed=6)`` (HBM-paced opt2 visits of ten tiles): softmax j + 1
-# ends before QK_{j+2}'s first GEMM, so QK_{j+2}'s later DMAs queue on the controller behind
-# V_{j+2}'s and QK_{j+3}'s heads; the simulated iterations alternate and average 0.2025 us per tile
-# (the model's two-tile chain took QK_{j+2}'s own buffer staircase: 0.171, the whole point -9.5%)
-def test_decode_sp_opt2_later_dmas_behind_both_softmaxes_heads_within_5_percent():
-    from costmodel.ahbm.sim_check import random_points
-
-    hws, pts = random_points(44, seed=6)
-    name, cfg = pts[43]
-    assert name == "links-43" and cfg.case == "decode_sp" and cfg.pipeline == "opt2"
-    (r,) = compare([pts[43]], hws=hws)
+    hws, pts = random_points(index + 1, seed=seed)
+    got, cfg = pts[index]
+    assert (got, cfg.case, cfg.pipeline) == (name, case, pipeline)
+    (r,) = compare([pts[index]], hws=hws)
     assert abs(r["rel_diff"]) <= 0.05 and not r["model_below_roofline"], r["rel_diff"]
