@@ -3,7 +3,7 @@
     python -m experiments.bench_ahbm [--n 1048576] [--repeats 5]
 
 Each case evaluates n random configurations (S in 1k..1M, TILE, C, P, pipelining option) in one
-jitted ``vmap`` call (``costmodel.ahbm.tune.sweep_latency``, latency and TCM margin); the median
+jitted ``vmap`` call at its own size (``costmodel.ahbm.tune.sweep_batch``, latency and TCM margin); the median
 of ``repeats`` timed calls after a warm-up call is reported.
 """
 
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from costmodel.ahbm.config import MODELS, PIPELINES
-from costmodel.ahbm.tune import sweep_latency
+from costmodel.ahbm.tune import sweep_batch
 from costmodel.hardware import ahbm_sip
 from experiments.timing import time_repeats
 from jaxref.validation import cli_main, positive_int
@@ -54,7 +54,7 @@ def run_cli(args: argparse.Namespace) -> None:
     print(f"{'case':12s} {'median s':>10s} {'configs/s':>14s}")
     for case in ("decode", "decode_sp", "prefill", "prefill_sp"):
         knobs = random_knobs(case, args.n)
-        call = lambda knobs=knobs, case=case: sweep_latency(hw, knobs, case=case)
+        call = lambda knobs=knobs, case=case: sweep_batch(hw, knobs, case=case)
         med = time_repeats({case: call}, reps=args.repeats)[case].median_s
         print(f"{case:12s} {med:10.4f} {args.n / med:14.3e}")
 
