@@ -376,7 +376,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         D_last = mx(sat, sat_lat, V["body"] + m_a + m_p, floor, p_buf)
         sm = m_p + m_r - m_a  # the softmax's MATH (O * corr apart)
 
-        def steady(late):
+        def steady_d(late):
             D = mx(sat + late, sat_lat + late, V["body"] + late + m_a + m_p, floor, p_buf + 0.5 * late)
             # ... and QK_{j+2}'s DMA (gated by softmax j as well, queued behind V_{j+1}'s head) lands after
             # V_{j+1}: when P_{j+1} is ready by then, P.V_{j+1} takes the engine first and QK_{j+2}'s
@@ -395,7 +395,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
             p_next = D - sm + m_p  # P_{j+1} ready after softmax j (steady state)
             return jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D)
 
-        D = steady(late)
+        D = steady_d(late)
         D_alt = D
         if relax is None and nxt is None and steady:
             # QK_{j+2}'s DMA starts at softmax j's end, behind V_{j+1}'s head; when its head sub-tiles land
@@ -441,7 +441,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                "first_two": first2_two + D_c(0.0 * q) - D_last}
         if last is not None:  # three tiles: P.V_0 behind V_1's and the last tile's K head, P.V_1 its V head
             first3 = pv0 + v_body + head_queue(V, sm_end0, V["a_head"] + last["K"]["a_head"], relax=relax)
-            out.update(first_three=first3 + D_c(late_r) - D_last, D_pre=mx(steady(late_r), D_alt - late + late_r))
+            out.update(first_three=first3 + D_c(late_r) - D_last, D_pre=mx(steady_d(late_r), D_alt - late + late_r))
         return out
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
