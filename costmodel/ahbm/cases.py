@@ -399,45 +399,53 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     has_b = (ex(P) >= 1.5) & (relax is None)  # a second PE exists (relaxed: the top PE is the busiest)
 
     def block_work(p):
-        def work(vt, cnt, msk):
+        # every PE's visits run the full-row tiles: their terms are traced once per option, not
+        # once per PE (the graph's size is the compile time of every sweep and descent over it)
+        vt = full_rows
+        f, fm = sweep_terms(vt["t"], p, relax=relax), sweep_terms(vt["t_m"], p, relax=relax)
+        r, rm = (sweep_terms(vt[k], p, relax=relax, steady=False) for k in ("t_r", "t_rm"))  # no D read
+        last_of = lambda x, y: jnp.where(nb >= 1.5, x["last"] - y["last"], x["single"] - y["single"]) + x["drain"] - y["drain"]
+        end_r, end_rm, mid = last_of(r, fm), last_of(rm, r), fm["D"] - f["D"]
+
+        def work(cnt, msk):
             # non-full visits end on a partial diagonal tile, full ones on the block's last tile
-            f, fm = sweep_terms(vt["t"], p, relax=relax), sweep_terms(vt["t_m"], p, relax=relax)
-            r, rm = (sweep_terms(vt[k], p, relax=relax, steady=False) for k in ("t_r", "t_rm"))  # no D read
-            last_of = lambda x, y: jnp.where(nb >= 1.5, x["last"] - y["last"], x["single"] - y["single"]) + x["drain"] - y["drain"]
-            return (visits_time(ending_on(f, fm), *cnt[:3], ex(vt["over"])) + cnt[3] * last_of(r, fm)
-                    + msk["end"] * last_of(rm, r) + msk["mid"] * (fm["D"] - f["D"]))
+            return (visits_time(ending_on(f, fm), *cnt[:3], ex(vt["over"])) + cnt[3] * end_r
+                    + msk["end"] * end_rm + msk["mid"] * mid)
 
         def top_visit(vt, v):  # q block n - 1's visit of v tiles (its last the block's last one when v = nb)
             last = jax.tree.map(lambda a, b: jnp.where(v >= nb, a, b), vt["t_r"], vt["t_m"])
             return ex(vt["over"]) + visit_time(vt["t"], last, v, p, relax=relax)
 
         v_top = pes[0][4]
-        a = (work(full_rows, pes[0], masks[0])
-             + jnp.where(v_top >= 1, top_visit(last_rows, v_top) - top_visit(full_rows, v_top), 0.0))
+        a = work(pes[0], masks[0])
+        if last_rows is not full_rows:  # the last q block's real rows (relaxed: they are full)
+            a = a + jnp.where(v_top >= 1, top_visit(last_rows, v_top) - top_visit(full_rows, v_top), 0.0)
         if relax is not None:
             return a
         # (top_d = 0: that PE is the top one, whose last q block ``a`` already runs with its real rows)
-        d = jnp.where(top_d < 0.5, a, work(full_rows, pes[2], masks[2]))
-        return jnp.where(has_b, mx(a, work(full_rows, pes[1], masks[1]), d), a)
+        d = jnp.where(top_d < 0.5, a, work(pes[2], masks[2]))
+        return jnp.where(has_b, mx(a, work(pes[1], masks[1]), d), a)
 
     def pe_busy_blocks(p):
         """Per block [..., C]: the two top PEs' busy time on each resource (a, b)."""
-        def busy(vt, cnt, msk):
-            tb = {name: tile_busy(vt[name], p) for name in ("t", "t_m", "t_r", "t_rm")}
+        full_tb = {name: tile_busy(full_rows[name], p) for name in ("t", "t_m", "t_r", "t_rm")}
+        last_tb = full_tb if last_rows is full_rows else {name: tile_busy(last_rows[name], p) for name in ("t", "t_m", "t_r")}
+
+        def busy(cnt, msk):  # a PE's visits of full-row tiles
+            tb = full_tb
             return {k: (cnt[0] * v + cnt[3] * (tb["t_r"][k] - v) + (msk["last"] + msk["mid"]) * (tb["t_m"][k] - v)
                         + msk["end"] * (tb["t_rm"][k] - tb["t_r"][k]))
                     for k, v in tb["t"].items()}
 
-        def top_busy(vt, v):  # its last tile: the block's last one (full visit) or its partial diagonal one
+        def top_busy(tb, v):  # its last tile: the block's last one (full visit) or its partial diagonal one
             some = jnp.where(v >= 1, 1.0, 0.0)
             is_full = jnp.where(v >= nb, 1.0, 0.0) * some
-            tb = [tile_busy(vt[name], p) for name in ("t", "t_r", "t_m")]
             return {k: jnp.maximum(v - some, 0.0) * a + is_full * b + (some - is_full) * m
-                    for (k, a), b, m in zip(tb[0].items(), tb[1].values(), tb[2].values(), strict=True)}
+                    for (k, a), b, m in zip(tb["t"].items(), tb["t_r"].values(), tb["t_m"].values(), strict=True)}
 
         v_top = pes[0][4]
-        ba, bb = busy(full_rows, pes[0], masks[0]), busy(full_rows, pes[1], masks[1])
-        ta, tf = top_busy(last_rows, v_top), top_busy(full_rows, v_top)
+        ba, bb = busy(pes[0], masks[0]), busy(pes[1], masks[1])
+        ta, tf = top_busy(last_tb, v_top), top_busy(full_tb, v_top)
         # every visit's q and (m, l, O) loads and (m, l, O) store on the PE's controller
         io = lambda vt, visits: visits * vt["io_bytes"] / hbm_rate(hw)
         n_top = jnp.where(v_top >= 1, 1.0, 0.0)
