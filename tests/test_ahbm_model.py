@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from costmodel.ahbm.cases import case_latency
 from costmodel.ahbm.config import AhbmConfig
 from costmodel.ahbm.model import evaluate, knobs_of, static_of
-from costmodel.compile_options import jit
 from costmodel.hardware import ahbm_sip, float_fields
 from costmodel.smooth import Relax
 from jaxref.attention import Flash, KVPlacement, SplitKV
@@ -176,20 +175,17 @@ def test_infeasible_configs_raise_clear_errors():
         evaluate(AhbmConfig("prefill_sp", 4096, cubes=8), dataclasses.replace(HW, ring_recv_depth=1))
 
 
-def _fd_check(f, x, names, *, compiled: bool = True):
+def _fd_check(f, x, names):
     """jax.grad of f at x (float64) vs central differences, skipping kinks (where the forward and
     backward differences disagree: a max or ceil switches inside the step)."""
-    # one compiled value-and-grad serves the gradient and every difference: compiling grad(jit(f))
-    # beside jit(f) costs several times more than evaluating the gradient at each step. The ring's
-    # (prefill_sp) value-and-grad is ~31k operations, which XLA takes minutes to compile: op by op
-    # it is a few times quicker in all
-    vg = jit(jax.value_and_grad(f), fast=True) if compiled else jax.value_and_grad(f)
-    f0, g = vg(x)
+    # op by op, not compiled: one value-and-grad and every difference in one vmapped pass (an eager
+    # op costs its dispatch, whatever the batch) take seconds, where XLA takes 10-40 s to compile
+    # the value-and-grad of these graphs (14k-31k operations)
+    f0, g = jax.value_and_grad(f)(x)
     f0 = float(f0)
     steps = 1e-6 * np.abs(np.asarray(x))
     shifted = np.asarray(x)[None, :] + np.concatenate([np.diag(steps), -np.diag(steps)])  # [2 n, n]: x + e_i, x - e_i
-    # op by op, every difference in one vmapped pass: an eager op costs its dispatch, whatever the batch
-    vals = np.asarray([float(vg(y)[0]) for y in shifted] if compiled else jax.vmap(f)(jnp.asarray(shifted)))
+    vals = np.asarray(jax.vmap(f)(jnp.asarray(shifted)))
     checked = 0
     for i, name in enumerate(names):
         h = float(steps[i])
@@ -215,7 +211,7 @@ def test_grad_wrt_hardware_matches_finite_differences(cfg):
             hw = dataclasses.replace(SLOW_HW, **{n: x[i] for i, n in enumerate(names)})
             return jnp.log(case_latency(hw, knobs, **static)["total"])
 
-        assert _fd_check(f, base, names, compiled=cfg.case != "prefill_sp") >= 6
+        assert _fd_check(f, base, names) >= 6
 
 
 @pytest.mark.parametrize("case,kw", [("decode_sp", {"cubes": 5.3, "pes": 3.1}), ("prefill", {}),
@@ -231,4 +227,4 @@ def test_grad_wrt_relaxed_knobs_matches_finite_differences(case, kw):
             model = "alpamayo" if case == "prefill_sp" else "llama3_70b"  # C = G = 2: a small ring, quick to compile
             return jnp.log(case_latency(FULL_HW, knobs, case=case, model=model, relax=Relax())["total"])
 
-        assert _fd_check(f, x0, names, compiled=case != "prefill_sp") >= 2
+        assert _fd_check(f, x0, names) >= 2

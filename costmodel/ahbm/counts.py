@@ -222,7 +222,8 @@ def _route(s: int, d: int, lv: int, P: int, cols: int) -> list[tuple]:
     return [("inj", a), *(("link", ln) for ln in xy_route(a, b, cols)), ("ej", b)]
 
 
-def _vec(**kw) -> tuple:
+@functools.cache
+def _vec(**kw) -> tuple:  # a replay builds ~1M weight rows from a few dozen distinct ones
     return tuple(kw.get(c, 0) for c in PATH_COLUMNS)
 
 
@@ -266,9 +267,17 @@ def _reduce_graph(C: int, P: int, kind: str, orientation: str, unit: tuple = LIN
     preds: list = []
     when: list = []  # replay time of each node
 
+    costs: dict = {}  # weight row -> its cost at ``unit`` (np.dot's value, computed once per distinct row)
+
+    def cost(w):
+        c = costs.get(w)
+        if c is None:
+            c = costs[w] = float(np.dot(w, unit))
+        return c
+
     def node(*edges):
         preds.append(list(edges))
-        when.append(max((when[n] + float(np.dot(w, unit)) for n, w in edges), default=0.0))
+        when.append(max((when[n] + cost(w) for n, w in edges), default=0.0))
         return len(preds) - 1
 
     starts = [node() for _ in range(R)]
@@ -296,9 +305,14 @@ def _reduce_graph(C: int, P: int, kind: str, orientation: str, unit: tuple = LIN
     blocked: dict = {}  # message -> (rank, round, receive index) waiting for it
     taken: set = set()  # parts received
 
+    routes: dict = {}  # (round, message) -> its queues
+
     def route_of(key):
-        s, d, lv, *_ = rounds[key[0]][key[1]]
-        return _route(s, d, lv, P, cols)
+        r = routes.get(key[:2])
+        if r is None:
+            s, d, lv, *_ = rounds[key[0]][key[1]]
+            r = routes[key[:2]] = _route(s, d, lv, P, cols)
+        return r
 
     def advance(key, t):  # one step of the message's header: take its next queue, or start
         route = route_of(key)
@@ -344,7 +358,7 @@ def _reduce_graph(C: int, P: int, kind: str, orientation: str, unit: tuple = LIN
             for part in range(len(PARTS)):
                 key = (k, i, part)
                 ready[key], got[key] = (pre, _vec(issues=SEND_ISSUES * n + part + 1)), []
-                at(when[pre] + float(np.dot(ready[key][1], unit)), "send", key)
+                at(when[pre] + cost(ready[key][1]), "send", key)
         if mine:
             front[r] = node((pre, _vec(issues=SEND_ISSUES * len(mine))))
         receive(r, k, 0)
@@ -367,7 +381,7 @@ def _reduce_graph(C: int, P: int, kind: str, orientation: str, unit: tuple = LIN
                     holder[q] = nxt
                     got[nxt].append(q)
                     at(t, "send", nxt)
-            at(t + float(np.dot(lat, unit)), "land", key, end, lat)
+            at(t + cost(lat), "land", key, end, lat)
         else:
             key, end, lat = args
             landed[key] = (end, lat)
@@ -398,6 +412,7 @@ def _origin_paths(C: int, P: int, kind: str, orientation: str, unit: tuple, offs
     for e in ends:
         pending[e].append(np.zeros((1, width)))
     back: list = [None] * len(preds)
+    rows = {}  # weight row (tuple) -> its array, made once per distinct row
     for n in range(len(preds) - 1, -1, -1):  # predecessors are earlier nodes
         if not pending[n]:
             continue
@@ -405,7 +420,10 @@ def _origin_paths(C: int, P: int, kind: str, orientation: str, unit: tuple, offs
         back[n] = pending[n][0] if len(pending[n]) == 1 else _pareto(np.concatenate(pending[n]))
         pending[n] = None
         for p, w in preds[n]:
-            pending[p].append(back[n] + np.asarray(w, dtype=np.float64))
+            a = rows.get(w)
+            if a is None:
+                a = rows[w] = np.asarray(w, dtype=np.float64)
+            pending[p].append(back[n] + a)
     return tuple(np.zeros((0, width)) if back[s] is None else back[s] for s in starts)
 
 
