@@ -273,9 +273,15 @@ def test_single_pe_decode_points_with_queued_dmas_within_5_percent(seed):
 #   QK_{j+2}'s first GEMM, so QK_{j+2}'s later DMAs queue on the controller behind V_{j+2}'s and
 #   QK_{j+3}'s heads; simulated iterations average 0.2025 us per tile (the model's two-tile chain
 #   took QK_{j+2}'s own buffer staircase: 0.171, the whole point -9.5%).
+# * seed 7 ``math-32``, single-PE decode opt2, MATH-bound with a latency-bound K stream (fast GEMM,
+#   slow MATH): P.V_j's later V DMAs, requested before softmax j ends, hold the controller, so
+#   V_{j+1}'s and QK_{j+2}'s heads land after them (0.398 us after P_j, not 0.347), and QK_{j+1}'s
+#   last DMA, requested after P.V_j's hold, queues behind those heads (lands 0.070 us later).
+#   Simulated iterations alternate 0.662 / 0.823 us; the model's steady tile was 0.658 (-10.7%).
 @pytest.mark.parametrize("seed,index,name,case,pipeline", [(5, 69, "cpu_issue-69", "prefill_sp", "opt3"),
                                                            (6, 144, "cpu_issue-144", "decode", "opt2"),
-                                                           (6, 43, "links-43", "decode_sp", "opt2")])
+                                                           (6, 43, "links-43", "decode_sp", "opt2"),
+                                                           (7, 32, "math-32", "decode", "opt2")])
 def test_held_out_points_within_5_percent(seed, index, name, case, pipeline):
     from costmodel.ahbm.sim_check import random_points
 

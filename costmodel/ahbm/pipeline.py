@@ -396,7 +396,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
             return jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D)
 
         D = steady_d(late)
-        D_alt = D
+        D_alt, odd = D, 0.0 * q
         if relax is None and nxt is None and steady:
             # QK_{j+2}'s DMA starts at softmax j's end, behind V_{j+1}'s head; when its head sub-tiles land
             # after P.V_{j+1} took the engine, none of its GEMMs ran before that hold, and its later DMAs are
@@ -410,14 +410,35 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
             # one keeps D).
             hold = V["gspan"] + late  # P.V_j's span from its start (the iteration's)
             sm_end = m_r - m_a  # softmax j ends (QK_{j+2}'s and V_{j+1}'s DMAs start) after P_j
-            land = sm_end + V["a_head"] + K["fill"]  # QK_{j+2}'s heads landed, behind V_{j+1}'s head
             stair_k = lambda i: staircase(i, K["stage"], K["cycle"], K["depth"], relax=None)
             started_k = lambda t_: started(t_, K["stage"], K["cycle"], K["depth"])
-            n, lam, lens = 0.0 * q, land - D, []  # (lam: as after an iteration of D)
+            # The controller at softmax j's end: P.V_j's later DMAs requested by then (one per GEMM ended,
+            # FIFO: the last one's transfer ends after its request or its predecessor's, which landed by
+            # its GEMM), then V_{j+1}'s and QK_{j+2}'s heads (so those land only after P.V_j's backlog),
+            # then P.V_j's DMAs requested after them. QK_{j+1}'s DMAs requested after softmax j (as its
+            # GEMMs end, after the hold) queue behind all that, as P.V_j's behind the heads (``late``):
+            # its last GEMM is at least those transfers, the last one's latency and GEMM after the
+            # controller frees
+            stair_v = lambda i: staircase(i, V["stage"], V["cycle"], V["depth"], relax=None)
+            dl = K["fill"] - K["a_first"]
+            v_req = jnp.clip(jnp.minimum(started(sm_end - V["g"], V["stage"], V["cycle"], V["depth"]),
+                                         m_v - V["depth"]), 0.0, None)
+            i_v = v_req - 1.0 + V["depth"]  # the last V_j DMA requested before softmax j's end
+            v_end = jnp.where(v_req > 0.5, jnp.maximum(stair_v(v_req - 1.0) + V["g"], stair_v(i_v - 1.0) - dl)
+                              + V["a_full"], -jnp.inf)
+            land = jnp.maximum(sm_end, v_end) + V["a_head"] + K["fill"]  # QK_{j+2}'s heads landed
+            ctrl = (jnp.maximum(sm_end, v_end) + V["a_head"] + K["a_head"]
+                    + jnp.maximum(m_v - V["depth"] - v_req, 0.0) * V["a_full"])
+            ended = started_k(sm_end - K["g"] - hold)  # QK_{j+1}'s GEMMs after the hold ended by softmax j's end
+            n, lam, lens, state = 0.0 * q, land - D, [], []  # (lam: as after an iteration of D)
             for _ in range(4):
                 r = m_k - n  # QK_{j+1}'s sub-tiles left when P.V_j's hold ends
                 base = jnp.maximum(hold, lam)  # its landed buffers first, then its buffer staircase
-                e = jnp.where(r > 0.5, base + stair_k(jnp.maximum(r - 1.0, 0.0)) + K["g"], -jnp.inf)
+                state.append((n, base))
+                # its DMAs requested after softmax j's end: those of its rest's GEMMs ending after it
+                n_q = jnp.maximum(r - K["depth"] - jnp.minimum(ended, r), 0.0)
+                queued = jnp.where(n_q > 0.5, ctrl + n_q * K["a_full"] + dl + K["g"], -jnp.inf)
+                e = jnp.where(r > 0.5, jnp.maximum(base + stair_k(jnp.maximum(r - 1.0, 0.0)) + K["g"], queued), -jnp.inf)
                 # P.V_{j+1} starts at P_{j+1}: S_{j+1}'s last epilogue and write-back (merge j before), then
                 # m_p (V_{j+1}'s landing and the per-tile floors bound the pair's mean: D, below)
                 L = jnp.maximum(e + K["tail"], hold + V["tail"] + m_a) + m_p
@@ -431,6 +452,21 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 n = jnp.where(win > 0.0, jnp.clip(jnp.minimum(started_k(win), fit), 0.0, m_k), 0.0)
                 lam = land - L
             D_alt = jnp.maximum(D, 0.5 * (lens[-1] + lens[-2]))
+            if last is not None:
+                # A visit's steady tiles (merge to merge) follow that alternation from a short one (QK_1 ran
+                # alongside QK_0, P.V_0's hold does not delay it), and its last tile takes the next phase:
+                # with an odd count of steady tiles one more is short, and the last is long: its Q.K^T's
+                # rest after P.V_{v-2}'s hold as in a long iteration (the same sub-tiles started before it,
+                # its later DMAs behind V_{v-1}'s head only), none for a short ragged one
+                Kl = last["K"]
+                n_l, base_l = (jnp.where(lens[-1] > lens[-2], a, b) for a, b in zip(state[-1], state[-2]))
+                r_l = jnp.maximum(Kl["gemm_busy"] / Kl["g"] - n_l, 0.0)
+                n_ql = jnp.maximum(r_l - Kl["depth"] - jnp.minimum(ended, r_l), 0.0)
+                e_l = jnp.maximum(base_l + staircase(jnp.maximum(r_l - 1.0, 0.0), Kl["stage"], Kl["cycle"], Kl["depth"],
+                                                     relax=None) + Kl["g"],
+                                  jnp.where(n_ql > 0.5, ctrl - K["a_head"] + n_ql * Kl["a_full"] + dl + Kl["g"], -jnp.inf))
+                last_long = jnp.where(r_l > 0.5, jnp.maximum(e_l + Kl["tail"] - hold - V["tail"] - m_a, 0.0), 0.0)
+                odd = jnp.where(0.5 * (lens[-1] + lens[-2]) > D, jnp.minimum(lens[-1], lens[-2]) - D_alt + last_long, 0.0)
         # the tile after the first: QK_1's sub-tiles that ran during QK_0 (``credit``) and, when QK_0's
         # later DMAs queued behind it, QK_1's head transfer (in ``first2``) are done already
         floor_c = mx(*(v - (behind * K1["a_head"] if k == "hbm" else 0.0) for k, v in busy.items() if k != "gemm"))
@@ -441,7 +477,8 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                "first_two": first2_two + D_c(0.0 * q) - D_last}
         if last is not None:  # three tiles: P.V_0 behind V_1's and the last tile's K head, P.V_1 its V head
             first3 = pv0 + v_body + head_queue(V, sm_end0, V["a_head"] + last["K"]["a_head"], relax=relax)
-            out.update(first_three=first3 + D_c(late_r) - D_last, D_pre=mx(steady_d(late_r), D_alt - late + late_r))
+            out.update(first_three=first3 + D_c(late_r) - D_last, D_pre=mx(steady_d(late_r), D_alt - late + late_r),
+                       odd=odd)
         return out
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
@@ -526,6 +563,7 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
         first = jnp.where(v < 2.5, sweep_terms(tf, pipeline, relax=relax, nxt=tr)["first_two"],
                           jnp.where(v < 3.5, full["first_three"], first))
         pre_last = jnp.where(v < 3.5, 0.0, full["D_pre"] - full["D"])
+        pre_last = pre_last + jnp.where((v > 4.5) & (jnp.mod(v, 2.0) > 0.5), full["odd"], 0.0)  # odd steady count
     if pipeline == "opt3":  # the iteration before the ragged tile issues its (smaller) Q.K^T
         before = sweep_terms(tf, pipeline, relax=relax, nxt=tr)
         two = v < 2.5
