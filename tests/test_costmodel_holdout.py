@@ -5,6 +5,7 @@ coverage of every stored row (port and public) through the ``validate`` CLI."""
 import dataclasses
 import json
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -176,3 +177,40 @@ def test_leave_one_source_out_never_predicts_a_row_with_a_fit_that_saw_its_sourc
     assert holdout.source_of(next(r for r in rows if r.table == "op_times")) == "op_times"
     with pytest.raises(ValueError, match="unit='table' unknown"):
         holdout.unit_of(rows[0], "table")
+
+
+def test_a_report_and_the_public_sets_quoted_from_it_are_held_out_together(monkeypatch):
+    """The public CLIP / DeepSeek sets are rows quoted from the real reports: by source, a report's
+    own rows are predicted by the refit that held out those sets too (not by the full fit, which
+    was calibrated on some of them), and a report with no fitted rows by the full fit."""
+    from _shared_data import need_file, profiler_reports_dir
+
+    from costmodel.blackhole import holdout
+    from costmodel.blackhole.rows import load_rows
+
+    clip = profiler_reports_dir() / "bh_64_clip_encoder_1.csv"
+    other = pathlib.Path(__file__).parent / "data" / "profiler_pairs" / "bh_north_mini_fused_decode_b1.csv"
+    need_file(clip)
+    rows = load_rows()
+    quoted = {r.group for r in rows if r.table == "public_ops" and "bh_64_clip_encoder_1.csv" in r.source}
+    assert quoted and {holdout.source_of(r) for r in rows if r.group in quoted} == {"report:bh_64_clip_encoder_1"}
+    assert any(r.role == "calibration" for r in rows if r.group in quoted)  # else nothing would leak
+    report = holdout.report_rows([str(clip)])[:6] + holdout.report_rows([str(other)])[:3]
+    seen = {}
+    real_fit = holdout.fit
+
+    def recording_fit(rows_, **kw):
+        cal = real_fit(rows_, **kw)
+        seen[id(cal)] = kw["hold_out"]
+        return cal
+    monkeypatch.setattr(holdout, "fit", recording_fit)
+    entries = holdout.held_out_predictions(rows + report, fit.load_calibration(), steps=2, unit="source")
+    by_name = {(e["table"], e["name"]): e for e in entries}
+    for r in report:
+        e = by_name[(r.table, r.name)]
+        if r.table == "report:bh_64_clip_encoder_1":
+            assert e["fold"] == "report:bh_64_clip_encoder_1" and e["role"] == "validation"
+        else:  # no row of North-mini's source is fitted: the full fit predicts it
+            assert e["fold"] == "validation (full fit)"
+    held = [h for h in seen.values() if quoted <= h]
+    assert len(held) == 1  # one refit held out every set quoted from the CLIP report

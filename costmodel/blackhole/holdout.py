@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import math
 import pathlib
+import re
 
 import jax.numpy as jnp
 import numpy as np
@@ -104,10 +105,20 @@ def _row_stats(cal: Calibration, rows: list[Row], hw: Blackhole, cfg: ExpertConf
 UNITS = ("group", "source")
 
 
+# a public row quoted from a device profiler report names the report's CSV file in its source
+_REPORT_FILE = re.compile(r"tests/data/([A-Za-z0-9_.-]+)\.csv\b")
+
+
 def source_of(row: Row) -> str:
-    """The source a row's number comes from: one public sweep or report (a ``public_ops`` group), else
-    its data file (the port's per-op table, its matmul table, a public SDPA sweep, a real report)."""
-    return row.group if row.table == "public_ops" else row.table
+    """The source a row's number comes from: the real report it was read or quoted from
+    ('report:<stem>': ``report_rows`` rows and the ``public_ops`` groups whose source names that
+    report's CSV, so a report and the public sets copied from it are held out together), else one
+    public sweep (a ``public_ops`` group), else its data file (the port's per-op table, its matmul
+    table, a public SDPA sweep)."""
+    if row.table == "public_ops":
+        m = _REPORT_FILE.search(row.source)
+        return f"report:{m.group(1)}" if m else row.group
+    return row.table
 
 
 def unit_of(row: Row, unit: str) -> str:
@@ -126,7 +137,8 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
                          unit: str = "group") -> list[dict]:
     """Every row predicted without its own data: a calibration row by a refit without its ``unit``
     ('group', or 'source': the whole table / sweep / report it comes from, ``source_of``; warm start
-    ``full``), a validation row by ``full``. Each entry: table, name, group, source, role, class,
+    ``full``), a validation row by ``full``, except by source where its source has calibration rows
+    too (a real report and the public sets quoted from it): then by that source's refit. Each entry: table, name, group, source, role, class,
     kind, measured (lo, hi, target), predicted, full_fit (in-sample prediction), residual (log
     predicted / target), base_var (parameter variance + sigma^2 of the fold's fit), z (the fold's
     t quantile at ``level``), extrap (why the row lies outside the fold's fitted rows, or None), fold.
@@ -145,16 +157,19 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
                 "z": quantile(cal, level), "extrap": domain.extrapolates(row.spec, float(pred)), "fold": fold}
 
     units = sorted({unit_of(r, unit) for r in rows if r.role == "calibration"})
+    # by source, a validation row whose source also has calibration rows (a real report and the
+    # public sets fitted from it) is predicted by the refit without that source, not the full fit
+    refit = lambda r: r.role == "calibration" or (unit == "source" and unit_of(r, unit) in units)
     for u in units:
         held = frozenset(r.group for r in rows if unit_of(r, unit) == u)
         cal = fit(rows, hw=hw, cfg=cfg, init=full.params, hold_out=held, steps=steps)
         pred, pv = _row_stats(cal, rows, hw, cfg)
         dom = _domain(rows, exclude=u, unit=unit)
         out += [entry(i, r, cal, pred[i], pv[i], u, dom) for i, r in enumerate(rows)
-                if unit_of(r, unit) == u and r.role == "calibration"]
+                if unit_of(r, unit) == u and refit(r)]
     dom = _domain(rows)
     out += [entry(i, r, full, full_pred[i], full_pv[i], "validation (full fit)", dom)
-            for i, r in enumerate(rows) if r.role != "calibration"]
+            for i, r in enumerate(rows) if not refit(r)]
     return out
 
 
