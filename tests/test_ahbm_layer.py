@@ -182,3 +182,28 @@ def test_report_points_cover_the_issue_table():
     assert {n for m, ph, *_, n in full if m == "llama3_70b" and ph == "prefill"} == {1, 2, 4}
     quick = {(c.model, c.phase, c.seq_len, c.batch, c.sips) for c in report_points(True)}
     assert quick < full and len(quick) <= 6
+
+
+# link-rate points of ``sim_check.random_link_points(200, seed)`` (UCIe 0.25-4x and 1-100 ns, CUBE
+# NOC 0.25-4x) whose 2-SIP prefill all-reduces the model puts 11-16.6% below the simulation (issue
+# 28): the CUBEs on a UCIe link leave the UCIe phase one transfer apart, and a late CUBE's ejection
+# port takes its row predecessor's (4x larger) row chunks while it still gathers its column, which
+# the model's all-gather (phases starting together) does not price. A term for it fixed these
+# points but lost on held-out draws (seed 2: worst 12.3% -> 19.2%): three of the four CUBEs leave
+# the link at the same simulated time, and the simulation orders them by float rounding, an order
+# the spec does not fix and the result moves ~20% with. Kept as the record until the simulation's
+# arbitration is deterministic.
+LINK_POINTS_OFF = [(0, [180]), (1, [100, 103, 114, 142])]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 28: the all-gather after a staggered UCIe phase is not priced")
+@pytest.mark.parametrize("seed, points", LINK_POINTS_OFF)
+def test_collectives_within_10_percent_of_simulation_at_random_link_rates(seed, points):
+    from costmodel.ahbm.sim_check import compare_collectives, random_link_points
+
+    pts = random_link_points(max(points) + 1, seed=seed)
+    chosen = [pts[i] for i in points] + (pts[:6] if seed == 0 else [])  # + a small plain draw
+    rows = compare_collectives(chosen, MESH)
+    assert rows
+    for r in rows:
+        assert abs(r["rel_diff"]) < 0.10, (r["hw"], r["part"], r["model_us"], r["sim_us"])

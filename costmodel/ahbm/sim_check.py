@@ -8,6 +8,10 @@ hardware across regimes (what ``experiments.ahbm_sim_check``, the study and the 
 * ``random_points(n, seed)``: ``n`` random (hardware, config) pairs, each drawn to stress one
   regime of ``REGIMES``: that resource's rate 0.25-1x of the default (issue: 1-20 ns per primitive
   op) and the other rates (GEMM, MATH, HBM, links) 1-16x, with a config of a case it can bind.
+* ``random_link_points(n, seed)``: ``n`` random (hardware, layer config) pairs for the decoder
+  layer's collectives (issue 28): UCIe bandwidth 0.25-4x, UCIe transaction 1-100 ns, CUBE NOC (and
+  IPCQ) bandwidth 0.25-4x of the defaults; ``compare_collectives(points)``: one row per collective
+  part of each point's layer plan (``costmodel.ahbm.layer`` vs ``costmodel.ahbm.sim.layer``).
 * ``compare(points)``: one row per point (model, simulation, relative difference, the model's bound
   and rooflines); ``summary(rows, by=...)``: median / worst |difference| per case or per regime
   and the points whose model or simulated latency is below a resource's roofline.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +32,9 @@ from costmodel.ahbm.config import PIPELINES, AhbmConfig
 from costmodel.ahbm.model import evaluate
 from costmodel.ahbm.simulate import simulate
 from costmodel.hardware import AHBM, ahbm_sip
+
+if TYPE_CHECKING:
+    from costmodel.ahbm.layer_plan import LayerConfig
 
 RAGGED = (129, 1000, 3000, 8193, 12288)
 REGIMES = ("hbm", "gemm", "math", "links", "cpu_issue")
@@ -140,6 +148,48 @@ def random_points(n: int, seed: int = 0) -> tuple[dict[str, AhbmConfig], list[tu
         hws[name] = scaled(base, mult, issue)
         pts.append((name, _random_config(rng, regime)))
     return hws, pts
+
+
+LINK_CONFIGS = ([("decode", 8192, b, s) for b in (1, 4) for s in (1, 2, 4)] + [("prefill", 1024, 1, s) for s in (1, 2, 4)]
+                + [("prefill", 8192, 1, s) for s in (2, 4)])  # (phase, S, batch, SIPs) of the layer draws
+
+
+def random_link_points(n: int, seed: int = 0) -> list[tuple[str, AHBM, LayerConfig]]:
+    """[(name, hardware, layer config)]: ``n`` random link-rate points (see the module docstring);
+    the attention TILE is fixed (the collectives do not depend on it). Names are ``links-<i>``."""
+    from costmodel.ahbm.layer_plan import LayerConfig
+
+    rng = np.random.default_rng(seed)
+    base = ahbm_sip()
+    out = []
+    for i in range(n):
+        m_u, m_n = np.exp(rng.uniform(np.log(0.25), np.log(4.0), 2))
+        t_u = float(np.exp(rng.uniform(np.log(1e-9), np.log(100e-9))))
+        hw = dataclasses.replace(base, ucie_bytes_per_s=base.ucie_bytes_per_s * float(m_u),
+                                 cube_noc_bytes_per_s=base.cube_noc_bytes_per_s * float(m_n),
+                                 ipcq_bytes_per_s=base.ipcq_bytes_per_s * float(m_n), ucie_transaction_s=t_u)
+        phase, S, B, sips = LINK_CONFIGS[int(rng.integers(len(LINK_CONFIGS)))]
+        out.append((f"links-{i}", hw, LayerConfig(phase, S, batch=B, sips=sips, attn_tile=512 if phase == "decode" else 64)))
+    return out
+
+
+def compare_collectives(points, mesh=None) -> list[dict]:
+    """One row per collective part of each (name, hardware, layer config): model and simulated us and
+    the relative difference (model - sim) / sim."""
+    from costmodel.ahbm.layer import collective_times
+    from costmodel.ahbm.layer_plan import Collective, MeshSpec, plan
+    from costmodel.ahbm.sim.layer import collective as sim_collective
+
+    mesh = MeshSpec() if mesh is None else mesh
+    rows = []
+    for name, hw, cfg in points:
+        for part in plan(cfg, hw, mesh).parts:
+            if isinstance(part, Collective):
+                m = float(collective_times(hw, part, mesh)["total"])
+                s = sim_collective(part, hw, mesh)
+                rows.append({"hw": name, "config": cfg, "part": part.name, "lines": part.lines, "model_us": m,
+                             "sim_us": s, "rel_diff": (m - s) / s})
+    return rows
 
 
 def compare(points, skipped: list | None = None, *, issue_order: bool = False,
