@@ -214,3 +214,30 @@ def test_a_report_and_the_public_sets_quoted_from_it_are_held_out_together(monke
             assert e["fold"] == "validation (full fit)"
     held = [h for h in seen.values() if quoted <= h]
     assert len(held) == 1  # one refit held out every set quoted from the CLIP report
+
+
+def test_per_kind_summary_against_hand_counts():
+    """``kind_summary``: each op kind with >= 5 held-out rows, its MAPE, coverage, distinct predictions
+    and sources, and whether it meets issue 26's targets (MAPE <= 15%, coverage 85-95%); kinds with
+    fewer rows are left out, the worst MAPE comes first."""
+    from costmodel.blackhole.holdout import kind_summary
+
+    def entry(kind, predicted, target, inside, source):
+        return {"kind": kind, "predicted": predicted, "target": target, "inside": inside, "inside0": inside,
+                "source": source, "lo": predicted / 1.5, "hi": predicted * 1.5}
+
+    # kind a: 20 rows, one shape (prediction 10) measured 9 or 11 -> MAPE |10/9-1| and |10/11-1| averaged
+    a = [entry("a", 10.0, 9.0 if i % 2 else 11.0, i != 0, "s1") for i in range(20)]
+    # kind b: 6 rows, 3 shapes, 2 sources, within 5%, all inside -> over-covers (100% > 95%)
+    b = [entry("b", p, p * 1.05, True, f"s{i % 2}") for i, p in enumerate((1.0, 1.0, 2.0, 2.0, 3.0, 3.0))]
+    c = [entry("c", 1.0, 2.0, False, "s1") for _ in range(4)]  # 4 rows: left out
+    out = kind_summary(a + b + c)
+    assert list(out) == ["a", "b"]
+    mape_a = (abs(10 / 9 - 1) + abs(10 / 11 - 1)) / 2
+    assert out["a"]["mape"] == pytest.approx(mape_a) and out["a"]["coverage"] == pytest.approx(19 / 20)
+    assert (out["a"]["n"], out["a"]["shapes"], out["a"]["sources"]) == (20, 1, 1)
+    assert out["a"]["meets"]  # 10.1%, 95%
+    assert (out["b"]["n"], out["b"]["shapes"], out["b"]["sources"]) == (6, 3, 2)
+    assert out["b"]["mape"] == pytest.approx(1 - 1 / 1.05) and out["b"]["coverage"] == 1.0
+    assert not out["b"]["meets"]  # intervals too wide: every row inside
+    assert out["a"]["median_width"] == pytest.approx(2.25)

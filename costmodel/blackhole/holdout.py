@@ -208,12 +208,6 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
         e["tau"] = math.sqrt(_tau2(nested, e))
         e["lo"], e["hi"], e["inside"] = _interval(e, e["tau"] ** 2)
 
-    def summarise(es):
-        return {"n": len(es), "mape": float(np.mean([abs(e["predicted"] / e["target"] - 1) for e in es])),
-                "coverage0": float(np.mean([e["inside0"] for e in es])),
-                "coverage": float(np.mean([e["inside"] for e in es])),
-                "median_width": float(np.median([e["hi"] / e["lo"] for e in es]))}
-
     summary = {f"class {c}": summarise([e for e in in_scope if e["class"] == c])
                for c in sorted({e["class"] for e in in_scope})}
     summary.update({f"role {r}": summarise([e for e in in_scope if e["role"] == r]) for r in ("calibration", "validation")})
@@ -223,7 +217,37 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
         summary["outside scope"] = summarise(gaps)
     worst = sorted(in_scope, key=lambda e: -abs(e["residual"]))[:8]
     return {"rows": entries, "discrepancy": final, "summary": summary, "overall": summarise(in_scope), "worst": worst,
-            "level": level}
+            "level": level, "kinds": kind_summary(in_scope)}
+
+
+def summarise(es: list[dict]) -> dict:
+    """n, MAPE, coverage without / with the discrepancy term, median interval width (hi / lo) of
+    held-out entries."""
+    return {"n": len(es), "mape": float(np.mean([abs(e["predicted"] / e["target"] - 1) for e in es])),
+            "coverage0": float(np.mean([e["inside0"] for e in es])),
+            "coverage": float(np.mean([e["inside"] for e in es])),
+            "median_width": float(np.median([e["hi"] / e["lo"] for e in es]))}
+
+
+# issue 26's per-kind targets: MAPE and the 90% interval's coverage of each op kind with >= KIND_MIN_ROWS rows
+KIND_MIN_ROWS, KIND_MAPE_MAX, KIND_COVERAGE = 5, 0.15, (0.85, 0.95)
+
+
+def kind_summary(entries: list[dict]) -> dict[str, dict]:
+    """{op kind: summary + 'shapes' (distinct held-out predictions: rows the model cannot tell apart,
+    as a report's one shape per layer, count once), 'sources', 'meets' (MAPE <= 15% and coverage in
+    85-95%)} for each kind with >= 5 rows, worst MAPE first."""
+    out = {}
+    for kind in sorted({e["kind"] for e in entries}):
+        es = [e for e in entries if e["kind"] == kind]
+        if len(es) < KIND_MIN_ROWS:
+            continue
+        s = summarise(es)
+        s["shapes"] = len({round(e["predicted"], 6) for e in es})
+        s["sources"] = len({e["source"] for e in es})
+        s["meets"] = s["mape"] <= KIND_MAPE_MAX and KIND_COVERAGE[0] <= s["coverage"] <= KIND_COVERAGE[1]
+        out[kind] = s
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["mape"]))
 
 
 def format_validation(result: dict) -> str:
@@ -245,6 +269,17 @@ def format_validation(result: dict) -> str:
     for k, s in [*result["summary"].items(), ("all held-out rows", result["overall"])]:
         lines.append(f"{k:24s} {s['n']:4d} {100 * s['mape']:6.1f}% {100 * s['coverage0']:15.0f}% "
                      f"{100 * s['coverage']:12.0f}% {s['median_width']:13.2f}")
+    kinds = result.get("kinds", {})
+    if kinds:
+        met = sum(k["meets"] for k in kinds.values())
+        lines += ["", (f"per op kind with >= {KIND_MIN_ROWS} rows ({met} of {len(kinds)} meet MAPE <= "
+                       f"{100 * KIND_MAPE_MAX:.0f}% and coverage {100 * KIND_COVERAGE[0]:.0f}-"
+                       f"{100 * KIND_COVERAGE[1]:.0f}%; 'shapes': distinct predictions):"),
+                  (f"  {'kind':78s} {'n':>4s} {'shapes':>6s} {'sources':>7s} {'MAPE':>7s} {'coverage':>8s} "
+                   f"{'hi/lo':>6s}  target")]
+        for kind, k in kinds.items():
+            lines.append(f"  {kind[:78]:78s} {k['n']:4d} {k['shapes']:6d} {k['sources']:7d} {100 * k['mape']:6.1f}% "
+                         f"{100 * k['coverage']:7.0f}% {k['median_width']:6.2f}  {'met' if k['meets'] else 'MISSED'}")
     d = result["discrepancy"]
     lines.append("")
     lines.append("model discrepancy (log-space sd): " + ", ".join(f"{c} {t:.3f}" for c, t in d.tau_class.items())
@@ -301,7 +336,7 @@ def _validate(args: argparse.Namespace) -> dict:
     if out is not None:
         write_discrepancy(result["discrepancy"], out)
     doc = {"level": result["level"], "summary": result["summary"], "overall": result["overall"],
-           "discrepancy": result["discrepancy"].to_json(),
+           "kinds": result["kinds"], "discrepancy": result["discrepancy"].to_json(),
            "rows": [{k: v for k, v in e.items() if k != "z"} for e in result["rows"]]}
     if args.json:
         print(dumps_strict(doc, indent=1))
