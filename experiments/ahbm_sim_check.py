@@ -5,6 +5,7 @@ roofline.
 
     python -m experiments.ahbm_sim_check --quick                 # the quick grid (seconds)
     python -m experiments.ahbm_sim_check --random 200 --json r.json   # 200 random hardware points too
+    python -m experiments.ahbm_sim_check --quick --links 200 --seed 4  # + the layer's collectives at 200 link rates
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from costmodel.ahbm.sim_check import compare, describe, grid, random_points, summary
+from costmodel.ahbm.sim_check import (
+    collective_summary,
+    compare,
+    compare_collectives,
+    describe,
+    grid,
+    random_link_points,
+    random_points,
+    summary,
+)
 from jaxref.validation import cli_main, dumps_strict, nonnegative_int
 
 
@@ -22,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--quick", action="store_true", help="a small grid (seconds)")
     ap.add_argument("--random", type=nonnegative_int, default=0, metavar="N",
                     help="also N random hardware points across regimes (default 0)")
+    ap.add_argument("--links", type=nonnegative_int, default=0, metavar="N",
+                    help="also the decoder layer's collectives at N random link-rate points (UCIe 0.25-4x and "
+                         "1-100 ns, CUBE NOC 0.25-4x; default 0)")
     ap.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random points")
     ap.add_argument("--json", help="write the rows and the summaries to this file (strict JSON)")
     ap.add_argument("--issue-order", action="store_true",
@@ -64,6 +77,15 @@ def run(args: argparse.Namespace) -> int:
         out["random_by_bound"] = summary(rnd, by="bound")
         _print_summary(f"{len(rnd)} random hardware points, per bound (the model's binding resource)",
                        out["random_by_bound"])
+    coll = []
+    if args.links:
+        coll = compare_collectives(random_link_points(args.links, args.seed))
+        out["links_by_collective"] = collective_summary(coll)
+        print(f"\nthe layer's collectives at {args.links} random link-rate points (seed {args.seed}), model vs "
+              "simulation:")
+        for k, v in out["links_by_collective"].items():
+            print(f"{k:44s} {v['parts']:4d} parts  median |diff| {v['median']:.2%}  worst {v['worst']:+.2%}  "
+                  f">= 10% off: {v['off_10_percent']}  ({v['worst_point']})")
     print(f"\nsimulation time: {sum(r['sim_s'] for r in rows + rnd):.1f} s; {len(skipped)} points infeasible "
           "in the model, skipped:")
     for name, cfg, why in skipped:
@@ -71,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as f:
             f.write(dumps_strict({"summary": out, "rows": [_row_json(r) for r in rows],
-                                  "random_rows": [_row_json(r) for r in rnd]}, indent=1))
+                                  "random_rows": [_row_json(r) for r in rnd],
+                                  "link_rows": [_row_json(r) for r in coll]}, indent=1))
     return 0
 
 

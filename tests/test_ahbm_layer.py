@@ -195,7 +195,7 @@ LINK_POINTS = [(0, [0, 1, 2, 3, 4, 5, 180]), (1, [100, 103, 114, 142]), (2, [103
 
 @pytest.mark.parametrize("seed, points", LINK_POINTS)
 def test_collectives_within_10_percent_of_simulation_at_random_link_rates(seed, points):
-    from costmodel.ahbm.sim_check import compare_collectives, random_link_points
+    from costmodel.ahbm.sim_check import collective_summary, compare_collectives, random_link_points
 
     pts = random_link_points(max(points) + 1, seed=seed)
     rows = compare_collectives([pts[i] for i in points], MESH)
@@ -203,6 +203,13 @@ def test_collectives_within_10_percent_of_simulation_at_random_link_rates(seed, 
     for r in rows:
         assert math.isfinite(r["sim_us"]) and r["sim_us"] > 0
         assert abs(r["rel_diff"]) < 0.10, (r["hw"], r["part"], r["model_us"], r["sim_us"])
+    # the CLI's summary (``ahbm_sim_check --links``): every part counted once under its shape
+    summ = collective_summary(rows)
+    assert summ["all"]["parts"] == len(rows) == sum(v["parts"] for k, v in summ.items() if k != "all")
+    assert abs(summ["all"]["worst"]) == max(abs(r["rel_diff"]) for r in rows) and summ["all"]["off_10_percent"] == 0
+    for k, v in summ.items():  # a shape's worst part has that shape's rings
+        r = next(r for r in rows if f"{r['hw']} {r['part']}" == v["worst_point"])
+        assert k == "all" or k.endswith(" x ".join(f"{a} {n}" for a, n in r["lines"])), (k, r["lines"])
 
 
 def test_packet_grain_is_converged(monkeypatch):

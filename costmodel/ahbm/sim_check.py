@@ -11,7 +11,8 @@ hardware across regimes (what ``experiments.ahbm_sim_check``, the study and the 
 * ``random_link_points(n, seed)``: ``n`` random (hardware, layer config) pairs for the decoder
   layer's collectives (issue 28): UCIe bandwidth 0.25-4x, UCIe transaction 1-100 ns, CUBE NOC (and
   IPCQ) bandwidth 0.25-4x of the defaults; ``compare_collectives(points)``: one row per collective
-  part of each point's layer plan (``costmodel.ahbm.layer`` vs ``costmodel.ahbm.sim.layer``).
+  part of each point's layer plan (``costmodel.ahbm.layer`` vs ``costmodel.ahbm.sim.layer``);
+  ``collective_summary(rows)``: median / worst per collective shape.
 * ``compare(points)``: one row per point (model, simulation, relative difference, the model's bound
   and rooflines); ``summary(rows, by=...)``: median / worst |difference| per case or per regime
   and the points whose model or simulated latency is below a resource's roofline.
@@ -190,6 +191,24 @@ def compare_collectives(points, mesh=None) -> list[dict]:
                 rows.append({"hw": name, "config": cfg, "part": part.name, "lines": part.lines, "model_us": m,
                              "sim_us": s, "rel_diff": (m - s) / s})
     return rows
+
+
+def collective_summary(rows: list[dict]) -> dict[str, dict]:
+    """``compare_collectives`` rows per collective shape ('all' first; a shape is the kind and its
+    rings, e.g. 'all_reduce row 4 x col 4 x sip 2'): parts, median and worst |difference| (signed
+    worst), the worst row's point and part, and how many are 10% off or more."""
+    def shape(r):
+        return f"{r['part'].rsplit('_', 1)[0] if r['part'].startswith('all_reduce') else r['part']} " + \
+            " x ".join(f"{a} {n}" for a, n in r["lines"])
+
+    out = {}
+    groups = [("all", rows)] + [(k, [r for r in rows if shape(r) == k]) for k in sorted({shape(r) for r in rows})]
+    for key, rs in groups:
+        worst = max(rs, key=lambda r: abs(r["rel_diff"]))
+        out[key] = {"parts": len(rs), "median": statistics.median(abs(r["rel_diff"]) for r in rs),
+                    "worst": worst["rel_diff"], "worst_point": f"{worst['hw']} {worst['part']}",
+                    "off_10_percent": sum(abs(r["rel_diff"]) >= 0.10 for r in rs)}
+    return out
 
 
 def compare(points, skipped: list | None = None, *, issue_order: bool = False,
