@@ -278,10 +278,16 @@ def test_single_pe_decode_points_with_queued_dmas_within_5_percent(seed):
 #   V_{j+1}'s and QK_{j+2}'s heads land after them (0.398 us after P_j, not 0.347), and QK_{j+1}'s
 #   last DMA, requested after P.V_j's hold, queues behind those heads (lands 0.070 us later).
 #   Simulated iterations alternate 0.662 / 0.823 us; the model's steady tile was 0.658 (-10.7%).
+# * seed 10 ``math-92``, ring prefill opt1 (S 1216, 152-key blocks: a 128-key tile and a ragged
+#   24-key one), MATH-bound: the busiest PE of blocks 2-5 holds the q block after the diagonal one,
+#   whose visit sweeps the whole block with both tiles partial (7.18 us; the model took the top
+#   PEs' 5.73), and a ragged last tile waits for its full predecessor's whole MATH drain (1.17 us),
+#   not only its merge (0.53): +1.82 us per visit simulated, +1.42 modelled (-10.7% on the ring).
 @pytest.mark.parametrize("seed,index,name,case,pipeline", [(5, 69, "cpu_issue-69", "prefill_sp", "opt3"),
                                                            (6, 144, "cpu_issue-144", "decode", "opt2"),
                                                            (6, 43, "links-43", "decode_sp", "opt2"),
-                                                           (7, 32, "math-32", "decode", "opt2")])
+                                                           (7, 32, "math-32", "decode", "opt2"),
+                                                           (10, 92, "math-92", "prefill_sp", "opt1")])
 def test_held_out_points_within_5_percent(seed, index, name, case, pipeline):
     from costmodel.ahbm.sim_check import random_points
 

@@ -392,10 +392,14 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
              for top in ((0,) if relax is not None else (0, 1))]
     masks = masks * 2 if relax is not None else masks
     if relax is None:  # the PE holding block b's first q block: its visit there ends on a partial tile
-        _, reach = counts.ring_block_reach(ex(S), ex(rows), ex(te), C, blk, relax=None)
+        nb_b, reach = counts.ring_block_reach(ex(S), ex(rows), ex(te), C, blk, relax=None)
         top_d = jnp.mod(jnp.maximum(reach - 1.0, 0.0), ex(P))
-        pes.append(counts.ring_block_counts(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top_d, relax=None))
-        masks.append(counts.ring_block_masks(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top_d, relax=None))
+        # and the PE holding the first q block that sweeps all nb tiles (u = nb): on the diagonal, so
+        # its tile before the last is partial too ('mid', offset >= 2) where the top PEs' are not
+        top_e = jnp.mod(jnp.maximum(reach - nb_b, 0.0), ex(P))
+        for top_x in (top_d, top_e):
+            pes.append(counts.ring_block_counts(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top_x, relax=None))
+            masks.append(counts.ring_block_masks(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top_x, relax=None))
     has_b = (ex(P) >= 1.5) & (relax is None)  # a second PE exists (relaxed: the top PE is the busiest)
 
     def block_work(p):
@@ -403,7 +407,8 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         # once per PE (the graph's size is the compile time of every sweep and descent over it)
         vt = full_rows
         f, fm = sweep_terms(vt["t"], p, relax=relax), sweep_terms(vt["t_m"], p, relax=relax)
-        r, rm = (sweep_terms(vt[k], p, relax=relax, steady=False) for k in ("t_r", "t_rm"))  # no D read
+        # (no D read; their full predecessor's drain precedes them)
+        r, rm = (sweep_terms(vt[k], p, relax=relax, steady=False, prev=vt["t"]) for k in ("t_r", "t_rm"))
         last_of = lambda x, y: jnp.where(nb >= 1.5, x["last"] - y["last"], x["single"] - y["single"]) + x["drain"] - y["drain"]
         end_r, end_rm, mid = last_of(r, fm), last_of(rm, r), fm["D"] - f["D"]
 
@@ -424,7 +429,8 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
             return a
         # (top_d = 0: that PE is the top one, whose last q block ``a`` already runs with its real rows)
         d = jnp.where(top_d < 0.5, a, work(pes[2], masks[2]))
-        return jnp.where(has_b, mx(a, work(pes[1], masks[1]), d), a)
+        e = jnp.where(top_e < 0.5, a, work(pes[3], masks[3]))
+        return jnp.where(has_b, mx(a, work(pes[1], masks[1]), d, e), a)
 
     def pe_busy_blocks(p):
         """Per block [..., C]: the two top PEs' busy time on each resource (a, b)."""

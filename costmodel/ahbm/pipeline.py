@@ -171,13 +171,15 @@ def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", masked=0.0, re
 
 
 def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None = None,
-                last: dict | None = None, steady: bool = True) -> dict:
+                last: dict | None = None, steady: bool = True, prev: dict | None = None) -> dict:
     """(single, first, last, D, drain) of a visit for one pipelining option (us); ``nxt``: the
     times of the tile after the first one (opt3's first iteration already issues its Q.K^T; opt2's
     ``first_two``: a visit of two tiles); ``last``: opt2, the times of a visit's last tile, whose
     head DMAs the P.V before it queues behind (``first_three``, ``D_pre``: that P.V's term).
     ``steady=False``: the caller reads no D (a visit's ragged last tile), so the exact form skips
     opt3's / opt2's iteration recursions (D is then the recursion's start, D0 / the steady D).
+    ``prev`` (opt1, exact): the times of the tile before this one (a ragged last tile's full
+    predecessor), whose MATH left after its merge was issued (its drain) precedes this tile's.
 
     Every term ends when the CPU has issued the tile's merge (+ after P.V); the merge's MATH
     (``m_a``) then runs while the next term starts, and ``drain`` is the last one's. The GEMM
@@ -207,7 +209,14 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
     drain = mx(m_a, m_r + m_a - V["body"] - post)
     if pipeline == "opt1":
         D = mx(mx(q_busy + pre + m_p, q_busy + pre + cc + V["fill"]) + v_tail, floor)
-        return {"single": single, "first": single, "last": D, "D": D, "drain": drain}
+        last = D
+        if prev is not None and relax is None:
+            # the previous tile's whole drain (its softmax's rest past its P.V, then its merge), not
+            # only its merge, is on MATH ahead of this tile's scale epilogue and softmax
+            p_drain = mx(prev["m_a"], prev["m_r"] + prev["m_a"] - prev["V"]["body"] - post)
+            q_last = mx(q, p_drain + K["ep_busy"] + K["tail"] - K["ep_busy"] / jnp.maximum(K["gemm_busy"] / K["g"], 1.0))
+            last = mx(mx(q_last + pre + m_p, q_last + pre + cc + V["fill"]) + v_tail, floor)
+        return {"single": single, "first": single, "last": last, "D": D, "drain": drain}
     sat = K["gemm_busy"] + V["gspan"]  # the GEMM engine never idles
     # opt3 / opt2 issue QK_1 right after QK_0: QK_1's sub-tiles, landed while QK_0's run, take the
     # engine between QK_0's (a sub-tile requests it only when its predecessor ends), which delays
@@ -556,7 +565,7 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
     queued = pipeline == "opt2" and relax is None  # the P.V before the last tile queues behind its V head only
     # ``last`` adds only opt2's first_three / D_pre to the terms: one call gives both
     full = sweep_terms(tf, pipeline, relax=relax, last=tr if queued else None)
-    ragged = sweep_terms(tr, pipeline, relax=relax, steady=False)  # its single / last / drain only
+    ragged = sweep_terms(tr, pipeline, relax=relax, steady=False, prev=tf)  # its single / last / drain only
     first, pre_last = full["first"], 0.0
     last = ragged["last"]
     if queued:
