@@ -204,18 +204,17 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
     q = cc + K["fill"] + K["body"]  # issue QK, stream K, GEMM, scale, write-back (MATH idle before)
     # one tile alone: QK, the softmax's P chain after its issues, P.V (its DMA from its issue)
     single = mx(q + pre + m_p, q + pre + cc + V["fill"]) + v_tail
-    # the previous merge's MATH (m_a) delays this tile's scale epilogue and softmax
-    q_busy = mx(q, m_a + K["ep_busy"] + K["tail"] - K["ep_busy"] / jnp.maximum(K["gemm_busy"] / K["g"], 1.0))
-    drain = mx(m_a, m_r + m_a - V["body"] - post)
+    # MATH work ``m`` left ahead of this tile (the previous merge, m_a) delays its scale epilogue and softmax
+    after = lambda m: mx(q, m + K["ep_busy"] + K["tail"] - K["ep_busy"] / jnp.maximum(K["gemm_busy"] / K["g"], 1.0))
+    q_busy = after(m_a)
+    # a tile's MATH left after its merge is issued: its softmax's rest past its P.V, then its merge
+    drain_of = lambda x: mx(x["m_a"], x["m_r"] + x["m_a"] - x["V"]["body"] - post)
+    drain = drain_of(t)
     if pipeline == "opt1":
-        D = mx(mx(q_busy + pre + m_p, q_busy + pre + cc + V["fill"]) + v_tail, floor)
-        last = D
-        if prev is not None and relax is None:
-            # the previous tile's whole drain (its softmax's rest past its P.V, then its merge), not
-            # only its merge, is on MATH ahead of this tile's scale epilogue and softmax
-            p_drain = mx(prev["m_a"], prev["m_r"] + prev["m_a"] - prev["V"]["body"] - post)
-            q_last = mx(q, p_drain + K["ep_busy"] + K["tail"] - K["ep_busy"] / jnp.maximum(K["gemm_busy"] / K["g"], 1.0))
-            last = mx(mx(q_last + pre + m_p, q_last + pre + cc + V["fill"]) + v_tail, floor)
+        chain = lambda qb: mx(mx(qb + pre + m_p, qb + pre + cc + V["fill"]) + v_tail, floor)
+        D = chain(q_busy)
+        # a ragged last tile waits for its full predecessor's whole drain, not only its merge
+        last = chain(after(drain_of(prev))) if prev is not None and relax is None else D
         return {"single": single, "first": single, "last": last, "D": D, "drain": drain}
     sat = K["gemm_busy"] + V["gspan"]  # the GEMM engine never idles
     # opt3 / opt2 issue QK_1 right after QK_0: QK_1's sub-tiles, landed while QK_0's run, take the
