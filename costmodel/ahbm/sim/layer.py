@@ -33,7 +33,7 @@ import simpy
 
 from costmodel.ahbm.sim import simulate
 from costmodel.ahbm.sim.engines import PE, FifoServer
-from costmodel.ahbm.sim.noc import Noc, packets
+from costmodel.ahbm.sim.noc import Noc, transfer
 from costmodel.ahbm.sim.rates import SimRates
 from costmodel.hardware import AHBM
 
@@ -110,7 +110,7 @@ def elementwise(part, hw: AHBM) -> float:
 @dataclasses.dataclass
 class UCIe:
     """The UCIe links from SIP s to SIP s + 1 (mod sips), one per mesh row (``sip_links`` of them,
-    rows mapped round-robin): each packet of a message (``noc.packets``) holds its link for
+    rows mapped round-robin): each packet of a message (``noc.transfer``) holds its link for
     bytes / ``ucie_bytes_per_s`` (FIFO), and the message lands ``ucie_transaction_s +
     dma_remote_sip_latency_s`` after its last packet (the measured remote-SIP DMA latency, taken to
     include the hops to the SIP's edge)."""
@@ -129,12 +129,8 @@ class UCIe:
             self.res[key] = simpy.Resource(self.env, 1)
             self.busy_us[key] = 0.0
         rate = float(self.hw.ucie_bytes_per_s) / US_PER_S
-        for size in packets(nbytes):  # the link is arbitrated per packet, like the CUBE NOC (``noc``)
-            req = self.res[key].request()
-            yield req
-            yield self.env.timeout(size / rate)
-            self.busy_us[key] += size / rate
-            self.res[key].release(req)
+        yield from transfer(self.env, [self.res[key]], nbytes, rate)  # per packet, like the CUBE NOC
+        self.busy_us[key] += nbytes / rate
         yield self.env.timeout((float(self.hw.ucie_transaction_s) + float(self.hw.dma_remote_sip_latency_s)) * US_PER_S)
         arrived.succeed()
 

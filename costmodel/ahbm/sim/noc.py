@@ -14,10 +14,11 @@ contention. Eight PEs of a CUBE sending to the eight PEs of the partner CUBE in 
 round serialise on the injection port, the links and the ejection port.
 
 Ports and links are arbitrated per packet, not per message: a message moves as packets of
-``PACKET_BYTES`` (at most ``MAX_PACKETS`` of them), each taking the route's resources in turn, so
-messages that share a port interleave. A network that held a port for a whole multi-MB DMA would make a small message wait
-behind a large one for the large one's whole transfer (a 4 MB all-gather chunk holds a CUBE NOC
-port for ~10 us); no NoC arbitrates at that grain. Real packets are a few KB; the two constants set
+``PACKET_BYTES`` (at most ``MAX_PACKETS`` of them), each taking the route's resources in turn
+(``transfer``), so messages that share a port interleave. A network that held a port for a whole
+multi-MB DMA would make a small message wait behind a large one for the large one's whole
+transfer (a 4 MB all-gather chunk holds a CUBE NOC port for ~10 us); no NoC arbitrates at that
+grain. Real packets are a few KB; the two constants set
 the simulation's arbitration grain, chosen to bound its event count, and
 ``tests/test_ahbm_layer.py`` checks that an 8x finer grain moves the simulated collectives by < 3%.
 """
@@ -39,6 +40,20 @@ def packets(nbytes: float) -> list[float]:
     another's transfer, and a 4 GB prefill chunk stays 64 events)."""
     n = min(max(1, math.ceil(nbytes / PACKET_BYTES)), MAX_PACKETS)
     return [nbytes / n] * n
+
+
+def transfer(env: simpy.Environment, held: list, nbytes: float, bytes_per_us: float):
+    """Process body: move ``nbytes`` through the FIFO resources ``held`` (a route's ports and links,
+    taken in order) packet by packet, each packet holding all of them for its bytes / rate."""
+    for size in packets(nbytes):
+        reqs = []
+        for res in held:
+            req = res.request()
+            yield req
+            reqs.append(req)
+        yield env.timeout(size / bytes_per_us)
+        for res, req in zip(held, reqs):
+            res.release(req)
 
 
 class Noc:
@@ -90,17 +105,9 @@ class Noc:
             held = [self.inject[ca]] + [self._link(k) for k in path] + [self.eject[cb]]
             rate = rates.noc_bytes_per_us
             lat = rates.noc_transaction_us + len(path) * rates.noc_hop_us
-        for size in packets(nbytes):  # each packet takes the route in order, then frees it
-            reqs = []
-            for res in held:
-                req = res.request()
-                yield req
-                reqs.append(req)
-            yield env.timeout(size / rate)
-            for k in path:
-                self.link_busy_us[k] += size / rate
-            for res, req in zip(held, reqs):
-                res.release(req)
+        yield from transfer(env, held, nbytes, rate)
+        for k in path:
+            self.link_busy_us[k] += nbytes / rate
         if left is not None:
             left.succeed()
         yield env.timeout(lat)
