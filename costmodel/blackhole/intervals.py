@@ -70,11 +70,18 @@ def _multiplicity(cfg: ExpertConfig) -> dict[str, float]:
             "sample_us": float(cfg.num_layers * cfg.num_steps)}
 
 
-def theta_draws(cal: Calibration, draws: int, *, seed: int = 0) -> np.ndarray:
-    """[draws, P] samples of theta ~ N(theta_hat, Cov) (the Laplace posterior)."""
+def theta_draws(cal: Calibration, draws: int, *, seed: int = 0, prior_share: bool = True) -> np.ndarray:
+    """[draws, P] samples of theta ~ N(theta_hat, Cov) (the Laplace posterior), drawn as theta_hat + a
+    + b with a ~ N(0, Cov - S) (the rows' share) and b ~ N(0, S) (the weak prior's share S,
+    ``Calibration.prior_share``); ``prior_share=False``: theta_hat + a, the same a for the same
+    ``seed`` (what an op outside the fitted rows is evaluated at: ``param_var``)."""
     if draws < 2:
         raise ValueError(f"draws={draws} must be >= 2 for Monte Carlo propagation")
-    return np.random.default_rng(seed).multivariate_normal(cal.theta, cal.cov, size=draws)
+    rng, share = np.random.default_rng(seed), cal.prior_share()
+    zero = np.zeros_like(cal.theta)
+    a = rng.multivariate_normal(zero, cal.cov - share, size=draws, method="eigh")
+    b = rng.multivariate_normal(zero, share, size=draws, method="eigh")
+    return cal.theta + a + (b if prior_share else 0.0)
 
 
 def model_values(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig,
