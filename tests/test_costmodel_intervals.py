@@ -113,3 +113,21 @@ def test_monte_carlo_propagation_agrees_where_the_model_is_smooth(stored):
     assert iv["step_us"][1] < 32500 < iv["step_us"][2]
     with pytest.raises(ValueError, match="draws=1 must be >= 2"):
         intervals(stored, HW, PORT, cfg=CFG, draws=1)
+
+
+def test_theta_draws_split_the_rows_share_from_the_weak_priors(stored):
+    """``theta_draws``: the draws' covariance is the Laplace Cov; without the weak prior's share they
+    are the same draws (same seed) less it, of covariance Cov D Cov = Cov - Cov P0 Cov, the part an
+    op outside the fitted rows keeps (``intervals.param_var``)."""
+    from costmodel.blackhole.fit import PRIOR_SD
+    from costmodel.blackhole.intervals import theta_draws
+
+    full = theta_draws(stored, 40000, seed=3)
+    rows_only = theta_draws(stored, 40000, seed=3, prior_share=False)
+    share = stored.cov @ (np.eye(len(stored.theta)) / PRIOR_SD**2) @ stored.cov  # Cov P0 Cov
+    assert share == pytest.approx(stored.prior_share(), rel=1e-6, abs=1e-12)
+    scale = np.sqrt(np.outer(np.diag(stored.cov), np.diag(stored.cov)))
+    assert np.all(np.abs(np.cov(full.T) - stored.cov) < 0.05 * scale)
+    assert np.all(np.abs(np.cov(rows_only.T) - (stored.cov - share)) < 0.05 * scale)
+    assert np.all(np.abs(np.cov((full - rows_only).T) - share) < 0.05 * scale)
+    assert full.mean(0) == pytest.approx(stored.theta, abs=0.05)

@@ -7,6 +7,9 @@ per-row model-discrepancy sd ``tau`` (log space) on top:
 
   var(log t) = param_var + sigma^2 + tau_class^2 + [tau_extrap^2 if the row extrapolates]
 
+(an extrapolating row's param_var without the weak prior's share, ``intervals.param_var``: its
+tau_extrap measures what that share only assumed)
+
 * ``tau_class`` (one per op class: matmul, attention, norm, ...) is the maximum-likelihood sd of
   the held-out log residuals r_i ~ N(0, v_i + tau^2) of that class's interpolating rows (v_i =
   param_var + sigma^2), shrunk towards the pooled estimate with ``SHRINK_ROWS`` pseudo-rows
@@ -170,7 +173,8 @@ class Discrepancy:
 
 def estimate(held_out: list[dict], domain: Domain) -> Discrepancy | None:
     """Discrepancy from held-out predictions: dicts with "class", "residual" (log pred / measured),
-    "base_var" (param var + sigma^2) and "extrap" (reason or None, judged against the fold's own
+    "base_var" (param var + sigma^2: ``intervals.param_var``, so an extrapolating row's without the
+    weak prior's share) and "extrap" (reason or None, judged against the fold's own
     fitted rows); ``domain`` is stored with it (what later predictions are judged against).
     Returns None for an empty list."""
     if not held_out:

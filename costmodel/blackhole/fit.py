@@ -205,6 +205,16 @@ class Calibration:
     dof: float
     info: dict
 
+    def prior_share(self) -> np.ndarray:
+        """[P, P] the weak prior's share of ``cov``: Cov P0 Cov, P0 = I / PRIOR_SD^2.
+
+        With D the rows' precision, cov = (D + P0)^-1 = Cov D Cov + Cov P0 Cov: the first term is what
+        the rows' scatter leaves of theta, the second what only the prior's width (a factor 10 per
+        coordinate, a regulariser, not a measured spread) sets; it dominates along directions the rows
+        do not pin. A refit with a calibration as its prior has precision D' + D + P0 (that
+        calibration's rows and the same weak prior), so P0 is its weak prior too."""
+        return self.cov @ self.cov / PRIOR_SD**2
+
     def to_json(self) -> dict:
         return {"params": params_to_dict(self.params), "theta": [float(v) for v in self.theta],
                 "cov": [[float(v) for v in row] for row in self.cov], "sigma": self.sigma, "dof": self.dof,

@@ -28,7 +28,7 @@ from costmodel.blackhole.discrepancy import (
     write_discrepancy,
 )
 from costmodel.blackhole.fit import Calibration, fit, load_calibration, residuals_and_jacobian
-from costmodel.blackhole.intervals import LEVEL, op_error_var, quantile
+from costmodel.blackhole.intervals import LEVEL, kept_grad, op_error_var, param_var, quantile
 from costmodel.blackhole.params import CALIBRATION_PATH
 from costmodel.blackhole.rows import Row, load_rows
 from costmodel.hardware import Blackhole, blackhole_p150a
@@ -40,8 +40,9 @@ def row_intervals(cal: Calibration, rows: list[Row], *, hw: Blackhole | None = N
                   level: float = LEVEL, discrepancy: Discrepancy | str | None = None) -> list[dict]:
     """Prediction and ``level`` prediction interval of every row under ``cal``: parameter
     uncertainty (Jacobian of log prediction) plus the per-row model error sigma, and with a
-    ``discrepancy`` ('stored': ``data/discrepancy.json``) its class and extrapolation terms
-    (``intervals.op_error_var``, as every CLI interval)."""
+    ``discrepancy`` ('stored': ``data/discrepancy.json``) its class and extrapolation terms, a row
+    outside the fitted rows without the weak prior's share of its parameter variance
+    (``intervals.op_error_var`` and ``intervals.param_var``, as every CLI interval)."""
     disc = load_discrepancy() if discrepancy == "stored" else discrepancy
     hw = blackhole_p150a() if hw is None else hw
     cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
@@ -53,7 +54,8 @@ def row_intervals(cal: Calibration, rows: list[Row], *, hw: Blackhole | None = N
     out = []
     for row, ri, gi in zip(rows, r, J):
         pred = row.target * math.exp(ri)
-        sd = math.sqrt(float(gi @ cal.cov @ gi) + sum(op_error_var(cal, disc, row.spec, pred)))
+        kept = kept_grad(disc, gi, (row.spec, pred))
+        sd = math.sqrt(param_var(cal, gi, kept) + sum(op_error_var(cal, disc, row.spec, pred)))
         lo, hi = pred * math.exp(-z * sd), pred * math.exp(z * sd)
         out.append({"table": row.table, "name": row.name, "group": row.group, "role": row.role, "measured_lo": row.lo,
                     "measured_hi": row.hi, "predicted": pred, "lo": lo, "hi": hi, "error": row.error(pred),
@@ -93,13 +95,15 @@ def leave_one_group_out(rows: list[Row], full: Calibration, *, hw: Blackhole | N
 
 # ---- the validation table: every measured row, held out, with model discrepancy -----------------
 def _row_stats(cal: Calibration, rows: list[Row], hw: Blackhole, cfg: ExpertConfig):
-    """Predictions [n] and parameter variance of log prediction [n] of ``rows`` under ``cal``."""
+    """Predictions [n], parameter variance of log prediction [n] of ``rows`` under ``cal``, and the
+    same without the weak prior's share [n] (``intervals.param_var``: a row outside the fitted rows)."""
     targets = jnp.asarray([r.target for r in rows], jnp.float32)
     r, J = residuals_and_jacobian(jnp.asarray(cal.theta, jnp.float32), hw, targets, specs=tuple(x.spec for x in rows),
                                   cfg=cfg)
     r, J = np.asarray(r, np.float64), np.asarray(J, np.float64)
     pred = np.asarray([row.target for row in rows]) * np.exp(r)
-    return pred, np.einsum("ip,pq,iq->i", J, cal.cov, J)
+    return (pred, np.asarray([param_var(cal, g) for g in J]),
+            np.asarray([param_var(cal, g, np.zeros_like(g)) for g in J]))
 
 
 UNITS = ("group", "source")
@@ -141,20 +145,25 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
     too (a real report and the public sets quoted from it): then by that source's refit. Each entry: table, name, group, source, role, class,
     kind, measured (lo, hi, target), predicted, full_fit (in-sample prediction), residual (log
     predicted / target), base_var (parameter variance + sigma^2 of the fold's fit), z (the fold's
-    t quantile at ``level``), extrap (why the row lies outside the fold's fitted rows, or None), fold.
+    t quantile at ``level``), extrap (why the row lies outside the fold's fitted rows, or None), fold,
+    base_var0 (parameter variance + sigma^2: the interval without a discrepancy); base_var is the
+    variance the discrepancy terms add to: an extrapolating row's without the weak prior's share
+    (``intervals.param_var``: tau_extrap, estimated from these rows, stands in for it).
     """
     hw = blackhole_p150a() if hw is None else hw
     cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
-    full_pred, full_pv = _row_stats(full, rows, hw, cfg)
+    full_pred, full_pv, full_pv_x = _row_stats(full, rows, hw, cfg)
     out: list[dict] = []
 
-    def entry(i, row, cal, pred, pv, fold, domain):
+    def entry(i, row, cal, pred, pv, pv_x, fold, domain):
+        extrap = domain.extrapolates(row.spec, float(pred))
         return {"table": row.table, "name": row.name, "group": row.group, "source": source_of(row),
                 "unit": unit_of(row, unit), "role": row.role, "class": op_class(row.spec),
                 "kind": op_kind(row.spec), "measured_lo": row.lo, "measured_hi": row.hi, "target": row.target,
                 "predicted": float(pred), "full_fit": float(full_pred[i]),
-                "residual": math.log(float(pred) / row.target), "base_var": float(pv) + cal.sigma**2,
-                "z": quantile(cal, level), "extrap": domain.extrapolates(row.spec, float(pred)), "fold": fold}
+                "residual": math.log(float(pred) / row.target), "base_var0": float(pv) + cal.sigma**2,
+                "base_var": float(pv_x if extrap else pv) + cal.sigma**2, "z": quantile(cal, level),
+                "extrap": extrap, "fold": fold}
 
     units = sorted({unit_of(r, unit) for r in rows if r.role == "calibration"})
     # by source, a validation row whose source also has calibration rows (a real report and the
@@ -163,18 +172,19 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
     for u in units:
         held = frozenset(r.group for r in rows if unit_of(r, unit) == u)
         cal = fit(rows, hw=hw, cfg=cfg, init=full.params, hold_out=held, steps=steps)
-        pred, pv = _row_stats(cal, rows, hw, cfg)
+        pred, pv, pv_x = _row_stats(cal, rows, hw, cfg)
         dom = _domain(rows, exclude=u, unit=unit)
-        out += [entry(i, r, cal, pred[i], pv[i], u, dom) for i, r in enumerate(rows)
+        out += [entry(i, r, cal, pred[i], pv[i], pv_x[i], u, dom) for i, r in enumerate(rows)
                 if unit_of(r, unit) == u and refit(r)]
     dom = _domain(rows)
-    out += [entry(i, r, full, full_pred[i], full_pv[i], "validation (full fit)", dom)
+    out += [entry(i, r, full, full_pred[i], full_pv[i], full_pv_x[i], "validation (full fit)", dom)
             for i, r in enumerate(rows) if not refit(r)]
     return out
 
 
-def _interval(e: dict, tau2: float) -> tuple[float, float, bool]:
-    sd = math.sqrt(e["base_var"] + tau2)
+def _interval(e: dict, tau2: float | None) -> tuple[float, float, bool]:
+    """``e``'s interval with the discrepancy variance ``tau2``, or without a discrepancy (None)."""
+    sd = math.sqrt(e["base_var0"] if tau2 is None else e["base_var"] + tau2)
     lo, hi = e["predicted"] * math.exp(-e["z"] * sd), e["predicted"] * math.exp(e["z"] * sd)
     return lo, hi, bool(lo <= e["measured_hi"] and e["measured_lo"] <= hi)
 
@@ -204,7 +214,7 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
     final = estimate(in_scope, dom)
     for e in entries:
         nested = estimate([x for x in in_scope if x["unit"] != e["unit"]], dom)
-        e["lo0"], e["hi0"], e["inside0"] = _interval(e, 0.0)
+        e["lo0"], e["hi0"], e["inside0"] = _interval(e, None)
         e["tau"] = math.sqrt(_tau2(nested, e))
         e["lo"], e["hi"], e["inside"] = _interval(e, e["tau"] ** 2)
 

@@ -3,7 +3,9 @@
 Two error sources, both from the fit (``fit.Calibration``):
   * parameter uncertainty: the Laplace covariance of theta pushed through the model's Jacobian
     (``jax.jacfwd``), var = g^T Cov g with g = d log(value) / d theta (for a delta between two
-    settings, g is taken of the difference, so parameters both settings share cancel);
+    settings, g is taken of the difference, so parameters both settings share cancel); where an op
+    lies outside the fitted rows, less the weak prior's share of it (``param_var``): there the
+    tau_extrap below, measured on held-out rows that extrapolated, stands in for that share;
   * model error: each op's prediction is off by a relative error of sd s_op, the same in every
     layer and in every setting (it belongs to the op's model, not to a run), with
     s_op^2 = sigma^2 (the fit's per-row error) + tau_class^2 (+ tau_extrap^2 where the op lies
@@ -68,11 +70,18 @@ def _multiplicity(cfg: ExpertConfig) -> dict[str, float]:
             "sample_us": float(cfg.num_layers * cfg.num_steps)}
 
 
-def theta_draws(cal: Calibration, draws: int, *, seed: int = 0) -> np.ndarray:
-    """[draws, P] samples of theta ~ N(theta_hat, Cov) (the Laplace posterior)."""
+def theta_draws(cal: Calibration, draws: int, *, seed: int = 0, prior_share: bool = True) -> np.ndarray:
+    """[draws, P] samples of theta ~ N(theta_hat, Cov) (the Laplace posterior), drawn as theta_hat + a
+    + b with a ~ N(0, Cov - S) (the rows' share) and b ~ N(0, S) (the weak prior's share S,
+    ``Calibration.prior_share``); ``prior_share=False``: theta_hat + a, the same a for the same
+    ``seed`` (what an op outside the fitted rows is evaluated at: ``param_var``)."""
     if draws < 2:
         raise ValueError(f"draws={draws} must be >= 2 for Monte Carlo propagation")
-    return np.random.default_rng(seed).multivariate_normal(cal.theta, cal.cov, size=draws)
+    rng, share = np.random.default_rng(seed), cal.prior_share()
+    zero = np.zeros_like(cal.theta)
+    a = rng.multivariate_normal(zero, cal.cov - share, size=draws, method="eigh")
+    b = rng.multivariate_normal(zero, share, size=draws, method="eigh")
+    return cal.theta + a + (b if prior_share else 0.0)
 
 
 def model_values(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig,
@@ -106,13 +115,40 @@ def value_samples(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: 
             **{k: np.asarray(out[k], np.float64) for k in TOTALS}}
 
 
-def _param_var(cal: Calibration, g: np.ndarray, samples: np.ndarray | None) -> float:
-    """Variance from parameter uncertainty: g^T Cov g (linearised) or the sample variance."""
-    return float(g @ cal.cov @ g) if samples is None else float(np.var(samples))
+def param_var(cal: Calibration, g: np.ndarray, kept: np.ndarray | None = None,
+              samples: np.ndarray | None = None) -> float:
+    """Variance from parameter uncertainty of a quantity with gradient ``g`` [P] (d quantity / d
+    theta): g^T Cov g (linearised) or the variance of its Monte Carlo ``samples`` [D], with the weak
+    prior's share (``Calibration.prior_share``) counted through ``kept`` [P] (default ``g``) only:
+    the gradient of the part of the quantity from ops inside the fitted rows.
+
+    Why: along a direction the fitted rows do not pin (a kernel-only fixed time that only traced
+    rows, dispatch included, constrain) the Laplace variance is the prior's factor-10 width, not a
+    measured spread; an op kind no row was fitted to then gets a prior-width interval. Such an op
+    carries the discrepancy's tau_extrap instead (``op_error_var``), estimated from held-out
+    extrapolating rows whose parameter variance is this one (``holdout.validate_rows``), so the
+    extrapolation term is measured, not assumed. Callers pass ``kept`` = 0 for an op that
+    extrapolates (``extrapolates``) and the interpolating ops' gradients for a sum of ops."""
+    share = cal.prior_share()
+    kept = g if kept is None else kept
+    total = float(g @ cal.cov @ g) if samples is None else float(np.var(samples))
+    return max(total - float(g @ share @ g), 0.0) + float(kept @ share @ kept)
 
 
-def _log_interval(cal: Calibration, z: float, value: float, grad, samples, model_var_log: float):
-    pv = _param_var(cal, grad / value, None if samples is None else np.log(samples))
+def extrapolates(disc: Discrepancy | None, spec, value: float) -> bool:
+    """The op lies outside the rows ``disc`` was judged against (never without a discrepancy: then
+    nothing stands in for the prior's share of its parameter variance)."""
+    return disc is not None and disc.domain.extrapolates(spec, value) is not None
+
+
+def kept_grad(disc: Discrepancy | None, g: np.ndarray, *ops) -> np.ndarray:
+    """``g`` if no op of ``ops`` ((spec, value us) pairs) extrapolates, else 0: the gradient through
+    which ``param_var`` counts the weak prior's share of one op's (or one change's) parameter variance."""
+    return np.zeros_like(g) if any(extrapolates(disc, spec, v) for spec, v in ops) else g
+
+
+def _log_interval(cal: Calibration, z: float, value: float, grad, samples, model_var_log: float, kept):
+    pv = param_var(cal, grad / value, kept / value, None if samples is None else np.log(samples))
     sd = math.sqrt(pv + model_var_log)
     return value * math.exp(-z * sd), value * math.exp(z * sd)
 
@@ -170,11 +206,14 @@ def intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: Expe
     z = quantile(cal, level)
     mv = model_values(cal, hw, bc, cfg=cfg, thetas=theta_draws(cal, draws) if draws else None)
     s2 = {k: sum(op_error_var(cal, disc, mv["specs"][k], v)) for k, (v, _, _) in mv["ops"].items()}
-    out = {"ops": {k: (v, *_log_interval(cal, z, v, g, smp, s2[k])) for k, (v, g, smp) in mv["ops"].items()}}
+    extrap = {k for k, (v, _, _) in mv["ops"].items() if extrapolates(disc, mv["specs"][k], v)}
+    out = {"ops": {k: (v, *_log_interval(cal, z, v, g, smp, s2[k], kept_grad(disc, g, (mv["specs"][k], v))))
+                   for k, (v, g, smp) in mv["ops"].items()}}
     for k, m in _multiplicity(cfg).items():
         v, g, smp = mv[k]
         model_var = sum(s2[n] * (m * t / v) ** 2 for n, (t, _, _) in mv["ops"].items())
-        out[k] = (v, *_log_interval(cal, z, v, g, smp, model_var))
+        kept = g - m * sum((mv["ops"][n][1] for n in extrap), np.zeros_like(g))
+        out[k] = (v, *_log_interval(cal, z, v, g, smp, model_var, kept))
     out["extrapolating"] = {} if disc is None else {
         k: r for k, (v, _, _) in mv["ops"].items() if (r := disc.domain.extrapolates(mv["specs"][k], v))}
     return out
@@ -197,10 +236,19 @@ def delta_intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, base: 
     names = list(a["ops"]) + [k for k in b["ops"] if k not in a["ops"]]
     disc = _discrepancy(discrepancy)
 
-    def interval(ea, eb, model_var):
+    def interval(ea, eb, model_var, moved_out=None):
+        # moved_out: the part of the delta's gradient from ops that extrapolate on either side
         (va, ga, sa), (vb, gb, sb) = ea, eb
-        sd = math.sqrt(_param_var(cal, ga - gb, None if sa is None else sa - sb) + model_var)
+        g = ga - gb
+        kept = g if moved_out is None else g - moved_out
+        sd = math.sqrt(param_var(cal, g, kept, None if sa is None else sa - sb) + model_var)
         return va - vb, va - vb - z * sd, va - vb + z * sd
+
+    def extrap(n):
+        return any(n in s["ops"] and extrapolates(disc, s["specs"][n], s["ops"][n][0]) for s in (a, b))
+
+    def op_grad(n):
+        return a["ops"].get(n, zero)[1] - b["ops"].get(n, zero)[1]
 
     def op_model_var(n, m):
         ta, tb = a["ops"].get(n, zero)[0], b["ops"].get(n, zero)[0]
@@ -210,7 +258,9 @@ def delta_intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, base: 
         spec, t = (a["specs"][n], ta) if n in a["ops"] else (b["specs"][n], tb)
         return m**2 * own_model_var(cal, disc, spec, t)
 
-    out = {"ops": {k: interval(a["ops"].get(k, zero), b["ops"].get(k, zero), op_model_var(k, 1.0)) for k in names}}
+    out = {"ops": {k: interval(a["ops"].get(k, zero), b["ops"].get(k, zero), op_model_var(k, 1.0),
+                               op_grad(k) if extrap(k) else None) for k in names}}
     for k, m in _multiplicity(cfg).items():
-        out[k] = interval(a[k], b[k], sum(op_model_var(n, m) for n in names))
+        moved_out = m * sum((op_grad(n) for n in names if extrap(n)), np.zeros_like(cal.theta))
+        out[k] = interval(a[k], b[k], sum(op_model_var(n, m) for n in names), moved_out)
     return out

@@ -19,7 +19,8 @@ Every combination (144) is predicted exactly (one vmapped evaluation per static 
 ones whose prediction lies within ``SAMPLE_WITHIN`` of the target are sampled: ``draws``
 parameter draws from the Laplace posterior plus, per op, a model-error draw of the op's sd
 (sigma, the per-class discrepancy and the extrapolation term where the op leaves the fitted rows:
-``intervals.op_error_var``), the same draws for every plan (common random numbers, so plans are
+``intervals.op_error_var``; an op outside the fitted rows at the parameter draws without the weak
+prior's share, ``intervals.param_var``), the same draws for every plan (common random numbers, so plans are
 compared under one shared uncertainty). P(reach) is the fraction of draws with step <= target.
 
 Accuracy comes from ``data/plan_accuracy.json`` (``python -m experiments.plan_accuracy``: layer-0
@@ -49,7 +50,7 @@ from costmodel.blackhole.graph import (
     step_us,
     validate,
 )
-from costmodel.blackhole.intervals import op_error_var, theta_draws, value_samples
+from costmodel.blackhole.intervals import extrapolates, op_error_var, theta_draws, value_samples
 from costmodel.blackhole.opspecs import MatmulSpec
 from costmodel.blackhole.params import CALIBRATION_PATH, DATA_DIR, FitParams
 from costmodel.blackhole.port import MatmulConfigs, Port
@@ -193,13 +194,21 @@ def accuracy_table() -> dict[tuple[str, str], float]:
 
 
 def reach_samples(cal: Calibration, disc: Discrepancy | None, hw: Blackhole, bc: BlackholeConfig, cfg: ExpertConfig,
-                  thetas: np.ndarray, eps: dict[str, np.ndarray]) -> np.ndarray:
+                  thetas: np.ndarray, eps: dict[str, np.ndarray], thetas_data: np.ndarray | None = None) -> np.ndarray:
     """Step-time draws (us) [D]: the model at parameter draws ``thetas`` with each op's time
-    multiplied by exp(s_op * eps[op]) (eps: [D] standard normals per op name, shared by all plans)."""
+    multiplied by exp(s_op * eps[op]) (eps: [D] standard normals per op name, shared by all plans);
+    an op outside the fitted rows at ``thetas_data`` instead (the same draws without the weak
+    prior's share, ``theta_draws(prior_share=False)``: its extrapolation term stands in for it, as in
+    ``intervals.param_var``)."""
     smp = value_samples(cal, hw, bc, cfg=cfg, thetas=thetas)
     specs = layer_op_specs(bc, cfg=cfg)
     step = smp["step_us"].copy()
+    extrap = {n for n, t in smp["ops"].items() if extrapolates(disc, specs[n], float(np.median(t)))}
+    data = value_samples(cal, hw, bc, cfg=cfg, thetas=thetas_data)["ops"] if extrap and thetas_data is not None else {}
     for name, t in smp["ops"].items():
+        if name in data:
+            step += cfg.num_layers * (data[name] - t)
+            t = data[name]
         sd = math.sqrt(sum(op_error_var(cal, disc, specs[name], float(np.median(t)))))
         step += cfg.num_layers * t * (np.exp(sd * eps[name]) - 1.0)
     return step
@@ -246,6 +255,7 @@ def search(target_ms: float, *, hw: Blackhole | None = None, cal: Calibration | 
     if port_i not in to_sample:
         to_sample.append(port_i)
     thetas = theta_draws(cal, draws, seed=seed)
+    thetas_data = theta_draws(cal, draws, seed=seed, prior_share=False)
     rng = np.random.default_rng(seed + 1)
     names = sorted({n for i in to_sample for n in layer_op_specs(configs[i], cfg=cfg)})
     eps = {n: rng.standard_normal(draws) for n in names}
@@ -254,7 +264,7 @@ def search(target_ms: float, *, hw: Blackhole | None = None, cal: Calibration | 
     # anchored on the measurement: a plan's step is the measured port step plus the modelled change,
     # whose draws share the port's parameters and op-model errors (a correlated delta)
     base_us = measured_step_ms() * 1e3
-    port_draws = reach_samples(cal, disc, hw, configs[port_i], cfg, thetas, eps)
+    port_draws = reach_samples(cal, disc, hw, configs[port_i], cfg, thetas, eps, thetas_data)
     rows = []
     for i, (p, bc) in enumerate(zip(plans, configs)):
         row = {"plan": p, "changes": {k: v for k, v in p.items() if v != PORT_PLAN[k]},
@@ -262,7 +272,7 @@ def search(target_ms: float, *, hw: Blackhole | None = None, cal: Calibration | 
                "pcc": acc.get((p["weights"], p["cache"]))}
         row["dpcc"] = None if row["pcc"] is None or port_pcc is None else row["pcc"] - port_pcc
         if i in to_sample:
-            s = base_us + reach_samples(cal, disc, hw, bc, cfg, thetas, eps) - port_draws
+            s = base_us + reach_samples(cal, disc, hw, bc, cfg, thetas, eps, thetas_data) - port_draws
             row["interval_ms"] = [float(np.quantile(s, 0.05)) / 1e3, float(np.quantile(s, 0.95)) / 1e3]
             row["p_reach"] = float(np.mean(s <= target_us))
         rows.append(row)

@@ -29,7 +29,14 @@ import numpy as np
 
 from costmodel.blackhole.discrepancy import load_discrepancy
 from costmodel.blackhole.fit import Calibration, residuals_and_jacobian
-from costmodel.blackhole.intervals import LEVEL, delta_model_var, own_model_var, quantile
+from costmodel.blackhole.intervals import (
+    LEVEL,
+    delta_model_var,
+    kept_grad,
+    own_model_var,
+    param_var,
+    quantile,
+)
 from costmodel.blackhole.report_reader import MODELLED, Report, ReportRow
 from jaxref.config import ExpertConfig
 
@@ -83,8 +90,9 @@ def delta_interval(cal: Calibration, a: tuple, b: tuple, *, z: float, disc=None)
     if sa == sb:
         return 0.0, 0.0, 0.0, 0.0
     g = gb - ga
-    vm = delta_model_var(cal, load_discrepancy() if disc is None else disc, sa, pa, sb, pb)
-    sd = math.sqrt(max(float(g @ cal.cov @ g) + vm, 0.0))
+    disc = load_discrepancy() if disc is None else disc
+    vm = delta_model_var(cal, disc, sa, pa, sb, pb)
+    sd = math.sqrt(max(param_var(cal, g, kept_grad(disc, g, (sa, pa), (sb, pb))) + vm, 0.0))
     return pb - pa, pb - pa - z * sd, pb - pa + z * sd, vm
 
 
@@ -93,7 +101,7 @@ def one_side_interval(cal: Calibration, e: tuple, sign: float, *, z: float, disc
     only: ``sign`` -1 removes it (before only), +1 adds it (after only)."""
     p, g, spec = e
     vm = own_model_var(cal, disc, spec, p)
-    sd = math.sqrt(max(float(g @ cal.cov @ g) + vm, 0.0))
+    sd = math.sqrt(max(param_var(cal, g, kept_grad(disc, g, (spec, p))) + vm, 0.0))
     return sign * p, sign * p - z * sd, sign * p + z * sd, vm
 
 
@@ -128,7 +136,8 @@ def diff_reports(a: Report, b: Report, cal: Calibration, *, level: float = LEVEL
     la, lb = _linearised(a, cal), _linearised(b, cal)
     z, disc = quantile(cal, level), load_discrepancy()
     sm = difflib.SequenceMatcher(a=[r.op_code for r in ra], b=[r.op_code for r in rb], autojunk=False)
-    pairs, grad_sum, var_model = [], np.zeros(len(cal.theta)), 0.0
+    # grad_kept: the part of grad_sum through which the weak prior's share counts (intervals.param_var)
+    pairs, grad_sum, grad_kept, var_model = [], np.zeros(len(cal.theta)), np.zeros(len(cal.theta)), 0.0
     matched_a, matched_b = set(), set()
     for block in sm.get_matching_blocks():
         for k in range(block.size):
@@ -140,7 +149,9 @@ def diff_reports(a: Report, b: Report, cal: Calibration, *, level: float = LEVEL
                 same = x.spec == y.spec
                 pairs.append(PairDelta(x.op_code, x.line, y.line, x.duration_us, y.duration_us, d, lo, hi, same))
                 if not same:  # one spec twice: the same prediction, so nothing of it reaches the total
-                    grad_sum += lb[y.line][1] - la[x.line][1]
+                    (pa, ga, sa), (pb, gb, sb) = la[x.line], lb[y.line]
+                    grad_sum += gb - ga
+                    grad_kept += kept_grad(disc, gb - ga, (sa, pa), (sb, pb))
                 var_model += vm
             else:
                 pairs.append(PairDelta(x.op_code, x.line, y.line, x.duration_us, y.duration_us,
@@ -156,7 +167,9 @@ def diff_reports(a: Report, b: Report, cal: Calibration, *, level: float = LEVEL
             if r.line in lin:
                 d, lo, hi, vm = one_side_interval(cal, lin[r.line], sign, z=z, disc=disc)
                 side.append(PairDelta(r.op_code, *lines, *ms, d, lo, hi))
-                grad_sum += sign * lin[r.line][1]
+                p, g, spec = lin[r.line]
+                grad_sum += sign * g
+                grad_kept += kept_grad(disc, sign * g, (spec, p))
                 var_model += vm
             else:
                 side.append(PairDelta(r.op_code, *lines, *ms,
@@ -166,7 +179,7 @@ def diff_reports(a: Report, b: Report, cal: Calibration, *, level: float = LEVEL
     priced = [p for p in pairs + only_a + only_b if p.predicted is not None]
     changed = [p for p in priced if not p.unchanged]
     pred = sum(p.predicted for p in priced)
-    sd = math.sqrt(max(float(grad_sum @ cal.cov @ grad_sum) + var_model, 0.0))
+    sd = math.sqrt(max(param_var(cal, grad_sum, grad_kept) + var_model, 0.0))
     measured_priced = sum(p.measured for p in priced)
     moved = sum(abs(p.measured) for p in changed)
     total = {"measured_us": sum(r.duration_us for r in rb) - sum(r.duration_us for r in ra),

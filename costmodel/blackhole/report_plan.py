@@ -60,7 +60,7 @@ from scipy import stats
 
 from costmodel.blackhole.discrepancy import load_discrepancy
 from costmodel.blackhole.fit import Calibration
-from costmodel.blackhole.intervals import LEVEL, quantile
+from costmodel.blackhole.intervals import LEVEL, kept_grad, param_var, quantile
 from costmodel.blackhole.minimal_matmul import BATCH_FIELDS, MinimalMatmulSpec, minimal_matmul_batch_us
 from costmodel.blackhole.ops import kernel_only
 from costmodel.blackhole.opspecs import (
@@ -94,8 +94,9 @@ class RowPlan:
     ``measured_us`` / ``predicted_us``: the rows the change replaces, measured and as the model
     prices them; ``after_us``: the model's price after; ``saving_us``: predicted minus after for a
     config / format change, measured minus after for a fusion (module docstring); ``lines``: every
-    report line the change replaces; ``saving_grad`` (d saving / d theta) and ``model_var_us2`` (the
-    saving's model-error variance) are what ``combine`` adds up (not written to JSON)."""
+    report line the change replaces; ``saving_grad`` (d saving / d theta), ``saving_grad_kept`` (the
+    same, or 0 where an op of the change extrapolates: ``intervals.param_var``) and ``model_var_us2``
+    (the saving's model-error variance) are what ``combine`` adds up (not written to JSON)."""
 
     line: int
     op_code: str
@@ -112,6 +113,7 @@ class RowPlan:
     lines: tuple[int, ...] = ()
     predicted_interval_us: tuple[float, float] | None = None  # the row's own 90% interval now (``predict``'s)
     saving_grad: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
+    saving_grad_kept: np.ndarray | None = dataclasses.field(default=None, repr=False, compare=False)
     model_var_us2: float = dataclasses.field(default=0.0, repr=False, compare=False)
     op_key: object = dataclasses.field(default=None, repr=False, compare=False)  # the op model and change
 
@@ -322,6 +324,7 @@ def plan_search(report: Report, cal: Calibration, *, level: float = LEVEL) -> Pl
             d, lo, hi, vm = delta_interval(cal, a, b, z=z, disc=disc)
             out.append({"predicted_us": a[0], "change": text, "after_us": b[0], "saving_us": -d, "lo_us": -hi,
                         "hi_us": -lo, "flag": flag, "saving_grad": a[1] - b[1], "model_var_us2": vm,
+                        "saving_grad_kept": kept_grad(disc, a[1] - b[1], (a[2], a[0]), (b[2], b[0])),
                         "op_key": (spec, new)})
         return out, len(cands)
 
@@ -350,7 +353,7 @@ def plan_search(report: Report, cal: Calibration, *, level: float = LEVEL) -> Pl
         if fused not in fused_cache:
             e = linearised(hw, cal, [KernelSpec(fused)], [n.duration_us])[0]
             fused_cache[fused] = (e, *one_side_interval(cal, e, 1.0, z=z, disc=disc))
-        (_, grad, _), after, lo, hi, vm = fused_cache[fused]
+        (_, grad, fused_spec), after, lo, hi, vm = fused_cache[fused]
         measured = a.duration_us + n.duration_us
         norm = "layer_norm" if _inner(fused).layernorm else "rms_norm"
         # the fused op priced no faster than the two rows measured is searched, not advised
@@ -358,6 +361,7 @@ def plan_search(report: Report, cal: Calibration, *, level: float = LEVEL) -> Pl
                              f"fuse the add (line {a.line}) into the {norm} (line {n.line}) as its residual input",
                              after, measured - after, measured - hi, measured - lo, 1, kind="fusion",
                              lines=(a.line, n.line), saving_grad=-grad, model_var_us2=vm,
+                             saving_grad_kept=kept_grad(disc, -grad, (fused_spec, after)),
                              op_key=(a.spec, n.spec, fused)))
     skipped.sort(key=lambda s: s.lines)
     return PlanResult(sorted(plans, key=lambda p: -p.saving_us), skipped, searched, not_faster)
@@ -388,7 +392,7 @@ def combine(plans: list[RowPlan], cal: Calibration) -> tuple[list[RowPlan], floa
             taken |= lines
             chosen.append(p)
     z = quantile(cal)
-    g = np.zeros(len(cal.theta))
+    g, g_kept = np.zeros(len(cal.theta)), np.zeros(len(cal.theta))
     sd_of_op: dict = {}
     independent = 0.0
     for p in chosen:
@@ -396,8 +400,9 @@ def combine(plans: list[RowPlan], cal: Calibration) -> tuple[list[RowPlan], floa
             independent += ((p.hi_us - p.lo_us) / (2 * z)) ** 2
             continue
         g = g + p.saving_grad
+        g_kept = g_kept + (p.saving_grad if p.saving_grad_kept is None else p.saving_grad_kept)
         sd_of_op[p.op_key] = sd_of_op.get(p.op_key, 0.0) + math.sqrt(p.model_var_us2)
-    var = float(g @ cal.cov @ g) + sum(s**2 for s in sd_of_op.values()) + independent
+    var = param_var(cal, g, g_kept) + sum(s**2 for s in sd_of_op.values()) + independent
     return chosen, sum(p.saving_us for p in chosen), math.sqrt(max(var, 0.0))
 
 
@@ -470,7 +475,7 @@ def format_plan(report: Report, result: PlanResult, *, top: int = 15, target_ms:
     return "\n".join(lines)
 
 
-_NOT_WRITTEN = ("saving_grad", "model_var_us2", "op_key")
+_NOT_WRITTEN = ("saving_grad", "saving_grad_kept", "model_var_us2", "op_key")
 
 
 def plan_json(report: Report, result: PlanResult, cal: Calibration, *, target_ms: float | None = None) -> dict:
