@@ -370,6 +370,10 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                                                  head_queue(V, sm_end0, heads, relax=relax), relax=relax)
         first2 = pv0 + v_body + wb0(V1["a_head"] + K["a_head"], V1["tcm_head"] + K["tcm_head"])
         first2_two = pv0 + v_body + wb0(V1["a_head"], V1["tcm_head"])  # a two-tile visit: no QK_2
+        # Without the last tile's times (one set of terms for visits of any length) P.V_0's write-back
+        # queues behind V_1's reads only, as a visit's last but one P.V's does: exact for two tiles, and
+        # longer visits count that tile's wait behind QK_2's reads at their last but one instead
+        first2_any = first2 if last is not None else pv0 + v_body + wb0(V1["a_head"] + K["a_head"], V1["tcm_head"])
         late = head_queue(V, m_r - m_a, V["a_head"] + K["a_head"], relax=relax)  # a steady tile's P.V_j
         wb = port_queue(V["gspan"], m_r - m_a, V["tcm_head"] + K["tcm_head"], late, relax=relax)
         # the visit's last but one P.V: only the last tile's V head (no Q.K^T two tiles on)
@@ -452,6 +456,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                     + jnp.maximum(m_v - V["depth"] - v_req, 0.0) * V["a_full"])
             ended = started_k(sm_end - K["g"] - hold)  # QK_{j+1}'s GEMMs after the hold ended by softmax j's end
             n, lam, lens, state = 0.0 * q, land - D, [], []  # (lam: as after an iteration of D)
+            w = 0.0 * q  # P.V_j's wait for the engine past P_j (softmax j's end, ``land``, that much earlier)
             for _ in range(4):
                 r = m_k - n  # QK_{j+1}'s sub-tiles left when P.V_j's hold ends
                 base = jnp.maximum(hold, lam)  # its landed buffers first, then its buffer staircase
@@ -466,12 +471,18 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 lens.append(L)
                 # QK_{j+2}'s sub-tiles started before P.V_{j+1} takes the engine: its own staircase from
                 # its landing (or the hold's end), in the engine time QK_{j+1}'s sub-tiles leave
-                t0 = jnp.maximum(land, hold)
+                t0 = jnp.maximum(land - w, hold)
                 win = L - t0
                 work = (r - jnp.clip(started_k(t0 - base), 0.0, r)) * K["g"]  # QK_{j+1}'s GEMMs after t0
                 fit = jnp.ceil((win - work) / K["g"] - 1e-6)
                 n = jnp.where(win > 0.0, jnp.clip(jnp.minimum(started_k(win), fit), 0.0, m_k), 0.0)
-                lam = land - L
+                # ... and P.V_{j+1} takes the engine only after the one running when P_{j+1} is ready
+                # (``pv_start``): that wait lengthens the iteration and moves softmax j + 1's end, so
+                # QK_{j+3}'s heads' landing, earlier against P.V_{j+1}'s start (alternating waits)
+                k0 = t0 + work
+                pv_next = jnp.where((n > 0.5) & (L > k0), pv_start(L, k0, k0 + K["gspan"], K, relax=None), L)
+                lens[-1] = pv_next
+                lam, w = land - w - pv_next, pv_next - L
             D_alt = jnp.maximum(D, 0.5 * (lens[-1] + lens[-2]))
             if last is not None:
                 # A visit's steady tiles (merge to merge) follow that alternation from a short one (QK_1 ran
@@ -505,7 +516,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         D_c = lambda late, wb: mx(sat - credit + late, V["gspan"] + late + k_out(m_k - slots) * (m_k > slots + 0.5),
                                   V["body"] + wb + m_a + m_p, floor_c, p_buf + 0.5 * late)
         # a visit of two tiles: its second is the last (``first_two``; of three or more, P.V_1 is late too)
-        out = {"single": single2, "first": first2 + D_c(late, wb) - D_last - port_extra, "last": D_last, "D": D_alt,
+        out = {"single": single2, "first": first2_any + D_c(late, wb) - D_last - port_extra, "last": D_last, "D": D_alt,
                "drain": drain, "first_two": first2_two + D_c(0.0 * q, 0.0 * q) - D_last}
         if last is not None:  # three tiles: P.V_0 behind V_1's and the last tile's K head, P.V_1 its V head
             first3 = pv0 + v_body + wb0(V["a_head"] + last["K"]["a_head"], V["tcm_head"] + last["K"]["tcm_head"])
