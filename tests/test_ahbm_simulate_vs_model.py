@@ -283,11 +283,31 @@ def test_single_pe_decode_points_with_queued_dmas_within_5_percent(seed):
 #   whose visit sweeps the whole block with both tiles partial (7.18 us; the model took the top
 #   PEs' 5.73), and a ragged last tile waits for its full predecessor's whole MATH drain (1.17 us),
 #   not only its merge (0.53): +1.82 us per visit simulated, +1.42 modelled (-10.7% on the ring).
+# * seed 11 ``hbm-125``, decode-SP opt2 (256-key tiles: V in four sub-tiles, two buffers), HBM-bound:
+#   P.V_j requests its last V DMA after softmax j released V_{j+1}'s and QK_{j+2}'s heads, so behind
+#   it the controller has nothing queued and idles 0.1715 us per tile (the sub-tile's 0.077 latency,
+#   P.V_j's last GEMM, the next Q.K^T sub-tile's GEMM that frees a buffer); the model's steady tile
+#   was the HBM floor, 1.176 us, simulated 1.348 (-11.6%).
+# * seed 13 ``hbm-100``, ring prefill opt2, blocks held in TCM (TCM-port bound): softmax j's end
+#   requests V_{j+1}'s and QK_{j+2}'s head reads on the TCM port before P.V_j's GEMM ends, so its
+#   output write-back waits 0.105 us behind them; simulated tiles 0.407 us, modelled 0.303 (-15.5%).
+# * seed 0 ``links-98``, ring prefill opt2 (blocks of three tiles in TCM): as ``hbm-100``, and the ring's
+#   per-block sums price visits of any length from one set of terms, whose first tile queued behind
+#   QK_2's reads too: two-tile visits then counted a wait they do not have (-7.8% before the port
+#   queue, +5.5% with it there).
+# * seed 13 ``math-117``, single-PE decode opt2 (64-key tiles, fast HBM): QK_{j+2}'s heads, requested at
+#   softmax j's end, land just before P_{j+1} and take the engine, so P.V_{j+1} waits for the sub-tile
+#   running then; the wait moves the next softmax's end, and iterations alternate 0.134 / 0.127 us
+#   (the model's steady tile was the chain without that wait, 0.111: -12.7%).
 @pytest.mark.parametrize("seed,index,name,case,pipeline", [(5, 69, "cpu_issue-69", "prefill_sp", "opt3"),
                                                            (6, 144, "cpu_issue-144", "decode", "opt2"),
                                                            (6, 43, "links-43", "decode_sp", "opt2"),
                                                            (7, 32, "math-32", "decode", "opt2"),
-                                                           (10, 92, "math-92", "prefill_sp", "opt1")])
+                                                           (10, 92, "math-92", "prefill_sp", "opt1"),
+                                                           (11, 125, "hbm-125", "decode_sp", "opt2"),
+                                                           (13, 100, "hbm-100", "prefill_sp", "opt2"),
+                                                           (13, 117, "math-117", "decode", "opt2"),
+                                                           (0, 98, "links-98", "prefill_sp", "opt2")])
 def test_held_out_points_within_5_percent(seed, index, name, case, pipeline):
     from costmodel.ahbm.sim_check import random_points
 

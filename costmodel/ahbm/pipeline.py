@@ -130,7 +130,9 @@ def _stream(hw: AHBM, keys, sub: int, sub_bytes_per_key, gemm_sub_us, wb_sub_byt
             # the TCM port: every sub-tile's write-back, the end write-back, operand reads from TCM
             "tcm_busy": m * w + wb_end_bytes / tcm + (keys * sub_bytes_per_key / tcm if src == "tcm" else 0.0 * keys),
             "gemm_busy": m * gemm_sub_us, "g": gemm_sub_us + 0.0 * keys, "ep_busy": m * epilogue_sub_us,
-            "tail": epilogue_sub_us + w + wb_end_bytes / tcm, "w": w + 0.0 * keys}
+            "tail": epilogue_sub_us + w + wb_end_bytes / tcm, "w": w + 0.0 * keys,
+            # the head's reads on the TCM port (an operand held in TCM; 0 when it streams from HBM)
+            "tcm_head": jnp.minimum(keys, depth * sub) * sub_bytes_per_key / tcm if src == "tcm" else 0.0 * keys}
 
 
 def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", masked=0.0, relax: Relax | None) -> dict:
@@ -362,11 +364,23 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # output buffers, so their head DMAs queue on the controller ahead of P.V_j's later ones
         pv0 = mx(q_f + m_p, v_start + V["fill"])
         sm_end0 = q_f + m_p + m_r - m_a - pv0  # after P.V_0's first GEMM (P.V_0 may wait for V_0)
-        first2 = pv0 + v_body + head_queue(V, sm_end0, V1["a_head"] + K["a_head"], relax=relax)
-        first2_two = pv0 + v_body + head_queue(V, sm_end0, V1["a_head"], relax=relax)  # a two-tile visit: no QK_2
+        # ... and (operands held in TCM) their reads hold the TCM port P.V_j's output write-back needs
+        # (``port_queue``: ``wb``, P.V_j's write-back delay, at least its GEMMs' ``late``)
+        wb0 = lambda heads, tcm_heads: port_queue(v_body - V["tail"], sm_end0, tcm_heads,
+                                                 head_queue(V, sm_end0, heads, relax=relax), relax=relax)
+        first2 = pv0 + v_body + wb0(V1["a_head"] + K["a_head"], V1["tcm_head"] + K["tcm_head"])
+        first2_two = pv0 + v_body + wb0(V1["a_head"], V1["tcm_head"])  # a two-tile visit: no QK_2
+        # Without the last tile's times (one set of terms for visits of any length) P.V_0's write-back
+        # queues behind V_1's reads only, as a visit's last but one P.V's does: exact for two tiles, and
+        # longer visits count that tile's wait behind QK_2's reads at their last but one instead
+        first2_any = first2 if last is not None else pv0 + v_body + wb0(V1["a_head"] + K["a_head"], V1["tcm_head"])
         late = head_queue(V, m_r - m_a, V["a_head"] + K["a_head"], relax=relax)  # a steady tile's P.V_j
+        wb = port_queue(V["gspan"], m_r - m_a, V["tcm_head"] + K["tcm_head"], late, relax=relax)
         # the visit's last but one P.V: only the last tile's V head (no Q.K^T two tiles on)
-        late_r = late if last is None else head_queue(V, m_r - m_a, last["V"]["a_head"], relax=relax)
+        late_r, wb_r = late, wb
+        if last is not None:
+            late_r = head_queue(V, m_r - m_a, last["V"]["a_head"], relax=relax)
+            wb_r = port_queue(V["gspan"], m_r - m_a, last["V"]["tcm_head"], late_r, relax=relax)
         # the accumulator chain: P.V_j's write-back -> merge j -> P_{j+1} -> P.V_{j+1}. The engine:
         # outside P.V_j's hold it serves the Q.K^T sub-tiles, at most as fast as the Q.K^T
         # composites in flight (the spec's score buffers, AHBM_TCM_BUFFERS) cycle their operand buffers
@@ -384,8 +398,8 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         D_last = mx(sat, sat_lat, V["body"] + m_a + m_p, floor, p_buf)
         sm = m_p + m_r - m_a  # the softmax's MATH (O * corr apart)
 
-        def steady_d(late):
-            D = mx(sat + late, sat_lat + late, V["body"] + late + m_a + m_p, floor, p_buf + 0.5 * late)
+        def steady_d(late, wb):
+            D = mx(sat + late, sat_lat + late, V["body"] + wb + m_a + m_p, floor, p_buf + 0.5 * late)
             # ... and QK_{j+2}'s DMA (gated by softmax j as well, queued behind V_{j+1}'s head) lands after
             # V_{j+1}: when P_{j+1} is ready by then, P.V_{j+1} takes the engine first and QK_{j+2}'s
             # sub-tiles follow its span (its landed buffers, then its buffer staircase: its own gspan),
@@ -403,7 +417,10 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
             p_next = D - sm + m_p  # P_{j+1} ready after softmax j (steady state)
             return jnp.where(p_next <= V["a_head"] + K["fill"], mx(D, s_chain), D)
 
-        D = steady_d(late)
+        D = steady_d(late, wb)
+        # the visit's (v - 2) steady terms count one for its last tile, whose write-back no reads precede
+        # (nothing is issued after it): its first term takes that queue back
+        port_extra = 0.0 * q if relax is not None else D - steady_d(late, late)
         D_alt, odd = D, 0.0 * q
         if relax is None and nxt is None and steady:
             # QK_{j+2}'s DMA starts at softmax j's end, behind V_{j+1}'s head; when its head sub-tiles land
@@ -439,6 +456,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                     + jnp.maximum(m_v - V["depth"] - v_req, 0.0) * V["a_full"])
             ended = started_k(sm_end - K["g"] - hold)  # QK_{j+1}'s GEMMs after the hold ended by softmax j's end
             n, lam, lens, state = 0.0 * q, land - D, [], []  # (lam: as after an iteration of D)
+            w = 0.0 * q  # P.V_j's wait for the engine past P_j (softmax j's end, ``land``, that much earlier)
             for _ in range(4):
                 r = m_k - n  # QK_{j+1}'s sub-tiles left when P.V_j's hold ends
                 base = jnp.maximum(hold, lam)  # its landed buffers first, then its buffer staircase
@@ -449,16 +467,22 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 e = jnp.where(r > 0.5, jnp.maximum(base + stair_k(jnp.maximum(r - 1.0, 0.0)) + K["g"], queued), -jnp.inf)
                 # P.V_{j+1} starts at P_{j+1}: S_{j+1}'s last epilogue and write-back (merge j before), then
                 # m_p (V_{j+1}'s landing and the per-tile floors bound the pair's mean: D, below)
-                L = jnp.maximum(e + K["tail"], hold + V["tail"] + m_a) + m_p
+                L = jnp.maximum(e + K["tail"], V["gspan"] + wb + V["tail"] + m_a) + m_p
                 lens.append(L)
                 # QK_{j+2}'s sub-tiles started before P.V_{j+1} takes the engine: its own staircase from
                 # its landing (or the hold's end), in the engine time QK_{j+1}'s sub-tiles leave
-                t0 = jnp.maximum(land, hold)
+                t0 = jnp.maximum(land - w, hold)
                 win = L - t0
                 work = (r - jnp.clip(started_k(t0 - base), 0.0, r)) * K["g"]  # QK_{j+1}'s GEMMs after t0
                 fit = jnp.ceil((win - work) / K["g"] - 1e-6)
                 n = jnp.where(win > 0.0, jnp.clip(jnp.minimum(started_k(win), fit), 0.0, m_k), 0.0)
-                lam = land - L
+                # ... and P.V_{j+1} takes the engine only after the one running when P_{j+1} is ready
+                # (``pv_start``): that wait lengthens the iteration and moves softmax j + 1's end, so
+                # QK_{j+3}'s heads' landing, earlier against P.V_{j+1}'s start (alternating waits)
+                k0 = t0 + work
+                pv_next = jnp.where((n > 0.5) & (L > k0), pv_start(L, k0, k0 + K["gspan"], K, relax=None), L)
+                lens[-1] = pv_next
+                lam, w = land - w - pv_next, pv_next - L
             D_alt = jnp.maximum(D, 0.5 * (lens[-1] + lens[-2]))
             if last is not None:
                 # A visit's steady tiles (merge to merge) follow that alternation from a short one (QK_1 ran
@@ -473,20 +497,32 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 e_l = jnp.maximum(base_l + staircase(jnp.maximum(r_l - 1.0, 0.0), Kl["stage"], Kl["cycle"], Kl["depth"],
                                                      relax=None) + Kl["g"],
                                   jnp.where(n_ql > 0.5, ctrl - K["a_head"] + n_ql * Kl["a_full"] + dl + Kl["g"], -jnp.inf))
-                last_long = jnp.where(r_l > 0.5, jnp.maximum(e_l + Kl["tail"] - hold - V["tail"] - m_a, 0.0), 0.0)
+                last_long = jnp.where(r_l > 0.5, jnp.maximum(e_l + Kl["tail"] - V["gspan"] - wb - V["tail"] - m_a, 0.0),
+                                      0.0)
                 odd = jnp.where(0.5 * (lens[-1] + lens[-2]) > D, jnp.minimum(lens[-1], lens[-2]) - D_alt + last_long, 0.0)
+        # the controller idles at the end of each P.V's hold (``hold_idle``): a visit's middle tile (between
+        # its second and its last but one, ``D_mid``) is at least its HBM work plus that idle; where this
+        # binds the mean per tile is that bound and the alternation's odd-count correction does not apply.
+        # Exact form only (the relaxed one keeps the HBM floor)
+        D_mid, hbm_pre = D_alt, None
+        if relax is None and nxt is None and steady and last is not None:
+            hbm_mid = busy["hbm"] + hold_idle(t, t)
+            odd = jnp.where(hbm_mid >= D_alt, 0.0, odd)
+            D_mid = jnp.maximum(D_alt, hbm_mid)
+            hbm_pre = busy["hbm"] + hold_idle(t, last)  # the visit's last but one tile, before its last
         # the tile after the first: QK_1's sub-tiles that ran during QK_0 (``credit``) and, when QK_0's
         # later DMAs queued behind it, QK_1's head transfer (in ``first2``) are done already
         floor_c = mx(*(v - (behind * K1["a_head"] if k == "hbm" else 0.0) for k, v in busy.items() if k != "gemm"))
-        D_c = lambda late: mx(sat - credit + late, V["gspan"] + late + k_out(m_k - slots) * (m_k > slots + 0.5),
-                              V["body"] + late + m_a + m_p, floor_c, p_buf + 0.5 * late)
+        D_c = lambda late, wb: mx(sat - credit + late, V["gspan"] + late + k_out(m_k - slots) * (m_k > slots + 0.5),
+                                  V["body"] + wb + m_a + m_p, floor_c, p_buf + 0.5 * late)
         # a visit of two tiles: its second is the last (``first_two``; of three or more, P.V_1 is late too)
-        out = {"single": single2, "first": first2 + D_c(late) - D_last, "last": D_last, "D": D_alt, "drain": drain,
-               "first_two": first2_two + D_c(0.0 * q) - D_last}
+        out = {"single": single2, "first": first2_any + D_c(late, wb) - D_last - port_extra, "last": D_last, "D": D_alt,
+               "drain": drain, "first_two": first2_two + D_c(0.0 * q, 0.0 * q) - D_last}
         if last is not None:  # three tiles: P.V_0 behind V_1's and the last tile's K head, P.V_1 its V head
-            first3 = pv0 + v_body + head_queue(V, sm_end0, V["a_head"] + last["K"]["a_head"], relax=relax)
-            out.update(first_three=first3 + D_c(late_r) - D_last, D_pre=mx(steady_d(late_r), D_alt - late + late_r),
-                       odd=odd)
+            first3 = pv0 + v_body + wb0(V["a_head"] + last["K"]["a_head"], V["tcm_head"] + last["K"]["tcm_head"])
+            D_pre = mx(steady_d(late_r, wb_r), D_alt - wb + wb_r)
+            out.update(first_three=first3 + D_c(late_r, wb_r) - D_last - port_extra, odd=odd, D_mid=D_mid,
+                       D_pre=D_pre if hbm_pre is None else jnp.maximum(D_pre, hbm_pre))
         return out
     check_choice("pipeline", pipeline, PIPELINES)
     raise AssertionError(pipeline)  # a pipeline in PIPELINES without a branch here
@@ -511,6 +547,40 @@ def head_queue(S: dict, t_h, heads, *, relax: Relax | None):
     slack = stair(k + S["depth"]) - stair(k) - S["cycle"]  # > 0: the stream is paced by its slowest stage
     io_paced = (S["stage"] > S["g"]) & (S["stage"] > S["ep_busy"] / m) & (slack > 0.0)
     return jnp.where((m > S["depth"] + k + 0.5) & ~io_paced, jnp.maximum(late - slack, 0.0), 0.0)
+
+
+def port_queue(gspan, t_h, heads, late, *, relax: Relax | None):
+    """Delay (us) of a P.V's output write-back past its GEMM span ``gspan`` (its last GEMM ``late``
+    after that) when ``heads`` us of operand reads from TCM (the next composites' heads: ring blocks
+    held in TCM) are requested on the TCM port ``t_h`` after its first GEMM start. The port serves
+    in request order: reads requested before the write-back (at its last GEMM's end) go first, so it
+    starts only after them. At least ``late``. Exact only (relaxed: ``late``, as ``head_queue``)."""
+    if relax is not None:
+        return late
+    first = (heads > 0.0) & (t_h <= gspan + late)  # the reads are requested first
+    return jnp.where(first, jnp.maximum(late, t_h + heads - gspan), late)
+
+
+def hold_idle(t: dict, nxt: dict):
+    """opt2, exact: time (us) the PE's HBM controller idles at the end of P.V_j's hold on the GEMM
+    engine's accumulators, for a tile of times ``t`` followed by one of times ``nxt``.
+
+    When V_j has more sub-tiles than operand buffers, P.V_j requests its last DMA as its own GEMM
+    frees a buffer; when that is after softmax j ended, the heads softmax j released (V_{j+1}'s and
+    QK_{j+2}'s) are queued before it, and every other stream waits on the engine: QK_{j+1}'s and
+    QK_{j+2}'s buffers are full behind the hold, and V_{j+1} (more sub-tiles than buffers too)
+    requests its later DMAs only as P.V_{j+1} runs, after S_{j+1}. So after that last transfer the
+    controller has nothing to serve until the sub-tile lands (the DMA latency), P.V_j's last GEMM
+    runs and releases the engine, and the next Q.K^T sub-tile's GEMM ends and frees a buffer.
+    0 where the conditions do not hold. (P.V_j is taken to start at P_j: a later start only
+    requests that last DMA later still.)"""
+    V, V1 = t["V"], nxt["V"]
+    m_v, m_v1 = V["gemm_busy"] / V["g"], V1["gemm_busy"] / V1["g"]
+    last_req = staircase(jnp.maximum(m_v - 1.0 - V["depth"], 0.0), V["stage"], V["cycle"], V["depth"],
+                         relax=None) + V["g"]  # after P.V_j's first GEMM start
+    sm_end = t["m_r"] - t["m_a"]  # softmax j ends after P_j (its MATH but O * corr)
+    on = (m_v > V["depth"] + 0.5) & (m_v1 > V1["depth"] + 0.5) & (last_req > sm_end)
+    return jnp.where(on, V["fill"] - V["a_first"] + V["g"] + nxt["K"]["g"], 0.0)
 
 
 def pv_start(r, k0, k_end, K: dict, *, relax: Relax | None):
@@ -570,7 +640,8 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
     if queued:
         first = jnp.where(v < 2.5, sweep_terms(tf, pipeline, relax=relax, nxt=tr)["first_two"],
                           jnp.where(v < 3.5, full["first_three"], first))
-        pre_last = jnp.where(v < 3.5, 0.0, full["D_pre"] - full["D"])
+        # (v >= 4: the last but one tile's term, and v - 3 middle ones')
+        pre_last = jnp.where(v < 3.5, 0.0, full["D_pre"] - full["D"] + (v - 3.0) * (full["D_mid"] - full["D"]))
         pre_last = pre_last + jnp.where((v > 4.5) & (jnp.mod(v, 2.0) > 0.5), full["odd"], 0.0)  # odd steady count
     if pipeline == "opt3":  # the iteration before the ragged tile issues its (smaller) Q.K^T
         before = sweep_terms(tf, pipeline, relax=relax, nxt=tr)
@@ -624,9 +695,11 @@ __all__ = [
     "dma_time",
     "hbm_rate",
     "head_queue",
+    "hold_idle",
     "issues_per_tile",
     "last_opt3",
     "pad",
+    "port_queue",
     "pv_start",
     "q_load_time",
     "sweep_terms",
