@@ -14,8 +14,8 @@ numbers. Both backends compare against the golden on the same weights and inputs
 * the traced stack vs the same stack run eagerly (a trace must replay bit for bit; on the
   emulation the trace runs the compiled layer of ``device.fast_twin``, the eager pass every ttnn call);
   the emulation's other passes (layers, step, sample) run that compiled layer too unless ``--eager``;
-* the golden runs in a thread of its own beside the graph's passes (on a chip it is done before
-  the timed ones), and on the emulation so do the op report's eager pass and then the teacher-forced
+* the golden runs in a thread of its own from the start, beside the graph's setup and passes (on a
+  chip it is done before the timed ones), and on the emulation so do the op report's eager pass and then the teacher-forced
   steps (on a second emulated device, beside the free-running sample); every number is what a single
   thread gives;
 * ``--localise`` (and any layer below target): the layer op by op, the first divergent op named
@@ -51,7 +51,7 @@ from device.checkpoint_stream import CheckpointStream
 from device.divergence import localise
 from device.emulation import Emulation
 from device.fast_twin import FastTwin
-from device.graph import TTExpert
+from device.graph import TTExpert, check_graph
 from device.parity_checks import TARGETS, abs_text, describe, failures, metric, pcc_text
 from device.parity_model import GeneratedModel
 from device.recorded_report import write_op_report
@@ -178,11 +178,6 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     cfg, port, S = p.cfg, p.port, p.seq_len
     with phase("model"):
         params, source, final_norm, model, make_caches, x0 = _model(p)
-        layers = (model.emulation_layers(ns, device, weights=port.precision.weights)
-                  if hasattr(ns, "generated_tensor") else _Layers(cfg.num_layers, model.host_layer))
-        rec = Recorder(ns)
-        rec.state.sync = sync
-        ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, port=port)
 
     def tagged(ex, rec):  # the layer_fn swap point, used here to label the per-op CSV rows
         def layer(i, *args):
@@ -190,13 +185,20 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
             return ex.layer(i, *args)
         return layer
 
-    tagged_layer = tagged(ex, rec)
-
-    with phase("model"):
-        fast = FastTwin(ex, ns) if isinstance(ns, Emulation) and p.fast else tagged_layer
-        ex.layer_fn = fast
-        caches = make_caches(ns, device, ex.upload_cache)
-        ex.set_context(S)
+    def device_model():
+        """(recorder, graph, its layer_fn, caches) on ``device``: the weights uploaded (chip) or
+        generated (emulation), the layer compiled once on the emulation (``device.fast_twin``)."""
+        with phase("device: model"):
+            layers = (model.emulation_layers(ns, device, weights=port.precision.weights)
+                      if hasattr(ns, "generated_tensor") else _Layers(cfg.num_layers, model.host_layer))
+            rec = Recorder(ns)
+            rec.state.sync = sync
+            ex = TTExpert(rec, device, layers, final_norm, cfg=cfg, port=port)
+            fast = FastTwin(ex, ns) if isinstance(ns, Emulation) and p.fast else tagged(ex, rec)
+            ex.layer_fn = fast
+            caches = make_caches(ns, device, ex.upload_cache)
+            ex.set_context(S)
+        return rec, ex, fast, caches
 
     dev_prec = port.precision  # the golden's rounding points: the port's own storage formats
     ctx = CacheContext.create(S)
@@ -284,12 +286,16 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     # it), then the layer inputs, the layers and the step; on the emulation another runs the op report
     # and then the teacher-forced steps (``beside``), while this one runs the free-running sample.
     emulated = isinstance(ns, Emulation)
+    # The golden needs only the model: it starts before the graph's buffers are made (the graph's
+    # legality checked first, so a bad port fails at once, not after the golden's passes).
+    check_graph(port, cfg)
     with (concurrent.futures.ThreadPoolExecutor(max_workers=1) as golden,
           concurrent.futures.ThreadPoolExecutor(max_workers=1) as aside):
         pair = golden.submit(golden_sample) if p.sample else None
-        report = aside.submit(beside) if emulated else None
         inputs = golden.submit(golden_inputs)
         gold = golden.submit(lambda: golden_rest(inputs.result()[0]))
+        rec, ex, fast, caches = device_model()
+        report = aside.submit(beside) if emulated else None
         if not emulated:
             with phase("device: waits for the golden"):
                 gold.result()  # the chip's timed passes run alone

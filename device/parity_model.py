@@ -35,7 +35,7 @@ from jaxref.expert import CacheContext, ExpertParams
 from jaxref.numerics import round_bf16
 from jaxref.param_table import LAYER_PARAMS, device_shapes
 from jaxref.precision import cast
-from jaxref.weights import init_cache_layer, init_layer_params, init_params
+from jaxref.weights import init_cache_layer, init_layer_params, init_params_without_layers
 
 BLOCK = 16  # bfp block length along a tile row
 
@@ -109,6 +109,19 @@ def _cache_at(rows, i, pad: int, fill: float, fmt: str) -> jax.Array:
     return cast(jnp.concatenate([roll_axis(rows, shifts(i, rows.shape[1:])[0], 1), filled], axis=1), fmt)
 
 
+@functools.partial(jax.jit, static_argnames=("cfg", "seq_len"))
+def _draw(key, *, cfg: ExpertConfig, seq_len: int):
+    """(one layer's ``LayerParams``, cache rows k, v [K, S, H], ``ExpertParams`` without layers), all
+    rounded to bf16, from ``key`` (cfg: one layer). One program: drawn op by op, the draws and roundings
+    compiled a program per op and shape (most of the model's build time); the values are the same bits
+    (``tests/test_device_parity_model.py``)."""
+    k_l, k_c, k_p = jax.random.split(key, 3)
+    layer = jax.tree.map(round_bf16, init_layer_params(k_l, cfg))
+    k, v = init_cache_layer(k_c, cfg, seq_len, max_seq_len=seq_len)
+    params = jax.tree.map(round_bf16, init_params_without_layers(k_p, cfg))
+    return layer, round_bf16(k), round_bf16(v), params
+
+
 @dataclasses.dataclass
 class GeneratedModel:
     """Random bf16-valued weights and cache generated per layer (see the module docstring).
@@ -135,16 +148,12 @@ class GeneratedModel:
     @classmethod
     def build(cls, key: jax.Array, cfg: ExpertConfig, seq_len: int, *, fill: float) -> GeneratedModel:
         cfg.check_seq_len(seq_len)
-        k_l, k_c, k_p = jax.random.split(key, 3)
         one = dataclasses.replace(cfg, num_layers=1)
-        layer = jax.tree.map(round_bf16, init_layer_params(k_l, one))
+        layer, k, v, params = _draw(key, cfg=one, seq_len=seq_len)
         base = {name: jnp.asarray(a) for name, a in layer_from_params(layer, one).items()}
-        k, v = init_cache_layer(k_c, cfg, seq_len, max_seq_len=seq_len)
-        rest = init_params(k_p, dataclasses.replace(cfg, num_layers=1))
-        params = jax.tree.map(round_bf16, dataclasses.replace(rest, layers=None))
         transposed = device_transposed()
         golden_tiled = {name: tile2(np.asarray(a).T if name in HF_ORIENTED else a) for name, a in base.items()}
-        return cls(cfg, seq_len, fill, base, transposed, golden_tiled, (round_bf16(k), round_bf16(v)), params)
+        return cls(cfg, seq_len, fill, base, transposed, golden_tiled, (k, v), params)
 
     # ---- the device side ---------------------------------------------------------------------
     def host_layer(self, i: int) -> dict[str, np.ndarray]:

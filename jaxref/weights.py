@@ -115,6 +115,26 @@ def _init_params(key, *, cfg, std, gamma_jitter, dtype):
         ),
         jax.random.split(k_layers, cfg.num_layers),
     )
+    return _init_rest(k_in, k_out, layers, cfg=cfg, std=std, gamma_jitter=gamma_jitter)
+
+
+def init_params_without_layers(
+    key: jax.Array, cfg: ExpertConfig, *, std: float = HF_INIT_STD, gamma_jitter: float = 0.1
+) -> ExpertParams:
+    """``init_params(key, cfg)`` less its decoder layers (``layers=None``): the same action projections
+    and final norm, bit for bit (the same key split and draws), without drawing 37.7M weights per layer
+    only to drop them (callers that generate their layers themselves, e.g. ``device.parity_model``)."""
+    return _init_params_without_layers(key, cfg=cfg, std=std, gamma_jitter=gamma_jitter)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "std", "gamma_jitter"))
+def _init_params_without_layers(key, *, cfg, std, gamma_jitter):
+    k_in, _, k_out = jax.random.split(key, 3)
+    return _init_rest(k_in, k_out, None, cfg=cfg, std=std, gamma_jitter=gamma_jitter)
+
+
+def _init_rest(k_in, k_out, layers, *, cfg, std, gamma_jitter) -> ExpertParams:
+    """``ExpertParams`` around ``layers``: the action projections and final norm drawn from k_in / k_out."""
     z = _normals(k_out, {"norm": (cfg.hidden,), "w": (cfg.hidden, cfg.action_dim), "b": (cfg.action_dim,)})
     final_norm = 1.0 + gamma_jitter * z["norm"]
     action_out = ActionOutParams(w=std * z["w"], b=std * z["b"])

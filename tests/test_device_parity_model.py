@@ -7,6 +7,8 @@ hold exactly those values, so generating per layer changes memory, never numbers
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -17,6 +19,8 @@ from device.parity_model import GeneratedModel
 from jaxref.action import action_in_proj, action_out_proj
 from jaxref.config import ExpertConfig
 from jaxref.expert import expert_stack, velocity
+from jaxref.numerics import round_bf16
+from jaxref.weights import init_cache_layer, init_layer_params, init_params
 
 CFG = ExpertConfig.tiny(head_dim=32, num_layers=3, hidden=96, ffn=160)  # odd widths: 3 / 5 tiles
 
@@ -75,3 +79,22 @@ def test_velocity_is_the_hidden_stack_through_action_out_proj(model):
     out, _ = expert_stack(model.layer_source(), params.final_norm, emb, ctx, cfg=CFG, return_hidden=True)
     np.testing.assert_array_equal(np.asarray(action_out_proj(params.action_out, out)),
                                   np.asarray(velocity(params, x0, 0.0, ctx, cfg=CFG, layers=model.layer_source())))
+
+
+def test_build_draws_the_op_by_op_draws_bit_for_bit(model):
+    """The one compiled draw (``parity_model._draw``) against the draws made op by op, each eager, as
+    the build made them before: one layer, the cache rows and the non-layer parameters of
+    ``init_params`` (a one-layer model, its layer dropped), every value rounded to bf16."""
+    k_l, k_c, k_p = jax.random.split(jax.random.PRNGKey(3), 3)
+    one = dataclasses.replace(CFG, num_layers=1)
+    layer = jax.tree.map(round_bf16, init_layer_params(k_l, one))
+    for name, a in layer_from_params(layer, one).items():
+        np.testing.assert_array_equal(np.asarray(model.base[name]), a, err_msg=name)
+    k, v = init_cache_layer(k_c, CFG, 70, max_seq_len=70)
+    for got, want in zip(model.cache_rows, (k, v), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(round_bf16(want)))
+    rest = jax.tree.map(round_bf16, dataclasses.replace(init_params(k_p, one), layers=None))
+    want_leaves, got_leaves = jax.tree.leaves(rest), jax.tree.leaves(model.params)
+    assert len(want_leaves) == len(got_leaves) and model.params.layers is None
+    for got, want in zip(got_leaves, want_leaves, strict=True):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

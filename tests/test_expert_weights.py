@@ -19,6 +19,7 @@ from jaxref.weights import (
     hf_names,
     init_cache,
     init_params,
+    init_params_without_layers,
     load_safetensors,
     save_safetensors,
     to_hf_state_dict,
@@ -128,3 +129,11 @@ def test_init_scales_and_storage_dtype(params):
         to_hf_state_dict(
             dataclasses.replace(p, layers=dataclasses.replace(p.layers, wq=p.layers.wq[:, :, :8])), cfg
         )
+
+
+@pytest.mark.parametrize("cfg", [CFG, ExpertConfig.tiny(num_layers=3, hidden=96, ffn=160)], ids=["tiny", "tiny-3x96"])
+def test_init_params_without_layers_is_init_params_less_its_layers_bit_for_bit(cfg):
+    key = jax.random.key(7)
+    full, rest = init_params(key, cfg), init_params_without_layers(key, cfg)
+    assert rest.layers is None
+    chex.assert_trees_all_equal(dataclasses.replace(full, layers=None), rest)
