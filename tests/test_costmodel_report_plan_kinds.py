@@ -180,13 +180,16 @@ def test_real_clip_every_pair_found(cal):
     (PAIRS_DIR / "bh_north_mini_functional_prefill_s128.csv", 10, "causal SDPA"),
     (profiler_reports_dir() / "bh_8xp150_deepseek_v3_d_p.csv", 182, "collective across chips"),
 ], ids=["decode-paged", "prefill-causal", "ring-joint"])
-def test_real_sdpa_rows_are_listed_with_the_readers_reason(path, line, reason, capsys):
+def test_real_sdpa_rows_are_listed_with_the_readers_reason(path, line, reason, tmp_path, capsys):
+    """The real SDPA line cut from its report (the whole reports' plans: test_costmodel_report_plan.py)."""
     need_file(path)
+    (rec,) = _cut(path, tmp_path / "sdpa.csv", (line,))
+    assert "ScaledDotProduct" in rec["OP CODE"] or "SDPA" in rec["OP CODE"].upper(), rec["OP CODE"]
     capsys.readouterr()
-    assert main(["plan", "--ops-csv", str(path), "--json"]) == 0
+    assert main(["plan", "--ops-csv", str(tmp_path / "sdpa.csv"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
     (skip,) = [s for s in doc["skipped"] if s["kind"] == "sdpa"]
-    assert skip["lines"] == [line] and reason in skip["reason"]
+    assert skip["lines"] == [2] and reason in skip["reason"]
     assert doc["searched"]["sdpa"] == 0
 
 
