@@ -299,6 +299,12 @@ def test_single_pe_decode_points_with_queued_dmas_within_5_percent(seed):
 #   softmax j's end, land just before P_{j+1} and take the engine, so P.V_{j+1} waits for the sub-tile
 #   running then; the wait moves the next softmax's end, and iterations alternate 0.134 / 0.127 us
 #   (the model's steady tile was the chain without that wait, 0.111: -12.7%).
+# * seed 14 ``hbm-130``, ring prefill opt2 (blocks staged in HBM, 128-key tiles: V in two sub-tiles, two
+#   buffers), HBM-bound: V_{j+1}, requested whole at softmax j's end, has landed when P_{j+1} is ready,
+#   so P.V_{j+1} runs its two sub-tiles back to back (0.289 us), not at its stream's pace (0.391), and
+#   QK_{j+3}'s first sub-tile alone starts before that shorter hold; its last DMA then queues behind
+#   V_{j+3}'s and QK_{j+4}'s heads. Simulated iterations alternate 0.872 / 1.425 us; the model's short
+#   one was 0.958, after which two sub-tiles started and no DMA queued: the HBM floor, 0.986 (-11.9%).
 @pytest.mark.parametrize("seed,index,name,case,pipeline", [(5, 69, "cpu_issue-69", "prefill_sp", "opt3"),
                                                            (6, 144, "cpu_issue-144", "decode", "opt2"),
                                                            (6, 43, "links-43", "decode_sp", "opt2"),
@@ -307,6 +313,7 @@ def test_single_pe_decode_points_with_queued_dmas_within_5_percent(seed):
                                                            (11, 125, "hbm-125", "decode_sp", "opt2"),
                                                            (13, 100, "hbm-100", "prefill_sp", "opt2"),
                                                            (13, 117, "math-117", "decode", "opt2"),
+                                                           (14, 130, "hbm-130", "prefill_sp", "opt2"),
                                                            (0, 98, "links-98", "prefill_sp", "opt2")])
 def test_held_out_points_within_5_percent(seed, index, name, case, pipeline):
     from costmodel.ahbm.sim_check import random_points

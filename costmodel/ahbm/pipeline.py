@@ -455,6 +455,17 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
             ctrl = (jnp.maximum(sm_end, v_end) + V["a_head"] + K["a_head"]
                     + jnp.maximum(m_v - V["depth"] - v_req, 0.0) * V["a_full"])
             ended = started_k(sm_end - K["g"] - hold)  # QK_{j+1}'s GEMMs after the hold ended by softmax j's end
+            # A V of no more sub-tiles than operand buffers, streamed from HBM, is requested whole at softmax
+            # j's end (its P buffer freed) and lands a whole iteration before P_{j+1} at best: P.V_{j+1} then
+            # runs its sub-tiles back to back, not at its stream's pace, and holds the engine that much less.
+            # Its span from its start, V_{j+1} landing ``x`` after it (its transfers back to back on the
+            # controller after P.V_j's backlog, as QK_{j+2}'s heads' ``land``); at most the streamed span
+            whole = (m_v < V["depth"] + 0.5) & (V["dma_busy"] > 0.0)
+            v_land = jnp.maximum(sm_end, v_end) + V["a_head"] + V["fill"] - V["a_first"]  # after P_j
+            span = lambda x: jnp.where(whole, jnp.clip(jnp.maximum(x + V["g"], x - (m_v - 1.0) * V["a_full"]
+                                                                   + V["gemm_busy"]), V["gemm_busy"], V["gspan"]),
+                                       V["gspan"])
+            hold = span(v_land - D) + late  # the first iteration's P.V, as after an iteration of D
             n, lam, lens, state = 0.0 * q, land - D, [], []  # (lam: as after an iteration of D)
             w = 0.0 * q  # P.V_j's wait for the engine past P_j (softmax j's end, ``land``, that much earlier)
             for _ in range(4):
@@ -467,7 +478,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 e = jnp.where(r > 0.5, jnp.maximum(base + stair_k(jnp.maximum(r - 1.0, 0.0)) + K["g"], queued), -jnp.inf)
                 # P.V_{j+1} starts at P_{j+1}: S_{j+1}'s last epilogue and write-back (merge j before), then
                 # m_p (V_{j+1}'s landing and the per-tile floors bound the pair's mean: D, below)
-                L = jnp.maximum(e + K["tail"], V["gspan"] + wb + V["tail"] + m_a) + m_p
+                L = jnp.maximum(e + K["tail"], hold - late + wb + V["tail"] + m_a) + m_p
                 lens.append(L)
                 # QK_{j+2}'s sub-tiles started before P.V_{j+1} takes the engine: its own staircase from
                 # its landing (or the hold's end), in the engine time QK_{j+1}'s sub-tiles leave
@@ -482,6 +493,7 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 k0 = t0 + work
                 pv_next = jnp.where((n > 0.5) & (L > k0), pv_start(L, k0, k0 + K["gspan"], K, relax=None), L)
                 lens[-1] = pv_next
+                hold = span(v_land - w - pv_next) + late  # P.V_{j+1}'s span, V_{j+1} landed before its start
                 lam, w = land - w - pv_next, pv_next - L
             D_alt = jnp.maximum(D, 0.5 * (lens[-1] + lens[-2]))
             if last is not None:
