@@ -6,18 +6,23 @@ import subprocess
 import sys
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel.ahbm import cli
-from costmodel.ahbm.cases import case_latency
 from costmodel.ahbm.config import AhbmConfig, is_tile, knob_space
-from costmodel.ahbm.model import constraints, evaluate, static_of
+from costmodel.ahbm.model import evaluate, static_of
 from costmodel.ahbm.sensitivity import elasticities
-from costmodel.ahbm.tune import allowed_pipelines, exhaustive, stack_knobs, tune, valid_configs
+from costmodel.ahbm.tune import (
+    allowed_pipelines,
+    exhaustive,
+    latency_and_margin,
+    stack_knobs,
+    tune,
+    valid_configs,
+)
 from costmodel.hardware import ahbm_sip, float_fields
 from costmodel.overrides import apply_overrides
 
@@ -31,12 +36,7 @@ def exact_latencies(cfgs: list[AhbmConfig], hw=None) -> np.ndarray:
     hw = ahbm_sip() if hw is None else hw
     static = static_of(cfgs[0])
     assert all(static_of(c) == static for c in cfgs)
-
-    def one(k):
-        out = case_latency(hw, k, **static)
-        return out["total"], jnp.max(jnp.stack(jnp.broadcast_arrays(*constraints(hw, out).values())))
-
-    lat, margin = jax.vmap(one)(stack_knobs(cfgs))
+    lat, margin = jax.vmap(lambda k: latency_and_margin(hw, k, **static))(stack_knobs(cfgs))
     return np.where(np.asarray(margin) <= 0, np.asarray(lat, np.float64), np.inf)
 
 

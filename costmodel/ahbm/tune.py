@@ -294,10 +294,15 @@ def sweep_batch_of(hw, knobs, *, case, model="llama3_70b", reduce="tree", placem
     (``lax.map`` batches), so XLA's many elementwise passes over a chunk stay in cache instead of
     streaming the whole batch from memory each time."""
     def one(k):
-        out = case_latency(hw, k, case=case, model=model, reduce=reduce, placement=placement, mesh=mesh)
-        m = constraints(hw, out)
-        return out["total"], jnp.max(jnp.stack(jnp.broadcast_arrays(*m.values())))
+        return latency_and_margin(hw, k, case=case, model=model, reduce=reduce, placement=placement, mesh=mesh)
     return jax.lax.map(one, knobs, batch_size=chunk)
+
+
+def latency_and_margin(hw, knobs, **static):
+    """(total latency us, worst ``constraints`` margin: <= 0 feasible) of one knob vector;
+    ``static``: ``case_latency``'s options (``model.static_of``)."""
+    out = case_latency(hw, knobs, **static)
+    return out["total"], jnp.max(jnp.stack(jnp.broadcast_arrays(*constraints(hw, out).values())))
 
 
 # one compiled program per batch size and static option: for throughput, and for a batch priced once
