@@ -467,19 +467,18 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     per_block = [pe_busy_blocks(p) for p in PIPELINES]
     busy = [pe_busy(ba, bb) for ba, bb in per_block]
     stage = jnp.where(fits, 0.0, block_bytes / hbm_rate(hw))  # the receivers' HBM write of a staged block
-    if relax is None:
-        # staged blocks: a PE's controller also writes the next block (its buffer frees when the step
-        # before this one ends, so the write falls in this step) and reads 1 / P of this one to forward
-        # it: a step is at least its busiest PE's tile traffic plus that staging
-        hbm_blk = sum(w[i] * mx(ba["hbm"], bb["hbm"]) for i, (ba, bb) in enumerate(per_block))
-        work = jnp.where(fits[..., None], work, mx(work, hbm_blk + stage[..., None] * (1.0 + 1.0 / ex(P))))
+    # staged blocks: each PE's controller writes the block it receives (steps 1..C-1) and reads 1 / P
+    # of the one it forwards (steps 0..C-2), each one request FIFO with the step's tile DMAs: the tile
+    # stream waits behind it (its operand buffers hold a sub-tile or two of slack), so it adds to the step
+    step_stage = [stage * ((1.0 if s else 0.0) + (1.0 / P if s < C - 1 else 0.0)) for s in range(C)]
     init = jnp.where(fits, dma_time(hw, block_bytes), 0.0)  # TCM-held: each PE first loads its own block
-    end, wait = _ring_recurrence([work[..., b] for b in range(C)], xfer, lat, stage, init, C, depth, mx)
+    end, wait = _ring_recurrence([work[..., b] for b in range(C)], step_stage, xfer, lat, stage, init, C, depth, mx)
     in_tcm = fits.astype(jnp.result_type(float))
     return {"total": end + final, "wait": wait, "busy": busy, "tiles": blocks_sum(pes[0][0]), "link": (C - 1) * xfer,
             "tcm": tcm_work + in_tcm * depth * block_bytes, "in_tcm": in_tcm,
-            # staged blocks' writes or the TCM-held block's load; the epilogue's (m, l, O) load and O store
-            "hbm_extra": ((1.0 - in_tcm) * (C - 1) * block_bytes + in_tcm * block_bytes
+            # staged blocks' writes and forwarding reads or the TCM-held block's load; the epilogue's
+            # (m, l, O) load and O store
+            "hbm_extra": ((1.0 - in_tcm) * (C - 1) * block_bytes * (1.0 + 1.0 / P) + in_tcm * block_bytes
                           + n_final * (acc_bytes + rows * d * DTYPE_BYTES)) / hbm_rate(hw)}
 
 
@@ -509,15 +508,16 @@ def _ring_visit_times(hw: AHBM, rows, te, r_keys, fits, d: int, *, relax: Relax 
     return {"t": t, "t_m": t_m, "t_r": t_r, "t_rm": t_rm, "over": over, "io_bytes": q_bytes + 2 * acc_bytes}
 
 
-def _ring_recurrence(w_b: list, xfer, lat, stage, init, C: int, depth: int, mx):
+def _ring_recurrence(w_b: list, w_s: list, xfer, lat, stage, init, C: int, depth: int, mx):
     """(end, mean exposed wait per CUBE) of the ring's max-plus recurrence. A forward's transfer
     starts when the sender starts the step (after its previous send: one NOC port) and lands
-    ``lat`` after it ends; a block that finds no free receive buffer waits in the receiver's NOC
-    interface (the sender's port is free again), then takes ``stage`` to be staged. The
+    ``lat`` after it ends (``w_b``: a block's work, ``w_s``: what step s adds to it); a block
+    that finds no free receive buffer waits in the receiver's NOC interface (the sender's port is
+    free again), then takes ``stage`` to be staged. The
     recurrence runs on per-CUBE scalars (lists), not a rolled [C] axis: XLA vectorises the former
     over a vmapped batch far better than a roll along a short minor axis."""
     start = [init + 0.0 * w_b[0]] * C
-    done = [start[c] + w_b[c] for c in range(C)]  # step 0: CUBE c on block c
+    done = [start[c] + w_b[c] + w_s[0] for c in range(C)]  # step 0: CUBE c on block c
     send_end: list = [None] * C  # CUBE c's latest forward transfer end
     hist_done, hist_send = [done], []  # per step: done[c], send_end[c] (the forward of that step's block)
     wait = 0.0 * xfer
@@ -535,7 +535,7 @@ def _ring_recurrence(w_b: list, xfer, lat, stage, init, C: int, depth: int, mx):
             arrive.append(got + stage)
         start = [mx(done[c], arrive[c]) for c in range(C)]
         wait = wait + sum(start[c] - done[c] for c in range(C)) / C
-        done = [start[c] + w_b[(c - s) % C] for c in range(C)]
+        done = [start[c] + w_b[(c - s) % C] + w_s[s] for c in range(C)]
         hist_done.append(done)
     end = mx(*done) if C > 1 else done[0]
     return end, wait

@@ -478,7 +478,10 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 e = jnp.where(r > 0.5, jnp.maximum(base + stair_k(jnp.maximum(r - 1.0, 0.0)) + K["g"], queued), -jnp.inf)
                 # P.V_{j+1} starts at P_{j+1}: S_{j+1}'s last epilogue and write-back (merge j before), then
                 # m_p (V_{j+1}'s landing and the per-tile floors bound the pair's mean: D, below)
-                L = jnp.maximum(e + K["tail"], hold - late + wb + V["tail"] + m_a) + m_p
+                # (QK_{j+1}'s r score write-backs, requested after the hold, queue behind P.V_j's output
+                # write-back on the TCM port: S_{j+1} is done no earlier than that write-back + r of them)
+                wb_end = hold - late + wb + V["tail"]
+                L = jnp.maximum(jnp.maximum(e + K["tail"], wb_end + r * K["w"]), wb_end + m_a) + m_p
                 lens.append(L)
                 # QK_{j+2}'s sub-tiles started before P.V_{j+1} takes the engine: its own staircase from
                 # its landing (or the hold's end), in the engine time QK_{j+1}'s sub-tiles leave
@@ -511,7 +514,9 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                                   jnp.where(n_ql > 0.5, ctrl - K["a_head"] + n_ql * Kl["a_full"] + dl + Kl["g"], -jnp.inf))
                 last_long = jnp.where(r_l > 0.5, jnp.maximum(e_l + Kl["tail"] - V["gspan"] - wb - V["tail"] - m_a, 0.0),
                                       0.0)
-                odd = jnp.where(0.5 * (lens[-1] + lens[-2]) > D, jnp.minimum(lens[-1], lens[-2]) - D_alt + last_long, 0.0)
+                # (only where the iterations alternate: equal ones, each longer than D, have no odd phase)
+                alternate = (0.5 * (lens[-1] + lens[-2]) > D) & (jnp.abs(lens[-1] - lens[-2]) > 1e-6 * D)
+                odd = jnp.where(alternate, jnp.minimum(lens[-1], lens[-2]) - D_alt + last_long, 0.0)
         # the controller idles at the end of each P.V's hold (``hold_idle``): a visit's middle tile (between
         # its second and its last but one, ``D_mid``) is at least its HBM work plus that idle; where this
         # binds the mean per tile is that bound and the alternation's odd-count correction does not apply.
