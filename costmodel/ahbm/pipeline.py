@@ -667,8 +667,18 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
         pre_last = jnp.where(two, 0.0, before["D0"] - full["D0"])
         last = last_opt3(tr, jnp.where(two, before["s_after_first"], before["s_after_D"]), relax=relax)
     multi = jnp.clip(v - 1.0, 0.0, 1.0)
-    return ((1.0 - multi) * ragged["single"] + multi * (first + last)
-            + jnp.maximum(v - 2.0, 0.0) * full["D"] + pre_last + ragged["drain"])
+    total = ((1.0 - multi) * ragged["single"] + multi * (first + last)
+             + jnp.maximum(v - 2.0, 0.0) * full["D"] + pre_last + ragged["drain"])
+    if relax is None:
+        # no schedule moves the visit's K / V faster than its controller: all of its transfers, then the
+        # last V sub-tile's latency, GEMM and write-back and the merge. The per-tile terms floor each
+        # tile by its own traffic, but a tile's term does not carry the next tile's Q.K^T DMAs that
+        # opt3 / opt2 issue during it (a long tile before a short ragged one: its V waits behind them)
+        hbm = lambda t: t["K"]["dma_busy"] + t["V"]["dma_busy"]
+        Vr = tr["V"]
+        tail = Vr["fill"] - Vr["a_first"] + Vr["g"] + Vr["tail"] + tr["m_a"]
+        total = jnp.maximum(total, jnp.where(hbm(tr) > 0.0, jnp.maximum(v - 1.0, 0.0) * hbm(tf) + hbm(tr) + tail, 0.0))
+    return total
 
 
 def visits_time(terms: dict, tiles, visits, single_visits, overhead):
