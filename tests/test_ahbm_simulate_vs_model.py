@@ -313,6 +313,10 @@ def test_single_pe_decode_points_with_queued_dmas_within_5_percent(seed):
 #   1 / P read that forwards it) is one request FIFO with the step's tile DMAs: the stream waits behind
 #   it, so it adds to the step (the model took it as hidden in the step's HBM idle time). -10.99%.
 # * seed 15 ``hbm-15``, the same ring at S 5952 and P 4 (ragged 744-key blocks): both mechanisms, -7.98%.
+# * seed 18 ``math-2``, single-PE decode opt2 (512-key tiles, V in eight sub-tiles paced by their buffer
+#   cycle): ``head_queue`` read that stream as transfer-paced because float32 rounding left its slack at
+#   1.5e-8 us instead of 0, and dropped P.V_j's queue behind the next heads (-12.68% -> -0.70%;
+#   ``test_terms_do_not_depend_on_the_type_of_the_key_count``).
 @pytest.mark.parametrize("seed,index,name,case,pipeline", [(5, 69, "cpu_issue-69", "prefill_sp", "opt3"),
                                                            (6, 144, "cpu_issue-144", "decode", "opt2"),
                                                            (6, 43, "links-43", "decode_sp", "opt2"),
@@ -324,6 +328,7 @@ def test_single_pe_decode_points_with_queued_dmas_within_5_percent(seed):
                                                            (14, 130, "hbm-130", "prefill_sp", "opt2"),
                                                            (15, 135, "hbm-135", "prefill_sp", "opt2"),
                                                            (15, 15, "hbm-15", "prefill_sp", "opt2"),
+                                                           (18, 2, "math-2", "decode", "opt2"),
                                                            (0, 98, "links-98", "prefill_sp", "opt2")])
 def test_held_out_points_within_5_percent(seed, index, name, case, pipeline):
     from costmodel.ahbm.sim_check import random_points
@@ -374,3 +379,22 @@ def test_visit_at_least_its_transfers_on_the_controller():
     assert model == pytest.approx(sim, rel=0.06)
     (r,) = compare([pts[195]], hws=hws)
     assert abs(r["rel_diff"]) <= 0.06 and not r["model_below_roofline"], r["rel_diff"]
+
+
+def test_terms_do_not_depend_on_the_type_of_the_key_count():
+    """The visit's closed form with a Python int key count (float64 arithmetic) and with a float32
+    array (as the cases pass it) is the same: a discrete branch decided by rounding (seed 18
+    ``math-2``'s V stream, whose buffer-cycle slack is 0 exactly and 1.5e-8 us in float32) made them
+    differ by 12% (9.05 vs 7.94 us), the cases taking the wrong branch."""
+    import jax.numpy as jnp
+
+    from costmodel.ahbm.sim_check import random_points
+
+    hws, _ = random_points(3, seed=18)
+    hw = hws["math-2"]
+    last = tile_times(hw, 8, 199, 128, masked=1.0, relax=None)
+    got = [float(visit_time(tile_times(hw, 8, te, 128, relax=None), last, 6.0, "opt2", relax=None))
+           for te in (512, jnp.float32(512.0))]
+    sim = run_visit(SimRates.of(hw), rows=8, d=128, keys=(512,) * 5 + (199,), masked=(False,) * 5 + (True,),
+                    pipeline="opt2", kind="decode")["us"]
+    assert got[0] == pytest.approx(got[1], rel=1e-6) and got[1] == pytest.approx(sim, rel=0.02)

@@ -147,6 +147,9 @@ def tile_times(hw: AHBM, rows, keys, d: int, *, src: str = "hbm", masked=0.0, re
     an array): the tile is partial and pays the spec's ``mask_ops_per_partial_tile`` score-sized MATH
     ops (in the P chain, before the max) and their issues ('pre_ops': primitive issues before P.V).
     """
+    # keys as an array of JAX's float type (as the cases pass them): a Python int would take float64
+    # arithmetic here and in the terms, and their discrete branches could then differ from the cases'
+    keys = jnp.asarray(keys, jnp.result_type(float))
     gemm_rate = hw.gemm_flops_per_cycle_per_pe * hw.pe_clock_hz / US
     math_rate = hw.math_elems_per_cycle_per_pe * hw.pe_clock_hz / US
     mp = pad(rows, hw.gemm_tile_m, relax=None if isinstance(rows, int) else relax)  # a constant pads exactly
@@ -562,7 +565,9 @@ def head_queue(S: dict, t_h, heads, *, relax: Relax | None):
     k = started(t_h - S["g"], S["stage"], S["cycle"], S["depth"])  # later DMAs requested before the heads
     late = jnp.clip(t_h + heads - (stair(k) + S["g"]), 0.0, heads)
     slack = stair(k + S["depth"]) - stair(k) - S["cycle"]  # > 0: the stream is paced by its slowest stage
-    io_paced = (S["stage"] > S["g"]) & (S["stage"] > S["ep_busy"] / m) & (slack > 0.0)
+    # (0 when its buffer cycle paces it, up to float32 rounding: a relative tolerance, else the rounding
+    # of the rates decides which case applies)
+    io_paced = (S["stage"] > S["g"]) & (S["stage"] > S["ep_busy"] / m) & (slack > 1e-5 * S["cycle"])
     return jnp.where((m > S["depth"] + k + 0.5) & ~io_paced, jnp.maximum(late - slack, 0.0), 0.0)
 
 
