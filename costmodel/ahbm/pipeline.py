@@ -236,6 +236,11 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # iteration 0: prime QK_0 at [0, cc], issue QK_1 at [cc, 2cc] (its DMA after K_0's head)
         k1_start = mx(2 * cc, cc + K["a_head"])
         w0 = mx(2 * cc, q_inter)
+        if relax is None:
+            # QK_1's DMAs (its heads, then one as each of its GEMMs ends) alternate with QK_0's on the
+            # controller: QK_0's last transfer follows all of its own and QK_1's first m_k - 1 sub-tiles'
+            k1_share = mn(K1["dma_busy"], mx(m_k - 1.0, 0.0 * q) * K1["a_full"])
+            w0 = mx(w0, cc + K["dma_busy"] + k1_share + K["fill"] - K["a_first"] + K["g"] + K["tail"])
         r0 = mx(w0 + pre + m_p, mx(w0 + pre + cc, k1_start + K1["a_head"]) + V["fill"])
         # QK_1's last GEMM: its own stream delayed by QK_0's sub-tiles, or its sub-tiles left after QK_0's
         # (only QK_0's sub-tiles after QK_1's first landed delay it)
@@ -263,11 +268,19 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # excess over V's remaining transfers runs in that tail, at its own buffer-cycle rate)
         gap = V["fill"] - V["a_first"] + V["g"] + V["tail"] + post
         k_left = mx((K1["dma_busy"] - K1["a_head"]) - (V["dma_busy"] - V["a_head"]), 0.0 * q)
+        if relax is None:
+            # ... but when V_j has more sub-tiles than buffers its last DMA is requested during P.V_j's hold
+            # on the engine, which stalls QK_{j+1}'s GEMMs and so its DMA requests: no K transfer is
+            # queued behind V_j's last, and the tail is exposed whole
+            k_left = jnp.where(V["gemm_busy"] / V["g"] > V["depth"] + 0.5, 0.0, k_left)
         k_wall = k_left * K1["period"] / K1["a_full"]  # that excess alone on the controller
         # (K_{j+1} streams from its issue while the softmax's ops are issued: only the part of those
         # issues it does not cover leaves the controller idle)
-        hbm_chain = (cc + mx(cc + pre - K1["dma_busy"], 0.0 * q) + busy["hbm"] + gap - k_left
+        # (the iteration moves QK_{j+1}'s K, the next tile's, and V_j: ``nxt`` a ragged last tile, less K)
+        hbm_chain = (cc + mx(cc + pre - K1["dma_busy"], 0.0 * q) + K1["dma_busy"] + V["dma_busy"] + gap - k_left
                      + mx(k_wall - gap, 0.0 * q))
+        if nxt is not None:  # its per-tile floor likewise moves QK_{j+1}'s K
+            floor = mx(*(K1["dma_busy"] + V["dma_busy"] if k == "hbm" else v for k, v in busy.items()))
         D0 = mx(pv + v_tail, sat + post, 2 * cc + pre + post, floor, hbm_chain)
         D_c = mx(pv + v_tail, sat - credit + post, 2 * cc + pre + post, floor_no_gemm, hbm_chain)  # tile after the first
         # S_{j+1} done: QK_{j+1} ends at k_end, or (P.V_j started inside it) after P.V_j's span
@@ -308,12 +321,16 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 free = jnp.maximum(free, jnp.where(i0 > n_end + 0.5, g_pre + ep + K1["w"], -jnp.inf))
                 return jnp.maximum(free, pv_end), n_mid - n_bq
 
-            def s_wait(k_e, p_s, end, s_j=None):
+            def s_wait(k_e, p_s, end, s_j=None, heads=0.0):
                 i0 = jnp.clip(started(p_s - cc - K1["fill"], K1["stage"], K1["cycle"], K1["depth"]), 0.0, m_k1)
                 rem = m_k1 - i0
                 wb_start, queued = (p_s + V["gspan"], 0.0 * q) if s_j is None else score_queue(s_j, p_s)
+                # (their DMAs past the landed buffers are requested as their GEMMs end, after the hold:
+                # those requested after the next iteration issued QK_{j+2} queue behind its ``heads``)
+                k_rest = dict(K1, gemm_busy=rem * K1["g"], ep_busy=rem * K1["ep_busy"] / m_k1)
+                h_q = head_queue(k_rest, end + cc - (p_s + V["gspan"]), heads, relax=None)
                 after = p_s + V["gspan"] + staircase(mx(rem - 1.0, 0.0 * q), K1["stage"], K1["cycle"], K1["depth"],
-                                                     relax=None) + K1["g"]
+                                                     relax=None) + K1["g"] + h_q
                 g_end = jnp.maximum(k_e, jnp.where(rem > 0.5, after, k_e))  # QK_{j+1}'s last GEMM end
                 held = g_end + K1["tail"] - end
                 # those sub-tiles' score write-backs reach the TCM port after P.V_j's output
@@ -334,18 +351,23 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # evaluator re-scores) keeps D0, since the unrolled recursion multiplies its graph to compile.
         D = D0
         if nxt is None and relax is None and steady:
-            w, lens = 0.0 * q, []
+            w, lens, w_last = 0.0 * q, [], []
             for _ in range(4):
                 pv_w = pv_at(w)
                 # P.V_j's output write-back waits for the port (score write-backs queued before it)
                 end_w = pv_w + v_tail + score_queue(mx(cc, w), pv_w)[0] - (pv_w + V["gspan"])
                 L = mx(end_w, D0)
                 lens.append(L)
-                w = mx(s_wait(k_end, pv_w, end_w, mx(cc, w)) + (end_w - L), 0.0 * q)
+                # the next tile's wait for its S: the visit's last (nothing issued after it) or a steady one
+                w_last.append(mx(s_wait(k_end, pv_w, end_w, mx(cc, w)) + (end_w - L), 0.0 * q))
+                w = mx(s_wait(k_end, pv_w, end_w, mx(cc, w), heads=K["a_head"]) + (end_w - L), 0.0 * q)
             D = 0.5 * (lens[-1] + lens[-2])
+            phases = {"lens": jnp.stack(lens, -1), "w_last": jnp.stack(w_last, -1)}
+        else:
+            phases = {}
         return {"single": single, "first": first + D_c - D0, "first_two": first,
                 "last": last_opt3(t, s_d, relax=relax), "D": D, "D0": D0, "drain": drain,
-                "s_after_first": s_wait(q1_end, pv0, first), "s_after_D": s_d}
+                "s_after_first": s_wait(q1_end, pv0, first), "s_after_D": s_d, **phases}
     if pipeline == "opt2":
         V1 = V if nxt is None else nxt["V"]
         v_start = mx(2 * cc, cc + K["a_head"])
@@ -665,15 +687,32 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
         # (v >= 4: the last but one tile's term, and v - 3 middle ones')
         pre_last = jnp.where(v < 3.5, 0.0, full["D_pre"] - full["D"] + (v - 3.0) * (full["D_mid"] - full["D"]))
         pre_last = pre_last + jnp.where((v > 4.5) & (jnp.mod(v, 2.0) > 0.5), full["odd"], 0.0)  # odd steady count
+    steady = jnp.maximum(v - 2.0, 0.0) * full["D"]
     if pipeline == "opt3":  # the iteration before the ragged tile issues its (smaller) Q.K^T
         before = sweep_terms(tf, pipeline, relax=relax, nxt=tr)
         two = v < 2.5
         first = jnp.where(two, before["first_two"], first)
         pre_last = jnp.where(two, 0.0, before["D0"] - full["D0"])
-        last = last_opt3(tr, jnp.where(two, before["s_after_first"], before["s_after_D"]), relax=relax)
+        s_last = before["s_after_D"]
+        if "lens" in full:
+            # exact: the steady iterations alternate (long / short) from the visit's first one on, so
+            # its n = v - 2 steady tiles are the recursion's first n iterations (a two-cycle after
+            # four), and its last tile waits for its S as after the n-th (the phase of the alternation)
+            n = jnp.maximum(v - 2.0, 0.0)
+            L, W = full["lens"], full["w_last"]
+            cum = jnp.concatenate([jnp.zeros_like(L[..., :1]), jnp.cumsum(L, -1)], -1)
+            extra = jnp.maximum(n - 4.0, 0.0)
+            pick = lambda a, i: jnp.take_along_axis(a, jnp.expand_dims(i.astype(jnp.int32), -1), -1)[..., 0]
+            steady = (pick(cum, jnp.minimum(n, 4.0)) + jnp.floor(extra / 2.0) * (L[..., 2] + L[..., 3])
+                      + jnp.mod(extra, 2.0) * L[..., 2])
+            idx = jnp.where(n > 4.5, 2.0 + jnp.mod(n - 3.0, 2.0), jnp.maximum(n - 1.0, 0.0))
+            # (W is a full tile's Q.K^T's; the last tile's, no longer, ends no later: at most its own wait
+            # from the steady state, ``before``'s)
+            s_last = jnp.where(n > 0.5, jnp.minimum(pick(W, idx), s_last), s_last)
+        last = last_opt3(tr, jnp.where(two, before["s_after_first"], s_last), relax=relax)
     multi = jnp.clip(v - 1.0, 0.0, 1.0)
     total = ((1.0 - multi) * ragged["single"] + multi * (first + last)
-             + jnp.maximum(v - 2.0, 0.0) * full["D"] + pre_last + ragged["drain"])
+             + steady + pre_last + ragged["drain"])
     if relax is None:
         # no schedule moves the visit's K / V faster than its controller: all of its transfers, then the
         # last V sub-tile's latency, GEMM and write-back and the merge. The per-tile terms floor each
