@@ -321,26 +321,33 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 free = jnp.maximum(free, jnp.where(i0 > n_end + 0.5, g_pre + ep + K1["w"], -jnp.inf))
                 return jnp.maximum(free, pv_end), n_mid - n_bq
 
-            def s_wait(k_e, p_s, end, s_j=None, heads=0.0):
+            def s_wait(k_e, p_s, end, s_j=None, heads=None):
+                """S_{j+1}'s wait past ``end``; with ``heads`` (us of QK_{j+2}'s head transfers issued at
+                ``end``) also the wait when QK_{j+1}'s later DMAs queue behind them: (without, with)."""
                 i0 = jnp.clip(started(p_s - cc - K1["fill"], K1["stage"], K1["cycle"], K1["depth"]), 0.0, m_k1)
                 rem = m_k1 - i0
                 wb_start, queued = (p_s + V["gspan"], 0.0 * q) if s_j is None else score_queue(s_j, p_s)
-                # (their DMAs past the landed buffers are requested as their GEMMs end, after the hold:
-                # those requested after the next iteration issued QK_{j+2} queue behind its ``heads``)
-                k_rest = dict(K1, gemm_busy=rem * K1["g"], ep_busy=rem * K1["ep_busy"] / m_k1)
-                h_q = head_queue(k_rest, end + cc - (p_s + V["gspan"]), heads, relax=None)
                 after = p_s + V["gspan"] + staircase(mx(rem - 1.0, 0.0 * q), K1["stage"], K1["cycle"], K1["depth"],
-                                                     relax=None) + K1["g"] + h_q
-                g_end = jnp.maximum(k_e, jnp.where(rem > 0.5, after, k_e))  # QK_{j+1}'s last GEMM end
-                held = g_end + K1["tail"] - end
+                                                     relax=None) + K1["g"]
                 # those sub-tiles' score write-backs reach the TCM port after P.V_j's output
                 # write-back took it (requested at P.V_j's GEMM end): they follow it one by one
-                port = wb_start + V["tail"] + (rem + queued) * K1["w"] - end
-                # a last GEMM ending after the term (the merge's + booked on MATH at ``end``): its
-                # scale epilogue queues behind that + on the in-order MATH engine
-                merge = jnp.where(g_end > end, t["m_a"] + K1["tail"], -jnp.inf)
-                return jnp.maximum(jnp.maximum(jnp.minimum(held, ramp(k_e, p_s, end)), merge),
-                                   jnp.where(rem + queued > 0.5, port, -jnp.inf))
+                port = jnp.where(rem + queued > 0.5, wb_start + V["tail"] + (rem + queued) * K1["w"] - end, -jnp.inf)
+                r_ramp = ramp(k_e, p_s, end)
+
+                def wait(h_q):
+                    g_end = jnp.maximum(k_e, jnp.where(rem > 0.5, after + h_q, k_e))  # QK_{j+1}'s last GEMM end
+                    held = g_end + K1["tail"] - end
+                    # a last GEMM ending after the term (the merge's + booked on MATH at ``end``): its
+                    # scale epilogue queues behind that + on the in-order MATH engine
+                    merge = jnp.where(g_end > end, t["m_a"] + K1["tail"], -jnp.inf)
+                    return jnp.maximum(jnp.maximum(jnp.minimum(held, r_ramp), merge), port)
+
+                if heads is None:
+                    return wait(0.0 * q)
+                # (its DMAs past the landed buffers are requested as its GEMMs end, after the hold: those
+                # requested after the next iteration issued QK_{j+2} queue behind its heads)
+                k_rest = dict(K1, gemm_busy=rem * K1["g"], ep_busy=rem * K1["ep_busy"] / m_k1)
+                return wait(0.0 * q), wait(head_queue(k_rest, end + cc - (p_s + V["gspan"]), heads, relax=None))
 
         # when QK_{j+1} outlasts the iteration (a latency-bound K stream, delayed by P.V_j's hold
         # on the engine) the next iteration starts by waiting s_d for S_{j+1}, while QK_{j+2},
@@ -359,8 +366,9 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 L = mx(end_w, D0)
                 lens.append(L)
                 # the next tile's wait for its S: the visit's last (nothing issued after it) or a steady one
-                w_last.append(mx(s_wait(k_end, pv_w, end_w, mx(cc, w)) + (end_w - L), 0.0 * q))
-                w = mx(s_wait(k_end, pv_w, end_w, mx(cc, w), heads=K["a_head"]) + (end_w - L), 0.0 * q)
+                w_l, w_s = s_wait(k_end, pv_w, end_w, mx(cc, w), heads=K["a_head"])
+                w_last.append(mx(w_l + (end_w - L), 0.0 * q))
+                w = mx(w_s + (end_w - L), 0.0 * q)
             D = 0.5 * (lens[-1] + lens[-2])
             phases = {"lens": jnp.stack(lens, -1), "w_last": jnp.stack(w_last, -1)}
         else:
