@@ -313,6 +313,9 @@ def test_single_pe_decode_points_with_queued_dmas_within_5_percent(seed):
 #   1 / P read that forwards it) is one request FIFO with the step's tile DMAs: the stream waits behind
 #   it, so it adds to the step (the model took it as hidden in the step's HBM idle time). -10.99%.
 # * seed 15 ``hbm-15``, the same ring at S 5952 and P 4 (ragged 744-key blocks): both mechanisms, -7.98%.
+# * seed 12 ``links-173``, decode-SP opt3, links-bound all-to-all over 32 ranks whose sweeps end 2 ns
+#   apart (1757 / 1758 keys): the reduce's replay ordered them by those ends and served the later ranks a
+#   whole message behind at every queue (+18.6%); it now replays such ends as ties (``replay_offsets``).
 # * seed 18 ``math-2``, single-PE decode opt2 (512-key tiles, V in eight sub-tiles paced by their buffer
 #   cycle): ``head_queue`` read that stream as transfer-paced because float32 rounding left its slack at
 #   1.5e-8 us instead of 0, and dropped P.V_j's queue behind the next heads (-12.68% -> -0.70%;
@@ -329,6 +332,7 @@ def test_single_pe_decode_points_with_queued_dmas_within_5_percent(seed):
                                                            (15, 135, "hbm-135", "prefill_sp", "opt2"),
                                                            (15, 15, "hbm-15", "prefill_sp", "opt2"),
                                                            (18, 2, "math-2", "decode", "opt2"),
+                                                           (12, 173, "links-173", "decode_sp", "opt3"),
                                                            (0, 98, "links-98", "prefill_sp", "opt2")])
 def test_held_out_points_within_5_percent(seed, index, name, case, pipeline):
     from costmodel.ahbm.sim_check import random_points
@@ -437,3 +441,10 @@ def test_opt3_visits_of_any_length_within_7_percent(seed, name):
         if abs(model - sim) > 0.07 * sim:
             bad.append(f"{n} tiles: model {model:.3f} us, sim {sim:.3f} us ({(model - sim) / sim:+.1%})")
     assert not bad, bad
+
+
+def test_replay_offsets_tie_ends_a_few_ns_apart_only():
+    from costmodel.ahbm.cases import replay_offsets
+
+    assert replay_offsets([14.2757, 14.2779, 14.2757, 0.0]) == (14.28, 14.28, 14.28, 0.0)
+    assert replay_offsets([14.0, 14.5, 3.0]) == (14.0, 14.5, 3.0)  # 3.5% apart: kept in order
