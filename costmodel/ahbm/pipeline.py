@@ -322,32 +322,26 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
                 return jnp.maximum(free, pv_end), n_mid - n_bq
 
             def s_wait(k_e, p_s, end, s_j=None, heads=None):
-                """S_{j+1}'s wait past ``end``; with ``heads`` (us of QK_{j+2}'s head transfers issued at
-                ``end``) also the wait when QK_{j+1}'s later DMAs queue behind them: (without, with)."""
                 i0 = jnp.clip(started(p_s - cc - K1["fill"], K1["stage"], K1["cycle"], K1["depth"]), 0.0, m_k1)
                 rem = m_k1 - i0
                 wb_start, queued = (p_s + V["gspan"], 0.0 * q) if s_j is None else score_queue(s_j, p_s)
                 after = p_s + V["gspan"] + staircase(mx(rem - 1.0, 0.0 * q), K1["stage"], K1["cycle"], K1["depth"],
                                                      relax=None) + K1["g"]
+                if heads is not None:
+                    # its DMAs past the landed buffers are requested as its GEMMs end, after the hold: those
+                    # requested after the next iteration issued QK_{j+2} queue behind its ``heads``
+                    k_rest = dict(K1, gemm_busy=rem * K1["g"], ep_busy=rem * K1["ep_busy"] / m_k1)
+                    after = after + head_queue(k_rest, end + cc - (p_s + V["gspan"]), heads, relax=None)
+                g_end = jnp.maximum(k_e, jnp.where(rem > 0.5, after, k_e))  # QK_{j+1}'s last GEMM end
+                held = g_end + K1["tail"] - end
                 # those sub-tiles' score write-backs reach the TCM port after P.V_j's output
                 # write-back took it (requested at P.V_j's GEMM end): they follow it one by one
-                port = jnp.where(rem + queued > 0.5, wb_start + V["tail"] + (rem + queued) * K1["w"] - end, -jnp.inf)
-                r_ramp = ramp(k_e, p_s, end)
-
-                def wait(h_q):
-                    g_end = jnp.maximum(k_e, jnp.where(rem > 0.5, after + h_q, k_e))  # QK_{j+1}'s last GEMM end
-                    held = g_end + K1["tail"] - end
-                    # a last GEMM ending after the term (the merge's + booked on MATH at ``end``): its
-                    # scale epilogue queues behind that + on the in-order MATH engine
-                    merge = jnp.where(g_end > end, t["m_a"] + K1["tail"], -jnp.inf)
-                    return jnp.maximum(jnp.maximum(jnp.minimum(held, r_ramp), merge), port)
-
-                if heads is None:
-                    return wait(0.0 * q)
-                # (its DMAs past the landed buffers are requested as its GEMMs end, after the hold: those
-                # requested after the next iteration issued QK_{j+2} queue behind its heads)
-                k_rest = dict(K1, gemm_busy=rem * K1["g"], ep_busy=rem * K1["ep_busy"] / m_k1)
-                return wait(0.0 * q), wait(head_queue(k_rest, end + cc - (p_s + V["gspan"]), heads, relax=None))
+                port = wb_start + V["tail"] + (rem + queued) * K1["w"] - end
+                # a last GEMM ending after the term (the merge's + booked on MATH at ``end``): its
+                # scale epilogue queues behind that + on the in-order MATH engine
+                merge = jnp.where(g_end > end, t["m_a"] + K1["tail"], -jnp.inf)
+                return jnp.maximum(jnp.maximum(jnp.minimum(held, ramp(k_e, p_s, end)), merge),
+                                   jnp.where(rem + queued > 0.5, port, -jnp.inf))
 
         # when QK_{j+1} outlasts the iteration (a latency-bound K stream, delayed by P.V_j's hold
         # on the engine) the next iteration starts by waiting s_d for S_{j+1}, while QK_{j+2},
@@ -358,19 +352,16 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # evaluator re-scores) keeps D0, since the unrolled recursion multiplies its graph to compile.
         D = D0
         if nxt is None and relax is None and steady:
-            w, lens, w_last = 0.0 * q, [], []
+            w, lens = 0.0 * q, []
             for _ in range(4):
                 pv_w = pv_at(w)
                 # P.V_j's output write-back waits for the port (score write-backs queued before it)
                 end_w = pv_w + v_tail + score_queue(mx(cc, w), pv_w)[0] - (pv_w + V["gspan"])
                 L = mx(end_w, D0)
                 lens.append(L)
-                # the next tile's wait for its S: the visit's last (nothing issued after it) or a steady one
-                w_l, w_s = s_wait(k_end, pv_w, end_w, mx(cc, w), heads=K["a_head"])
-                w_last.append(mx(w_l + (end_w - L), 0.0 * q))
-                w = mx(w_s + (end_w - L), 0.0 * q)
+                w = mx(s_wait(k_end, pv_w, end_w, mx(cc, w), heads=K["a_head"]) + (end_w - L), 0.0 * q)
             D = 0.5 * (lens[-1] + lens[-2])
-            phases = {"lens": jnp.stack(lens, -1), "w_last": jnp.stack(w_last, -1)}
+            phases = {"lens": jnp.stack(lens, -1)}
         else:
             phases = {}
         return {"single": single, "first": first + D_c - D0, "first_two": first,
@@ -705,18 +696,14 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
         if "lens" in full:
             # exact: the steady iterations alternate (long / short) from the visit's first one on, so
             # its n = v - 2 steady tiles are the recursion's first n iterations (a two-cycle after
-            # four), and its last tile waits for its S as after the n-th (the phase of the alternation)
+            # four)
             n = jnp.maximum(v - 2.0, 0.0)
-            L, W = full["lens"], full["w_last"]
+            L = full["lens"]
             cum = jnp.concatenate([jnp.zeros_like(L[..., :1]), jnp.cumsum(L, -1)], -1)
             extra = jnp.maximum(n - 4.0, 0.0)
             pick = lambda a, i: jnp.take_along_axis(a, jnp.expand_dims(i.astype(jnp.int32), -1), -1)[..., 0]
             steady = (pick(cum, jnp.minimum(n, 4.0)) + jnp.floor(extra / 2.0) * (L[..., 2] + L[..., 3])
                       + jnp.mod(extra, 2.0) * L[..., 2])
-            idx = jnp.where(n > 4.5, 2.0 + jnp.mod(n - 3.0, 2.0), jnp.maximum(n - 1.0, 0.0))
-            # (W is a full tile's Q.K^T's; the last tile's, no longer, ends no later: at most its own wait
-            # from the steady state, ``before``'s)
-            s_last = jnp.where(n > 0.5, jnp.minimum(pick(W, idx), s_last), s_last)
         last = last_opt3(tr, jnp.where(two, before["s_after_first"], s_last), relax=relax)
     multi = jnp.clip(v - 1.0, 0.0, 1.0)
     total = ((1.0 - multi) * ragged["single"] + multi * (first + last)
