@@ -200,6 +200,17 @@ def tile_count(keys, te, *, relax: Relax | None):
     return keys / te, te + 0.0 * keys
 
 
+def _per_option(hw: AHBM, fn) -> list:
+    """[fn(p) for p in PIPELINES], traced only for the options the hardware's commands allow: one it
+    lacks (opt2 without ex_composite) takes the first option's value. A config weighing it violates
+    the 'commands' constraint whatever its latency, and a legal one weighs it 0, so no result changes;
+    the graph (the compile time of every sweep and search over it) loses that option's terms."""
+    out: list = []
+    for p in PIPELINES:
+        out.append(out[0] if p == "opt2" and "ex_composite" not in hw.commands else fn(p))
+    return out
+
+
 def _options(fn):
     """fn(pipeline) for each pipelining option, stacked on a leading axis of 3."""
     return jnp.stack(jnp.broadcast_arrays(*[fn(p) for p in PIPELINES]))
@@ -252,7 +263,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         pre = q_load_time(hw, rows * d * DTYPE_BYTES)
 
         def sweep_of(tr_, n_):
-            return B * (pre + _wsum(w, [visit_time(tf, tr_, n_, p, relax=relax) for p in PIPELINES]))
+            return B * (pre + _wsum(w, _per_option(hw, lambda p: visit_time(tf, tr_, n_, p, relax=relax))))
 
         sweep = sweep_of(tr, n)  # the critical (first) rank's
         post = _math_s(hw, B * rows * d) + dma_time(hw, B * rows * d * DTYPE_BYTES)
@@ -307,7 +318,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
                 full_blocks = nf * (over(rows) + visit_time(tf, tfr, n, p, relax=relax)) + masked_mid * (fm["D"] - f["D"])
             return full_blocks + last_block
 
-        total = B * _wsum(w, [one(p) for p in PIPELINES])
+        total = B * _wsum(w, _per_option(hw, one))
         full_tiles = nf * n / 2 if causal_skip else nf * (n - 1.0)
         diag = nf if causal_skip else masked_mid  # masked full-row, full-key tiles
         busy = []
@@ -479,8 +490,8 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         return {k: jnp.where(has_b[..., 0], mx(blocks_sum(ba[k]), blocks_sum(bb[k])), blocks_sum(ba[k])) for k in ba}
 
     blocks_sum = lambda x: jnp.sum(x, -1)
-    work = sum(w[i] * block_work(p) for i, p in enumerate(PIPELINES))
-    per_block = [pe_busy_blocks(p) for p in PIPELINES]
+    work = sum(w[i] * x for i, x in enumerate(_per_option(hw, block_work)))
+    per_block = _per_option(hw, pe_busy_blocks)
     busy = [pe_busy(ba, bb) for ba, bb in per_block]
     stage = jnp.where(fits, 0.0, block_bytes / hbm_rate(hw))  # the receivers' HBM write of a staged block
     # staged blocks: each PE's controller writes the block it receives (steps 1..C-1) and reads 1 / P
