@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from costmodel.ahbm import counts
-from costmodel.ahbm.config import CASES, MODELS, PIPELINES, WEIGHT_BYTES
+from costmodel.ahbm.config import CASES, MODELS, PIPELINES, WEIGHT_BYTES, allowed_pipelines
 from costmodel.ahbm.pipeline import (
     ACC_BYTES,
     DTYPE_BYTES,
@@ -205,9 +205,10 @@ def _per_option(hw: AHBM, fn) -> list:
     lacks (opt2 without ex_composite) takes the first option's value. A config weighing it violates
     the 'commands' constraint whatever its latency, and a legal one weighs it 0, so no result changes;
     the graph (the compile time of every sweep and search over it) loses that option's terms."""
+    allowed = allowed_pipelines(hw)
     out: list = []
     for p in PIPELINES:
-        out.append(out[0] if p == "opt2" and "ex_composite" not in hw.commands else fn(p))
+        out.append(fn(p) if p in allowed else out[0])
     return out
 
 

@@ -28,12 +28,15 @@ feasibility (TCM, the SIP budget, the commands that exist) is ``model.constraint
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from jaxref.attention import AttentionGeometry
 from jaxref.attention.reduce import REDUCES, cube_mesh_shape  # noqa: F401  (re-exported for the CLI)
 from jaxref.validation import check_choice, choices_of, require
 from jaxref.vocabulary import ReduceKind
+
+if TYPE_CHECKING:
+    from costmodel.hardware import AHBM
 
 Case = Literal["decode", "decode_sp", "prefill", "prefill_sp"]
 Pipeline = Literal["opt1", "opt2", "opt3"]
@@ -41,6 +44,11 @@ Reduce = ReduceKind  # declared once, in jaxref.vocabulary
 Placement = Literal["round_robin", "contiguous"]
 Mesh = Literal["wide", "tall"]  # CUBE Group sub-mesh orientation
 CASES, PIPELINES, PLACEMENTS, MESHES = (choices_of(c) for c in (Case, Pipeline, Placement, Mesh))
+
+
+def allowed_pipelines(hw: AHBM) -> tuple[str, ...]:
+    """The pipelining options the hardware's commands allow (opt2 needs the ex_composite command)."""
+    return tuple(p for p in PIPELINES if p != "opt2" or "ex_composite" in hw.commands)
 # model name -> (geometry, decoder layers)
 MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
 # bf16 weight bytes of the whole model where known (Llama-3-70B: 70.55e9 parameters, the HF model

@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from costmodel.ahbm.cases import RESOURCES, case_latency
-from costmodel.ahbm.config import PIPELINES, AhbmConfig
+from costmodel.ahbm.config import PIPELINES, AhbmConfig, allowed_pipelines
 from costmodel.hardware import AHBM, ahbm_sip
 from costmodel.smooth import Relax
 
@@ -47,7 +47,7 @@ def constraints(hw: AHBM, times: dict) -> dict:
             "hbm_pe": times["kv_pe_bytes"] / (hw.hbm_bytes_per_cube / hw.pes_per_cube) - 1.0,
             "hbm_total": times["model_hbm_bytes"] / (hw.sips * hw.cubes * hw.hbm_bytes_per_cube) - 1.0,
             "sips": times["cubes_used"] / (hw.sips * hw.cubes) - 1.0,
-            "commands": times["opt2_weight"] * (0.0 if "ex_composite" in hw.commands else 1.0) - 0.5,
+            "commands": times["opt2_weight"] * (0.0 if "opt2" in allowed_pipelines(hw) else 1.0) - 0.5,
             "ring_depth": times["ring_depth_margin"]}
 
 

@@ -277,10 +277,11 @@ def sweep_terms(t: dict, pipeline: str, *, relax: Relax | None, nxt: dict | None
         # (K_{j+1} streams from its issue while the softmax's ops are issued: only the part of those
         # issues it does not cover leaves the controller idle)
         # (the iteration moves QK_{j+1}'s K, the next tile's, and V_j: ``nxt`` a ragged last tile, less K)
-        hbm_chain = (cc + mx(cc + pre - K1["dma_busy"], 0.0 * q) + K1["dma_busy"] + V["dma_busy"] + gap - k_left
+        hbm_iter = K1["dma_busy"] + V["dma_busy"]
+        hbm_chain = (cc + mx(cc + pre - K1["dma_busy"], 0.0 * q) + hbm_iter + gap - k_left
                      + mx(k_wall - gap, 0.0 * q))
         if nxt is not None:  # its per-tile floor likewise moves QK_{j+1}'s K
-            floor = mx(*(K1["dma_busy"] + V["dma_busy"] if k == "hbm" else v for k, v in busy.items()))
+            floor = mx(*(hbm_iter if k == "hbm" else v for k, v in busy.items()))
         D0 = mx(pv + v_tail, sat + post, 2 * cc + pre + post, floor, hbm_chain)
         D_c = mx(pv + v_tail, sat - credit + post, 2 * cc + pre + post, floor_no_gemm, hbm_chain)  # tile after the first
         # S_{j+1} done: QK_{j+1} ends at k_end, or (P.V_j started inside it) after P.V_j's span
@@ -692,7 +693,6 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
         two = v < 2.5
         first = jnp.where(two, before["first_two"], first)
         pre_last = jnp.where(two, 0.0, before["D0"] - full["D0"])
-        s_last = before["s_after_D"]
         if "lens" in full:
             # exact: the steady iterations alternate (long / short) from the visit's first one on, so
             # its n = v - 2 steady tiles are the recursion's first n iterations (a two-cycle after
@@ -704,7 +704,7 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
             pick = lambda a, i: jnp.take_along_axis(a, jnp.expand_dims(i.astype(jnp.int32), -1), -1)[..., 0]
             steady = (pick(cum, jnp.minimum(n, 4.0)) + jnp.floor(extra / 2.0) * (L[..., 2] + L[..., 3])
                       + jnp.mod(extra, 2.0) * L[..., 2])
-        last = last_opt3(tr, jnp.where(two, before["s_after_first"], s_last), relax=relax)
+        last = last_opt3(tr, jnp.where(two, before["s_after_first"], before["s_after_D"]), relax=relax)
     multi = jnp.clip(v - 1.0, 0.0, 1.0)
     total = ((1.0 - multi) * ragged["single"] + multi * (first + last)
              + steady + pre_last + ragged["drain"])
@@ -713,7 +713,7 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
         # last V sub-tile's latency, GEMM and write-back and the merge. The per-tile terms floor each
         # tile by its own traffic, but a tile's term does not carry the next tile's Q.K^T DMAs that
         # opt3 / opt2 issue during it (a long tile before a short ragged one: its V waits behind them)
-        hbm = lambda t: t["K"]["dma_busy"] + t["V"]["dma_busy"]
+        hbm = lambda t: t["K"]["dma_busy"] + t["V"]["dma_busy"]  # tile_busy's "hbm" alone
         Vr = tr["V"]
         tail = Vr["fill"] - Vr["a_first"] + Vr["g"] + Vr["tail"] + tr["m_a"]
         total = jnp.maximum(total, jnp.where(hbm(tr) > 0.0, jnp.maximum(v - 1.0, 0.0) * hbm(tf) + hbm(tr) + tail, 0.0))

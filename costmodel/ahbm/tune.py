@@ -25,7 +25,14 @@ import numpy as np
 
 from costmodel import tuning
 from costmodel.ahbm.cases import case_latency, graph_options
-from costmodel.ahbm.config import PIPELINES, AhbmConfig, check_case_options, check_problem, knob_space
+from costmodel.ahbm.config import (
+    PIPELINES,
+    AhbmConfig,
+    allowed_pipelines,
+    check_case_options,
+    check_problem,
+    knob_space,
+)
 from costmodel.ahbm.model import constraints, evaluate
 from costmodel.compile_options import jit
 from costmodel.hardware import AHBM, ahbm_sip
@@ -103,11 +110,6 @@ def pick(cfgs: list[AhbmConfig], lat: np.ndarray) -> int:
         return -1
     near = np.flatnonzero(lat <= np.min(lat) * (1.0 + TIE_REL))
     return int(min(near, key=lambda i: resource_use(cfgs[i])))
-
-
-def allowed_pipelines(hw: AHBM) -> tuple[str, ...]:
-    """The pipelining options the hardware's commands allow."""
-    return tuple(p for p in PIPELINES if p != "opt2" or "ex_composite" in hw.commands)
 
 
 def _axes(case: str, model: str) -> tuple[tuning.Axis, ...]:
