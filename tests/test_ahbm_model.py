@@ -38,6 +38,22 @@ GRID = [
 ]
 
 
+def test_eager_discrete_config_equals_the_batched_graph_bit_for_bit():
+    """An eager evaluation of a discrete config traces only its own pipelining option
+    (``cases._per_option``); a vmapped batch traces all three and weighs them. Every output agrees
+    bit for bit. (Not decode-SP: at concrete values its reduce's queue order is replayed from the
+    ranks' own sweep ends, which traced configs cannot do: ``tune.exhaustive``.)"""
+    hw = FULL_HW  # opt2 built: every option legal
+    # decode (decode-SP's sweep is the same code), prefill and a small ring, with options 2 and 3
+    for cfg in (GRID[1], GRID[2], GRID[7], GRID[10]):
+        knobs, static = knobs_of(cfg), static_of(cfg)
+        eager = case_latency(hw, knobs, **static)
+        batched = jax.vmap(lambda k: case_latency(hw, k, **static))(jax.tree.map(lambda x: jnp.asarray(x)[None], knobs))
+        assert set(eager) == set(batched)
+        for key in eager:
+            np.testing.assert_array_equal(np.asarray(eager[key]), np.asarray(batched[key])[0], err_msg=f"{cfg} {key}")
+
+
 @pytest.mark.parametrize("case,kw", [("decode", {}), ("decode_sp", {"cubes": 4, "pes": 8}), ("prefill", {}),
                                      ("prefill_sp", {"cubes": 8, "pes": 2})])
 def test_latency_monotone_in_seq_len(case, kw):

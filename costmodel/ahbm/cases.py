@@ -200,16 +200,22 @@ def tile_count(keys, te, *, relax: Relax | None):
     return keys / te, te + 0.0 * keys
 
 
-def _per_option(hw: AHBM, fn) -> list:
-    """[fn(p) for p in PIPELINES], traced only for the options the hardware's commands allow: one it
-    lacks (opt2 without ex_composite) takes the first option's value. A config weighing it violates
-    the 'commands' constraint whatever its latency, and a legal one weighs it 0, so no result changes;
-    the graph (the compile time of every sweep and search over it) loses that option's terms."""
-    allowed = allowed_pipelines(hw)
-    out: list = []
-    for p in PIPELINES:
-        out.append(fn(p) if p in allowed else out[0])
-    return out
+def _per_option(hw: AHBM, fn, w) -> list:
+    """[fn(p) for p in PIPELINES], traced only for the options that can weigh in: the ones the
+    hardware's commands allow (opt2 needs ex_composite) and, where ``w`` is a concrete one-hot (a
+    discrete config priced eagerly: ``evaluate``), its own option only. A skipped option takes the
+    value of one computed; every caller weighs the list by ``w``, so a 0-weighted copy changes no
+    result (0 * x = 0 for the finite x the options give), and a config weighing a disallowed option
+    violates the 'commands' constraint whatever its latency. The saving: a sweep or search's graph
+    loses the options the hardware lacks, an eager evaluation two thirds of its operations."""
+    allowed = [p for p in PIPELINES if p in allowed_pipelines(hw)]
+    if not isinstance(w, jax.core.Tracer):
+        wv = np.asarray(w)
+        if wv.shape == (len(PIPELINES),) and np.all((wv == 0) | (wv == 1)) and wv.sum() == 1:
+            chosen = PIPELINES[int(np.argmax(wv))]
+            allowed = [chosen if chosen in allowed else allowed[0]]
+    val = {p: fn(p) for p in allowed}
+    return [val.get(p, val[allowed[0]]) for p in PIPELINES]
 
 
 def _options(fn):
@@ -264,7 +270,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         pre = q_load_time(hw, rows * d * DTYPE_BYTES)
 
         def sweep_of(tr_, n_):
-            return B * (pre + _wsum(w, _per_option(hw, lambda p: visit_time(tf, tr_, n_, p, relax=relax))))
+            return B * (pre + _wsum(w, _per_option(hw, lambda p: visit_time(tf, tr_, n_, p, relax=relax), w)))
 
         sweep = sweep_of(tr, n)  # the critical (first) rank's
         post = _math_s(hw, B * rows * d) + dma_time(hw, B * rows * d * DTYPE_BYTES)
@@ -319,7 +325,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
                 full_blocks = nf * (over(rows) + visit_time(tf, tfr, n, p, relax=relax)) + masked_mid * (fm["D"] - f["D"])
             return full_blocks + last_block
 
-        total = B * _wsum(w, _per_option(hw, one))
+        total = B * _wsum(w, _per_option(hw, one, w))
         full_tiles = nf * n / 2 if causal_skip else nf * (n - 1.0)
         diag = nf if causal_skip else masked_mid  # masked full-row, full-key tiles
         busy = []
@@ -491,8 +497,8 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         return {k: jnp.where(has_b[..., 0], mx(blocks_sum(ba[k]), blocks_sum(bb[k])), blocks_sum(ba[k])) for k in ba}
 
     blocks_sum = lambda x: jnp.sum(x, -1)
-    work = sum(w[i] * x for i, x in enumerate(_per_option(hw, block_work)))
-    per_block = _per_option(hw, pe_busy_blocks)
+    work = sum(w[i] * x for i, x in enumerate(_per_option(hw, block_work, w)))
+    per_block = _per_option(hw, pe_busy_blocks, w)
     busy = [pe_busy(ba, bb) for ba, bb in per_block]
     stage = jnp.where(fits, 0.0, block_bytes / hbm_rate(hw))  # the receivers' HBM write of a staged block
     # staged blocks: each PE's controller writes the block it receives (steps 1..C-1) and reads 1 / P
