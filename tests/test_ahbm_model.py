@@ -48,7 +48,7 @@ def test_eager_discrete_config_equals_the_batched_graph_bit_for_bit():
     for cfg in (GRID[1], GRID[2], GRID[7], GRID[10]):
         knobs, static = knobs_of(cfg), static_of(cfg)
         eager = case_latency(hw, knobs, **static)
-        batched = jax.vmap(lambda k: case_latency(hw, k, **static))(jax.tree.map(lambda x: jnp.asarray(x)[None], knobs))
+        batched = jax.vmap(lambda k, st=static: case_latency(hw, k, **st))(jax.tree.map(lambda x: jnp.asarray(x)[None], knobs))
         assert set(eager) == set(batched)
         for key in eager:
             np.testing.assert_array_equal(np.asarray(eager[key]), np.asarray(batched[key])[0], err_msg=f"{cfg} {key}")
