@@ -12,7 +12,8 @@ Three things only make the run faster and never change what a test checks:
   or a few times, so their compile time is most of its time. LLVM's optimisation level changes
   the speed of the generated code, not its IEEE results (no fast-math at any level); XLA's own
   passes and emitters are the ones users get. ``tests/test_compile_options.py`` compiles its
-  references with XLA's defaults given explicitly.
+  references with XLA's defaults given explicitly, and ``tests/test_report.py`` runs the main job
+  without these flags (its full-width numeric sections run slower at level 0 than they compile).
 * the test files that take longest run first (``make test`` distributes whole files with
   ``--dist loadfile --no-loadscope-reorder``), so no long file starts last while the other worker idles.
 """

@@ -13,6 +13,7 @@ import types
 
 import matplotlib.image
 import pytest
+from conftest import TEST_XLA_FLAGS
 
 from costmodel.blackhole import BlackholeConfig, evaluate
 from costmodel.blackhole.fit import load_calibration
@@ -29,7 +30,11 @@ ENTRY_KEYS = {"number", "title", "module", "wall_s", "status", "markdown", "resu
 
 
 def report(out: pathlib.Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    # The main job as users run it, at XLA's own optimisation level: the suite's compile-time flags
+    # (conftest.TEST_XLA_FLAGS) make its full-width precision and timing sections slower to run than
+    # they save in compiling; its cost-model graphs carry their own options either way.
+    flags = os.environ.get("XLA_FLAGS", "").replace(TEST_XLA_FLAGS, "").strip()
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}
     res = subprocess.run([sys.executable, "-m", "experiments.report", "--quick", "--out", str(out), *args],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert (out / "results.json").is_file(), res.stdout[-2000:] + res.stderr[-4000:]
