@@ -208,7 +208,7 @@ def _per_option(hw: AHBM, fn, w) -> list:
     result (0 * x = 0 for the finite x the options give), and a config weighing a disallowed option
     violates the 'commands' constraint whatever its latency. The saving: a sweep or search's graph
     loses the options the hardware lacks, an eager evaluation two thirds of its operations."""
-    allowed = [p for p in PIPELINES if p in allowed_pipelines(hw)]
+    allowed = list(allowed_pipelines(hw))  # in PIPELINES order
     if not isinstance(w, jax.core.Tracer):
         wv = np.asarray(w)
         if wv.shape == (len(PIPELINES),) and np.all((wv == 0) | (wv == 1)) and wv.sum() == 1:

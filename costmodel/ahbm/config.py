@@ -49,6 +49,8 @@ CASES, PIPELINES, PLACEMENTS, MESHES = (choices_of(c) for c in (Case, Pipeline, 
 def allowed_pipelines(hw: AHBM) -> tuple[str, ...]:
     """The pipelining options the hardware's commands allow (opt2 needs the ex_composite command)."""
     return tuple(p for p in PIPELINES if p != "opt2" or "ex_composite" in hw.commands)
+
+
 # model name -> (geometry, decoder layers)
 MODELS = {"llama3_70b": (AttentionGeometry.llama3_70b(), 80), "alpamayo": (AttentionGeometry.alpamayo_tt(), 64)}
 # bf16 weight bytes of the whole model where known (Llama-3-70B: 70.55e9 parameters, the HF model

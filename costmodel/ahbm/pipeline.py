@@ -713,10 +713,10 @@ def visit_time(tf: dict, tr: dict, v, pipeline: str, *, relax: Relax | None):
         # last V sub-tile's latency, GEMM and write-back and the merge. The per-tile terms floor each
         # tile by its own traffic, but a tile's term does not carry the next tile's Q.K^T DMAs that
         # opt3 / opt2 issue during it (a long tile before a short ragged one: its V waits behind them)
-        hbm = lambda t: t["K"]["dma_busy"] + t["V"]["dma_busy"]  # tile_busy's "hbm" alone
+        hbm_f, hbm_r = (tile_busy(t, pipeline)["hbm"] for t in (tf, tr))
         Vr = tr["V"]
         tail = Vr["fill"] - Vr["a_first"] + Vr["g"] + Vr["tail"] + tr["m_a"]
-        total = jnp.maximum(total, jnp.where(hbm(tr) > 0.0, jnp.maximum(v - 1.0, 0.0) * hbm(tf) + hbm(tr) + tail, 0.0))
+        total = jnp.maximum(total, jnp.where(hbm_r > 0.0, jnp.maximum(v - 1.0, 0.0) * hbm_f + hbm_r + tail, 0.0))
     return total
 
 
