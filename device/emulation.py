@@ -10,6 +10,10 @@ op's output is rounded to its output dtype with ``jaxref.numerics`` (bf16 round-
 bfloat8_b / bfloat4_b bit-exact), as are host tensors on creation. ``rounding=False`` switches every
 rounding off (the graph's logic alone, comparable with the fp32 golden to float32 round-off).
 
+The SDPA ops read the key chunks their mask leaves visible (``device.sdpa_math``): a chunk the mask
+hides contributes exact zeros on the device too, and a run-time check poisons the output with NaN
+wherever a skipped row could matter.
+
 What is *not* emulated: math fidelity inside the matmul / SDPA kernels (the device multiplies fewer
 mantissa bits than float32, and its SDPA keeps bf16 score tiles): those errors come only from a chip.
 A trace records the ops issued between ``begin_trace_capture`` and ``end_trace_capture`` and replays
@@ -46,6 +50,7 @@ from device.emulation_types import (
     UnaryWithParam,
     WormholeComputeKernelConfig,
 )
+from device.sdpa_math import KeySpan, attend, attend_over_span, key_span
 from jaxref.precision import cast
 
 _HI = jax.lax.Precision.HIGHEST
@@ -108,17 +113,8 @@ def _rope_math(x, cos, sin):
     return x * cos + jnp.concatenate([-x[..., h:], x[..., :h]], axis=-1) * sin
 
 
-@functools.partial(compiled, static_argnames=("scale",))
-def _attend_math(q, k, v, mask, *, scale: float):
-    """softmax(q k^T scale + mask) v in float32 (see ``Emulation._attend``)."""
-    b, nh, sq, dh = q.shape
-    nkv, s = k.shape[1], k.shape[2]
-    g = nh // nkv
-    sc = jnp.einsum("bkgqd,bksd->bkgqs", q.reshape(b, nkv, g, sq, dh), k, precision=_HI) * scale
-    if mask is not None:
-        sc = sc + jnp.broadcast_to(mask, (b, nh, sq, s)).reshape(b, nkv, g, sq, s)
-    out = jnp.einsum("bkgqs,bksd->bkgqd", jax.nn.softmax(sc, axis=-1), v, precision=_HI)
-    return out.reshape(b, nh, sq, dh)
+_attend_math = compiled(attend, static_argnames=("scale",))
+_attend_span_math = compiled(attend_over_span, static_argnames=("scale", "span"))
 
 
 def _round(ns, x, dtype: DataType):
@@ -141,7 +137,10 @@ def _dev(*tensors) -> Device:
 
 class Emulation:
     """The op namespace (``ttnn``-compatible names). ``rounding``: round op outputs and host tensors to
-    their dtype (True: device numerics; False: float32 everywhere, the graph's logic alone)."""
+    their dtype (True: device numerics; False: float32 everywhere, the graph's logic alone).
+    ``known_masks``: host values of SDPA mask buffers, by buffer address, whose values this namespace
+    sees traced (``device.fast_twin``): the SDPA ops plan their key span on them (``device.sdpa_math``)
+    as they do on a concrete mask."""
 
     bfloat16, bfloat8_b, bfloat4_b, float32 = DataType.BFLOAT16, DataType.BFLOAT8_B, DataType.BFLOAT4_B, DataType.FLOAT32
     TILE_LAYOUT, ROW_MAJOR_LAYOUT = Layout.TILE, Layout.ROW_MAJOR
@@ -156,8 +155,10 @@ class Emulation:
     # already hold the results (``TTExpert.forward``).
     CAPTURE_RUNS_OPS = True
 
-    def __init__(self, *, rounding: bool = True):
+    def __init__(self, *, rounding: bool = True, known_masks: dict[int, np.ndarray] | None = None):
         self.rounding = rounding
+        self.known_masks = dict(known_masks or {})
+        self._spans: dict = {}  # (id of a concrete mask value, chunk) -> (the value, its KeySpan or None)
         self.experimental = SimpleNamespace(
             nlp_create_qkv_heads=self._op(self._nlp_create_qkv_heads), rotary_embedding_hf=self._op(self._rope_hf),
             nlp_concat_heads=self._op(self._nlp_concat_heads))
@@ -363,13 +364,31 @@ class Emulation:
         y = input_tensor.value.transpose(0, 2, 1, 3).reshape(B, 1, S, nh * dh)
         return self._out(y, input_tensor.dtype, input_tensor)
 
-    def _attend(self, q, k, v, mask, scale):
+    def _attend(self, q, k, v, mask, scale, *, mask_tensor: Tensor | None = None, chunk: int | None = None):
         """softmax(q k^T scale + mask) v in float32; q [b, nh, sq, dh], k/v [b, nkv, s, dh], mask
         broadcastable to [b, nh, sq, s]. GQA: q head h reads kv head h // (nh / nkv) (ttnn's
-        ``repeat_interleave``), evaluated with the G heads of a kv head side by side (no K/V copies)."""
+        ``repeat_interleave``), evaluated with the G heads of a kv head side by side (no K/V copies).
+        ``mask_tensor`` (the attn_mask buffer ``mask`` was read from) and the kernel's k ``chunk``:
+        only the chunks it leaves visible are read (``device.sdpa_math``: the same numbers up to the
+        order of the softmax sums; NaN where a skipped row could matter)."""
         nh, nkv = q.shape[1], k.shape[1]
         _check(nh % nkv == 0, f"q heads {nh} not a multiple of kv heads {nkv}")
-        return _attend_math(q, k, v, mask, scale=float(scale))
+        span = None if mask_tensor is None or chunk is None else self._span(mask_tensor, chunk)
+        if span is None:
+            return _attend_math(q, k, v, mask, scale=float(scale))
+        return _attend_span_math(q, k, v, mask, scale=float(scale), span=span)
+
+    def _span(self, mask_tensor: Tensor, chunk: int) -> KeySpan | None:
+        """The key span of a mask buffer: planned on its concrete value, or on its ``known_masks``
+        entry where it is traced (None: read every chunk)."""
+        value = mask_tensor.value
+        if isinstance(value, jax.core.Tracer):
+            host = self.known_masks.get(mask_tensor.address)
+            return None if host is None else key_span(host, chunk=chunk)
+        hit = self._spans.get((id(value), chunk))
+        if hit is None or hit[0] is not value:  # the value is kept: its id stays its own
+            hit = self._spans[(id(value), chunk)] = (value, key_span(np.asarray(value), chunk=chunk))
+        return hit[1]
 
     def _sdpa_decode(self, input_tensor_q, input_tensor_k, input_tensor_v, *, is_causal=True, attn_mask=None,
                      cur_pos=None, scale=None, memory_config=None, program_config=None, compute_kernel_config=None):
@@ -392,7 +411,8 @@ class Emulation:
                    f"{None if attn_mask is None else attn_mask.shape}")
             mask = attn_mask.value.transpose(0, 2, 1, 3)  # [b|1, nh, 1, s]
         qb = q.transpose(1, 2, 0, 3)  # [b, nh, 1, dh]
-        out = self._attend(qb, k, input_tensor_v.value, mask, dh**-0.5 if scale is None else scale)
+        out = self._attend(qb, k, input_tensor_v.value, mask, dh**-0.5 if scale is None else scale,
+                           mask_tensor=None if is_causal else attn_mask, chunk=k_chunk)
         return self._out(out.transpose(2, 0, 1, 3), input_tensor_q.dtype, input_tensor_q)
 
     def _sdpa(self, input_tensor_q, input_tensor_k, input_tensor_v, *, attn_mask=None, is_causal=True, scale=None,
@@ -412,5 +432,6 @@ class Emulation:
             _check(attn_mask is None or attn_mask.shape[2:] == (sq, s),
                    f"attn_mask must be [.., .., {sq}, {s}], got {attn_mask.shape if attn_mask is not None else None}")
             mask = None if attn_mask is None else attn_mask.value
-        out = self._attend(q, k, input_tensor_v.value, mask, dh**-0.5 if scale is None else scale)
+        out = self._attend(q, k, input_tensor_v.value, mask, dh**-0.5 if scale is None else scale,
+                           mask_tensor=attn_mask, chunk=None if program_config is None else program_config.k_chunk_size)
         return self._out(out, input_tensor_q.dtype, input_tensor_q)

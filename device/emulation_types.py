@@ -144,6 +144,16 @@ class Tensor:
         if self.generate is None:
             return self._value
         v = jnp.asarray(self.generate(), jnp.float32)
+        spans = sorted(self.patches)
+        if spans and v.shape[0] == 1 and all(a[2] <= b[1] for a, b in itertools.pairwise(spans)):
+            # one batch entry, disjoint row blocks: the rows stitched in order, the same values as the
+            # writes (a concatenation: faster than updating a copy in the fast twin's batched layer)
+            parts, at = [], 0
+            for key in spans:
+                _, start, stop = key
+                parts += [v[:, :, at:start], jnp.asarray(self.patches[key], jnp.float32)[None]]
+                at = stop
+            return jnp.concatenate([*parts, v[:, :, at:]], axis=2)
         for (b, start, stop), rows in self.patches.items():
             v = v.at[b, :, start:stop, :].set(rows)
         return v

@@ -18,15 +18,17 @@ arguments (the quantised base and the layer index), not materialised per read ou
 and are written into the caller's cache buffers, so the state after a call is the eager one's.
 
 The twin registers as one op (``Emulation.emulated_op``): a trace captured through it replays it.
-``FastTwin.many`` runs the layer on several independent inputs in one program (``jax.lax.map``
-over them), the weights and the cache generated once for all: ``TTExpert.steps`` uses it for the
-teacher-forced steps; each input's numbers are those of one call (tested against the eager steps).
+``FastTwin.many`` runs the layer on several independent inputs in one program (``jax.vmap`` over
+them), the weights and the cache generated once for all: ``TTExpert.steps`` uses it for the
+teacher-forced steps; each input's numbers are those of one call (tested against the eager steps,
+bit for bit, at the tiny preset and at alpamayo_tt widths: a test, not a guarantee of XLA's).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 
 import jax
 import numpy as np
@@ -98,6 +100,7 @@ class FastTwin:
         self._jit_many = compiled(self._values_many, static_argnums=(0,))
         self.op = ns.emulated_op(self._call)
         self.compilations = 0
+        self._mask = None  # (the mask buffer's value array, its host copy, the copy's digest)
 
     def __call__(self, i: int, x: Tensor, k_cache: Tensor, v_cache: Tensor) -> Tensor:
         return self.op(i, x, k_cache, v_cache)
@@ -106,7 +109,7 @@ class FastTwin:
         ex = self.ex
         named = sorted(ex.weights[i].items())
         parts = [_split(t) for _, t in named] + [_split(t) for t in (x, ex.cos, ex.sin, ex.mask, k_cache, v_cache)]
-        static = (tuple(n for n, _ in named), tuple(s for s, _ in parts))
+        static = (tuple(n for n, _ in named), tuple(s for s, _ in parts), self._mask_digest())
         out, k_new, v_new = self._jit(static, [d for _, d in parts])
         for cache, new in ((k_cache, k_new), (v_cache, v_new)):
             for (b, start, _stop), rows in new.items():
@@ -122,7 +125,7 @@ class FastTwin:
         named = sorted(ex.weights[i].items())
         parts = [_split(t) for _, t in named] + [_split(t) for t in (ex.cos, ex.sin, ex.mask, k_cache, v_cache)]
         like = xs[0]
-        static = (tuple(n for n, _ in named), tuple(s for s, _ in parts), like.dtype)
+        static = (tuple(n for n, _ in named), tuple(s for s, _ in parts), like.dtype, self._mask_digest())
         out, k_new, v_new = self._jit_many(static, [d for _, d in parts], jax.numpy.stack([x.value for x in xs]))
         for cache, new in ((k_cache, k_new), (v_cache, v_new)):
             for (b, start, _stop), rows in new.items():
@@ -130,10 +133,10 @@ class FastTwin:
         return [Tensor(o, like.dtype, Layout.TILE, like.device) for o in out]
 
     def _values_many(self, static, dyn, xs):
-        """Traced: ``_values`` of each input in ``xs`` [B, ..] (``jax.lax.map``), the weights and the
-        caches' values read once, outside the loop; per input its output and its cache rows."""
+        """Traced: ``_values`` of each input in ``xs`` [B, ..] (``jax.vmap``), the weights and the
+        caches' values read once for all; per input its output and its cache rows."""
         self.compilations += 1
-        names, statics, x_dtype = static
+        names, statics, x_dtype, _ = static
         device = Device(0)
         t = [_rebuild(s, d, device) for s, d in zip(statics, dyn, strict=True)]
         fixed = [Tensor(a.value, a.dtype, Layout.TILE, device) for a in t[:-2]]  # generated once, here
@@ -147,12 +150,12 @@ class FastTwin:
             out = type(self.ex).layer(twin, 0, Tensor(x, x_dtype, Layout.TILE, device), kc, vc)
             return out.value, dict(kc.patches), dict(vc.patches)
 
-        return jax.lax.map(one, xs)
+        return jax.vmap(one)(xs)
 
     def _values(self, static, dyn):
         """Traced: the layer's output values and the cache rows its ``fill_cache`` calls wrote."""
         self.compilations += 1  # runs once per compilation (at trace time)
-        names, statics = static
+        names, statics, _ = static
         device = Device(0)
         n = len(statics)
         t = [_rebuild(s, d, device, record_writes=j >= n - 2) for j, (s, d) in enumerate(zip(statics, dyn, strict=True))]
@@ -160,8 +163,19 @@ class FastTwin:
         out = type(self.ex).layer(self._twin(w, cos, sin, mask), 0, x, kc, vc)
         return out.value, dict(kc.patches), dict(vc.patches)
 
+    def _mask_digest(self) -> str:
+        """A digest of the mask buffer's values, part of the compiled program's key: the SDPA reads the
+        key chunks the mask leaves visible (``device.sdpa_math``), planned on these values at trace time."""
+        value = self.ex.mask.value
+        if self._mask is None or self._mask[0] is not value:  # rewritten (set_context): a new array
+            host = np.asarray(value, np.float32)
+            self._mask = (value, host, hashlib.blake2b(host.tobytes(), digest_size=16).hexdigest())
+        return self._mask[2]
+
     def _twin(self, w: dict[str, Tensor], cos: Tensor, sin: Tensor, mask: Tensor):
-        """The same graph object on traced buffers (its layer 0's weights ``w``) and an unlogged namespace."""
+        """The same graph object on traced buffers (its layer 0's weights ``w``) and an unlogged namespace
+        that knows the mask's host values (the traced ``mask`` stands for them)."""
         twin = copy.copy(self.ex)
-        twin.ns, twin.weights, twin.cos, twin.sin, twin.mask = Emulation(rounding=self.ns.rounding), [w], cos, sin, mask
+        ns = Emulation(rounding=self.ns.rounding, known_masks={mask.address: self._mask[1]})
+        twin.ns, twin.weights, twin.cos, twin.sin, twin.mask = ns, [w], cos, sin, mask
         return twin

@@ -38,6 +38,7 @@ import argparse
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import os
 import pathlib
 import sys
@@ -124,7 +125,7 @@ class Problem:
 
 
 def _model(p: Problem):
-    """(params, golden layer source, final norm, model, cache factory, x0).
+    """(params, golden layer sources, final norm, model, cache factory, x0).
 
     Random model (default): ``device.parity_model.GeneratedModel``, layer i generated from one
     layer of bf16-valued weights and cache rows (garbage in rows [S, Smax)); on the emulation the
@@ -133,7 +134,9 @@ def _model(p: Problem):
     reads layer i inside its scan, the device buffers are read per layer), the same generated
     cache. ``model``: ``GeneratedModel`` / ``CheckpointStream``, whose ``emulation_layers`` /
     ``host_layer`` give the device buffers; ``cache factory``: (ns, device, upload) -> per-layer
-    (k, v) device buffers.
+    (k, v) device buffers. ``sources``: the golden's layer sources by precision, as ``opts`` in
+    ``run``: "fp32" (the exact attention) reads the S valid cache rows alone, "device" (the tail-slot
+    form, as the graph) the whole [K, Smax, H] layer with its fill rows.
     """
     k_p, k_x = jax.random.split(jax.random.PRNGKey(p.seed))
     cfg, port = p.cfg, p.port
@@ -147,9 +150,12 @@ def _model(p: Problem):
 
     if p.checkpoint:
         stream = CheckpointStream(p.checkpoint, cfg, expert_prefix=p.expert_prefix)
-        return stream.rest(), stream.layer_source(model.cache_layer), stream.final_norm(), stream, caches, x0
+        sources = {"fp32": stream.layer_source(functools.partial(model.cache_layer, valid_only=True)),
+                   "device": stream.layer_source(model.cache_layer)}
+        return stream.rest(), sources, stream.final_norm(), stream, caches, x0
     final_norm = np.asarray(model.params.final_norm, np.float32).reshape(1, 1, 1, -1)
-    return model.params, model.layer_source(), final_norm, model, caches, x0
+    sources = {"fp32": model.layer_source(valid_only=True), "device": model.layer_source()}
+    return model.params, sources, final_norm, model, caches, x0
 
 
 class _Layers:
@@ -177,7 +183,7 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     phase = clock if clock is not None else (lambda _name: contextlib.nullcontext())
     cfg, port, S = p.cfg, p.port, p.seq_len
     with phase("model"):
-        params, source, final_norm, model, make_caches, x0 = _model(p)
+        params, sources, final_norm, model, make_caches, x0 = _model(p)
 
     def tagged(ex, rec):  # the layer_fn swap point, used here to label the per-op CSV rows
         def layer(i, *args):
@@ -221,7 +227,7 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
         ``velocity``'s own stack (``velocity`` = action_in_proj -> expert_stack -> action_out_proj; the
         same bits as calling it, tested), so the golden runs that stack once."""
         with phase("golden: hidden (fp32 stack)"):
-            out, hidden = expert_stack(source, params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
+            out, hidden = expert_stack(sources["fp32"], params.final_norm, emb, ctx, cfg=cfg, return_hidden=True)
             x_ins = {i: np.asarray(round_bf16(emb if i == 0 else hidden[i - 1])) for i in p.layers}
             return x_ins, np.asarray(action_out_proj(params.action_out, out))
 
@@ -229,16 +235,17 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
         out = {}
         for i in p.layers:
             with phase("golden: layers"):
-                layer, ck, cv = source(jnp.asarray(i, jnp.int32))
-                out[i] = {k: np.asarray(decoder_layer(layer, jnp.asarray(x_ins[i]), (ck, cv), S, rope[k], cfg=cfg,
+                layer, ck, cv = sources["device"](jnp.asarray(i, jnp.int32))
+                kv = {"fp32": (ck[:, :S], cv[:, :S]), "device": (ck, cv)}  # the fp32 source's rows, not generated twice
+                out[i] = {k: np.asarray(decoder_layer(layer, jnp.asarray(x_ins[i]), kv[k], S, rope[k], cfg=cfg,
                                                       options=o)) for k, o in opts.items()}
         with phase("golden: step (device precision)"):
-            v_devg = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=source, options=opts["device"]))
+            v_devg = np.asarray(velocity(params, x0, 0.0, ctx, cfg=cfg, layers=sources["device"], options=opts["device"]))
         return out, v_devg
 
     def golden_sample():
         with phase("golden: sample pair"):
-            return golden_pair(lambda x, t: velocity(params, x, t, ctx, cfg=cfg, layers=source), np.asarray(x0),
+            return golden_pair(lambda x, t: velocity(params, x, t, ctx, cfg=cfg, layers=sources["fp32"]), np.asarray(x0),
                                num_steps=cfg.num_steps)
 
     def op_report(ex_r, rec_r, device_r, caches_r):
@@ -335,7 +342,7 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
         row = {"layer": i, "vs_fp32": metric(gold_layers[i]["fp32"], got[i], TARGETS["layer"]),
                "vs_device_golden": metric(gold_layers[i]["device"], got[i], TARGETS["layer_device"])}
         if p.localise or row["vs_fp32"]["pass"] is False or row["vs_device_golden"]["pass"] is False:
-            layer, ck, cv = source(jnp.asarray(i, jnp.int32))
+            layer, ck, cv = sources["device"](jnp.asarray(i, jnp.int32))
             x_in = jnp.asarray(x_ins[i])
 
             def golden_layer(tap, layer=layer, ck=ck, cv=cv, x_in=x_in):

@@ -165,10 +165,10 @@ class GeneratedModel:
             out[name] = np.ascontiguousarray(v.T) if hf else v
         return out
 
-    def cache_layer(self, i: int, *, fmt: str = "fp32") -> tuple[jax.Array, jax.Array]:
+    def cache_layer(self, i: int, *, fmt: str = "fp32", valid_only: bool = False) -> tuple[jax.Array, jax.Array]:
         """Layer i's VLM cache (k, v) [K, Smax, H] in ``fmt``: rolled random rows, then the fill
-        (``i`` may be traced)."""
-        pad = self.cfg.max_seq_len - self.seq_len
+        (``i`` may be traced). ``valid_only``: the S valid rows alone, [K, S, H] (no fill rows)."""
+        pad = 0 if valid_only else self.cfg.max_seq_len - self.seq_len
         return tuple(_cache_at(a, i, pad, self.fill, fmt) for a in self.cache_rows)
 
     def emulation_layers(self, ns, device, *, weights: str) -> list[dict]:
@@ -193,8 +193,12 @@ class GeneratedModel:
                       for rows in self.cache_rows) for i in range(self.cfg.num_layers)]
 
     # ---- the golden side -----------------------------------------------------------------------
-    def layer_source(self):
-        """The golden's ``LayerSource``: traced i -> (LayerParams, cache_k, cache_v), generated in the scan."""
+    def layer_source(self, *, valid_only: bool = False):
+        """The golden's ``LayerSource``: traced i -> (LayerParams, cache_k, cache_v), generated in the scan.
+
+        ``valid_only``: caches of the S valid rows alone ([K, S, H]), for the exact attention, which
+        excludes rows >= S whatever they hold: the same math over 4600 rows instead of Smax = 8192
+        (the fill rows are a device-layout artefact, read only by the tail-slot form)."""
         cfg = self.cfg
 
         def layer_at(i):
@@ -202,7 +206,7 @@ class GeneratedModel:
             for name, a in self.base.items():
                 w = _roll(self.golden_tiled[name], i, a.shape, transposed=name in HF_ORIENTED)
                 fused[name] = w.T if self.transposed[name] and name not in HF_ORIENTED else w
-            ck, cv = self.cache_layer(i)
+            ck, cv = self.cache_layer(i, valid_only=valid_only)
             return params_from_fused(fused, cfg), ck, cv
 
         return layer_at

@@ -58,6 +58,26 @@ def test_golden_layer_is_the_device_layer_in_golden_layout(model):
     assert p0.wq.shape == (CFG.num_heads, 32, 96) and p0.wo.shape == (96, CFG.num_heads, 32)
 
 
+def test_valid_only_source_is_the_exact_golden_without_the_fill_rows(model):
+    """The fp32 golden's source (``valid_only``): each layer's cache is rows [0, S) of the full one,
+    bit for bit, and the velocity through it is the velocity over the whole [K, Smax, H] layer (whose
+    fill rows the exact attention excludes) up to the order of the softmax sums."""
+    full, valid = model.layer_source(), model.layer_source(valid_only=True)
+    for i in range(CFG.num_layers):
+        (pf, kf, vf), (pv, kv, vv) = full(jax.numpy.int32(i)), valid(jax.numpy.int32(i))
+        assert kv.shape == (CFG.num_kv_heads, 70, 32)
+        np.testing.assert_array_equal(np.asarray(kv), np.asarray(kf)[:, :70])
+        np.testing.assert_array_equal(np.asarray(vv), np.asarray(vf)[:, :70])
+        for a, b in zip(jax.tree.leaves(pf), jax.tree.leaves(pv), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    x0 = jax.random.normal(jax.random.PRNGKey(9), (CFG.num_tokens, CFG.action_dim))
+    ctx = model.context()
+    want = np.asarray(velocity(model.params, x0, 0.3, ctx, cfg=CFG, layers=full))
+    got = np.asarray(velocity(model.params, x0, 0.3, ctx, cfg=CFG, layers=valid))
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
 def test_generated_cache_keeps_fill_cache_rows(model):
     emu = Emulation()
     dev = emu.open_device(0)

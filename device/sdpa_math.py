@@ -1,0 +1,134 @@
+"""The emulated SDPA's float32 math: softmax(q k^T scale + mask) v over every key row (``attend``), or
+over the key chunks its mask leaves visible (``attend_over_span``, planned by ``key_span``).
+
+The expert's cache mask hides rows [S, Smax - T) with -1e9 (``jaxref.cache_attention.tail_slot_mask``):
+at S 4600 of Smax 8192, 44% of the key rows. A hidden key's softmax term is exactly zero when its
+exponent lies far enough below its row's maximum, so the attention over the visible chunks alone is
+the attention over the whole span up to the order of the softmax sums. The device's flash kernels
+see the same thing chunk by chunk: a chunk whose every term is zero adds 0 to the running sum and
+leaves the running maximum where it was.
+
+That holds while the hidden scores are small next to the mask's gap and the hidden V rows are finite
+(0 * NaN is NaN on a chip too). ``attend_over_span`` checks both at run time and poisons its output
+with NaN where either fails, so a skipped chunk can never hide a non-finite value or a mask too weak
+for its scores: the check fails closed.
+
+``key_span`` plans on the mask's concrete values (host side: the visible rows are static shapes);
+the math is plain jnp, jitted by ``device.emulation`` (eager ops and the fast twin, the same programs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_HI = jax.lax.Precision.HIGHEST
+# A chunk is skipped only when its largest mask entry lies this far below every query row's largest.
+MIN_GAP = 1e6
+# exp(x) is 0 in float32 below about -103.97; the margin keeps XLA's exp approximation well clear of it,
+# and the relative one float32's rounding of scores far from 0 (its ulp at 3e9 is 256).
+_UNDERFLOW = 200.0
+_RELATIVE = 2.0**-16
+
+
+def _scores(q, k, mask, *, scale: float):
+    """q k^T scale + mask, float32 [b, nkv, G, sq, s]: q [b, nh, sq, dh], k [b, nkv, s, dh], mask
+    broadcastable to [b, nh, sq, s] or None. GQA: q head h reads kv head h // G (ttnn's
+    ``repeat_interleave``), the G heads of a kv head side by side (no K copies)."""
+    b, nh, sq, dh = q.shape
+    nkv, s = k.shape[1], k.shape[2]
+    g = nh // nkv
+    sc = jnp.einsum("bkgqd,bksd->bkgqs", q.reshape(b, nkv, g, sq, dh), k, precision=_HI) * scale
+    if mask is not None:
+        sc = sc + jnp.broadcast_to(mask, (b, nh, sq, s)).reshape(b, nkv, g, sq, s)
+    return sc
+
+
+def _weigh(sc, v):
+    """softmax(sc) v: sc [b, nkv, G, sq, s], v [b, nkv, s, dh] -> [b, nkv G, sq, dh]."""
+    b, nkv, g, sq, _ = sc.shape
+    out = jnp.einsum("bkgqs,bksd->bkgqd", jax.nn.softmax(sc, axis=-1), v, precision=_HI)
+    return out.reshape(b, nkv * g, sq, v.shape[-1])
+
+
+def attend(q, k, v, mask, *, scale: float):
+    """softmax(q k^T scale + mask) v in float32 over every key row; shapes as ``_scores``, v as k."""
+    return _weigh(_scores(q, k, mask, scale=scale), v)
+
+
+@dataclasses.dataclass(frozen=True)
+class KeySpan:
+    """The visible key rows as (start, stop) runs of whole chunks, and the largest mask entry of the
+    hidden rows (every row's largest entry lies ``MIN_GAP`` or more above it)."""
+
+    runs: tuple[tuple[int, int], ...]
+    hidden_max: float
+
+    def hidden(self, s: int) -> tuple[tuple[int, int], ...]:
+        """The complement of ``runs`` in [0, s), as runs."""
+        out, at = [], 0
+        for a, b in self.runs:
+            if a > at:
+                out.append((at, a))
+            at = b
+        if at < s:
+            out.append((at, s))
+        return tuple(out)
+
+
+def key_span(mask: np.ndarray, *, chunk: int) -> KeySpan | None:
+    """The visible chunks of an additive mask [..., s] (its last axis the keys; every other axis a
+    query row, broadcast over the rest), or None when no chunk can be skipped (then read them all).
+
+    A chunk of ``chunk`` keys is hidden when its largest entry lies ``MIN_GAP`` or more below the
+    smallest of the rows' largest entries. A mask with a non-finite value is not planned on (None)."""
+    m = np.asarray(mask, np.float32)
+    s = m.shape[-1]
+    if chunk <= 0 or s % chunk or not np.all(np.isfinite(m)):
+        return None
+    rows = m.reshape(-1, s)
+    floor = float(rows.max(axis=1).min())  # every row's largest entry is >= this
+    chunk_max = rows.max(axis=0).reshape(s // chunk, chunk).max(axis=1)
+    hidden = chunk_max <= floor - MIN_GAP
+    if not hidden.any():
+        return None
+    runs, start = [], None
+    for j, h in enumerate([*hidden, True]):
+        if not h and start is None:
+            start = j
+        elif h and start is not None:
+            runs.append((start * chunk, j * chunk))
+            start = None
+    return KeySpan(tuple(runs), float(chunk_max[hidden].max()))
+
+
+def _take(a, runs, axis: int):
+    return jnp.concatenate([a[(slice(None),) * axis + (slice(lo, hi),)] for lo, hi in runs], axis=axis)
+
+
+def attend_over_span(q, k, v, mask, *, scale: float, span: KeySpan):
+    """``attend`` over the key rows of ``span.runs`` only, NaN wherever a skipped row's term might not
+    be exactly zero. Shapes as ``attend`` (mask's last axis the keys; not None).
+
+    The check: a hidden score is at most ``scale max|q| max|k_hidden|`` (row norms, Cauchy-Schwarz)
+    plus ``span.hidden_max``; every row's maximum is at least the smallest visible row maximum; the
+    first must lie ``_UNDERFLOW`` (and float32's rounding) below the second (the hidden exp is then
+    0), and the hidden V rows
+    must be finite (a non-finite or overflowing hidden K row fails the first)."""
+    s, dh = k.shape[2], q.shape[-1]
+    hidden = span.hidden(s)
+    sc = _scores(q, _take(k, span.runs, 2), _take(mask, span.runs, mask.ndim - 1), scale=scale)
+    out = _weigh(sc, _take(v, span.runs, 2))
+    # row sums as matrix-vector products: XLA:CPU runs a large reduction as a slow reduce-window
+    ones = jnp.ones((dh,), jnp.float32)
+    k_hid, v_hid = _take(k, hidden, 2), _take(v, hidden, 2)
+    k_norm = jnp.sqrt(jnp.max(jnp.einsum("bksd,d->bks", k_hid * k_hid, ones, precision=_HI)))  # NaN propagates
+    q_norm = jnp.sqrt(jnp.max(jnp.einsum("bhsd,d->bhs", q * q, ones, precision=_HI)))
+    top = scale * q_norm * k_norm + span.hidden_max  # |q . k| <= |q| |k|
+    v_sum = jnp.sum(jnp.einsum("bksd,d->bks", v_hid, ones, precision=_HI))  # Inf / NaN (or overflow): not finite
+    low = jnp.min(jnp.max(sc, axis=-1))  # every row's maximum is at least this
+    exact = (top + _UNDERFLOW + _RELATIVE * (jnp.abs(top) + jnp.abs(low)) <= low) & jnp.isfinite(v_sum)
+    return jnp.where(exact, out, jnp.nan)
