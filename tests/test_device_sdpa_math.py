@@ -96,3 +96,39 @@ def test_a_non_finite_visible_row_reaches_the_output_as_in_the_whole_span():
     dense = np.asarray(attend(jnp.asarray(q), k, v, mask, scale=DH**-0.5))
     np.testing.assert_array_equal(np.isnan(got), np.isnan(dense))
     assert np.isnan(got).any() and not np.isnan(got).all()
+
+
+def test_emulated_decode_sdpa_reads_the_span_and_fails_closed():
+    """Through the emulation's ``scaled_dot_product_attention_decode`` with the graph's bfloat4_b mask:
+    the output is the whole-span oracle's (to bf16 output rounding); a NaN in one hidden V row poisons
+    every output, where the whole span turns only the entries that read it into NaN (the skip must not
+    make the fault vanish; poisoning everything is the conservative answer)."""
+    from device.emulation import Emulation
+
+    ns = Emulation()
+    dev = ns.open_device(0)
+    q, k, v, mask = _inputs(3)
+    nh = NKV * G  # decode view: users = kv heads of one batch entry, q rows = its G heads
+    cfg = ns.SDPAProgramConfig(compute_with_storage_grid_size=ns.CoreCoord(8, 8), q_chunk_size=32,
+                               k_chunk_size=CHUNK)
+
+    def run(vv):
+        put = lambda a, dt: ns.to_device(ns.Tensor(a, dt), dev)
+        qd = put(q[0].reshape(1, NKV, G, DH), ns.bfloat16)  # [1, b = NKV users, G rows, DH]
+        kd, vd = (put(a[0][:, None], ns.bfloat16) for a in (k, vv))  # [NKV, 1, SMAX, DH]
+        md = put(np.broadcast_to(mask, (1, 1, G, SMAX)).copy(), ns.bfloat4_b)
+        out = ns.transformer.scaled_dot_product_attention_decode(qd, kd, vd, is_causal=False, attn_mask=md,
+                                                                 scale=DH**-0.5, program_config=cfg)
+        return np.asarray(out.value), kd, vd, qd, md
+
+    got, kd, vd, qd, md = run(v)
+    want = _oracle(np.asarray(qd.value).reshape(1, nh, 1, DH).repeat(B, 0), np.asarray(kd.value)[:, 0][None].repeat(B, 0),
+                   np.asarray(vd.value)[:, 0][None].repeat(B, 0), np.asarray(md.value)[:, :, :1], DH**-0.5)[0]
+    np.testing.assert_allclose(got.reshape(nh, DH), want.reshape(nh, DH), rtol=2**-7, atol=1e-6)
+    bad = v.copy()
+    bad[0, 1, 300, 0] = np.nan  # a hidden row of user 1
+    got_bad, kd, vd, qd, md = run(bad)
+    assert np.isnan(got_bad).all()
+    whole = np.asarray(attend(jnp.asarray(qd.value).transpose(1, 2, 0, 3), kd.value, vd.value,
+                              jnp.asarray(md.value).transpose(0, 2, 1, 3), scale=DH**-0.5))  # [users, G, 1, DH]
+    assert np.isnan(whole[1, ..., 0]).all() and np.isnan(whole).sum() == G  # user 1's column 0 only
