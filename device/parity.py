@@ -171,14 +171,35 @@ class _Layers:
         return (self.make(i) for i in range(self.n))
 
 
+class _InOrder:
+    """A one-worker pool that runs each submitted call at once, in the caller's thread (``run``'s
+    ``overlap=False``); its futures hold the result or the exception, as a pool's would."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+    def submit(self, fn, *args, **kwargs) -> concurrent.futures.Future:
+        fut = concurrent.futures.Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # noqa: BLE001 - handed to whoever reads the future, as a pool does
+            fut.set_exception(exc)
+        return fut
+
+
 def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = None, sync=None,
-        clock=None) -> dict:
+        clock=None, overlap: bool = True) -> dict:
     """Run the graph on (ns, device) against the golden; returns the results (see the module docstring).
 
     With ``fast`` on the emulation every pass but the op report's eager one runs the compiled layer
     (``device.fast_twin``); the traced stack through it is checked bit for bit against that eager
     pass (``traced_vs_eager_max_abs``). Every row is a ``device.parity_checks.metric``. ``clock``:
-    an ``experiments.timing.PhaseClock`` timing the phases (benchmarks), or None.
+    an ``experiments.timing.PhaseClock`` timing the phases (benchmarks), or None. ``overlap=False``:
+    the golden's and the op report's passes run in this thread, one after another, instead of
+    beside the device's (the same numbers; a benchmark then sees each phase's CPU alone).
     """
     phase = clock if clock is not None else (lambda _name: contextlib.nullcontext())
     cfg, port, S = p.cfg, p.port, p.seq_len
@@ -296,8 +317,8 @@ def run(p: Problem, ns, device, *, backend: str, out_dir: pathlib.Path | None = 
     # The golden needs only the model: it starts before the graph's buffers are made (the graph's
     # legality checked first, so a bad port fails at once, not after the golden's passes).
     check_graph(port, cfg)
-    with (concurrent.futures.ThreadPoolExecutor(max_workers=1) as golden,
-          concurrent.futures.ThreadPoolExecutor(max_workers=1) as aside):
+    pool = (lambda: concurrent.futures.ThreadPoolExecutor(max_workers=1)) if overlap else _InOrder
+    with pool() as golden, pool() as aside:
         pair = golden.submit(golden_sample) if p.sample else None
         inputs = golden.submit(golden_inputs)
         gold = golden.submit(lambda: golden_rest(inputs.result()[0]))

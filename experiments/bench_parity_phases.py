@@ -2,6 +2,7 @@
 
   python -m experiments.bench_parity_phases                          # the default 64-layer run
   python -m experiments.bench_parity_phases --num-layers 4 --out /tmp/p4   # any device.parity arguments
+  python -m experiments.bench_parity_phases --one-at-a-time           # each phase alone: its own CPU
 
 Runs ``device.parity.run`` in this process on the emulation (the arguments are ``device.parity``'s,
 ``--backend emulation`` implied) with an ``experiments.timing.PhaseClock`` and prints wall and
@@ -9,7 +10,9 @@ process-CPU seconds per phase, the total and the peak resident size (``ru_maxrss
 ``parity.json`` (without the timings) into ``--out`` as the parity script does, so two runs'
 numbers can be compared file to file. The golden's phases and the op report's run in threads beside
 the graph's ("device: ...") phases: their walls overlap, and a phase's CPU seconds are the whole
-process's over its wall (every thread's), so only the total's CPU is a sum of work.
+process's over its wall (every thread's), so only the total's CPU is a sum of work. With
+``--one-at-a-time`` every phase runs alone (``device.parity.run(overlap=False)``: the same numbers),
+so each row's CPU is that phase's own; the total's wall is then the sum of the phases'.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from jaxref.validation import atomic_write_text, dumps_strict
 
 
 def main(argv=None) -> int:
-    a = parity.parse_args(["--backend", "emulation", *(sys.argv[1:] if argv is None else argv)])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    overlap = "--one-at-a-time" not in argv
+    a = parity.parse_args(["--backend", "emulation", *(x for x in argv if x != "--one-at-a-time")])
     p = parity.problem_from_args(a)
     ns = Emulation()
     device = ns.open_device(0)
@@ -34,7 +39,7 @@ def main(argv=None) -> int:
     clock = PhaseClock()
     w0, c0 = time.perf_counter(), time.process_time()
     try:
-        res = parity.run(p, ns, device, backend="emulation", out_dir=a.out, clock=clock)
+        res = parity.run(p, ns, device, backend="emulation", out_dir=a.out, clock=clock, overlap=overlap)
     finally:
         ns.close_device(device)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0

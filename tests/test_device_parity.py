@@ -16,6 +16,7 @@ import pytest
 from _report_util import check_matmul_rows, records, traced_gap_median_ns, tt_perf_report
 
 from device import parity
+from device.emulation import Emulation
 from experiments.report.render import SectionResult
 from experiments.report.sections import device_parity
 from jaxref.config import ExpertConfig
@@ -238,3 +239,16 @@ def test_a_golden_that_disagrees_with_itself_fails_the_run(tmp_path, monkeypatch
     assert any(f.startswith("golden_self: PCC") for f in res["failures"]), res["failures"]
     assert "fp32 golden vs itself" in (out / "parity.md").read_text()
     assert "golden_self" in capsys.readouterr().err
+
+
+def test_passes_one_after_another_give_the_overlapped_numbers():
+    """``run(overlap=False)`` (the benchmark's --one-at-a-time) and the default, where the golden and the
+    op report run in threads beside the device's passes: every number equal, the sample's included (the
+    threads share no array but the read-only model)."""
+    p = parity.problem_from_args(parity.parse_args(["--backend", "emulation", "--preset", "tiny", "--num-layers", "1"]))
+    out = {}
+    for overlap in (True, False):
+        ns = Emulation()
+        dev = ns.open_device(0)
+        out[overlap] = parity.run(p, ns, dev, backend="emulation", overlap=overlap)
+    assert out[True]["sample"]["steps"] and out[True] == out[False]
