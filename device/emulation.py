@@ -158,7 +158,7 @@ class Emulation:
     def __init__(self, *, rounding: bool = True, known_masks: dict[int, np.ndarray] | None = None):
         self.rounding = rounding
         self.known_masks = dict(known_masks or {})
-        self._spans: dict = {}  # (id of a concrete mask value, chunk) -> (the value, its KeySpan or None)
+        self._spans: dict = {}  # chunk -> (the last concrete mask value planned on, its KeySpan or None)
         self.experimental = SimpleNamespace(
             nlp_create_qkv_heads=self._op(self._nlp_create_qkv_heads), rotary_embedding_hf=self._op(self._rope_hf),
             nlp_concat_heads=self._op(self._nlp_concat_heads))
@@ -385,9 +385,9 @@ class Emulation:
         if isinstance(value, jax.core.Tracer):
             host = self.known_masks.get(mask_tensor.address)
             return None if host is None else key_span(host, chunk=chunk)
-        hit = self._spans.get((id(value), chunk))
-        if hit is None or hit[0] is not value:  # the value is kept: its id stays its own
-            hit = self._spans[(id(value), chunk)] = (value, key_span(np.asarray(value), chunk=chunk))
+        hit = self._spans.get(chunk)
+        if hit is None or hit[0] is not value:  # a mask is rewritten as a new array: planned again
+            hit = self._spans[chunk] = (value, key_span(np.asarray(value), chunk=chunk))
         return hit[1]
 
     def _sdpa_decode(self, input_tensor_q, input_tensor_k, input_tensor_v, *, is_causal=True, attn_mask=None,
