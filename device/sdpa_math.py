@@ -116,8 +116,8 @@ def attend_over_span(q, k, v, mask, *, scale: float, span: KeySpan):
     The check: a hidden score is at most ``scale max|q| max|k_hidden|`` (row norms, Cauchy-Schwarz)
     plus ``span.hidden_max``; every row's maximum is at least the smallest visible row maximum; the
     first must lie ``_UNDERFLOW`` (and float32's rounding) below the second (the hidden exp is then
-    0), and the hidden V rows
-    must be finite (a non-finite or overflowing hidden K row fails the first)."""
+    0), and the hidden V rows must be finite (a non-finite or overflowing hidden K row fails the
+    first)."""
     s, dh = k.shape[2], q.shape[-1]
     hidden = span.hidden(s)
     sc = _scores(q, _take(k, span.runs, 2), _take(mask, span.runs, mask.ndim - 1), scale=scale)
