@@ -44,6 +44,7 @@ from device.emulation_types import (
     MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig,
     MatmulMultiCoreReuseMultiCastProgramConfig,
     MemoryConfig,
+    Rolled,
     SDPAProgramConfig,
     Tensor,
     UnaryOpType,
@@ -51,9 +52,8 @@ from device.emulation_types import (
     WormholeComputeKernelConfig,
 )
 from device.sdpa_math import KeySpan, attend, attend_over_span, key_span
+from jaxref.numerics import einsum_f32
 from jaxref.precision import cast
-
-_HI = jax.lax.Precision.HIGHEST
 
 
 # XLA:CPU options of every program that evaluates the ops' float32 math: each op's math run eagerly
@@ -62,7 +62,9 @@ _HI = jax.lax.Precision.HIGHEST
 # mask add, softmax and the next matmul of the attention into one library kernel with its own exp
 # and reduction order when the layer is one program, but not when each op runs alone (1 bf16 ulp on
 # 45-80 of 98304 layer outputs at alpamayo_tt widths); and XLA may keep float32 across an f32 -> bf16
-# -> f32 round trip inside a fusion (excess precision), dropping an op's output rounding.
+# -> f32 round trip inside a fusion (excess precision), dropping an op's output rounding. YNNPACK is
+# kept for single dots (``INDIVIDUAL_DOT``: a dot alone, the same kernel in either program), whose
+# bf16 kernels run the matmuls of bf16 values (``_dot``).
 def _known_to_xla(options: dict) -> dict:
     """The options this jaxlib's XLA accepts (an older one, as the ttnn venv's, has no YNNPACK and no
     flag for it: passing the flag there is an error, leaving it out changes nothing)."""
@@ -78,7 +80,8 @@ def _known_to_xla(options: dict) -> dict:
     return out
 
 
-COMPILER_OPTIONS = _known_to_xla({"xla_allow_excess_precision": False, "xla_cpu_experimental_ynn_fusion_type": ""})
+COMPILER_OPTIONS = _known_to_xla({"xla_allow_excess_precision": False,
+                                  "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"})
 
 
 def compiled(fn=None, /, **jit_kwargs):
@@ -99,10 +102,24 @@ def _rms_math(x, gamma, *, eps: float, gamma_fmt: str | None):
     return y if gamma is None else _to(y, gamma_fmt) * gamma
 
 
-@functools.partial(compiled, static_argnames=("silu",))
-def _linear_math(a, b, *, silu: bool):
-    """a [.., K] @ b [K, N] in float32 (HIGHEST: no bf16 passes on a backend that has them), then SiLU."""
-    y = jnp.matmul(a, b, precision=_HI)
+def _dot(a, b, *, bf16: bool):
+    """a [.., M, K] @ b [.., K, N] with float32 sums; ``bf16``: both hold bf16 values (the device formats'
+    values, rounding on), so it runs as a bf16 dot with exact products (``einsum_f32``)."""
+    return einsum_f32("...mk,...kn->...mn", a, b, bf16_values=bf16)
+
+
+@functools.partial(compiled, static_argnames=("silu", "bf16"))
+def _linear_math(a, b, *, silu: bool, bf16: bool):
+    """``_dot(a, b)``, then SiLU."""
+    y = _dot(a, b, bf16=bf16)
+    return jax.nn.silu(y) if silu else y
+
+
+@functools.partial(compiled, static_argnames=("silu", "bf16"))
+def _rolled_linear_math(a, base, rows, cols, *, silu: bool, bf16: bool):
+    """``_linear_math(a, Rolled(base, rows, cols)())`` without producing the rolled weight: a @ roll(W)
+    = roll(roll(a, -rows) @ W, cols) over the last axes (``emulation_types.Rolled``)."""
+    y = jnp.roll(_dot(jnp.roll(a, -rows, axis=-1), base, bf16=bf16), cols, axis=-1)
     return jax.nn.silu(y) if silu else y
 
 
@@ -113,8 +130,8 @@ def _rope_math(x, cos, sin):
     return x * cos + jnp.concatenate([-x[..., h:], x[..., :h]], axis=-1) * sin
 
 
-_attend_math = compiled(attend, static_argnames=("scale",))
-_attend_span_math = compiled(attend_over_span, static_argnames=("scale", "span"))
+_attend_math = compiled(attend, static_argnames=("scale", "bf16"))
+_attend_span_math = compiled(attend_over_span, static_argnames=("scale", "span", "bf16"))
 
 
 def _round(ns, x, dtype: DataType):
@@ -262,6 +279,11 @@ class Emulation:
         del device.traces[trace_id]
 
     # ---- ops ------------------------------------------------------------------------------
+    def _bf16_values(self, *tensors: Tensor) -> bool:
+        """Whether these buffers hold bf16 values: every device format's values are, once rounded
+        (rounding on); a float32 buffer's are not."""
+        return self.rounding and all(t.dtype != DataType.FLOAT32 for t in tensors)
+
     def _out(self, x, dtype: DataType, like: Tensor) -> Tensor:
         return Tensor(_round(self, x, dtype), dtype, Layout.TILE, like.device)
 
@@ -284,9 +306,9 @@ class Emulation:
         ``activation``), output in ``dtype`` or a's dtype (golden: ``ttnn/operations/matmul.py``).
         A program config must pass the project's one legality rule (``MatmulProgramConfig.validate``
         on a p150a) for these shapes and dtypes."""
-        a, b = input_tensor_a.value, input_tensor_b.value
-        _check(a.shape[-1] == b.shape[-2], f"linear: a {a.shape} and b {b.shape} have different K")
-        m, (k, n) = math.prod(a.shape[:-1]), b.shape[-2:]
+        a, b_shape = input_tensor_a.value, input_tensor_b.shape
+        _check(a.shape[-1] == b_shape[-2], f"linear: a {a.shape} and b {b_shape} have different K")
+        m, (k, n) = math.prod(a.shape[:-1]), b_shape[-2:]
         if program_config is not None:
             fp32_acc = True if compute_kernel_config is None else compute_kernel_config.fp32_dest_acc_en
             MatmulProgramConfig.from_ttnn(program_config).validate(
@@ -296,7 +318,12 @@ class Emulation:
         if fused is not None or activation is not None:
             name = fused.op_type.value if fused is not None else activation
             _check(name == "silu", f"activation={name!r}: the emulation implements 'silu'")
-        y = _linear_math(a, b, silu=fused is not None or activation is not None)
+        silu, bf16 = fused is not None or activation is not None, self._bf16_values(input_tensor_a, input_tensor_b)
+        rolled = input_tensor_b.generate
+        if isinstance(rolled, Rolled) and not input_tensor_b.patches:
+            y = _rolled_linear_math(a, rolled.base, rolled.rows, rolled.cols, silu=silu, bf16=bf16)
+        else:
+            y = _linear_math(a, input_tensor_b.value, silu=silu, bf16=bf16)
         return self._out(y, dtype or input_tensor_a.dtype, input_tensor_a)
 
     def _add(self, input_tensor_a, input_tensor_b, *, dtype=None, memory_config=None):
@@ -364,19 +391,20 @@ class Emulation:
         y = input_tensor.value.transpose(0, 2, 1, 3).reshape(B, 1, S, nh * dh)
         return self._out(y, input_tensor.dtype, input_tensor)
 
-    def _attend(self, q, k, v, mask, scale, *, mask_tensor: Tensor | None = None, chunk: int | None = None):
+    def _attend(self, q, k, v, mask, scale, *, bf16: bool, mask_tensor: Tensor | None = None, chunk: int | None = None):
         """softmax(q k^T scale + mask) v in float32; q [b, nh, sq, dh], k/v [b, nkv, s, dh], mask
         broadcastable to [b, nh, sq, s]. GQA: q head h reads kv head h // (nh / nkv) (ttnn's
         ``repeat_interleave``), evaluated with the G heads of a kv head side by side (no K/V copies).
         ``mask_tensor`` (the attn_mask buffer ``mask`` was read from) and the kernel's k ``chunk``:
         only the chunks it leaves visible are read (``device.sdpa_math``: the same numbers up to the
-        order of the softmax sums; NaN where a skipped row could matter)."""
+        order of the softmax sums; NaN where a skipped row could matter). ``bf16``: q and k hold bf16
+        values (their scores run as a bf16 dot, ``einsum_f32``)."""
         nh, nkv = q.shape[1], k.shape[1]
         _check(nh % nkv == 0, f"q heads {nh} not a multiple of kv heads {nkv}")
         span = None if mask_tensor is None or chunk is None else self._span(mask_tensor, chunk)
         if span is None:
-            return _attend_math(q, k, v, mask, scale=float(scale))
-        return _attend_span_math(q, k, v, mask, scale=float(scale), span=span)
+            return _attend_math(q, k, v, mask, scale=float(scale), bf16=bf16)
+        return _attend_span_math(q, k, v, mask, scale=float(scale), span=span, bf16=bf16)
 
     def _span(self, mask_tensor: Tensor, chunk: int) -> KeySpan | None:
         """The key span of a mask buffer: planned on its concrete value, or on its ``known_masks``
@@ -412,6 +440,7 @@ class Emulation:
             mask = attn_mask.value.transpose(0, 2, 1, 3)  # [b|1, nh, 1, s]
         qb = q.transpose(1, 2, 0, 3)  # [b, nh, 1, dh]
         out = self._attend(qb, k, input_tensor_v.value, mask, dh**-0.5 if scale is None else scale,
+                           bf16=self._bf16_values(input_tensor_q, input_tensor_k),
                            mask_tensor=None if is_causal else attn_mask, chunk=k_chunk)
         return self._out(out.transpose(2, 0, 1, 3), input_tensor_q.dtype, input_tensor_q)
 
@@ -433,5 +462,5 @@ class Emulation:
                    f"attn_mask must be [.., .., {sq}, {s}], got {attn_mask.shape if attn_mask is not None else None}")
             mask = None if attn_mask is None else attn_mask.value
         out = self._attend(q, k, input_tensor_v.value, mask, dh**-0.5 if scale is None else scale,
-                           mask_tensor=attn_mask, chunk=None if program_config is None else program_config.k_chunk_size)
+                           bf16=self._bf16_values(input_tensor_q, input_tensor_k), mask_tensor=attn_mask, chunk=None if program_config is None else program_config.k_chunk_size)
         return self._out(out, input_tensor_q.dtype, input_tensor_q)

@@ -118,6 +118,38 @@ class WormholeComputeKernelConfig:
 _addresses = itertools.count(1 << 20, 1 << 12)
 
 
+@dataclasses.dataclass(frozen=True)
+class Rolled:
+    """A generated buffer's values held as one stored array: ``base`` [.., R, C] rolled cyclically by
+    ``rows`` along R and by ``cols`` along C (``jnp.roll``). ``base`` is float32, or bfloat16 where its
+    values are bf16 values (every device format's are: stored at half the bytes, read by a bf16 dot
+    without a conversion); ``rows`` / ``cols`` are int32 arrays (traced in the fast twin, whose one
+    program then serves every layer).
+
+    Called, it gives the values [.., R, C] as float32. ``Emulation.linear`` does not: for a rolled
+    weight, a @ roll(W) = roll(roll(a, -rows) @ W, cols) along the last axes (the same products, the
+    sum over K taken in rotated order), so no layer's weights are ever produced.
+    """
+
+    base: jnp.ndarray
+    rows: jnp.ndarray
+    cols: jnp.ndarray
+
+    def __post_init__(self):
+        if self.base.ndim < 2 or self.base.dtype not in (jnp.float32, jnp.bfloat16):
+            raise ValueError(f"Rolled: base must be a float32 or bfloat16 array of rank >= 2, got "
+                             f"{self.base.dtype} {self.base.shape}")
+        for name in ("rows", "cols"):
+            v = getattr(self, name)
+            if getattr(v, "dtype", None) != jnp.int32 or getattr(v, "ndim", None) != 0:
+                raise ValueError(f"Rolled: {name} must be an int32 scalar array (a Python int would make the "
+                                 f"fast twin compile once per value), got {v!r}")
+
+    def __call__(self) -> jnp.ndarray:
+        v = jnp.asarray(self.base, jnp.float32)
+        return jnp.roll(jnp.roll(v, self.rows, axis=-2), self.cols, axis=-1)
+
+
 class Tensor:
     """An emulated ttnn tensor: float32 values already rounded to ``dtype``, a layout, an optional
     device and a buffer address (views share their source's address). Mutable: ``fill_cache``,

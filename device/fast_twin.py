@@ -12,9 +12,11 @@ no YNNPACK fusions, whose library kernels would evaluate a fused attention diffe
 
 Weights and caches stay in their device formats: a plain buffer passes its values; a *generated*
 buffer (``Emulation.generated_tensor``) whose generator is a ``functools.partial`` of a jax function
-(``device.parity_model`` builds them so) is generated inside the compiled program from its
-arguments (the quantised base and the layer index), not materialised per read outside it; rows a
-``fill_cache`` wrote are laid over it as in ``Tensor.value``. The new ``fill_cache`` rows come back
+(``device.parity_model`` builds the caches so) is generated inside the compiled program from its
+arguments (the rows and the layer index), not materialised per read outside it; a rolled one
+(``emulation_types.Rolled``: the random model's weights) passes its stored base and shifts, which
+``linear`` reads without producing the weight; rows a ``fill_cache`` wrote are laid over a
+generated buffer as in ``Tensor.value``. The new ``fill_cache`` rows come back
 and are written into the caller's cache buffers, so the state after a call is the eager one's.
 
 The twin registers as one op (``Emulation.emulated_op``): a trace captured through it replays it.
@@ -34,7 +36,7 @@ import jax
 import numpy as np
 
 from device.emulation import Emulation, compiled
-from device.emulation_types import Device, Layout, Tensor
+from device.emulation_types import Device, Layout, Rolled, Tensor
 
 
 def _identity(a):
@@ -50,7 +52,9 @@ def _split(t: Tensor):
     gen = t.generate
     if gen is None:
         return ("plain", t.dtype, t.shape), {"value": t.value}
-    if isinstance(gen, functools.partial) and not gen.keywords:
+    if isinstance(gen, Rolled):  # the stored base and its shifts: the weight is never produced (linear)
+        kind, dyn = ("rolled",), {"args": [gen.base, gen.rows, gen.cols]}
+    elif isinstance(gen, functools.partial) and not gen.keywords:
         statics = tuple(None if _is_array(a) else a for a in gen.args)
         dyn = {"args": [a for a in gen.args if _is_array(a)]}
         kind = ("partial", gen.func, statics)
@@ -75,6 +79,8 @@ def _rebuild(static, dyn, device: Device, *, record_writes: bool = False) -> Ten
         for s in kind[2]:
             args.append(next(it) if s is None else s)
         generate = functools.partial(kind[1], *args)
+    elif kind[0] == "rolled":
+        generate = Rolled(*dyn["args"])
     else:
         generate = functools.partial(_identity, dyn["base"])
     t = Tensor(None, dtype, Layout.TILE, device, generate=generate, shape=shape)
@@ -139,7 +145,8 @@ class FastTwin:
         names, statics, x_dtype, _ = static
         device = Device(0)
         t = [_rebuild(s, d, device) for s, d in zip(statics, dyn, strict=True)]
-        fixed = [Tensor(a.value, a.dtype, Layout.TILE, device) for a in t[:-2]]  # generated once, here
+        # generated once, here; a rolled weight is read as it is stored (``Rolled``)
+        fixed = [a if isinstance(a.generate, Rolled) else Tensor(a.value, a.dtype, Layout.TILE, device) for a in t[:-2]]
         w, (cos, sin, mask) = dict(zip(names, fixed[:len(names)], strict=True)), fixed[len(names):]
         kv = [(a.dtype, a.shape, a.value) for a in t[-2:]]
         twin = self._twin(w, cos, sin, mask)

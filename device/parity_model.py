@@ -10,13 +10,15 @@ per-layer quantisation, and the golden's layer i is ``roll(base)`` in golden lay
 (``device.host.params_from_device``). Cache rows [0, S) are rolled along the row axis (bf16 /
 bfp8 blocks run along head_dim, so they stay whole); rows [S, Smax) hold the garbage fill.
 
-Both rolls are one dynamic slice of the base doubled along its last two axes (``tile2``, stored as
-bf16: every format's values are bf16 values), the emulation's from the doubled quantised base, the
-golden's from the doubled base in the orientation the golden reads (``HF_ORIENTED``).
+The emulation's weights are never rolled: each is the quantised base stored as bf16 with layer i's
+shifts (``emulation_types.Rolled``), which ``linear`` reads as it is (a @ roll(W) = roll(roll(a) @ W)).
+The golden's roll is one dynamic slice of the base doubled along its last two axes (``tile2``,
+stored as bf16: every format's values are bf16 values), in the orientation the golden reads
+(``HF_ORIENTED``).
 
-Memory: one layer of weights in three forms (fp32 base, the two doubled bf16 bases, two layers'
-worth each) and a transient layer, instead of 64 layers in fp32 next to the golden's and the
-emulation's copies (issue 16: 23.5 GB before).
+Memory: one layer of weights in three forms (fp32 base, the bf16 quantised base, the doubled bf16
+golden base, two layers' worth) and a transient layer, instead of 64 layers in fp32 next to the
+golden's and the emulation's copies (issue 16: 23.5 GB before).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from device.emulation_types import Rolled
 from device.host import DTYPE_ATTR, device_transposed, layer_formats, layer_from_params, params_from_fused
 from jaxref.config import ExpertConfig
 from jaxref.expert import CacheContext, ExpertParams
@@ -69,14 +72,20 @@ def roll_axis(a, shift, axis: int, *, block: int = 1):
     return jnp.take(runs, idx, axis=axis, mode="clip").reshape(a.shape)
 
 
-def tile2(a) -> jax.Array:
-    """A bf16-valued array [.., R, C] doubled along its last two axes ([.., 2R, 2C]) and stored as bf16
-    (exact: every weight format's values are bf16 values), the form ``_roll`` reads."""
+def as_bf16(a, *, what: str = "the array") -> np.ndarray:
+    """A bf16-valued float32 array stored as bf16 (exact: every weight format's values are bf16 values);
+    a ValueError where storing it so would change a value."""
     bits = np.ascontiguousarray(a, np.float32).view(np.uint32)  # numpy: no program compiled per shape
     if np.any(bits & 0xFFFF):
-        raise ValueError("tile2: the array is not bf16-valued (storing it as bf16 would change it)")
-    stored = (bits >> 16).astype(np.uint16).view(jnp.bfloat16)  # a bf16 value's bits: the float32's top half
-    return jnp.asarray(np.tile(stored, (1,) * (bits.ndim - 2) + (2, 2)))
+        raise ValueError(f"{what} is not bf16-valued (storing it as bf16 would change it)")
+    return (bits >> 16).astype(np.uint16).view(jnp.bfloat16)  # a bf16 value's bits: the float32's top half
+
+
+def tile2(a) -> jax.Array:
+    """A bf16-valued array [.., R, C] doubled along its last two axes ([.., 2R, 2C]) and stored as bf16,
+    the form ``_roll`` reads."""
+    stored = as_bf16(a, what="tile2: the array")
+    return jnp.asarray(np.tile(stored, (1,) * (stored.ndim - 2) + (2, 2)))
 
 
 def _roll(tiled, i, shape, *, transposed: bool = False):
@@ -172,14 +181,13 @@ class GeneratedModel:
         return tuple(_cache_at(a, i, pad, self.fill, fmt) for a in self.cache_rows)
 
     def emulation_layers(self, ns, device, *, weights: str) -> list[dict]:
-        """Generated emulation buffers of every layer's weights (values produced per read)."""
+        """Emulation buffers of every layer's weights: the quantised base (bf16-stored), rolled by layer
+        i's shifts (``emulation_types.Rolled``: ``linear`` reads it without producing the layer)."""
         fmts = layer_formats(weights)
         shapes = device_shapes(self.cfg)
-        quantised = {name: tile2(cast(a, fmts[name])) for name, a in self.base.items()}  # quantised, then doubled
-        # partials of a jitted function (i traced: one compilation per shape, not per layer), which
-        # device.fast_twin generates inside its compiled layer
-        roll = jax.jit(_roll, static_argnums=(2,))
-        return [{name: ns.generated_tensor(device, functools.partial(roll, q, jnp.int32(i), shapes[name]), shapes[name],
+        quantised = {name: jnp.asarray(as_bf16(cast(a, fmts[name]), what=f"quantised {name}")).reshape(shapes[name])
+                     for name, a in self.base.items()}
+        return [{name: ns.generated_tensor(device, Rolled(q, *(jnp.int32(s) for s in shifts(i, q.shape))), shapes[name],
                                            getattr(ns, DTYPE_ATTR[fmts[name]]))
                  for name, q in quantised.items()} for i in range(self.cfg.num_layers)]
 

@@ -25,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxref.numerics import einsum_f32
+
 _HI = jax.lax.Precision.HIGHEST
 # A chunk is skipped only when its largest mask entry lies this far below every query row's largest.
 MIN_GAP = 1e6
@@ -34,14 +36,15 @@ _UNDERFLOW = 200.0
 _RELATIVE = 2.0**-16
 
 
-def _scores(q, k, mask, *, scale: float):
+def _scores(q, k, mask, *, scale: float, bf16: bool):
     """q k^T scale + mask, float32 [b, nkv, G, sq, s]: q [b, nh, sq, dh], k [b, nkv, s, dh], mask
     broadcastable to [b, nh, sq, s] or None. GQA: q head h reads kv head h // G (ttnn's
-    ``repeat_interleave``), the G heads of a kv head side by side (no K copies)."""
+    ``repeat_interleave``), the G heads of a kv head side by side (no K copies). ``bf16``: q and k
+    hold bf16 values (``einsum_f32``)."""
     b, nh, sq, dh = q.shape
     nkv, s = k.shape[1], k.shape[2]
     g = nh // nkv
-    sc = jnp.einsum("bkgqd,bksd->bkgqs", q.reshape(b, nkv, g, sq, dh), k, precision=_HI) * scale
+    sc = einsum_f32("bkgqd,bksd->bkgqs", q.reshape(b, nkv, g, sq, dh), k, bf16_values=bf16) * scale
     if mask is not None:
         sc = sc + jnp.broadcast_to(mask, (b, nh, sq, s)).reshape(b, nkv, g, sq, s)
     return sc
@@ -54,9 +57,9 @@ def _weigh(sc, v):
     return out.reshape(b, nkv * g, sq, v.shape[-1])
 
 
-def attend(q, k, v, mask, *, scale: float):
-    """softmax(q k^T scale + mask) v in float32 over every key row; shapes as ``_scores``, v as k."""
-    return _weigh(_scores(q, k, mask, scale=scale), v)
+def attend(q, k, v, mask, *, scale: float, bf16: bool = False):
+    """softmax(q k^T scale + mask) v in float32 over every key row; shapes and ``bf16`` as ``_scores``, v as k."""
+    return _weigh(_scores(q, k, mask, scale=scale, bf16=bf16), v)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,9 +112,9 @@ def _take(a, runs, axis: int):
     return jnp.concatenate([a[(slice(None),) * axis + (slice(lo, hi),)] for lo, hi in runs], axis=axis)
 
 
-def attend_over_span(q, k, v, mask, *, scale: float, span: KeySpan):
+def attend_over_span(q, k, v, mask, *, scale: float, span: KeySpan, bf16: bool = False):
     """``attend`` over the key rows of ``span.runs`` only, NaN wherever a skipped row's term might not
-    be exactly zero. Shapes as ``attend`` (mask's last axis the keys; not None).
+    be exactly zero. Shapes and ``bf16`` as ``attend`` (mask's last axis the keys; not None).
 
     The check: a hidden score is at most ``scale max|q| max|k_hidden|`` (row norms, Cauchy-Schwarz)
     plus ``span.hidden_max``; every row's maximum is at least the smallest visible row maximum; the
@@ -120,7 +123,7 @@ def attend_over_span(q, k, v, mask, *, scale: float, span: KeySpan):
     first)."""
     s, dh = k.shape[2], q.shape[-1]
     hidden = span.hidden(s)
-    sc = _scores(q, _take(k, span.runs, 2), _take(mask, span.runs, mask.ndim - 1), scale=scale)
+    sc = _scores(q, _take(k, span.runs, 2), _take(mask, span.runs, mask.ndim - 1), scale=scale, bf16=bf16)
     out = _weigh(sc, _take(v, span.runs, 2))
     # row sums as matrix-vector products: XLA:CPU runs a large reduction as a slow reduce-window
     ones = jnp.ones((dh,), jnp.float32)

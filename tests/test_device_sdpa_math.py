@@ -51,12 +51,16 @@ def test_key_span_of_the_tail_slot_mask():
     assert key_span(np.zeros((1, SMAX), np.float32), chunk=CHUNK) is None
 
 
-def test_span_equals_the_whole_span_attention():
+@pytest.mark.parametrize("bf16", [False, True])
+def test_span_equals_the_whole_span_attention(bf16):
+    """``bf16``: q and k rounded to bf16 first (as the device's are), their scores a bf16 dot."""
     q, k, v, mask = _inputs()
+    if bf16:
+        q, k = (np.asarray(jnp.asarray(a).astype(jnp.bfloat16).astype(jnp.float32)) for a in (q, k))
     span = key_span(mask, chunk=CHUNK)
     want = _oracle(q, k, v, mask, DH**-0.5)
-    got = np.asarray(attend_over_span(jnp.asarray(q), k, v, mask, scale=DH**-0.5, span=span))
-    dense = np.asarray(attend(jnp.asarray(q), k, v, mask, scale=DH**-0.5))
+    got = np.asarray(attend_over_span(jnp.asarray(q), k, v, mask, scale=DH**-0.5, span=span, bf16=bf16))
+    dense = np.asarray(attend(jnp.asarray(q), k, v, mask, scale=DH**-0.5, bf16=bf16))
     assert np.all(np.isfinite(got))
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
     np.testing.assert_allclose(got, dense, rtol=0, atol=2e-6)
