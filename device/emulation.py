@@ -51,7 +51,7 @@ from device.emulation_types import (
     UnaryWithParam,
     WormholeComputeKernelConfig,
 )
-from device.sdpa_math import KeySpan, attend, attend_over_span, key_span
+from device.sdpa_math import KeySpan, attend, attend_over_runs, key_span
 from jaxref.numerics import einsum_f32
 from jaxref.precision import cast
 
@@ -131,7 +131,7 @@ def _rope_math(x, cos, sin):
 
 
 _attend_math = compiled(attend, static_argnames=("scale", "bf16"))
-_attend_span_math = compiled(attend_over_span, static_argnames=("scale", "span", "bf16"))
+_attend_runs_math = compiled(attend_over_runs, static_argnames=("scale", "span", "bf16"))
 
 
 def _round(ns, x, dtype: DataType):
@@ -391,20 +391,23 @@ class Emulation:
         y = input_tensor.value.transpose(0, 2, 1, 3).reshape(B, 1, S, nh * dh)
         return self._out(y, input_tensor.dtype, input_tensor)
 
-    def _attend(self, q, k, v, mask, scale, *, bf16: bool, mask_tensor: Tensor | None = None, chunk: int | None = None):
-        """softmax(q k^T scale + mask) v in float32; q [b, nh, sq, dh], k/v [b, nkv, s, dh], mask
+    def _attend(self, q, k: Tensor, v: Tensor, mask, scale, *, bf16: bool, mask_tensor: Tensor | None = None,
+                chunk: int | None = None):
+        """softmax(q k^T scale + mask) v in float32; q [b, nh, sq, dh], k/v buffers [b, nkv, s, dh], mask
         broadcastable to [b, nh, sq, s]. GQA: q head h reads kv head h // (nh / nkv) (ttnn's
         ``repeat_interleave``), evaluated with the G heads of a kv head side by side (no K/V copies).
         ``mask_tensor`` (the attn_mask buffer ``mask`` was read from) and the kernel's k ``chunk``:
         only the chunks it leaves visible are read (``device.sdpa_math``: the same numbers up to the
-        order of the softmax sums; NaN where a skipped row could matter). ``bf16``: q and k hold bf16
-        values (their scores run as a bf16 dot, ``einsum_f32``)."""
+        order of the softmax sums; NaN where a skipped row could matter), each run of rows read from
+        the buffers as it is (``Tensor.row_runs``). ``bf16``: q and k hold bf16 values (their scores
+        run as a bf16 dot, ``einsum_f32``)."""
         nh, nkv = q.shape[1], k.shape[1]
         _check(nh % nkv == 0, f"q heads {nh} not a multiple of kv heads {nkv}")
         span = None if mask_tensor is None or chunk is None else self._span(mask_tensor, chunk)
         if span is None:
-            return _attend_math(q, k, v, mask, scale=float(scale), bf16=bf16)
-        return _attend_span_math(q, k, v, mask, scale=float(scale), span=span, bf16=bf16)
+            return _attend_math(q, k.value, v.value, mask, scale=float(scale), bf16=bf16)
+        runs = span.runs + span.hidden(k.shape[2])
+        return _attend_runs_math(q, k.row_runs(runs), v.row_runs(runs), mask, scale=float(scale), span=span, bf16=bf16)
 
     def _span(self, mask_tensor: Tensor, chunk: int) -> KeySpan | None:
         """The key span of a mask buffer: planned on its concrete value, or on its ``known_masks``
@@ -423,10 +426,10 @@ class Emulation:
         """Flash-decode: q [1, b, nh, dh] (b users, nh "heads" each), k/v [b, nkv, s, dh]; mask
         [1 or b, 1, nh, s] broadcast over users, only with is_causal=False; causal: user i sees keys
         [0, cur_pos[i]]. Output [1, b, nh, dh] in q's dtype (golden: ``transformer_golden.py``)."""
-        q, k = input_tensor_q.value, input_tensor_k.value
+        q, k_shape = input_tensor_q.value, input_tensor_k.shape  # k and v are read by run (``_attend``)
         _, b, nh, dh = q.shape
-        s = k.shape[2]
-        _check(k.shape[0] == b and input_tensor_v.shape == k.shape, f"k/v {k.shape} do not match q {q.shape}")
+        s = k_shape[2]
+        _check(k_shape[0] == b and input_tensor_v.shape == k_shape, f"k/v {k_shape} do not match q {q.shape}")
         k_chunk = program_config.k_chunk_size if program_config is not None else min(512, s & -s)
         _check(s % k_chunk == 0, f"cache length s={s} must be a multiple of k_chunk_size={k_chunk}")
         if is_causal:
@@ -439,7 +442,7 @@ class Emulation:
                    f"{None if attn_mask is None else attn_mask.shape}")
             mask = attn_mask.value.transpose(0, 2, 1, 3)  # [b|1, nh, 1, s]
         qb = q.transpose(1, 2, 0, 3)  # [b, nh, 1, dh]
-        out = self._attend(qb, k, input_tensor_v.value, mask, dh**-0.5 if scale is None else scale,
+        out = self._attend(qb, input_tensor_k, input_tensor_v, mask, dh**-0.5 if scale is None else scale,
                            bf16=self._bf16_values(input_tensor_q, input_tensor_k),
                            mask_tensor=None if is_causal else attn_mask, chunk=k_chunk)
         return self._out(out.transpose(2, 0, 1, 3), input_tensor_q.dtype, input_tensor_q)
@@ -448,9 +451,9 @@ class Emulation:
               memory_config=None, program_config=None, compute_kernel_config=None):
         """FlashAttention-2 SDPA: q [b, nqh, sq, dh], k/v [b, nkv, s, dh], additive mask [b|1, nqh|1, sq, s]
         (only with is_causal=False); chunk sizes must divide sq / s. Output in q's dtype."""
-        q, k = input_tensor_q.value, input_tensor_k.value
+        q = input_tensor_q.value
         _check(not (is_causal and attn_mask is not None), "is_causal=True and attn_mask are mutually exclusive")
-        sq, s, dh = q.shape[2], k.shape[2], q.shape[3]
+        sq, s, dh = q.shape[2], input_tensor_k.shape[2], q.shape[3]
         if program_config is not None:
             _check(sq % program_config.q_chunk_size == 0 and s % program_config.k_chunk_size == 0,
                    f"q_chunk_size={program_config.q_chunk_size} / k_chunk_size={program_config.k_chunk_size} must "
@@ -461,6 +464,7 @@ class Emulation:
             _check(attn_mask is None or attn_mask.shape[2:] == (sq, s),
                    f"attn_mask must be [.., .., {sq}, {s}], got {attn_mask.shape if attn_mask is not None else None}")
             mask = None if attn_mask is None else attn_mask.value
-        out = self._attend(q, k, input_tensor_v.value, mask, dh**-0.5 if scale is None else scale,
-                           bf16=self._bf16_values(input_tensor_q, input_tensor_k), mask_tensor=attn_mask, chunk=None if program_config is None else program_config.k_chunk_size)
+        out = self._attend(q, input_tensor_k, input_tensor_v, mask, dh**-0.5 if scale is None else scale,
+                           bf16=self._bf16_values(input_tensor_q, input_tensor_k), mask_tensor=attn_mask,
+                           chunk=None if program_config is None else program_config.k_chunk_size)
         return self._out(out, input_tensor_q.dtype, input_tensor_q)

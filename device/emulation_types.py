@@ -190,6 +190,37 @@ class Tensor:
             v = v.at[b, :, start:stop, :].set(rows)
         return v
 
+    def row_runs(self, runs) -> list:
+        """``[self.value[:, :, lo:hi] for lo, hi in runs]`` (rows along axis 2) without the rest: a
+        generated buffer's values are produced once, sliced, and only the ``fill_cache`` rows inside a
+        run are laid over it, so no whole buffer is assembled (the emulated SDPA reads the key runs its
+        mask leaves visible, ``device.sdpa_math``)."""
+        view = self.view_of
+        if view is not None and view.shape[2:] == self._shape[2:]:  # a reshape of the leading axes: by run too
+            return [r.reshape(*self._shape[:2], hi - lo, *self._shape[3:])
+                    for r, (lo, hi) in zip(view.row_runs(runs), runs, strict=True)]
+        if view is not None or self.generate is None:
+            v = self.value
+            return [v[:, :, lo:hi] for lo, hi in runs]
+        v = jnp.asarray(self.generate(), jnp.float32)
+        out = []
+        for lo, hi in runs:
+            part, at, pieces = v[:, :, lo:hi], lo, []
+            inside = sorted(k for k in self.patches if k[1] < hi and k[2] > lo)
+            if inside and v.shape[0] == 1 and all(a[2] <= b[1] for a, b in itertools.pairwise(inside)):
+                for key in inside:  # one batch entry, disjoint row blocks: stitched in order (as ``value``)
+                    _, start, stop = key
+                    a, z = max(start, lo), min(stop, hi)
+                    pieces += [v[:, :, at:a], jnp.asarray(self.patches[key], jnp.float32)[None, :, a - start:z - start]]
+                    at = z
+                part = jnp.concatenate([*pieces, v[:, :, at:hi]], axis=2)
+            else:
+                for b, start, stop in inside:
+                    a, z = max(start, lo), min(stop, hi)
+                    part = part.at[b, :, a - lo:z - lo, :].set(self.patches[(b, start, stop)][:, a - start:z - start])
+            out.append(part)
+        return out
+
     @value.setter
     def value(self, v):
         if self.view_of is not None or self.generate is not None:

@@ -20,6 +20,7 @@ the math is plain jnp, jitted by ``device.emulation`` (eager ops and the fast tw
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -50,16 +51,22 @@ def _scores(q, k, mask, *, scale: float, bf16: bool):
     return sc
 
 
-def _weigh(sc, v):
-    """softmax(sc) v: sc [b, nkv, G, sq, s], v [b, nkv, s, dh] -> [b, nkv G, sq, dh]."""
-    b, nkv, g, sq, _ = sc.shape
-    out = jnp.einsum("bkgqs,bksd->bkgqd", jax.nn.softmax(sc, axis=-1), v, precision=_HI)
-    return out.reshape(b, nkv * g, sq, v.shape[-1])
+def _weigh(scs, vs):
+    """softmax over the keys of all runs, times v: scs [b, nkv, G, sq, s_r] and vs [b, nkv, s_r, dh] per run
+    r of keys -> ([b, nkv G, sq, dh], every row's maximum [b, nkv, G, sq, 1]). A run at a time, as the
+    device's flash kernels go chunk by chunk: exp against the rows' maximum over all runs, the sums
+    and the products with v added over the runs, divided at the end (no run is concatenated)."""
+    b, nkv, g, sq, _ = scs[0].shape
+    top = functools.reduce(jnp.maximum, [jnp.max(sc, axis=-1, keepdims=True) for sc in scs])
+    es = [jnp.exp(sc - jax.lax.stop_gradient(top)) for sc in scs]
+    total = sum(jnp.sum(e, axis=-1, keepdims=True) for e in es)
+    out = sum(jnp.einsum("bkgqs,bksd->bkgqd", e, v, precision=_HI) for e, v in zip(es, vs, strict=True)) / total
+    return out.reshape(b, nkv * g, sq, vs[0].shape[-1]), top
 
 
 def attend(q, k, v, mask, *, scale: float, bf16: bool = False):
     """softmax(q k^T scale + mask) v in float32 over every key row; shapes and ``bf16`` as ``_scores``, v as k."""
-    return _weigh(_scores(q, k, mask, scale=scale, bf16=bf16), v)
+    return _weigh([_scores(q, k, mask, scale=scale, bf16=bf16)], [v])[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,30 +115,43 @@ def key_span(mask: np.ndarray, *, chunk: int) -> KeySpan | None:
     return KeySpan(tuple(runs), float(chunk_max[hidden].max()))
 
 
-def _take(a, runs, axis: int):
-    return jnp.concatenate([a[(slice(None),) * axis + (slice(lo, hi),)] for lo, hi in runs], axis=axis)
+def _rows(a, runs, axis: int):
+    return [a[(slice(None),) * axis + (slice(lo, hi),)] for lo, hi in runs]
 
 
 def attend_over_span(q, k, v, mask, *, scale: float, span: KeySpan, bf16: bool = False):
     """``attend`` over the key rows of ``span.runs`` only, NaN wherever a skipped row's term might not
-    be exactly zero. Shapes and ``bf16`` as ``attend`` (mask's last axis the keys; not None).
+    be exactly zero. Shapes and ``bf16`` as ``attend`` (mask's last axis the keys; not None); k and v
+    whole (``attend_over_runs`` takes their runs)."""
+    runs = span.runs + span.hidden(k.shape[2])
+    return attend_over_runs(q, _rows(k, runs, 2), _rows(v, runs, 2), mask, scale=scale, span=span, bf16=bf16)
+
+
+def attend_over_runs(q, ks, vs, mask, *, scale: float, span: KeySpan, bf16: bool = False):
+    """``attend_over_span`` with k and v given as their rows [b, nkv, s_r, dh] over each run of
+    ``span.runs`` and then of ``span.hidden(s)``, in that order: a generated cache need not exist
+    whole (``emulation_types.Tensor.row_runs``), and a run the same for several queries (the fast
+    twin's batched steps) is read once for all.
 
     The check: a hidden score is at most ``scale max|q| max|k_hidden|`` (row norms, Cauchy-Schwarz)
     plus ``span.hidden_max``; every row's maximum is at least the smallest visible row maximum; the
     first must lie ``_UNDERFLOW`` (and float32's rounding) below the second (the hidden exp is then
     0), and the hidden V rows must be finite (a non-finite or overflowing hidden K row fails the
     first)."""
-    s, dh = k.shape[2], q.shape[-1]
-    hidden = span.hidden(s)
-    sc = _scores(q, _take(k, span.runs, 2), _take(mask, span.runs, mask.ndim - 1), scale=scale, bf16=bf16)
-    out = _weigh(sc, _take(v, span.runs, 2))
+    n, dh = len(span.runs), q.shape[-1]
+    if len(ks) != len(vs) or len(ks) < n:
+        raise ValueError(f"attend_over_runs: {len(ks)} k runs and {len(vs)} v runs for {n} visible runs")
+    masks = _rows(mask, span.runs, mask.ndim - 1)
+    scs = [_scores(q, k, m, scale=scale, bf16=bf16) for k, m in zip(ks[:n], masks, strict=True)]
+    out, rows_max = _weigh(scs, vs[:n])
     # row sums as matrix-vector products: XLA:CPU runs a large reduction as a slow reduce-window
     ones = jnp.ones((dh,), jnp.float32)
-    k_hid, v_hid = _take(k, hidden, 2), _take(v, hidden, 2)
-    k_norm = jnp.sqrt(jnp.max(jnp.einsum("bksd,d->bks", k_hid * k_hid, ones, precision=_HI)))  # NaN propagates
+    k_norm = jnp.sqrt(functools.reduce(jnp.maximum, [jnp.max(jnp.einsum("bksd,d->bks", k * k, ones, precision=_HI))
+                                                     for k in ks[n:]], jnp.float32(0)))  # NaN propagates
     q_norm = jnp.sqrt(jnp.max(jnp.einsum("bhsd,d->bhs", q * q, ones, precision=_HI)))
     top = scale * q_norm * k_norm + span.hidden_max  # |q . k| <= |q| |k|
-    v_sum = jnp.sum(jnp.einsum("bksd,d->bks", v_hid, ones, precision=_HI))  # Inf / NaN (or overflow): not finite
-    low = jnp.min(jnp.max(sc, axis=-1))  # every row's maximum is at least this
+    v_sum = sum((jnp.sum(jnp.einsum("bksd,d->bks", v, ones, precision=_HI)) for v in vs[n:]),
+                jnp.float32(0))  # Inf / NaN (or overflow): not finite
+    low = jnp.min(rows_max)  # every row's maximum is at least this
     exact = (top + _UNDERFLOW + _RELATIVE * (jnp.abs(top) + jnp.abs(low)) <= low) & jnp.isfinite(v_sum)
     return jnp.where(exact, out, jnp.nan)
