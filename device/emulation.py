@@ -5,7 +5,8 @@
 the trace calls, host tensors (``ns.Tensor(array, ns.bfloat8_b)``), dtypes, layouts and stand-ins of the
 program / compute-kernel config classes with ttnn's field names. Semantics follow ttnn's docstrings and
 its own golden functions (``ttnn.get_golden_function``; ``ttnn/operations/{normalization,matmul,
-transformer,transformer_golden,data_movement}.py`` of the installed package). Math is float32; each
+transformer,transformer_golden,data_movement}.py`` of the installed package). Math is float32 (a
+matmul of bf16 values as a bf16 dot with exact products and float32 sums, ``_dot``); each
 op's output is rounded to its output dtype with ``jaxref.numerics`` (bf16 round-to-nearest-even,
 bfloat8_b / bfloat4_b bit-exact), as are host tensors on creation. ``rounding=False`` switches every
 rounding off (the graph's logic alone, comparable with the fp32 golden to float32 round-off).

@@ -21,7 +21,8 @@ and are written into the caller's cache buffers, so the state after a call is th
 
 The twin registers as one op (``Emulation.emulated_op``): a trace captured through it replays it.
 ``FastTwin.many`` runs the layer on several independent inputs in one program (``jax.vmap`` over
-them), the weights and the cache generated once for all: ``TTExpert.steps`` uses it for the
+them), the weights and the cache read or generated once for all (each input's attention reads
+the cache rows no input wrote once for all too, ``Tensor.row_runs``): ``TTExpert.steps`` uses it for the
 teacher-forced steps; each input's numbers are those of one call (tested against the eager steps,
 bit for bit, at the tiny preset and at alpamayo_tt widths: a test, not a guarantee of XLA's).
 """
@@ -125,7 +126,7 @@ class FastTwin:
     def many(self, i: int, xs: list[Tensor], k_cache: Tensor, v_cache: Tensor) -> list[Tensor]:
         """Layer i on several inputs, as that many calls one after another on these caches (each
         input's ``fill_cache`` rows written before its attention reads them; the caches end as the
-        last call leaves them), in one program that generates the layer's weights and cache once
+        last call leaves them), in one program that reads the layer's weights and cache once
         for all of them. Not an op: a trace never holds it."""
         ex = self.ex
         named = sorted(ex.weights[i].items())
