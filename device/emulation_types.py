@@ -206,9 +206,10 @@ class Tensor:
         out = []
         for lo, hi in runs:
             part, at, pieces = v[:, :, lo:hi], lo, []
-            inside = sorted(k for k in self.patches if k[1] < hi and k[2] > lo)
-            if inside and v.shape[0] == 1 and all(a[2] <= b[1] for a, b in itertools.pairwise(inside)):
-                for key in inside:  # one batch entry, disjoint row blocks: stitched in order (as ``value``)
+            inside = [k for k in self.patches if k[1] < hi and k[2] > lo]  # in write order: a later write wins
+            spans = sorted(inside)
+            if spans and v.shape[0] == 1 and all(a[2] <= b[1] for a, b in itertools.pairwise(spans)):
+                for key in spans:  # one batch entry, disjoint row blocks: stitched in row order (as ``value``)
                     _, start, stop = key
                     a, z = max(start, lo), min(stop, hi)
                     pieces += [v[:, :, at:a], jnp.asarray(self.patches[key], jnp.float32)[None, :, a - start:z - start]]

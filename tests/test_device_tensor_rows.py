@@ -42,6 +42,23 @@ def test_runs_of_a_generated_buffer_with_written_blocks(batch):
     np.testing.assert_array_equal(np.asarray(t.value), want)
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+def test_overlapping_blocks_are_laid_in_write_order(batch):
+    """A later ``fill_cache`` write wins where two blocks overlap, whatever their row order."""
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((batch, K, S, H)).astype(np.float32)
+    t = Tensor(None, Emulation.bfloat16, Layout.TILE, generate=functools.partial(_identity, jnp.asarray(base)),
+               shape=base.shape)
+    want = base.copy()
+    for start, n in [(16, 48), (0, 32)]:  # the second block starts first and overlaps the first
+        rows = rng.standard_normal((K, n, H)).astype(np.float32)
+        t.write_rows(0, start, rows)
+        want[0, :, start:start + n] = rows
+    for (lo, hi), r in zip(RUNS, t.row_runs(RUNS), strict=True):
+        np.testing.assert_array_equal(np.asarray(r), want[:, :, lo:hi])
+    np.testing.assert_array_equal(np.asarray(t.value), want)
+
+
 def test_runs_of_plain_and_reshaped_buffers():
     rng = np.random.default_rng(3)
     ns = Emulation(rounding=False)
