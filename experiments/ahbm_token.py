@@ -85,12 +85,17 @@ def _cell(g: dict) -> str:
     return f"{g['us']:.4g} / {sim} ({g['bound']})"
 
 
+def _refusal(message: str) -> str:
+    """A refusal's first clause, from what the point needs where it says (the capacity check's form)."""
+    return message.split(" needs ", 1)[-1].split(";")[0]
+
+
 def table(records: list[dict]) -> str:
     rows = []
     for r in records:
         head = [r["model"], r["phase"], r["S"], r["batch"], r["sips"]]
         if "refused" in r:
-            rows.append(head + ["refused: " + r["refused"].split(" needs ")[1].split(";")[0]] + [""] * 5)
+            rows.append(head + ["refused: " + _refusal(r["refused"])] + [""] * 5)
             continue
         g = r["groups"]
         rows.append(head + [f"{r['token_ms']:.4g}", f"{r.get('token_sim_ms', float('nan')):.4g}"

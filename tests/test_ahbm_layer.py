@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -163,6 +164,18 @@ def test_capacity_refuses_what_does_not_fit():
     assert cap["fits"] and cap["kv_bytes"] == 80 * 4 * (1 << 20) * 8 * 128 * 2 * 2
     with pytest.raises(ValueError, match="capacity"):
         plan(big.replace(sips=4), dataclasses.replace(HW, hbm_bytes_per_cube=16e9))
+
+
+def test_a_point_too_big_for_any_tile_is_refused_for_its_capacity():
+    """Without a tile given, a point that fits no HBM is refused with what it needs per CUBE (the tile
+    search used to hide it behind 'no attention tile is feasible'), and the token table shows it."""
+    big = LayerConfig("decode", 1 << 20, batch=4, sips=1)
+    with pytest.raises(ValueError, match=r"capacity: .* needs [0-9.]+ GB per CUBE .*hbm_bytes_per_cube"):
+        evaluate_layer(big, HW, MESH)
+    rec = ahbm_token.run_point(big, HW, MESH, simulate=False)
+    tab = ahbm_token.table([rec, {**rec, "refused": "no attention tile of (128,) is feasible for X; more"}])
+    assert re.search(r"\| refused: [0-9.]+ GB per CUBE \(weights [0-9]+ GB \+ KV [0-9]+ GB over 16 CUBEs", tab)
+    assert "refused: no attention tile of (128,) is feasible for X" in tab
 
 
 def test_cli_refuses_bad_override(capsys):

@@ -47,6 +47,7 @@ from costmodel.ahbm.layer_plan import (
     LayerPlan,
     MeshSpec,
     attention_part,
+    check_capacity,
     plan,
 )
 from costmodel.ahbm.model import evaluate, knobs_of, static_of
@@ -218,10 +219,13 @@ def token_latency(hw: AHBM, mesh: MeshSpec, layer: LayerPlan, relax: Relax | Non
 
 
 def resolve(cfg: LayerConfig, hw: AHBM) -> LayerConfig:
-    """``cfg`` with its attention TILE chosen (when None): the model's fastest feasible one."""
+    """``cfg`` with its attention TILE chosen (when None): the model's fastest feasible one. A point
+    that does not fit the HBM whatever its tile is refused as such (``check_capacity``), and where no
+    tile is feasible the message gives each tile's reason."""
     if cfg.attn_tile is not None:
         return cfg
-    best, best_t = None, float("inf")
+    check_capacity(cfg, hw)
+    best, best_t, why = None, float("inf"), {}
     for tile in DECODE_TILES if cfg.phase == "decode" else PREFILL_TILES:
         if not is_tile(tile):
             continue
@@ -229,13 +233,14 @@ def resolve(cfg: LayerConfig, hw: AHBM) -> LayerConfig:
         a = attention_part(c, hw)
         try:
             t = evaluate(a.cfg, attention_hw(hw, a))["latency_us"]
-        except ValueError:  # infeasible tile (TCM)
+        except ValueError as e:  # infeasible tile (TCM, the attention model's capacity)
+            why.setdefault(str(e), []).append(tile)
             continue
         if t < best_t:
             best, best_t = c, t
     if best is None:
         raise ValueError(f"no attention tile of {DECODE_TILES if cfg.phase == 'decode' else PREFILL_TILES} is "
-                         f"feasible for {cfg}")
+                         f"feasible for {cfg}: " + "; ".join(f"tiles {t}: {m}" for m, t in why.items()))
     return best
 
 

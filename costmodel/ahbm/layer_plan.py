@@ -278,9 +278,9 @@ def attention_part(cfg: LayerConfig, hw: AHBM) -> Attention:
     return Attention("attention", acfg, waves, max(cfg.sips, -(-s.kv_heads * C // hw.cubes)))
 
 
-def plan(cfg: LayerConfig, hw: AHBM, mesh: MeshSpec | None = None) -> LayerPlan:
-    """The layer's parts in execution order; raises ValueError when it does not fit the HBM."""
-    mesh = MeshSpec() if mesh is None else mesh
+def check_capacity(cfg: LayerConfig, hw: AHBM) -> dict:
+    """``capacity(cfg, hw)``, or a ValueError saying what the point needs per CUBE where it does not fit
+    (independent of the attention tile: checked before one is chosen, ``costmodel.ahbm.layer``)."""
     cap = capacity(cfg, hw)
     if not cap["fits"]:
         raise ValueError(
@@ -289,6 +289,13 @@ def plan(cfg: LayerConfig, hw: AHBM, mesh: MeshSpec | None = None) -> LayerPlan:
             f"{cap['weights_bytes'] / 1e9:.0f} GB + KV {cap['kv_bytes'] / 1e9:.0f} GB over {cfg.sips * hw.cubes} "
             f"CUBEs, activations {cap['activation_bytes_per_cube'] / 1e9:.2f} GB), more than hbm_bytes_per_cube="
             f"{cap['hbm_bytes_per_cube'] / 1e9:.0f} GB; use more SIPs or a shorter context / smaller batch")
+    return cap
+
+
+def plan(cfg: LayerConfig, hw: AHBM, mesh: MeshSpec | None = None) -> LayerPlan:
+    """The layer's parts in execution order; raises ValueError when it does not fit the HBM."""
+    mesh = MeshSpec() if mesh is None else mesh
+    cap = check_capacity(cfg, hw)
     s, M, P = cfg.shape, cfg.rows, hw.pes_per_cube
     cubes = cfg.sips * hw.cubes
     pes = cubes * P
