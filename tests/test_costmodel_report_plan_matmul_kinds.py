@@ -28,7 +28,7 @@ CLIP = REPORTS / "bh_64_clip_encoder_1.csv"  # 144 real MinimalMatmul lines
 FIDELITIES = ("LoFi", "HiFi2", "HiFi3", "HiFi4")
 WEIGHTS = ("bf16", "bfp8", "bfp4")
 L1_BYTES = 1536 * 1024  # one Blackhole core
-TILE_BYTES = {"bf16": 2048, "fp32": 4096}
+TILE_BYTES = {"bf16": 2048, "fp32": 4096, "bfp8": 1088, "bfp4": 576}  # tt::tile_size
 
 
 @pytest.fixture(scope="module")
@@ -157,11 +157,12 @@ def test_minimal_matmul_best_change_is_the_brute_force_best(tmp_path, cal):
 
 
 def _cb_bytes(s: MinimalMatmulSpec) -> int:
-    """The circular buffers tt-metal's minimal_matmul_factory allocates per core (@ 0007784228): in0, in1
-    and out double-buffered in the activation's tile size, the intermediate in fp32 (fp32_dest_acc_en)."""
-    act = TILE_BYTES[s.act_dtype]
-    return (2 * s.m_block * s.k_block + 2 * s.k_block * s.n_block + 2 * s.m_block * s.n_block) * act + \
-        s.m_block * s.n_block * (TILE_BYTES["fp32"] if s.fp32_dest_acc else TILE_BYTES["bf16"])
+    """The circular buffers tt-metal's minimal_matmul_factory_helper allocates per core (@ 856eb4af): in0
+    and out double-buffered in the activation's tile size, in1 double-buffered in the weights', the
+    intermediate in fp32 (fp32_dest_acc_en), the bias's N block (a bf16 bias) not double-buffered."""
+    act, w = TILE_BYTES[s.act_dtype], TILE_BYTES[s.weight_dtype]
+    return (2 * s.m_block * s.k_block + 2 * s.m_block * s.n_block + (s.n_block if s.bias else 0)) * act + \
+        2 * s.k_block * s.n_block * w + s.m_block * s.n_block * (TILE_BYTES["fp32"] if s.fp32_dest_acc else TILE_BYTES["bf16"])
 
 
 def test_minimal_matmul_candidates_are_all_legal_and_the_rule_refuses_an_l1_overflow(tmp_path):
@@ -266,8 +267,9 @@ def test_minimal_matmul_batch_price_is_each_specs_own_price(cal):
 
 @pytest.mark.parametrize("changes, fields", [
     (["K_block_size=4"], {"k_block": 4}),  # the 2x2 subblock still divides the blocks: kept
-    (["N_block_size=3"], {"n_block": 3, "subblock_h": 1, "subblock_w": 3}),  # 2x2 does not divide 2x3: ttnn's pick
-    (["N_block_size=4", "subblock_h=1", "subblock_w=4"], {"n_block": 4, "subblock_h": 1, "subblock_w": 4}),
+    # each core owns 3 N tiles (24 over 8 columns), so only an N block below 3 changes the steps
+    (["N_block_size=1"], {"n_block": 1, "subblock_h": 2, "subblock_w": 1}),  # 2x2 does not divide 2x1: ttnn's pick
+    (["N_block_size=2", "subblock_h=1", "subblock_w=2"], {"n_block": 2, "subblock_h": 1, "subblock_w": 2}),
 ])
 def test_whatif_changes_a_minimal_matmul_rows_blocks(tmp_path, cal, capsys, changes, fields):
     """``whatif`` on a real CLIP MinimalMatmul line (blocks 2/8/8, subblock 2x2): the blocks given by

@@ -1,31 +1,46 @@
 """``ttnn.experimental.minimal_matmul`` (op code ``MinimalMatmulOp``): its spec, work split and cost.
 
 The program (tenstorrent/tt-metal ttnn/cpp/ttnn/operations/experimental/minimal_matmul/device/
-minimal_matmul_program_factory.cpp @ 00077842, the version whose kernels ``dm_in0_sender.cpp`` /
+minimal_matmul_program_factory.cpp @ 856eb4af, the version whose kernels ``dm_in0_sender.cpp`` /
 ``dm_in1_sender_out.cpp`` serve both senders and receivers, as the real reports list them) runs on the
-whole ``compute_with_storage_grid_size`` grid: M blocks (``M_block_size`` tiles, M padded to the
-block) over the grid's rows, N blocks over its columns, ``M_blocks_per_core = ceil(M_blocks /
-grid_y)``, ``N_blocks_per_core = ceil(N_blocks / grid_x)``; every core steps through its (m, n)
-blocks and, for each, all K blocks (``K_block_size`` tiles). Per step the first core of a row reads
-the in0 block from DRAM and forwards it along the row, the first core of a column reads the in1
-block and forwards it down the column (a chain of unicasts: every core acks every block, so all
-cores of a row step together), and each core multiplies its block; a partial last block reads and
-multiplies only its valid tiles (``current_M_block_tiles = min(m_tile + M_block_tiles, M_end_tile) -
-m_tile`` in the kernels' later versions, dm_in0_sender.cpp / compute.cpp; assumed here for the
-version above too). That is the 2D
-multicast matmul's block (``ops.mcast_2d_block_us``), repeated per (m, n) block: priced with it,
-no parameter of its own. Each M block re-reads in1 and each N block re-reads in0 from DRAM.
+whole ``compute_with_storage_grid_size`` grid and splits *tiles*, not blocks, over it:
+
+* the grid is transposed when M > N (``transpose_core_grid``): M over the grid's rows (``grid_y``) and
+  N over its columns (``grid_x``), or the reverse;
+* M is padded to a multiple of its axis' cores and N to one of theirs, so every core owns
+  ``M_tiles_per_core = ceil(Mt / m_axis)`` x ``N_tiles_per_core = ceil(Nt / n_axis)`` output tiles
+  (a core past the last valid row or column still runs the loop on padding: "the receiver cores
+  must ack all blocks that sender cores are expected to send");
+* a core steps through ``ceil(M_tiles_per_core / M_block_size)`` x ``ceil(N_tiles_per_core /
+  N_block_size)`` output blocks and, for each, all ``ceil(Kt / K_block_size)`` K blocks; its last
+  block in M or N is partial and moves and multiplies only its valid tiles (compute.cpp's
+  ``current_M_block_tiles = m_tile_end - m_tile``, and the same in N).
+
+So a [32, 768] x [768, 3072] matmul on 8x8 gives each core 12 N tiles (blocks of 8 and 4) and 3 K
+blocks, and a [32, 3072] x [3072, 768] one 3 N tiles and 12 K blocks: 288 tile products per core
+both, and the CLIP report measures both at 38.0 us.
+
+Per step the first core of each row reads the in0 block from DRAM and the first core of each column
+the in1 block, and each block travels along its row / column as a chain of unicasts: a core waits
+for the whole block, then writes it on to the next core (``in0_next_core`` / ``in1_next_core``, the
+``build_core_order_for_axis`` chain; every core acks every block, so all cores of a row step
+together). That is the 2D multicast matmul's block (``ops.mcast_2d_block_us``) with each sender's
+read followed by one write of the block over a NoC link on the same RISC, as the 1D matmul's sender
+(``ops.matmul_us``: read, then multicast); and the chain fills once: the first block reaches the
+last core of a chain of c cores after c - 1 store-and-forward writes. No parameter of its own.
+Each M block re-reads in1 and each N block re-reads in0 from DRAM.
 
 Legality (``MinimalMatmulSpec.validate``, the one rule the reader and the plan search apply): the
 op's own checks (minimal_matmul_device_operation.cpp, ``MinimalMatmulOp::validate`` @ 0007784228:
 block and subblock sizes >= 1, the subblocks dividing the M / N blocks, subblock_h * subblock_w <= the
 destination tiles, a grid of at least 2x2 within the device's) and, which the op does not check
-before its program is built, its circular buffers fitting one core's L1: the factory above
-(``minimal_matmul_factory``) allocates, on every core of the grid, in0 2 x M_block x K_block tiles,
-in1 2 x K_block x N_block tiles and the output 2 x M_block x N_block tiles, all three in the
-activation's tile format (``input_tile_size``), and an intermediate M_block x N_block tiles in Float32
-with fp32_dest_acc_en (else Float16_b). Block sizes need not divide the tile counts (the factory pads
-M, K and N up to a block).
+before its program is built, its circular buffers fitting one core's L1: the factory above allocates,
+on every core of the grid, in0 2 x M_block x K_block tiles in the activation's format, in1 2 x
+K_block x N_block tiles in the weights' format, the output 2 x M_block x N_block tiles (the
+activation's format: the output dtype ttnn defaults to), an intermediate M_block x N_block tiles in
+Float32 with fp32_dest_acc_en (else Float16_b) and, with a bias, N_block tiles of it (in the bias's
+format, taken as the activation's: the reports' bias rows are BFLOAT16). Block sizes need not divide
+the tile counts.
 """
 
 from __future__ import annotations
@@ -35,7 +50,7 @@ import math
 
 import numpy as np
 
-from costmodel.blackhole.ops import dram_us, launch_us, mcast_2d_block_us, read_us
+from costmodel.blackhole.ops import dram_us, launch_us, mcast_2d_block_us, read_us, us_of
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.program_config import DEST_TILES
 from costmodel.hardware import TILE, Blackhole, tile_bytes
@@ -88,10 +103,10 @@ class MinimalMatmulSpec:
 
     def l1_bytes(self) -> int:
         """L1 per core of the factory's circular buffers, bytes (module docstring)."""
-        act = tile_bytes(self.act_dtype)
+        act, w = tile_bytes(self.act_dtype), tile_bytes(self.weight_dtype)
         interm = tile_bytes("fp32" if self.fp32_dest_acc else "bf16")
         mk, kn, mn = self.m_block * self.k_block, self.k_block * self.n_block, self.m_block * self.n_block
-        return 2 * mk * act + 2 * kn * act + 2 * mn * act + mn * interm
+        return 2 * mk * act + 2 * kn * w + 2 * mn * act + mn * interm + (self.n_block * act if self.bias else 0)
 
     def validate(self, hw: Blackhole) -> None:
         """Raise ValueError (naming the field, its value and what was expected) unless the op accepts
@@ -112,14 +127,18 @@ class MinimalMatmulSpec:
                              f"K {self.k_block}, N {self.n_block}); the core has {hw.l1_bytes_per_core / 1024:.0f} KB")
 
     def split(self) -> dict[str, int]:
-        """The factory's work split: blocks along M, N, K, blocks per core, rows / columns with work."""
+        """The factory's work split (module docstring): 'transposed' (M over the grid's columns),
+        'm_axis' / 'n_axis' (cores along M / N), 'm_tiles_per_core' / 'n_tiles_per_core',
+        'm_blocks_per_core' / 'n_blocks_per_core', 'k_blocks', and 'rows_used' / 'cols_used' (cores
+        along M / N whose tiles are not all padding)."""
         mt, kt, nt = self.M // TILE, self.K // TILE, self.N // TILE
-        m_blocks, n_blocks = math.ceil(mt / self.m_block), math.ceil(nt / self.n_block)
-        k_blocks = math.ceil(kt / self.k_block)
-        mbpc, nbpc = math.ceil(m_blocks / self.grid_y), math.ceil(n_blocks / self.grid_x)
-        return {"m_blocks": m_blocks, "n_blocks": n_blocks, "k_blocks": k_blocks, "m_blocks_per_core": mbpc,
-                "n_blocks_per_core": nbpc, "rows_used": math.ceil(m_blocks / mbpc),
-                "cols_used": math.ceil(n_blocks / nbpc)}
+        transposed = self.M > self.N
+        m_axis, n_axis = (self.grid_x, self.grid_y) if transposed else (self.grid_y, self.grid_x)
+        mtpc, ntpc = math.ceil(mt / m_axis), math.ceil(nt / n_axis)
+        return {"transposed": int(transposed), "m_axis": m_axis, "n_axis": n_axis, "m_tiles_per_core": mtpc,
+                "n_tiles_per_core": ntpc, "m_blocks_per_core": math.ceil(mtpc / self.m_block),
+                "n_blocks_per_core": math.ceil(ntpc / self.n_block), "k_blocks": math.ceil(kt / self.k_block),
+                "rows_used": math.ceil(mt / mtpc), "cols_used": math.ceil(nt / ntpc)}
 
     def cores(self) -> int:
         """Cores the program runs on (and an op report's CORE COUNT): the whole config grid."""
@@ -131,8 +150,8 @@ class MinimalMatmulSpec:
 
 def minimal_matmul_us(hw: Blackhole, fit: FitParams, spec: MinimalMatmulSpec, *, relax: Relax | None = None):
     """Time of a minimal matmul, us (module docstring): the launch on the whole grid + the slower of
-    the pipeline (steps x the 2D block of the average valid block, a round trip to fill, the output
-    write) and all DRAM bytes (in1 once per M block, in0 once per N block, bias, output) at the
+    the pipeline (steps x the 2D block of the average valid block with its forward write, a round trip
+    and the two chains to fill, the output write) and all DRAM bytes (in1 once per M block, in0 once per N block, bias, output) at the
     aggregate bandwidth."""
     return minimal_matmul_batch_us(hw, fit, [spec], relax=relax)[0]
 
@@ -161,19 +180,25 @@ def minimal_matmul_batch_us(hw: Blackhole, fit: FitParams, specs: list[MinimalMa
     sp = {k: np.asarray([x[k] for x in splits], np.float64) for k in splits[0]}
     act, w = tile_bytes(s0.act_dtype), tile_bytes(s0.weight_dtype)
     # average valid tiles of a block: a partial last block moves and multiplies only its valid tiles
-    m_eff, n_eff, k_eff = mt / sp["m_blocks"], nt / sp["n_blocks"], kt / sp["k_blocks"]
+    m_eff, n_eff = sp["m_tiles_per_core"] / sp["m_blocks_per_core"], sp["n_tiles_per_core"] / sp["n_blocks_per_core"]
+    k_eff = kt / sp["k_blocks"]
     steps = sp["m_blocks_per_core"] * sp["n_blocks_per_core"] * sp["k_blocks"]
     senders = sp["rows_used"] + sp["cols_used"]
+    # each block is written on to the next core of its chain after it lands (one NoC link)
+    fwd0, fwd1 = us_of(m_eff * k_eff * act / hw.noc_link_bytes_per_s), us_of(k_eff * n_eff * w / hw.noc_link_bytes_per_s)
     t_block = mcast_2d_block_us(hw, fit, m_tiles=m_eff, k_tiles=k_eff, n_tiles=n_eff, senders=senders,
                                 act_dtype=s0.act_dtype, weight_dtype=s0.weight_dtype, fidelity=s0.fidelity,
-                                relax=relax)
+                                forward_us=(fwd0, fwd1), relax=relax)
+    # the first block reaches the end of its chain (in0 along the N axis, in1 along the M axis) after
+    # one store-and-forward write per hop
+    t_fill = smax((sp["n_axis"] - 1) * fwd0, (sp["m_axis"] - 1) * fwd1, relax=relax)
     busy = sp["rows_used"] * sp["cols_used"]
-    out_tiles = sp["m_blocks_per_core"] * sp["n_blocks_per_core"] * m_eff * n_eff
+    out_tiles = sp["m_tiles_per_core"] * sp["n_tiles_per_core"]
     t_out = read_us(hw, fit, out_tiles, out_tiles * act, busy, relax=relax)
-    in1_tiles = sp["m_blocks"] * kt * nt
-    act_tiles = sp["n_blocks"] * mt * kt + mt * nt + (sp["m_blocks"] * nt if s0.bias else 0)
+    in1_tiles = sp["m_blocks_per_core"] * kt * nt
+    act_tiles = sp["n_blocks_per_core"] * mt * kt + mt * nt + (sp["m_blocks_per_core"] * nt if s0.bias else 0)
     t_agg = dram_us(hw, fit, in1_tiles, in1_tiles * w) + dram_us(hw, fit, act_tiles, act_tiles * act)
-    t_pipe = steps * t_block + fit.dram_latency_us + t_out
+    t_pipe = steps * t_block + fit.dram_latency_us + t_fill + t_out
     return (launch_us(fit, s0.cores(), fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax))[:len(specs)]
 
 

@@ -269,18 +269,20 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
 # ---- matmul (2D multicast) ------------------------------------------------------------------------
 def mcast_2d_block_us(hw: Blackhole, fit: FitParams, *, m_tiles, k_tiles, n_tiles, senders, act_dtype: str,
                       weight_dtype: str, fidelity: str, in0_l1: bool = False, in0_sharded: bool = False,
-                      relax: Relax | None = None):
+                      forward_us=(0.0, 0.0), relax: Relax | None = None):
     """One K block of a 2D-multicast matmul core, us: the row's sender reads the in0 block
     (``m_tiles`` x ``k_tiles``), the column's sender the in1 block (``k_tiles`` x ``n_tiles``), all
     ``senders`` at once, and forward them along the row / column; the block costs the q-norm overlap
     of the handshake, a DRAM round trip, the slower of the two block reads and the tile products.
     ``in0_l1`` / ``in0_sharded``: the in0 block comes from L1-interleaved pages or the row sender's own
-    L1 shard (``in0_block_us``). The one block cost of ``matmul_2d_us`` and ``minimal_matmul.minimal_matmul_us``."""
+    L1 shard (``in0_block_us``). ``forward_us`` (in0, in1): time of the write that passes each block on
+    after it lands, serial with its read on the same RISC (``minimal_matmul``'s chain of unicasts).
+    The one block cost of ``matmul_2d_us`` and ``minimal_matmul.minimal_matmul_us``."""
     act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
     in0_tiles, in1_tiles = m_tiles * k_tiles, k_tiles * n_tiles
     t_in0 = in0_block_us(hw, fit, rows=m_tiles, tiles=in0_tiles, nbytes=in0_tiles * act, readers=senders,
-                         in0_l1=in0_l1, in0_sharded=in0_sharded, relax=relax)
-    t_in1 = read_us(hw, fit, in1_tiles, in1_tiles * w, senders, relax=relax)
+                         in0_l1=in0_l1, in0_sharded=in0_sharded, relax=relax) + forward_us[0]
+    t_in1 = read_us(hw, fit, in1_tiles, in1_tiles * w, senders, relax=relax) + forward_us[1]
     t_math = cycles_us(hw, m_tiles * k_tiles * n_tiles * hw.tile_matmul_cycles(fidelity))
     return overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, smax(t_in0, t_in1, relax=relax), t_math)
 
