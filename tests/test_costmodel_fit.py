@@ -26,10 +26,12 @@ def table(stored):
 
 def test_every_row_quotes_its_source():
     data = rows.load_rows()
-    assert len(data) == 85 and sum(r.role == "calibration" for r in data) == 51
+    assert len(data) == 101 and sum(r.role == "calibration" for r in data) == 67
     for r in data:
         if "/issues/" in r.source:  # an issue thread: its address and the commit it measured at
             assert re.search(r"github\.com/tenstorrent/tt-metal/issues/\d+.* @ [0-9a-f]{11}", r.source), r.source
+        elif r.table.startswith("report:"):  # a real report's line: repository, file, 40-hex commit, excerpt line
+            assert re.search(r"tenstorrent/tt-metal .+\.csv @ [0-9a-f]{40} \(excerpt .+ line \d+\)", r.source), r.source
         elif r.table.startswith("public_"):  # repository, file and a 40-hex commit
             assert re.search(r"(tt-metal|tt-perf-report) .+\.(md|py|csv).* @ [0-9a-f]{40}", r.source), r.source
         else:

@@ -76,9 +76,9 @@ def test_softmax_costs_more_with_a_float32_dest_and_grows_with_the_row(rows, wid
 @needs_reports
 def test_transpose_wh_and_slice_rows_within_35_percent_with_the_unary_program_launch():
     """Every CLIP transpose_wh row and every slice row of the DeepSeek and North-mini reports within
-    35% of its kernel duration (transpose_wh is still 21-31% slow: one read round trip and one tile per
-    core, the write ack not priced apart); priced with the heads class's fixed time instead, the short ones (under
-    3.5 us: one page per core) are more than 35% too slow."""
+    35% of its kernel duration; priced with the heads class's fixed time instead (0.47 us more since
+    kernel-only slices and transposes pin it: report_calibration.json), the short ones (under 3.5 us:
+    one page per core) are more than 15% too slow."""
     fit = load_calibration().params
     heads_fit = dataclasses.replace(fit, launch_eltwise_us=fit.launch_heads_us)
     seen = {"transpose_wh": 0, "slice": 0}
@@ -92,4 +92,4 @@ def test_transpose_wh_and_slice_rows_within_35_percent_with_the_unary_program_la
             if r.duration_us < 3.5:
                 short_errs0.append(float(KernelSpec(r.spec).us(rep.hw, heads_fit)) / r.duration_us - 1)
     assert seen["transpose_wh"] == 24 and seen["slice"] >= 4
-    assert len(short_errs0) >= 25 and np.min(short_errs0) > 0.35, short_errs0
+    assert len(short_errs0) >= 25 and np.min(short_errs0) > 0.15, short_errs0

@@ -30,7 +30,7 @@ from costmodel.blackhole.discrepancy import (
 from costmodel.blackhole.fit import Calibration, fit, load_calibration, residuals_and_jacobian
 from costmodel.blackhole.intervals import LEVEL, kept_grad, op_error_var, param_var, quantile
 from costmodel.blackhole.params import CALIBRATION_PATH
-from costmodel.blackhole.rows import Row, load_rows
+from costmodel.blackhole.rows import Row, load_rows, report_sources
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
 from jaxref.validation import cli_run, dumps_strict
@@ -302,16 +302,22 @@ def format_validation(result: dict) -> str:
 
 
 def report_rows(paths: list[str]) -> list[Row]:
-    """The modelled rows of real op reports as validation rows, each report its own table (source).
-    Priced on p150a, as every stored row: a report of another board is refused."""
+    """The modelled rows of real op reports as validation rows, each report its own table (source), or
+    its model's where the model's reports are fitted (``rows.report_sources``). Priced on p150a, as
+    every stored row: a report of another board is refused."""
     from costmodel.blackhole.report_reader import read_report
 
+    sources = report_sources()
     out = []
     for path in paths:
         rep = read_report(path, hw=blackhole_p150a())
         stem = pathlib.Path(path).stem
-        out += [dataclasses.replace(r, table=f"report:{stem}", group=f"report:{stem}/{r.spec.op_class}",
-                                    role="validation") for r in rep.measured_rows()]
+        # a report of a model whose reports are fitted (``rows.report_calibration_rows``) is that model's
+        # source: held out with its fitted rows and the model's other reports
+        src = sources.get(stem, f"report:{stem}")
+        where = src if src == f"report:{stem}" else f"{src}/{stem}"
+        out += [dataclasses.replace(r, table=src, group=f"{where}/{r.spec.op_class}", role="validation")
+                for r in rep.measured_rows()]
     return out
 
 

@@ -66,7 +66,7 @@ from costmodel.blackhole.report_schema import (
     format_config,
     write_report,
 )
-from costmodel.blackhole.rows import Row
+from costmodel.blackhole.row import Row
 from costmodel.blackhole.sdpa_program_config import MAX_CORES_PER_HEAD, SdpaProgramConfig
 from costmodel.hardware import FIDELITY_PASSES, TILE, Blackhole, blackhole
 from jaxref.validation import choices_of
@@ -714,6 +714,11 @@ def _eltwise(ln: _Line, hw: Blackhole) -> EltwiseSpec:
         raise _Skip("both a scalar and a second tensor" if scalar else "no second operand and no scalar")
     if "UnaryOpType" in "".join(ln.attr(k) or "" for k in ("lhs_activations", "rhs_activations", "post_activations")):
         raise _Skip("fused activations")
+    if (ln.attr("is_sfpu") or "false") == "true":
+        # newer ttnn runs a bf16 multiply on the SFPU (eltwise_binary_sfpu_no_bcast.cpp: both tiles copied
+        # into Dest, an SFPU product per 32 lanes); the model prices the FPU path, and no per-tile SFPU cost of
+        # a binary op is sourced for Blackhole
+        raise _Skip("binary op on the SFPU path (is_sfpu): not priced, the model prices the FPU path")
     x = ln.shape("INPUT_0")  # elementwise: batch dims are more rows
     if not scalar and ln.shape("INPUT_1") != x:
         raise _Skip("broadcast operand")

@@ -9,6 +9,10 @@ Data files (``costmodel/data``), each row quoting its source:
                        time, dispatch included, like the port's table) or 'kernel' scope (a profiler
                        report's DEVICE KERNEL DURATION: ``opspecs.KernelSpec``); validation rows
                        except the CLIP eltwise mul groups, which pin the kernel-only launch
+  report_calibration   real reports' kernel-only rows of the op classes whose kernel fixed time the
+                       port's traced rows cannot separate from dispatch (eltwise, data movement),
+                       read from the verbatim excerpts in ``data/reports``; calibration rows, every
+                       report of one model one source (``report_calibration_rows``)
 
 Every row belongs to a leave-one-group-out ``group`` (per op class of the per-op table, the
 default / tuned matmul columns, the standard / decode SDPA rows, the step rows, each public data
@@ -39,13 +43,14 @@ from costmodel.blackhole.opspecs import (
     KernelSpec,
     MatmulSpec,
     NormSpec,
-    OpSpec,
     SdpaDecodeSpec,
 )
 from costmodel.blackhole.params import DATA_DIR, FitParams
 from costmodel.blackhole.program_config import DRAM_SHARDED, MCAST_2D, MatmulProgramConfig
+from costmodel.blackhole.report_reader import read_report
+from costmodel.blackhole.row import Row
 from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
-from costmodel.hardware import GRID, Blackhole
+from costmodel.hardware import GRID, Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
 
 NOTES_FILES = ("op_times.json", "matmul_table.json", "attention_table.json", "step_times.json")
@@ -59,43 +64,6 @@ class StepSpec:
     key: str
     bc: BlackholeConfig
     op_class = "step"
-
-
-@dataclasses.dataclass(frozen=True)
-class Row:
-    """One measured number and what predicts it.
-
-    Attributes:
-      table: data file stem the row comes from ('op_times', ..., 'profiler_csv').
-      name: row id within the table.
-      group: leave-one-group-out group.
-      role: 'calibration' (fitted), 'validation' (predicted only) or 'scope_gap' (predicted, but a
-        quantity the model does not express: reported apart, not used to estimate the discrepancy).
-      lo, hi: measured value or range, us (lo == hi for a single number).
-      source: repository / file / line the number comes from.
-      spec: the op spec (or ``StepSpec``) whose modelled time is compared with it.
-    """
-
-    table: str
-    name: str
-    group: str
-    role: str
-    lo: float
-    hi: float
-    source: str
-    spec: OpSpec | StepSpec
-
-    @property
-    def target(self) -> float:
-        """Fit target: the value, or the middle of a range."""
-        return 0.5 * (self.lo + self.hi)
-
-    def error(self, predicted: float) -> float:
-        """Relative error of ``predicted`` vs the nearest end of the measured range (0 inside it)."""
-        if self.lo <= predicted <= self.hi:
-            return 0.0
-        ref = self.lo if predicted < self.lo else self.hi
-        return predicted / ref - 1.0
 
 
 def _notes_rows(data_dir: pathlib.Path, cfg: ExpertConfig) -> list[Row]:
@@ -208,12 +176,49 @@ def _public_op_rows(data_dir: pathlib.Path) -> list[Row]:
     return rows
 
 
+REPORT_CALIBRATION_FILE = "report_calibration.json"
+
+
+def report_sources(data_dir: str | pathlib.Path = DATA_DIR) -> dict[str, str]:
+    """{report file stem: its source} of the real reports fitted with the port's tables
+    (``report_calibration.json``): every report of one model is one source ('report:<model>')."""
+    doc = json.loads((pathlib.Path(data_dir) / REPORT_CALIBRATION_FILE).read_text())
+    return {f["report"]: src["source"] for src in doc["sources"] for f in src["files"]}
+
+
+def report_calibration_rows(data_dir: str | pathlib.Path = DATA_DIR) -> list[Row]:
+    """The kernel-only rows of the op classes ``report_calibration.json`` lists, read from the report
+    excerpts in ``data/reports`` (the lines of those classes, verbatim): calibration rows of table
+    = the model's source, group '<source>/<op class>'."""
+    data_dir = pathlib.Path(data_dir)
+    doc = json.loads((data_dir / REPORT_CALIBRATION_FILE).read_text())
+    rows: list[Row] = []
+    for src in doc["sources"]:
+        for key in ("source", "repo", "folder", "classes", "files"):
+            if not src.get(key):
+                raise ValueError(f"{REPORT_CALIBRATION_FILE}: source {src.get('source')!r} lacks {key!r}")
+        for f in src["files"]:
+            rep = read_report(data_dir / "reports" / f"{f['report']}.csv", hw=blackhole_p150a())
+            origin = f"{src['repo']} {src['folder']}{f['path']} @ {f['commit']}"
+            for r in rep.measured_rows():
+                if r.spec.op_class not in src["classes"]:
+                    raise ValueError(f"reports/{f['report']}.csv line {r.name}: op class {r.spec.op_class!r} is not "
+                                     f"one of the source's classes {src['classes']}")
+                rows.append(dataclasses.replace(
+                    r, table=src["source"], name=f"{f['report']}/{r.name}", group=f"{src['source']}/{r.spec.op_class}",
+                    role="calibration", source=f"{origin} (excerpt costmodel/data/reports/{f['report']}.csv, {r.source})"))
+    return rows
+
+
 def load_rows(data_dir: str | pathlib.Path = DATA_DIR, *, cfg: ExpertConfig | None = None,
               public: bool = True) -> list[Row]:
-    """All measured rows (the notes' tables, then the public data sets unless ``public=False``)."""
+    """All measured rows (the notes' tables, then the public data sets and the real reports' kernel rows
+    (``report_calibration_rows``) unless ``public=False``)."""
     data_dir = pathlib.Path(data_dir)
     cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
-    return _notes_rows(data_dir, cfg) + (_public_rows(data_dir) + _public_op_rows(data_dir) if public else [])
+    public_rows = (_public_rows(data_dir) + _public_op_rows(data_dir) + report_calibration_rows(data_dir)
+                   if public else [])
+    return _notes_rows(data_dir, cfg) + public_rows
 
 
 def predict(hw: Blackhole, fit: FitParams, specs: tuple, *, cfg: ExpertConfig) -> jax.Array:
