@@ -579,14 +579,17 @@ def coverage_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m costmodel.blackhole coverage",
                                 description="Rows and share of device time (collectives across chips apart) that "
                                             "the model prices in each op report, and the skipped rows by reason.",
-                                epilog="example: python -m costmodel.blackhole coverage ops_perf_results.csv")
+                                epilog="example: python -m costmodel.blackhole coverage ops_perf_results.csv "
+                                       "--start-signpost PERF_DECODE --end-signpost PERF_DECODE_END")
     p.add_argument("reports", nargs="+", metavar="OPS_CSV", help="ops_perf_results CSV files")
     add_device_id_argument(p)
+    add_signpost_arguments(p)
     p.add_argument("--force-arch", action="store_true", help="read a report of another architecture anyway")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
-        covs = [coverage(r) for r in read_reports(*args.reports, device_id=args.device_id, force_arch=args.force_arch)]
+        reports = read_reports(*args.reports, device_id=args.device_id, force_arch=args.force_arch)
+        covs = [coverage(window(r, args)) for r in reports]
         print(dumps_strict([c.to_json() for c in covs], indent=1) if args.json else format_coverage(covs))
         return 0
 

@@ -14,7 +14,7 @@ import collections
 import dataclasses
 import pathlib
 
-from costmodel.blackhole.report_reader import COLLECTIVE, MODELLED, Report, read_report
+from costmodel.blackhole.report_reader import COLLECTIVE, MODELLED, Report
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,11 +63,6 @@ def coverage(report: Report) -> Coverage:
                     sum(r.duration_us for r in timed if r.status == COLLECTIVE), len(modelled),
                     sum(r.duration_us for r in modelled),
                     {k: (n, us) for k, (n, us) in sorted(skipped.items(), key=lambda kv: -kv[1][1])})
-
-
-def coverage_of(paths: list[str | pathlib.Path], **read_kwargs) -> list[Coverage]:
-    """``coverage`` of each report path (``read_kwargs`` go to ``read_report``)."""
-    return [coverage(read_report(p, **read_kwargs)) for p in paths]
 
 
 def format_coverage(covs: list[Coverage], *, reasons: int = 6) -> str:

@@ -720,7 +720,9 @@ def _eltwise(ln: _Line, hw: Blackhole) -> EltwiseSpec:
         # a binary op is sourced for Blackhole
         raise _Skip("binary op on the SFPU path (is_sfpu): not priced, the model prices the FPU path")
     x = ln.shape("INPUT_0")  # elementwise: batch dims are more rows
-    if not scalar and ln.shape("INPUT_1") != x:
+    # a row / column broadcast keeps the padded shape (a [32[1], W] row under a [32[17], W] input: binary_ng
+    # runs eltwise_binary_row_bcast.cpp), so the logical shapes tell it
+    if not scalar and (ln.shape("INPUT_1") != x or ln.logical("INPUT_1") != ln.logical("INPUT_0")):
         raise _Skip("broadcast operand")
     _no_sharding(ln, "INPUT_0", "OUTPUT_0", *(() if scalar else ("INPUT_1",)))
     act = ln.dtype("INPUT_0", ActivationFormat)
