@@ -162,7 +162,7 @@ def _cb_bytes(s: MinimalMatmulSpec) -> int:
     intermediate in fp32 (fp32_dest_acc_en), the bias's N block (a bf16 bias) not double-buffered."""
     act, w = TILE_BYTES[s.act_dtype], TILE_BYTES[s.weight_dtype]
     return (2 * s.m_block * s.k_block + 2 * s.m_block * s.n_block + (s.n_block if s.bias else 0)) * act + \
-        2 * s.k_block * s.n_block * w + s.m_block * s.n_block * (TILE_BYTES["fp32"] if s.fp32_dest_acc else TILE_BYTES["bf16"])
+        2 * s.k_block * s.n_block * w + s.m_block * s.n_block * TILE_BYTES["fp32" if s.fp32_dest_acc else "bf16"]
 
 
 def test_minimal_matmul_candidates_are_all_legal_and_the_rule_refuses_an_l1_overflow(tmp_path):

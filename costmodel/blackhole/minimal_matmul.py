@@ -151,8 +151,8 @@ class MinimalMatmulSpec:
 def minimal_matmul_us(hw: Blackhole, fit: FitParams, spec: MinimalMatmulSpec, *, relax: Relax | None = None):
     """Time of a minimal matmul, us (module docstring): the launch on the whole grid + the slower of
     the pipeline (steps x the 2D block of the average valid block with its forward write, a round trip
-    and the two chains to fill, the output write) and all DRAM bytes (in1 once per M block, in0 once per N block, bias, output) at the
-    aggregate bandwidth."""
+    and the two chains to fill, the output write) and all DRAM bytes (in1 once per M block, in0 once
+    per N block, bias, output) at the aggregate bandwidth."""
     return minimal_matmul_batch_us(hw, fit, [spec], relax=relax)[0]
 
 
@@ -185,7 +185,8 @@ def minimal_matmul_batch_us(hw: Blackhole, fit: FitParams, specs: list[MinimalMa
     steps = sp["m_blocks_per_core"] * sp["n_blocks_per_core"] * sp["k_blocks"]
     senders = sp["rows_used"] + sp["cols_used"]
     # each block is written on to the next core of its chain after it lands (one NoC link)
-    fwd0, fwd1 = us_of(m_eff * k_eff * act / hw.noc_link_bytes_per_s), us_of(k_eff * n_eff * w / hw.noc_link_bytes_per_s)
+    fwd0 = us_of(m_eff * k_eff * act / hw.noc_link_bytes_per_s)
+    fwd1 = us_of(k_eff * n_eff * w / hw.noc_link_bytes_per_s)
     t_block = mcast_2d_block_us(hw, fit, m_tiles=m_eff, k_tiles=k_eff, n_tiles=n_eff, senders=senders,
                                 act_dtype=s0.act_dtype, weight_dtype=s0.weight_dtype, fidelity=s0.fidelity,
                                 forward_us=(fwd0, fwd1), relax=relax)

@@ -206,7 +206,8 @@ def report_calibration_rows(data_dir: str | pathlib.Path = DATA_DIR) -> list[Row
                                      f"one of the source's classes {src['classes']}")
                 rows.append(dataclasses.replace(
                     r, table=src["source"], name=f"{f['report']}/{r.name}", group=f"{src['source']}/{r.spec.op_class}",
-                    role="calibration", source=f"{origin} (excerpt costmodel/data/reports/{f['report']}.csv, {r.source})"))
+                    role="calibration",
+                    source=f"{origin} (excerpt costmodel/data/reports/{f['report']}.csv, {r.source})"))
     return rows
 
 
