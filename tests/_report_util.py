@@ -23,6 +23,11 @@ def records(path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def inner(spec):
+    """A read line's spec without its board wrapper (``ChipSpec``), as the op models price it."""
+    return getattr(spec, "inner", spec)
+
+
 PAIRS_DIR = pathlib.Path(__file__).parent / "data" / "profiler_pairs"
 # The two traced batch-1 decode windows (tt-metal trace replays; SOURCES.md there)
 TRACED_DECODE = (PAIRS_DIR / "bh_north_mini_functional_decode_b1.csv", PAIRS_DIR / "bh_north_mini_fused_decode_b1.csv")

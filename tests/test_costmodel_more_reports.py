@@ -5,13 +5,12 @@ against a sum straight from the CSV."""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import pathlib
 
 import pytest
-from _report_util import one_line
+from _report_util import inner, one_line, records
 
 from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.opspecs import KernelSpec
@@ -22,28 +21,17 @@ MORE = pathlib.Path(__file__).parent / "data" / "profiler_more"
 WINDOWS = {name: tuple(w) for name, w in json.loads((MORE / "windows.json").read_text())["windows"].items()}
 
 
-def _records(path: pathlib.Path) -> list[dict]:
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _inner(spec):
-    while hasattr(spec, "inner"):
-        spec = spec.inner
-    return spec
-
-
 @pytest.mark.parametrize("name", sorted(WINDOWS))
 def test_every_modelled_row_prices_the_cores_it_ran_on_and_a_finite_time(name):
     path = MORE / name
     rep = read_report(path)
-    recs = _records(path)
+    recs = records(path)
     fit = load_calibration().params
     rows = [r for r in rep.rows if r.status == MODELLED]
     assert len(rows) >= 10
     for r in rows:
         hw = r.spec.board() if hasattr(r.spec, "board") else rep.hw
-        assert model_cores(_inner(r.spec), hw) == int(float(recs[r.line - 2]["CORE COUNT"])), (r.line, r.op_code)
+        assert model_cores(inner(r.spec), hw) == int(float(recs[r.line - 2]["CORE COUNT"])), (r.line, r.op_code)
         t = float(KernelSpec(r.spec).us(rep.hw, fit))
         assert math.isfinite(t) and t > 0, (r.line, r.op_code)
 
@@ -53,7 +41,7 @@ def _window_share(name: str) -> tuple[float, float]:
     path = MORE / name
     start, end = WINDOWS[name]
     rep = read_report(path).between(start, end)
-    lines = {i + 2: r for i, r in enumerate(_records(path))}
+    lines = {i + 2: r for i, r in enumerate(records(path))}
     first = next(n for n, r in lines.items() if r["OP CODE"] == start)
     last = next(n for n, r in lines.items() if r["OP CODE"] == end and n > first)
     ns = {n: float(r["DEVICE KERNEL DURATION [ns]"]) for n, r in lines.items()

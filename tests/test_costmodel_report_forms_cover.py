@@ -7,7 +7,7 @@ import dataclasses
 import math
 
 import pytest
-from _report_util import ideal_fit, one_line, records
+from _report_util import ideal_fit, inner, one_line, records
 from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.data_movement import DataMovementSpec, reshape_reads_per_tile
@@ -35,10 +35,6 @@ BF16, BFP8 = 2048, 1088  # bytes per 32x32 tile (tt::tile_size)
 def _dims(rec, pre):
     """Padded [W, Z, Y, X] of a tensor column group, read straight from the CSV cells."""
     return [int(rec[f"{pre}_{d}_PAD[LOGICAL]"].split("[")[0]) for d in "WZYX"]
-
-
-def _inner(spec):
-    return getattr(spec, "inner", spec)
 
 
 def test_batched_1d_matmul_prices_every_batch_and_its_bytes(tmp_path):
@@ -131,9 +127,9 @@ def test_minimal_matmul_prices_the_clip_mlp_pair_as_measured():
     by_shape: dict[tuple, list[float]] = {}
     spec_of = {}
     for row in read_report(CLIP, hw=blackhole_p150a()).measured_rows():  # KernelSpec(ChipSpec(...))
-        inner = row.spec.inner.inner
-        if isinstance(inner, MinimalMatmulSpec):
-            key = (inner.M, inner.K, inner.N)
+        mm = row.spec.inner.inner
+        if isinstance(mm, MinimalMatmulSpec):
+            key = (mm.M, mm.K, mm.N)
             by_shape.setdefault(key, []).append(row.target)
             spec_of[key] = row.spec
     assert set(by_shape) == {(32, 768, 768), (32, 768, 3072), (32, 3072, 768)}
@@ -268,9 +264,9 @@ def test_every_modelled_row_has_the_core_count_the_model_splits_over(path):
     rows = [r for r in rep.rows if r.status == MODELLED]
     assert len(rows) > 100
     for r in rows:
-        inner = _inner(r.spec)
+        spec = inner(r.spec)
         hw = r.spec.board() if hasattr(r.spec, "board") else rep.hw
-        assert model_cores(inner, hw) == int(float(recs[r.line - 2]["CORE COUNT"])), (r.line, r.op_code)
+        assert model_cores(spec, hw) == int(float(recs[r.line - 2]["CORE COUNT"])), (r.line, r.op_code)
 
 
 @pytest.mark.parametrize("path", [CLIP, DEEPSEEK], ids=["clip", "deepseek"])

@@ -301,19 +301,16 @@ def format_validation(result: dict) -> str:
     return "\n".join(lines)
 
 
-def report_rows(paths: list[str], *, windows: dict[str, tuple[str | None, str | None]] | None = None) -> list[Row]:
+def report_rows(paths: list[str]) -> list[Row]:
     """The modelled rows of real op reports as validation rows, each report its own table (source), or
-    its model's where the model's reports are fitted (``rows.report_sources``). ``windows``: path ->
-    (start, end) signposts of the rows to keep (``Report.between``; default: every row). Priced on p150a,
-    as every stored row: a report of another board is refused."""
+    its model's where the model's reports are fitted (``rows.report_sources``). Priced on p150a, as
+    every stored row: a report of another board is refused."""
     from costmodel.blackhole.report_reader import read_report
 
     sources = report_sources()
     out = []
     for path in paths:
         rep = read_report(path, hw=blackhole_p150a())
-        if windows and str(path) in windows:
-            rep = rep.between(*windows[str(path)])
         stem = pathlib.Path(path).stem
         # a report of a model whose reports are fitted (``rows.report_calibration_rows``) is that model's
         # source: held out with its fitted rows and the model's other reports
