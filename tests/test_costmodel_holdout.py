@@ -302,16 +302,18 @@ def test_an_unfitted_kernel_kind_gets_the_measured_spread_not_the_prior_width():
 
 @pytest.fixture(scope="module")
 def by_source_with_reports():
-    """``validate --by source`` over the stored tables, the CLIP report and the four North-mini windows."""
+    """``validate --by source`` over the stored tables, the CLIP report, the four North-mini windows and
+    the Muse Glimmer prefill (three runs of its layer at 8192 tokens)."""
     from _shared_data import need_file, profiler_reports_dir
 
     from costmodel.blackhole.holdout import report_rows, validate_rows
     from costmodel.blackhole.rows import load_rows
 
-    pairs = pathlib.Path(__file__).parent / "data" / "profiler_pairs"
+    data = pathlib.Path(__file__).parent / "data"
     paths = [profiler_reports_dir() / "bh_64_clip_encoder_1.csv",
-             *(pairs / f"bh_north_mini_{v}.csv" for v in ("functional_prefill_s128", "functional_decode_b1",
-                                                           "fused_decode_b1", "fused_prefill_s128"))]
+             *(data / "profiler_pairs" / f"bh_north_mini_{v}.csv" for v in ("functional_prefill_s128", "functional_decode_b1",
+                                                                           "fused_decode_b1", "fused_prefill_s128")),
+             data / "profiler_more" / "bh_muse_glimmer_30b_optimized_prefill_full_s8192.csv"]
     for p in paths:
         need_file(p)
     return validate_rows(load_rows() + report_rows([str(p) for p in paths]), fit.load_calibration(), unit="source")

@@ -95,7 +95,8 @@ def test_minimal_matmul_is_read_from_its_config_and_split_over_the_grid(tmp_path
     """CLIP's [32[19], 768] x [768, 3072] minimal_matmul (M/K/N blocks 2/8/8 on 8x8): the factory splits
     tiles, not blocks: 96 N tiles over 8 columns = 12 per core (blocks of 8 and 4) on all 8 columns,
     M's one tile padded to one per row, 3 K blocks; all 64 cores launched (CORE COUNT). With no
-    latency, rate or NoC limit the busiest core's HiFi4 tile products (one valid M tile) bound it."""
+    latency, rate or NoC limit the busiest core's HiFi4 tile products (one valid M tile) and the last
+    output block's write bound it."""
     def pick(r):
         return r["OP CODE"] == "MinimalMatmulOp" and r["INPUT_1_X_PAD[LOGICAL]"] == "3072[3072]"
     line, rec = one_line(CLIP, tmp_path / "mm.csv", pick)
@@ -111,7 +112,9 @@ def test_minimal_matmul_is_read_from_its_config_and_split_over_the_grid(tmp_path
     t = float(spec.us(hw, ideal_fit()))
     # busiest core: 3 K blocks x (8 + 4) N tiles x 8 K tiles x 1 M tile = 288 tile products, 64 cycles each
     math_us = 288 * 64 / hw.clock_hz * 1e6
-    out_us = 8 * 12 * BF16 / hw.dram_peak_bytes_per_s * 1e6  # the 8 busy cores' output at the peak
+    # then the last output block's write (the first is written during the second's K loop, hidden here):
+    # an average block (12 N tiles in 2 blocks: 6) on each of the 8 busy cores, at the peak
+    out_us = 8 * 6 * BF16 / hw.dram_peak_bytes_per_s * 1e6
     assert t == pytest.approx(math_us + out_us, rel=2e-3)
 
 

@@ -30,6 +30,27 @@ read followed by one write of the block over a NoC link on the same RISC, as the
 last core of a chain of c cores after c - 1 store-and-forward writes. No parameter of its own.
 Each M block re-reads in1 and each N block re-reads in0 from DRAM.
 
+The output is written block by block by the data-movement kernel of the smaller input (in0's unless
+the grid is transposed: "Output is always written by DM reading the smaller input", the factory
+above), on the same RISC as that input's reads and forwards: each output block but the last is
+written during the K loop of the next one (``defer_write`` ... "defer writing until the
+defer_k_write_block iteration of the next output block", dm_in1_sender_out.cpp / dm_in0_sender.cpp
+of the same kernels, e.g. tenstorrent/tt-metal dm_in1_sender_out.cpp as stored in the search index,
+id 11989679149), so its time joins that chain's per-step work, and only the last block's write
+follows the pipeline. (An injector core writes each block right after its K loop instead: the same
+work on the same RISC.)
+
+Operands the reader accepts beyond DRAM-interleaved ones: weights (in1) DRAM width-sharded. The
+kernels read in1 through a ``TensorAccessor`` one tile page at a time (``noc_async_read_tile``), the
+same reads as for an interleaved tensor, so they are priced as such; the shard spec is not in an
+op report, and which bank serves a page (a column strip per bank instead of round-robin pages) is
+not modelled.
+
+With no ``MinimalMatmulConfig`` (``config`` std::nullopt) the factory takes the device's compute grid
+and ``determine_default_block_sizes``: M, K and N blocks of 8 tiles, subblock 2 x 2 with
+fp32_dest_acc_en, else 2 x 4 when N >= M and 4 x 2 otherwise (``default_config``; the same defaults in
+minimal_matmul_program_factory.cpp @ 856eb4af and the later versions stored).
+
 Legality (``MinimalMatmulSpec.validate``, the one rule the reader and the plan search apply): the
 op's own checks (minimal_matmul_device_operation.cpp, ``MinimalMatmulOp::validate`` @ 0007784228:
 block and subblock sizes >= 1, the subblocks dividing the M / N blocks, subblock_h * subblock_w <= the
@@ -148,10 +169,22 @@ class MinimalMatmulSpec:
         return minimal_matmul_us(hw, fit, self, relax=relax)
 
 
+# determine_default_block_sizes (module docstring): M, K, N blocks in tiles
+DEFAULT_BLOCKS = (8, 8, 8)
+
+
+def default_config(*, M: int, N: int, fp32_dest_acc: bool) -> dict[str, int]:
+    """ttnn's blocks and subblock for a minimal matmul without a config (module docstring), as the
+    ``MinimalMatmulSpec`` fields m_block, k_block, n_block, subblock_h, subblock_w. M, N in elements."""
+    sub = (2, 2) if fp32_dest_acc else ((2, 4) if N >= M else (4, 2))
+    return dict(zip(("m_block", "k_block", "n_block"), DEFAULT_BLOCKS)) | {"subblock_h": sub[0], "subblock_w": sub[1]}
+
+
 def minimal_matmul_us(hw: Blackhole, fit: FitParams, spec: MinimalMatmulSpec, *, relax: Relax | None = None):
     """Time of a minimal matmul, us (module docstring): the launch on the whole grid + the slower of
-    the pipeline (steps x the 2D block of the average valid block with its forward write, a round trip
-    and the two chains to fill, the output write) and all DRAM bytes (in1 once per M block, in0 once
+    the pipeline (steps x the 2D block of the average valid block with its forward write and, on the
+    output writer's chain, its share of the deferred output writes; a round trip, the two chains to
+    fill, the last output block's write) and all DRAM bytes (in1 once per M block, in0 once
     per N block, bias, output) at the aggregate bandwidth."""
     return minimal_matmul_batch_us(hw, fit, [spec], relax=relax)[0]
 
@@ -187,20 +220,24 @@ def minimal_matmul_batch_us(hw: Blackhole, fit: FitParams, specs: list[MinimalMa
     # each block is written on to the next core of its chain after it lands (one NoC link)
     fwd0 = us_of(m_eff * k_eff * act / hw.noc_link_bytes_per_s)
     fwd1 = us_of(k_eff * n_eff * w / hw.noc_link_bytes_per_s)
+    # one output block's write, every busy core writing at once; all but the last block's are written
+    # during the next block's K loop by the smaller input's kernel (in1's when transposed), on its RISC
+    busy = sp["rows_used"] * sp["cols_used"]
+    t_write = read_us(hw, fit, m_eff * n_eff, m_eff * n_eff * act, busy, relax=relax)
+    deferred = t_write * (sp["m_blocks_per_core"] * sp["n_blocks_per_core"] - 1) / steps
+    chain0, chain1 = fwd0 + (1 - sp["transposed"]) * deferred, fwd1 + sp["transposed"] * deferred
     t_block = mcast_2d_block_us(hw, fit, m_tiles=m_eff, k_tiles=k_eff, n_tiles=n_eff, senders=senders,
                                 act_dtype=s0.act_dtype, weight_dtype=s0.weight_dtype, fidelity=s0.fidelity,
-                                forward_us=(fwd0, fwd1), relax=relax)
+                                forward_us=(chain0, chain1), relax=relax)
     # the first block reaches the end of its chain (in0 along the N axis, in1 along the M axis) after
     # one store-and-forward write per hop
     t_fill = smax((sp["n_axis"] - 1) * fwd0, (sp["m_axis"] - 1) * fwd1, relax=relax)
-    busy = sp["rows_used"] * sp["cols_used"]
-    out_tiles = sp["m_tiles_per_core"] * sp["n_tiles_per_core"]
-    t_out = read_us(hw, fit, out_tiles, out_tiles * act, busy, relax=relax)
     in1_tiles = sp["m_blocks_per_core"] * kt * nt
     act_tiles = sp["n_blocks_per_core"] * mt * kt + mt * nt + (sp["m_blocks_per_core"] * nt if s0.bias else 0)
     t_agg = dram_us(hw, fit, in1_tiles, in1_tiles * w) + dram_us(hw, fit, act_tiles, act_tiles * act)
-    t_pipe = steps * t_block + fit.dram_latency_us + t_fill + t_out
+    t_pipe = steps * t_block + fit.dram_latency_us + t_fill + t_write
     return (launch_us(fit, s0.cores(), fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax))[:len(specs)]
 
 
-__all__ = ["BATCH_FIELDS", "OP_CODES", "MinimalMatmulSpec", "minimal_matmul_batch_us", "minimal_matmul_us"]
+__all__ = ["BATCH_FIELDS", "DEFAULT_BLOCKS", "OP_CODES", "MinimalMatmulSpec", "default_config", "minimal_matmul_batch_us",
+           "minimal_matmul_us"]

@@ -401,8 +401,47 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     n_in, n_out = (2, 2) if fused_residual else (1, 1)
     passes = (LAYERNORM_PASSES if layernorm else NORM_PASSES) + (NORM_FUSED_RESIDUAL_PASSES - NORM_PASSES
                                                                 if fused_residual else 0)
+    # large-tensor kernels: each statistic pass re-reads x (and the residual), the last one with gamma
+    # (and beta) per row; where, not if: the board's L1 may be a tracer
+    large_n_in = (3 if layernorm else 2) * n_in + (2 if layernorm else 1)
+    n_in = jnp.where(norm_large_tensor(hw, width=width, act_dtype=act_dtype, fused_residual=fused_residual,
+                                       fp32_dest_acc=fp32_dest_acc), large_n_in, n_in)
     return row_op_us(hw, fit, rows=rows, width=width, passes=passes, n_in=n_in, n_out=n_out, act_dtype=act_dtype,
                      fp32_dest_acc=fp32_dest_acc, relax=relax)
+
+
+# layernorm_op_multi_core.cpp's small-kernel circular buffers (module of ``norm_large_tensor``)
+NORM_BLOCK_TILES = {True: 4, False: 8}  # block_size = fp32_dest_acc_en ? 4 : 8
+
+
+def norm_large_tensor(hw: Blackhole, *, width: int, act_dtype: str = "bf16", fused_residual: bool = False,
+                      fp32_dest_acc: bool = False):
+    """Whether the interleaved norm factory switches to its large-tensor kernels for rows of ``width``
+    (a boolean array: ``hw.l1_bytes_per_core`` may be a tracer).
+
+    The factory (tenstorrent/tt-metal ttnn/cpp/ttnn/operations/normalization/layernorm/device/
+    layernorm_op_multi_core.cpp, e.g. as stored in the search index, id 56852315769) sizes its
+    small-kernel circular buffers for a whole tile row, Wt rounded up to the block (4 tiles with
+    fp32_dest_acc_en, else 8): x (Wt, or 2 blocks with a fused residual, whose own buffer is 2 blocks),
+    xmm and xmm^2 (Wt each, intermediate format: Float32 with fp32_dest_acc_en, else Float16_b), gamma
+    and beta (Wt each, Float16_b), the output (2 blocks), x + residual (Wt with a residual, else 2
+    blocks), the gamma/beta staging (2 blocks), 8 + 2 + 2 intermediate tiles, and the reduce scaler
+    and epsilon (2 Float16_b tiles each); when they do not fit one core's L1 (``CB_can_fit_in_L1``)
+    it runs layernorm_large_tensor.cpp, whose reader (reader_unary_interleaved_ln_large_tensor.cpp
+    @ 015365c6) streams a tile row in blocks once per pass: E[x] (LayerNorm only), the variance, and
+    the final pass with gamma and beta, so x is read 2 (RMSNorm) or 3 (LayerNorm) times and gamma
+    (and beta) once per tile row. Gamma and beta are taken in TILE layout (a ROW_MAJOR gamma skips
+    the check in the factory). The Muse Glimmer report's [8192, 6656] RMSNorm rows name
+    layernorm_large_tensor.cpp (tests/data/profiler_more).
+    """
+    blk = NORM_BLOCK_TILES[bool(fp32_dest_acc)]
+    wt = -(-(width // TILE) // blk) * blk
+    act, inter, bf16 = tile_bytes(act_dtype), tile_bytes("fp32" if fp32_dest_acc else "bf16"), tile_bytes("bf16")
+    x_tiles = 2 * blk if fused_residual else wt
+    total = (x_tiles * act + (2 * blk * act if fused_residual else 0) + 2 * blk * act
+             + (2 * wt + (wt if fused_residual else 2 * blk) + 2 * blk + 8 + 2 + 2) * inter
+             + (2 * wt + 2 + 2) * bf16)
+    return jnp.asarray(total) > hw.l1_bytes_per_core
 
 
 def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n_in: int = 1, n_out: int = 1,
@@ -569,6 +608,7 @@ __all__ = [
     "matmul_us",
     "matmul_weight_bytes",
     "mcast_2d_block_us",
+    "norm_large_tensor",
     "overlap",
     "read_us",
     "rms_norm_us",

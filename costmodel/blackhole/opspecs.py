@@ -32,7 +32,7 @@ from costmodel.blackhole.program_config import (
     MCAST_2D,
     MatmulProgramConfig,
 )
-from costmodel.blackhole.sdpa import sdpa_decode_us, sdpa_standard_us
+from costmodel.blackhole.sdpa import sdpa_causal_us, sdpa_decode_us, sdpa_standard_us
 from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
 from costmodel.hardware import Blackhole, blackhole
 from costmodel.smooth import Relax
@@ -248,6 +248,25 @@ class SdpaStandardSpec:
 
 
 @_frozen
+class SdpaCausalSpec:
+    """``scaled_dot_product_attention`` with ``is_causal=True`` over a prefill: ``q_heads`` heads x ``rows``
+    query rows attending to as many key rows, no mask input (``sdpa.sdpa_causal_us``)."""
+
+    attn: SdpaProgramConfig
+    rows: int
+    q_heads: int
+    head_dim: int
+    kv_dtype: str
+    act_dtype: str = "bf16"
+    fidelity: str = "HiFi2"
+    op_class = "attention"
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        return sdpa_causal_us(hw, fit, self.attn, rows=self.rows, q_heads=self.q_heads, head_dim=self.head_dim,
+                              kv_dtype=self.kv_dtype, act_dtype=self.act_dtype, fidelity=self.fidelity)
+
+
+@_frozen
 class DramReadSpec:
     """A read-only DRAM stream (microbenchmark): ``readers`` cores each read ``total_bytes / readers``
     in pages of ``page_bytes``; the shared building block ``ops.read_us`` of every op above.
@@ -317,4 +336,4 @@ class ChipSpec:
 
 
 OpSpec = (MatmulSpec | NormSpec | SoftmaxSpec | RopeSpec | HeadsSpec | FillCacheSpec | EltwiseSpec | SdpaDecodeSpec
-          | SdpaStandardSpec | DramReadSpec | KernelSpec | ChipSpec)
+          | SdpaStandardSpec | SdpaCausalSpec | DramReadSpec | KernelSpec | ChipSpec)

@@ -68,6 +68,7 @@ from costmodel.blackhole.opspecs import (
     EltwiseSpec,
     KernelSpec,
     MatmulSpec,
+    SdpaCausalSpec,
     SdpaDecodeSpec,
     SdpaStandardSpec,
 )
@@ -209,6 +210,10 @@ def unsearched_rows(report: Report) -> list[Skip]:
             continue
         if r.status != MODELLED:
             reason = f"not priced by the model: {r.status}"
+        elif kind == "sdpa":
+            inner = _inner(r.spec)
+            what = "causal SDPA" if isinstance(inner, SdpaCausalSpec) else type(inner).__name__
+            reason = f"priced but not searched: {what} (the plan searches decode and non-causal standard SDPA chunks)"
         else:
             inner = _inner(r.spec)
             what = inner.cfg.kind if isinstance(inner, MatmulSpec) else type(inner).__name__

@@ -32,7 +32,7 @@ from costmodel.blackhole.data_movement import (
     transpose_hc_writes,
 )
 from costmodel.blackhole.matmul_auto_config import auto_config
-from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
+from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec, default_config
 from costmodel.blackhole.ops import dram_sharded_workers
 from costmodel.blackhole.opspecs import (
     ChipSpec,
@@ -43,6 +43,7 @@ from costmodel.blackhole.opspecs import (
     MatmulSpec,
     NormSpec,
     RopeSpec,
+    SdpaCausalSpec,
     SdpaDecodeSpec,
     SdpaStandardSpec,
     SoftmaxSpec,
@@ -268,6 +269,12 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
         attrs = {"program_config": sdpa_program_config(spec.attn, (hw.grid_x, hw.grid_y)), "is_causal": "false",
                  "paged_attention": "false", "compute_kernel_config": _compute_kernel(fid)}
         return mk(code, attrs, [q, kv, kv, _t((1, 1, spec.q_rows, rows), spec.mask_dtype)], [q], fid)
+    if isinstance(spec, SdpaCausalSpec):
+        q = _t((1, spec.q_heads, spec.rows, spec.head_dim), spec.act_dtype)
+        kv = _t((1, spec.q_heads, spec.rows, spec.head_dim), spec.kv_dtype)
+        attrs = {"program_config": sdpa_program_config(spec.attn, (hw.grid_x, hw.grid_y)), "is_causal": "true",
+                 "chunk_start_idx": "std::nullopt", "compute_kernel_config": _compute_kernel(fid)}
+        return mk(OP_CODES["sdpa"][0], attrs, [q, kv, kv], [q], fid)
     raise ValueError(f"{type(spec).__name__} has no op-report form")
 
 
@@ -588,30 +595,40 @@ def _in0_sharded(ln: _Line, cfg: MatmulProgramConfig, *, M: int, N: int) -> bool
 
 
 def _minimal_matmul(ln: _Line, hw: Blackhole) -> MinimalMatmulSpec:
-    """A ``MinimalMatmulOp`` row: ``config`` MinimalMatmulConfig(M/K/N_block_size, subblock, grid)."""
-    cfg = ln.attr("config") or ""
-    if not cfg.startswith("MinimalMatmulConfig("):
-        raise _Skip(f"minimal matmul without a MinimalMatmulConfig ({cfg.split('(')[0] or 'none'}: ttnn's default "
-                    "blocks not modelled)")
+    """A ``MinimalMatmulOp`` row: ``config`` MinimalMatmulConfig(M/K/N_block_size, subblock, grid), or
+    std::nullopt for ttnn's defaults (``minimal_matmul.default_config``)."""
+    cfg = ln.attr("config") or "std::nullopt"
+    if cfg != "std::nullopt" and not cfg.startswith("MinimalMatmulConfig("):
+        raise _Skip(f"minimal matmul config {cfg.split('(')[0]!r} not modelled")
     if (ln.attr("fused_activation") or "std::nullopt") != "std::nullopt":
         raise _Skip(f"fused activation not modelled ({ln.attr('fused_activation')})")
     x, w = _unbatched(ln, "INPUT_0"), _unbatched(ln, "INPUT_1")
-    _no_sharding(ln, "INPUT_0", "INPUT_1", "OUTPUT_0", *(("INPUT_2",) if ln.has("INPUT_2") else ()))
+    # weights DRAM width-sharded: read page by page through a TensorAccessor, as interleaved ones (minimal_matmul)
+    if ln.memory("INPUT_1") != "DEV_0_DRAM_WIDTH_SHARDED":
+        _no_sharding(ln, "INPUT_1")
+    _no_sharding(ln, "INPUT_0", "OUTPUT_0", *(("INPUT_2",) if ln.has("INPUT_2") else ()))
     for pre in ("INPUT_0", "INPUT_1", "OUTPUT_0"):
         if _in_l1(ln, pre):
             raise _Skip(f"minimal matmul with {pre} in L1 (the model streams DRAM operands)")
     if w[2] != x[3]:
         raise ln.fail(ln.dim_col("INPUT_1", "Y"), f"K={w[2]} of the weights != K={x[3]} of the activations")
-    grid = ln.config_grid(cfg, hw)
-    if grid is None:
-        raise ln.fail("ATTRIBUTES", "MinimalMatmulConfig lacks compute_with_storage_grid_size")
     act, wdt = ln.dtype("INPUT_0", ActivationFormat), ln.dtype("INPUT_1", WeightFormat)
     if ln.has("INPUT_2"):
         ln.dtype("INPUT_2", ActivationFormat)
-    spec = MinimalMatmulSpec(x[2], x[3], w[3], ln.config_int(cfg, "M_block_size"), ln.config_int(cfg, "K_block_size"),
-                             ln.config_int(cfg, "N_block_size"), grid[0], grid[1], wdt, act, ln.fidelity(),
-                             bias=ln.has("INPUT_2"), subblock_h=ln.config_int(cfg, "subblock_h", default=1),
-                             subblock_w=ln.config_int(cfg, "subblock_w", default=1), fp32_dest_acc=ln.fp32_dest_acc())
+    if cfg == "std::nullopt":  # ttnn's defaults on the device's grid (the row's: ``hw`` is its board)
+        grid = (hw.grid_x, hw.grid_y)
+        blocks = default_config(M=x[2], N=w[3], fp32_dest_acc=ln.fp32_dest_acc())
+    else:
+        grid = ln.config_grid(cfg, hw)
+        if grid is None:
+            raise ln.fail("ATTRIBUTES", "MinimalMatmulConfig lacks compute_with_storage_grid_size")
+        blocks = {"m_block": ln.config_int(cfg, "M_block_size"), "k_block": ln.config_int(cfg, "K_block_size"),
+                  "n_block": ln.config_int(cfg, "N_block_size"),
+                  "subblock_h": ln.config_int(cfg, "subblock_h", default=1),
+                  "subblock_w": ln.config_int(cfg, "subblock_w", default=1)}
+    spec = MinimalMatmulSpec(x[2], x[3], w[3], grid_x=grid[0], grid_y=grid[1], weight_dtype=wdt, act_dtype=act,
+                             fidelity=ln.fidelity(), bias=ln.has("INPUT_2"), fp32_dest_acc=ln.fp32_dest_acc(),
+                             **blocks)
     try:
         spec.validate(hw)
     except ValueError as e:
@@ -771,7 +788,7 @@ def _sdpa(ln: _Line, hw: Blackhole, cls: str):
     if (ln.attr("paged_attention") or "false") == "true":
         raise _Skip("paged cache")
     if (ln.attr("is_causal") or "false") == "true":
-        raise _Skip("causal SDPA (the decode position / causal extent is not in the report)")
+        return _sdpa_causal(ln, hw, cls)
     if not ln.has("INPUT_3"):
         raise _Skip("SDPA without a mask input")
     _no_sharding(ln, "INPUT_0", "INPUT_1", "INPUT_2", "INPUT_3", "OUTPUT_0")
@@ -791,6 +808,48 @@ def _sdpa(ln: _Line, hw: Blackhole, cls: str):
         return SdpaDecodeSpec(attn, float(k[2]), x[1], x[2], x[3], kv, mask, act, fid, grid_cores=cores)
     attn = SdpaProgramConfig(k_chunk, float(ln.config_int(pc, "q_chunk_size")), attn_mode="standard")
     return SdpaStandardSpec(attn, float(k[2]), x[1], x[2], x[3], kv, mask, act, fid)
+
+
+# q and k chunk rows of an SDPA op without a program config (sdpa_program_factory.cpp and the device
+# operation's get_q_chunk_size / get_k_chunk_size: ``program_config ? program_config->q_chunk_size : 32``)
+SDPA_DEFAULT_CHUNK = 32
+
+
+def _sdpa_causal(ln: _Line, hw: Blackhole, cls: str) -> SdpaCausalSpec:
+    """A causal standard-SDPA row over a whole prefill (``sdpa.sdpa_causal_us``): query rows = key rows,
+    no mask input, no chunk offset, window or MLA; other causal forms are skipped with the reason."""
+    if cls != "sdpa":
+        raise _Skip("causal SDPA decode (the decode position is not in the report)")
+    for name in ("chunk_start_idx", "chunk_start_idx_tensor", "sliding_window_size", "head_dim_v"):
+        if (ln.attr(name) or "std::nullopt") != "std::nullopt":
+            raise _Skip(f"causal SDPA with {name} {ln.attr(name)} (the model prices a whole prefill)")
+    for name in ("is_windowed", "use_mla"):
+        if (ln.attr(name) or "false") != "false":
+            raise _Skip(f"causal SDPA with {name} (the model prices a whole prefill)")
+    if ln.has("INPUT_3"):
+        raise _Skip("causal SDPA with a mask input")
+    _no_sharding(ln, "INPUT_0", "INPUT_1", "INPUT_2", "OUTPUT_0")
+    x, k, v = ln.shape("INPUT_0"), ln.shape("INPUT_1"), ln.shape("INPUT_2")
+    if x[0] != 1 or k[0] != 1:
+        raise _Skip("batched causal SDPA (the model prices batch 1)")
+    if x[2] != k[2] or v[2] != k[2]:
+        raise _Skip(f"causal SDPA with {x[2]} query rows over {k[2]} key rows (the model prices a whole prefill)")
+    if k[3] != x[3] or v[3] != x[3]:
+        raise ln.fail(ln.dim_col("INPUT_1", "X"), f"head dim {k[3]} of K (V {v[3]}) != {x[3]} of Q")
+    kv = ln.dtype("INPUT_1", CacheFormat)
+    if ln.dtype("INPUT_2", CacheFormat) != kv:
+        raise _Skip("K and V in different formats")
+    pc = ln.attr("program_config") or "std::nullopt"
+    if pc == "std::nullopt":  # ttnn's chunks without a config ("program_config ? ...->q_chunk_size : 32")
+        attn = SdpaProgramConfig(float(SDPA_DEFAULT_CHUNK), float(SDPA_DEFAULT_CHUNK), attn_mode="standard")
+    else:
+        ln.config_grid(pc, hw)
+        attn = SdpaProgramConfig(float(ln.config_int(pc, "k_chunk_size")), float(ln.config_int(pc, "q_chunk_size")),
+                                 attn_mode="standard")
+    if x[2] % int(attn.q_chunk) or (x[2] // int(attn.q_chunk)) % 2:
+        raise _Skip(f"causal SDPA of {x[2]} rows in q chunks of {int(attn.q_chunk)}: not an even number of chunks "
+                    "(the program's pair split is not modelled)")
+    return SdpaCausalSpec(attn, x[2], x[1], x[3], kv, ln.dtype("INPUT_0", ActivationFormat), ln.fidelity())
 
 
 def _classify(ln: _Line, hw: Blackhole, code: str):

@@ -7,6 +7,8 @@ q-norm overlap of a chunk's round trip, read and math); see its docstring.
 
 from __future__ import annotations
 
+import math
+
 from costmodel.blackhole.ops import (
     SDPA_COMBINE_PASSES,
     SDPA_RESCALE_PASSES,
@@ -144,3 +146,65 @@ def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, 
     t_final = cycles_us(hw, qc * ht * fit.eltwise_cycles_per_tile)
     return (launch_us(fit, cores, fit.launch_sdpa_us) + fit.dram_latency_us
             + items_per_core * (t_q + chunks * t_chunk + t_final))
+
+
+def causal_k_chunks(*, rows: int, q_chunk: int, k_chunk: int) -> list[int]:
+    """K chunks each q chunk of a causal prefill processes: those holding a key row at or before its
+    last query row (reader_interleaved.cpp's ``k_chunk * Sk_chunk_t < q_high_idx``, the compute kernel's
+    ``k_chunk_end``), up to the last chunk. ``rows``: query rows = key rows (Sq = Sk)."""
+    return [min(math.ceil((q + 1) * q_chunk / k_chunk), math.ceil(rows / k_chunk)) for q in range(rows // q_chunk)]
+
+
+def sdpa_causal_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, rows: int, q_heads: int,
+                   head_dim: int, kv_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2"):
+    """``scaled_dot_product_attention`` with ``is_causal=True`` over a prefill (query rows = key rows =
+    ``rows``, no mask input, no chunk offset), us.
+
+    What the program does (tenstorrent/tt-metal ttnn/cpp/ttnn/operations/transformer/sdpa/device/ on
+    main from May 2026: pull requests #44480 and #44614, the rule quoted in issue #55766 against
+    sdpa_program_factory.cpp @ 0b01ab90e38, 2026-07-22):
+
+    * q chunk q processes ``causal_k_chunks`` K chunks (q + 1 with equal chunk sizes): the chunks past
+      the diagonal are neither read nor computed;
+    * the work items (q head, q chunk) are paired zigzag, chunk q with chunk n - 1 - q of the same head
+      (``q_chunk_remapping.hpp``), so every pair costs the same; with an even number of q chunks the
+      pairs are dealt over the whole grid in contiguous ranges, ``pairs // cores`` each and one more to
+      the first ``pairs % cores`` cores (``global_q_pair_distribute``), which bound the op;
+    * no mask is read: the writer builds the causal mask tiles in L1 once, and the compute adds them
+      on the diagonal chunk of each q chunk only (``SOFTMAX_PASSES`` there, ``SOFTMAX_PASSES_NO_MASK``
+      on the others);
+    * every core reads its own K and V chunks from DRAM at every step (the K/V forwarding chain of
+      the non-causal program is off when causal: ``if (!is_causal && ...)``), with the reader's read
+      barrier every ``sdpa_barrier_tiles`` pages, as ``sdpa_standard_us``; a kv head's K/V is read
+      again for each of its q heads.
+
+    A step costs the q-norm overlap of its K and V reads and its compute (``chunk_math_us``); each q
+    chunk adds its Q read and the final normalisation. Chunk sizes must be concrete (an odd number
+    of q chunks, whose pairs the program does not deal this way, raises ValueError).
+    """
+    q_chunk, k_chunk = int(attn.q_chunk), int(attn.k_chunk)
+    ks = causal_k_chunks(rows=rows, q_chunk=q_chunk, k_chunk=k_chunk)
+    if len(ks) % 2:
+        raise ValueError(f"rows={rows} / q_chunk={q_chunk} = {len(ks)} q chunks: the causal pair split needs an even "
+                         "number")
+    act, kv = tile_bytes(act_dtype), tile_bytes(kv_dtype)
+    ht, qc, kc = head_dim // TILE, q_chunk / TILE, k_chunk / TILE
+    pairs = q_heads * len(ks) // 2
+    cores = min(pairs, hw.grid_cores)
+    pairs_per_core = math.ceil(pairs / cores)
+    steps = pairs_per_core * 2 * sum(ks) / len(ks)  # every pair costs the mean of two chunks' steps
+    q_chunks = 2 * pairs_per_core
+    readers = pairs / pairs_per_core  # average busy cores over the busiest core's run
+    per_barrier = sdpa_barrier_tiles(hw.grid_cores, act)
+    tiles = kc * ht
+    groups = 1.0 if per_barrier == 0 else math.ceil(tiles / per_barrier)
+    t_read = 2 * barrier_read_us(hw, fit, tiles, tiles * kv, readers, groups=groups, relax=None)  # K, then V
+
+    def step(masked):
+        return overlap(fit, t_read, chunk_math_us(hw, fit, q_tiles=qc, k_tiles=kc, head_tiles=ht, masked=masked,
+                                                  fidelity=fidelity))
+
+    t_q = read_us(hw, fit, qc * ht, qc * ht * act, cores, relax=None)
+    t_final = cycles_us(hw, qc * ht * fit.eltwise_cycles_per_tile)
+    return (launch_us(fit, hw.grid_cores, fit.launch_sdpa_us) + fit.dram_latency_us
+            + q_chunks * (t_q + t_final + step(True)) + (steps - q_chunks) * step(False))
