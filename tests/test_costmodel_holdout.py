@@ -310,9 +310,9 @@ def by_source_with_reports():
     from costmodel.blackhole.rows import load_rows
 
     data = pathlib.Path(__file__).parent / "data"
+    windows = ("functional_prefill_s128", "functional_decode_b1", "fused_decode_b1", "fused_prefill_s128")
     paths = [profiler_reports_dir() / "bh_64_clip_encoder_1.csv",
-             *(data / "profiler_pairs" / f"bh_north_mini_{v}.csv" for v in ("functional_prefill_s128", "functional_decode_b1",
-                                                                           "fused_decode_b1", "fused_prefill_s128")),
+             *(data / "profiler_pairs" / f"bh_north_mini_{v}.csv" for v in windows),
              data / "profiler_more" / "bh_muse_glimmer_30b_optimized_prefill_full_s8192.csv"]
     for p in paths:
         need_file(p)
@@ -320,8 +320,8 @@ def by_source_with_reports():
 
 
 def test_held_out_real_reports_coverage_and_width_by_source(by_source_with_reports):
-    """Every row of the stored tables, the CLIP report and the four North-mini windows predicted
-    without its source (``validate --by source``; the North-mini windows one source, their fitted
+    """Every row of the stored tables, the CLIP report, the four North-mini windows and the Muse
+    Glimmer prefill predicted without its source (``validate --by source``; the North-mini windows one source, their fitted
     rows with them): 85-95% of them inside their 90% intervals, the matmul class (the real reports'
     largest share of device time) too, and the intervals narrow: median hi/lo under 2 (2.66 while the
     kernel fixed times of the eltwise and data-movement programs were pinned by the CLIP report alone,

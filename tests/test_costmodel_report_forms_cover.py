@@ -12,10 +12,11 @@ from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.data_movement import DataMovementSpec, reshape_reads_per_tile
 from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
-from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec, NormSpec, SoftmaxSpec
+from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec, NormSpec, SdpaCausalSpec, SoftmaxSpec
 from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MatmulProgramConfig
 from costmodel.blackhole.report_coverage import coverage
 from costmodel.blackhole.report_reader import COLLECTIVE, MODELLED, model_cores, read_report
+from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
 from costmodel.hardware import blackhole_p150a
 
 DATA = profiler_reports_dir()
@@ -305,7 +306,9 @@ def test_priced_times_of_the_new_forms_are_finite_and_positive():
     MinimalMatmulSpec(32, 768, 3072, 2, 8, 8, 11, 10, bias=True),
     NormSpec(32, 768, layernorm=True, fp32_dest_acc=True),
     SoftmaxSpec(384, 32, fp32_dest_acc=True),
-], ids=["batched", "minimal", "layernorm", "softmax"])
+    NormSpec(8192, 6656, fp32_dest_acc=True),
+    SdpaCausalSpec(SdpaProgramConfig(256.0, 256.0, attn_mode="standard"), 8192, 32, 128, "bf16", fidelity="HiFi4"),
+], ids=["batched", "minimal", "layernorm", "softmax", "large-norm", "causal-sdpa"])
 def test_written_forms_read_back_with_the_cores_priced(tmp_path, spec):
     """A spec written as an op report row reads back as itself; its CORE COUNT is the split priced."""
     from costmodel.blackhole.report_reader import write_csv

@@ -177,7 +177,8 @@ def default_config(*, M: int, N: int, fp32_dest_acc: bool) -> dict[str, int]:
     """ttnn's blocks and subblock for a minimal matmul without a config (module docstring), as the
     ``MinimalMatmulSpec`` fields m_block, k_block, n_block, subblock_h, subblock_w. M, N in elements."""
     sub = (2, 2) if fp32_dest_acc else ((2, 4) if N >= M else (4, 2))
-    return dict(zip(("m_block", "k_block", "n_block"), DEFAULT_BLOCKS)) | {"subblock_h": sub[0], "subblock_w": sub[1]}
+    blocks = dict(zip(("m_block", "k_block", "n_block"), DEFAULT_BLOCKS))
+    return blocks | {"subblock_h": sub[0], "subblock_w": sub[1]}
 
 
 def minimal_matmul_us(hw: Blackhole, fit: FitParams, spec: MinimalMatmulSpec, *, relax: Relax | None = None):
@@ -239,5 +240,5 @@ def minimal_matmul_batch_us(hw: Blackhole, fit: FitParams, specs: list[MinimalMa
     return (launch_us(fit, s0.cores(), fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax))[:len(specs)]
 
 
-__all__ = ["BATCH_FIELDS", "DEFAULT_BLOCKS", "OP_CODES", "MinimalMatmulSpec", "default_config", "minimal_matmul_batch_us",
-           "minimal_matmul_us"]
+__all__ = ["BATCH_FIELDS", "DEFAULT_BLOCKS", "OP_CODES", "MinimalMatmulSpec", "default_config",
+           "minimal_matmul_batch_us", "minimal_matmul_us"]

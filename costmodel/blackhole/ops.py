@@ -436,7 +436,8 @@ def norm_large_tensor(hw: Blackhole, *, width: int, act_dtype: str = "bf16", fus
     """
     blk = NORM_BLOCK_TILES[bool(fp32_dest_acc)]
     wt = -(-(width // TILE) // blk) * blk
-    act, inter, bf16 = tile_bytes(act_dtype), tile_bytes("fp32" if fp32_dest_acc else "bf16"), tile_bytes("bf16")
+    act, bf16 = tile_bytes(act_dtype), tile_bytes("bf16")
+    inter = tile_bytes("fp32" if fp32_dest_acc else "bf16")
     x_tiles = 2 * blk if fused_residual else wt
     total = (x_tiles * act + (2 * blk * act if fused_residual else 0) + 2 * blk * act
              + (2 * wt + (wt if fused_residual else 2 * blk) + 2 * blk + 8 + 2 + 2) * inter

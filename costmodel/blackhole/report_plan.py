@@ -213,7 +213,7 @@ def unsearched_rows(report: Report) -> list[Skip]:
         elif kind == "sdpa":
             inner = _inner(r.spec)
             what = "causal SDPA" if isinstance(inner, SdpaCausalSpec) else type(inner).__name__
-            reason = f"priced but not searched: {what} (the plan searches decode and non-causal standard SDPA chunks)"
+            reason = f"priced but not searched: {what} (the plan searches decode and non-causal SDPA chunks)"
         else:
             inner = _inner(r.spec)
             what = inner.cfg.kind if isinstance(inner, MatmulSpec) else type(inner).__name__

@@ -603,7 +603,7 @@ def _minimal_matmul(ln: _Line, hw: Blackhole) -> MinimalMatmulSpec:
     if (ln.attr("fused_activation") or "std::nullopt") != "std::nullopt":
         raise _Skip(f"fused activation not modelled ({ln.attr('fused_activation')})")
     x, w = _unbatched(ln, "INPUT_0"), _unbatched(ln, "INPUT_1")
-    # weights DRAM width-sharded: read page by page through a TensorAccessor, as interleaved ones (minimal_matmul)
+    # DRAM width-sharded weights: read page by page through a TensorAccessor, as interleaved (minimal_matmul)
     if ln.memory("INPUT_1") != "DEV_0_DRAM_WIDTH_SHARDED":
         _no_sharding(ln, "INPUT_1")
     _no_sharding(ln, "INPUT_0", "OUTPUT_0", *(("INPUT_2",) if ln.has("INPUT_2") else ()))
@@ -833,7 +833,8 @@ def _sdpa_causal(ln: _Line, hw: Blackhole, cls: str) -> SdpaCausalSpec:
     if x[0] != 1 or k[0] != 1:
         raise _Skip("batched causal SDPA (the model prices batch 1)")
     if x[2] != k[2] or v[2] != k[2]:
-        raise _Skip(f"causal SDPA with {x[2]} query rows over {k[2]} key rows (the model prices a whole prefill)")
+        raise _Skip(f"causal SDPA with {x[2]} query rows over {k[2]} key rows (the model prices a whole "
+                    "prefill)")
     if k[3] != x[3] or v[3] != x[3]:
         raise ln.fail(ln.dim_col("INPUT_1", "X"), f"head dim {k[3]} of K (V {v[3]}) != {x[3]} of Q")
     kv = ln.dtype("INPUT_1", CacheFormat)
@@ -844,11 +845,11 @@ def _sdpa_causal(ln: _Line, hw: Blackhole, cls: str) -> SdpaCausalSpec:
         attn = SdpaProgramConfig(float(SDPA_DEFAULT_CHUNK), float(SDPA_DEFAULT_CHUNK), attn_mode="standard")
     else:
         ln.config_grid(pc, hw)
-        attn = SdpaProgramConfig(float(ln.config_int(pc, "k_chunk_size")), float(ln.config_int(pc, "q_chunk_size")),
-                                 attn_mode="standard")
+        attn = SdpaProgramConfig(float(ln.config_int(pc, "k_chunk_size")),
+                                 float(ln.config_int(pc, "q_chunk_size")), attn_mode="standard")
     if x[2] % int(attn.q_chunk) or (x[2] // int(attn.q_chunk)) % 2:
-        raise _Skip(f"causal SDPA of {x[2]} rows in q chunks of {int(attn.q_chunk)}: not an even number of chunks "
-                    "(the program's pair split is not modelled)")
+        raise _Skip(f"causal SDPA of {x[2]} rows in q chunks of {int(attn.q_chunk)}: not an even number of "
+                    "chunks (the program's pair split is not modelled)")
     return SdpaCausalSpec(attn, x[2], x[1], x[3], kv, ln.dtype("INPUT_0", ActivationFormat), ln.fidelity())
 
 

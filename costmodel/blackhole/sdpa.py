@@ -152,7 +152,8 @@ def causal_k_chunks(*, rows: int, q_chunk: int, k_chunk: int) -> list[int]:
     """K chunks each q chunk of a causal prefill processes: those holding a key row at or before its
     last query row (reader_interleaved.cpp's ``k_chunk * Sk_chunk_t < q_high_idx``, the compute kernel's
     ``k_chunk_end``), up to the last chunk. ``rows``: query rows = key rows (Sq = Sk)."""
-    return [min(math.ceil((q + 1) * q_chunk / k_chunk), math.ceil(rows / k_chunk)) for q in range(rows // q_chunk)]
+    last = math.ceil(rows / k_chunk)
+    return [min(math.ceil((q + 1) * q_chunk / k_chunk), last) for q in range(rows // q_chunk)]
 
 
 def sdpa_causal_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, rows: int, q_heads: int,
@@ -185,14 +186,15 @@ def sdpa_causal_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, ro
     q_chunk, k_chunk = int(attn.q_chunk), int(attn.k_chunk)
     ks = causal_k_chunks(rows=rows, q_chunk=q_chunk, k_chunk=k_chunk)
     if len(ks) % 2:
-        raise ValueError(f"rows={rows} / q_chunk={q_chunk} = {len(ks)} q chunks: the causal pair split needs an even "
-                         "number")
+        raise ValueError(f"rows={rows} / q_chunk={q_chunk} = {len(ks)} q chunks: the causal pair split needs an "
+                         "even number")
     act, kv = tile_bytes(act_dtype), tile_bytes(kv_dtype)
     ht, qc, kc = head_dim // TILE, q_chunk / TILE, k_chunk / TILE
     pairs = q_heads * len(ks) // 2
     cores = min(pairs, hw.grid_cores)
     pairs_per_core = math.ceil(pairs / cores)
-    steps = pairs_per_core * 2 * sum(ks) / len(ks)  # every pair costs the mean of two chunks' steps
+    # pair (q, n-1-q) costs ks[q] + ks[n-1-q] steps: n + 1 for every pair with equal chunks, their mean otherwise
+    steps = pairs_per_core * 2 * sum(ks) / len(ks)
     q_chunks = 2 * pairs_per_core
     readers = pairs / pairs_per_core  # average busy cores over the busiest core's run
     per_barrier = sdpa_barrier_tiles(hw.grid_cores, act)
