@@ -123,7 +123,7 @@ def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, 
     items: the aggregate DRAM bandwidth does. ``q_rows`` is T for GQA q heads, G*T with the group's
     q heads folded onto rows.
     """
-    act, kv, mk = tile_bytes(act_dtype), tile_bytes(kv_dtype), tile_bytes(mask_dtype)
+    kv, mk = tile_bytes(kv_dtype), tile_bytes(mask_dtype)
     ht = head_dim // TILE
     qc, kc = attn.q_chunk / TILE, attn.k_chunk / TILE
     items = q_heads * q_rows / attn.q_chunk
@@ -131,21 +131,35 @@ def sdpa_standard_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, 
     items_per_core = sceil(items / cores, relax=relax)
     chunks = smax_rows / attn.k_chunk
     readers = items / items_per_core  # average busy cores over the critical core's run
-    per_barrier = sdpa_barrier_tiles(hw.grid_cores, act)
 
     def stream_us(tiles, nbytes):
-        # one read_chunk_with_padding call: ceil(tiles / per_barrier) barriers (the last one closes the call)
-        groups = 1.0 if per_barrier == 0 else sceil(tiles / per_barrier, relax=relax)
-        return barrier_read_us(hw, fit, tiles, nbytes, readers, groups=groups, relax=relax)
+        return chunk_stream_us(hw, fit, tiles, nbytes, readers, act_dtype=act_dtype, relax=relax)
 
     t_read = (stream_us(kc * ht, kc * ht * kv) + stream_us(qc * kc, qc * kc * mk)
               + stream_us(kc * ht, kc * ht * kv))
     t_math = chunk_math_us(hw, fit, q_tiles=qc, k_tiles=kc, head_tiles=ht, masked=True, fidelity=fidelity)
     t_chunk = overlap(fit, t_read, t_math)
-    t_q = read_us(hw, fit, qc * ht, qc * ht * act, cores, relax=relax)
-    t_final = cycles_us(hw, qc * ht * fit.eltwise_cycles_per_tile)
     return (launch_us(fit, cores, fit.launch_sdpa_us) + fit.dram_latency_us
-            + items_per_core * (t_q + chunks * t_chunk + t_final))
+            + items_per_core * (q_chunk_io_us(hw, fit, qc * ht, act_dtype=act_dtype, readers=cores, relax=relax)
+                                + chunks * t_chunk))
+
+
+def chunk_stream_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, act_dtype: str,
+                    relax: Relax | None = None):
+    """One ``read_chunk_with_padding`` call of the standard-SDPA reader (a K, V or mask chunk: ``tiles``
+    pages, ``nbytes`` bytes) while ``readers`` cores read alike, us: a read barrier every
+    ``sdpa_barrier_tiles`` pages of the grid (the last one closes the call), each group of pages the
+    overlap of a DRAM round trip and its read (``ops.barrier_read_us``)."""
+    per_barrier = sdpa_barrier_tiles(hw.grid_cores, tile_bytes(act_dtype))
+    groups = 1.0 if per_barrier == 0 else sceil(tiles / per_barrier, relax=relax)
+    return barrier_read_us(hw, fit, tiles, nbytes, readers, groups=groups, relax=relax)
+
+
+def q_chunk_io_us(hw: Blackhole, fit: FitParams, out_tiles, *, act_dtype: str, readers, relax: Relax | None = None):
+    """Per q chunk of a standard-SDPA work item, us: its Q tiles (``out_tiles`` = q chunk x head dim
+    tiles) read while ``readers`` cores read theirs, and the final 1/sum normalisation of its output."""
+    return (read_us(hw, fit, out_tiles, out_tiles * tile_bytes(act_dtype), readers, relax=relax)
+            + cycles_us(hw, out_tiles * fit.eltwise_cycles_per_tile))
 
 
 def causal_k_chunks(*, rows: int, q_chunk: int, k_chunk: int) -> list[int]:
@@ -188,7 +202,7 @@ def sdpa_causal_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, ro
     if len(ks) % 2:
         raise ValueError(f"rows={rows} / q_chunk={q_chunk} = {len(ks)} q chunks: the causal pair split needs an "
                          "even number")
-    act, kv = tile_bytes(act_dtype), tile_bytes(kv_dtype)
+    kv = tile_bytes(kv_dtype)
     ht, qc, kc = head_dim // TILE, q_chunk / TILE, k_chunk / TILE
     pairs = q_heads * len(ks) // 2
     cores = min(pairs, hw.grid_cores)
@@ -197,16 +211,12 @@ def sdpa_causal_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, ro
     steps = pairs_per_core * 2 * sum(ks) / len(ks)
     q_chunks = 2 * pairs_per_core
     readers = pairs / pairs_per_core  # average busy cores over the busiest core's run
-    per_barrier = sdpa_barrier_tiles(hw.grid_cores, act)
-    tiles = kc * ht
-    groups = 1.0 if per_barrier == 0 else math.ceil(tiles / per_barrier)
-    t_read = 2 * barrier_read_us(hw, fit, tiles, tiles * kv, readers, groups=groups, relax=None)  # K, then V
+    t_read = 2 * chunk_stream_us(hw, fit, kc * ht, kc * ht * kv, readers, act_dtype=act_dtype)  # K, then V
 
     def step(masked):
         return overlap(fit, t_read, chunk_math_us(hw, fit, q_tiles=qc, k_tiles=kc, head_tiles=ht, masked=masked,
                                                   fidelity=fidelity))
 
-    t_q = read_us(hw, fit, qc * ht, qc * ht * act, cores, relax=None)
-    t_final = cycles_us(hw, qc * ht * fit.eltwise_cycles_per_tile)
+    t_q = q_chunk_io_us(hw, fit, qc * ht, act_dtype=act_dtype, readers=cores)
     return (launch_us(fit, hw.grid_cores, fit.launch_sdpa_us) + fit.dram_latency_us
-            + q_chunks * (t_q + t_final + step(True)) + (steps - q_chunks) * step(False))
+            + q_chunks * (t_q + step(True)) + (steps - q_chunks) * step(False))
