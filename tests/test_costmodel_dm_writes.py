@@ -1,6 +1,7 @@
 """The data-movement writers' sub-tile NoC writes (reshape's tt_memmove segments, transpose_hc's face
-rows) against real Blackhole op reports: the counts against the factory's own map algorithm written
-out element by element, the writer threads' measured times, and the rows' kernel durations."""
+rows) and reshape's reads and blocking output write against real Blackhole op reports: the counts
+against the factory's own map algorithm written out element by element, the writer threads' measured
+times, and the rows' kernel durations."""
 
 import csv
 import dataclasses
@@ -9,10 +10,15 @@ import pathlib
 
 import numpy as np
 import pytest
-from _shared_data import profiler_reports_dir
+from _shared_data import need_file, profiler_reports_dir
 
-from costmodel.blackhole.data_movement import reshape_copies_per_tile, transpose_hc_writes
+from costmodel.blackhole.data_movement import (
+    reshape_copies_per_tile,
+    reshape_reads_per_tile,
+    transpose_hc_writes,
+)
 from costmodel.blackhole.fit import load_calibration
+from costmodel.blackhole.ops import overlap, read_us
 from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.report_reader import MODELLED, read_report
 from costmodel.hardware import TILE, blackhole_p150a
@@ -20,6 +26,8 @@ from costmodel.hardware import TILE, blackhole_p150a
 DATA = profiler_reports_dir()
 CLIP = DATA / "bh_64_clip_encoder_1.csv"
 NORTH = pathlib.Path(__file__).parent / "data" / "profiler_pairs" / "bh_north_mini_functional_decode_b1.csv"
+MORE = pathlib.Path(__file__).parent / "data" / "profiler_more"
+GPT_OSS = [MORE / "bh_gpt_oss_20b_fused_decode_b1.csv", MORE / "bh_gpt_oss_20b_fused_prefill_s17.csv"]
 needs_reports = pytest.mark.skipif(not CLIP.is_file(), reason=f"real reports not found at {DATA}")
 
 
@@ -30,17 +38,17 @@ def _faced(h, w):
     return ((hh // f) * 2 + ww // f) * f * f + (hh % f) * f + ww % f
 
 
-def _map_segments(in_shape, out_shape):
-    """Segments per output page, walked element by element as reshape_map_output_page does
-    (tt-metal reshape_tiled_program_factory.cpp): merge while the input page is the previous
-    element's and both faced offsets advance by one."""
+def _map_pages(in_shape, out_shape):
+    """Per output page, the factory's map walked element by element as reshape_map_output_page does
+    (tt-metal reshape_tiled_program_factory.cpp @ 01840686): {input page: its segments}, a segment
+    merged while the input page is the previous element's and both faced offsets advance by one."""
     (_, hi_, wi_), (co_, ho_, wo_) = in_shape, out_shape
     wti, hti = math.ceil(wi_ / TILE), math.ceil(hi_ / TILE)
-    counts = []
+    maps = []
     for c in range(co_):
         for th in range(math.ceil(ho_ / TILE)):
             for tw in range(math.ceil(wo_ / TILE)):
-                n, prev = 0, None
+                segs, prev = {}, None
                 for h in range(th * TILE, min(ho_, th * TILE + TILE)):
                     for w in range(tw * TILE, min(wo_, tw * TILE + TILE)):
                         flat = (c * ho_ + h) * wo_ + w
@@ -49,10 +57,22 @@ def _map_segments(in_shape, out_shape):
                         page = ci * hti * wti + (hi // TILE) * wti + wi // TILE
                         cur = (page, _faced(hi, wi), _faced(h, w))
                         if not (prev and cur[0] == prev[0] and cur[1] - prev[1] == 1 and cur[2] - prev[2] == 1):
-                            n += 1
+                            segs[page] = segs.get(page, 0) + 1
                         prev = cur
-                counts.append(n)
-    return float(np.mean(counts))
+                maps.append(segs)
+    return maps
+
+
+def _map_segments(in_shape, out_shape):
+    """Mean segments (tt_memmove copies) per output page of the factory's map."""
+    return float(np.mean([sum(m.values()) for m in _map_pages(in_shape, out_shape)]))
+
+
+def _map_reads(in_shape, out_shape):
+    """Mean blocking reads per output page of reader_reshape_tiled.cpp over the factory's map: the
+    mapping page, then one per run of segments from one input page; the map (a std::map keyed by input
+    page) lists each page's segments together, so one read per distinct input page."""
+    return 1.0 + float(np.mean([len(m) for m in _map_pages(in_shape, out_shape)]))
 
 
 @pytest.mark.parametrize("shapes", [((1, 19, 768), (19, 12, 64)), ((19, 12, 64), (1, 19, 768)),
@@ -60,6 +80,17 @@ def _map_segments(in_shape, out_shape):
                          ids=lambda s: f"{s[0]}->{s[1]}")
 def test_reshape_copies_match_the_factory_map_walked_per_element(shapes):
     assert reshape_copies_per_tile(*shapes) == pytest.approx(_map_segments(*shapes))
+
+
+@pytest.mark.parametrize("shapes", [((1, 19, 768), (19, 12, 64)), ((19, 12, 64), (1, 19, 768)),
+                                    ((1, 32, 17), (32, 17, 1)), ((2, 40, 24), (1, 80, 24)), ((1, 33, 50), (3, 11, 50)),
+                                    ((1, 8, 96), (1, 24, 32)), ((1, 64, 48), (1, 96, 32)), ((1, 16, 100), (1, 50, 32))],
+                         ids=lambda s: f"{s[0]}->{s[1]}")
+def test_reshape_reads_match_the_factory_map_walked_per_element(shapes):
+    """One read per distinct input page: where an output tile's rows alternate between input tiles
+    ([1, 8, 96] -> [1, 24, 32]: 3 input tiles, each row 32 columns of one of them in turn) the map
+    groups them, so 1 + 3 reads, not a read per change along the rows (25)."""
+    assert reshape_reads_per_tile(*shapes) == pytest.approx(_map_reads(*shapes))
 
 
 def _rows(path, code):
@@ -100,8 +131,10 @@ def test_transpose_hc_writer_time_follows_the_counted_writes():
 def test_reshape_and_transpose_hc_rows_within_tolerance_and_the_writes_matter():
     """CLIP encoder reshape / HC-transpose rows predicted by the stored calibration against their
     DEVICE KERNEL DURATION; without the writes (0 cycles each) reshape falls back below -20%. Reshape's
-    mean |error| is 18.6% (under-priced) since kernel-only slices and transposes pin the data-movement
-    fixed time (report_calibration.json: 1.40 us, was 2.03 from traced rows, which masked ~0.6 us)."""
+    mean |error| is 14.8% (under-priced; 18.6% before the output tile's blocking write) since kernel-only
+    slices and transposes pin the data-movement fixed time (report_calibration.json: 1.40 us, was 2.03
+    from traced rows, which masked ~0.6 us); what is left is ~0.1 us per input tile the reader waits for
+    the writer, not priced (the module docstring of costmodel/blackhole/data_movement.py)."""
     rep = read_report(CLIP)
     fit = load_calibration().params
     errs, errs0 = {}, {}
@@ -115,6 +148,60 @@ def test_reshape_and_transpose_hc_rows_within_tolerance_and_the_writes_matter():
         errs.setdefault(kind, []).append(us / r.duration_us - 1)
         errs0.setdefault(kind, []).append(us0 / r.duration_us - 1)
     assert len(errs["reshape"]) == 96 and len(errs["transpose_hc"]) == 96
-    assert np.mean(np.abs(errs["reshape"])) < 0.20
+    assert np.mean(np.abs(errs["reshape"])) < 0.16
     assert np.mean(np.abs(errs["transpose_hc"])) < 0.20
     assert np.mean(errs0["reshape"]) < -0.2
+
+
+def _reshape_3d(r, pre):
+    """A report row's logical shape as the tiled reshape factory sees it: rank 3 [W*Z, Y, X]."""
+    w, z, y, x = _logical(r, pre)
+    return (w * z, y, x)
+
+
+@needs_reports
+def test_reshape_writer_tail_is_the_last_tiles_copies_and_one_blocking_write():
+    """Per distinct reshape shape (one output tile per core in all four), the writer thread's time beyond
+    the reader's (BRISC - NCRISC, read straight from the CSVs) is what writer_reshape_tiled.cpp does after
+    the reader's last push: the copies of the output tile's last input page, then the output tile
+    written and waited for (noc_async_write_barrier), priced as a blocking read (a DRAM round trip
+    overlapped with its transfer). Without the write the copies alone leave >= 0.3 us of every tail."""
+    hw, fit = blackhole_p150a(), load_calibration().params
+    cycles_us = hw.noc_write_issue_cycles / hw.clock_hz * 1e6
+    groups = {}
+    for path, code in ((CLIP, "ReshapeDeviceOperation"),
+                       *((p, "ReshapeViewDeviceOperation") for p in GPT_OSS if p.is_file())):
+        for r in _rows(path, code):
+            shapes = (_reshape_3d(r, "INPUT_0"), _reshape_3d(r, "OUTPUT_0"))
+            cores = int(r["CORE COUNT"])
+            gap = (float(r["DEVICE BRISC KERNEL DURATION [ns]"]) - float(r["DEVICE NCRISC KERNEL DURATION [ns]"])) / 1e3
+            groups.setdefault((shapes, cores), []).append(gap)
+    assert len(groups) >= 2
+    for (shapes, cores), gaps in groups.items():
+        maps = _map_pages(*shapes)
+        assert len(maps) == cores  # split_work_to_cores: one output tile per core
+        last_copies = float(np.median([m[max(m)] for m in maps]))
+        t_write = float(overlap(fit, fit.dram_latency_us, read_us(hw, fit, 1, 2048, cores, relax=None)))
+        tail = float(np.median(gaps))
+        assert tail - last_copies * cycles_us > 0.3, shapes
+        assert last_copies * cycles_us + t_write == pytest.approx(tail, rel=0.15), shapes
+
+
+@needs_reports
+def test_gpt_oss_reshape_rows_within_tolerance():
+    """gpt-oss-20b's tiled reshapes ([1, 32, 17] -> [32, 17, 1], [1, 32, 1] -> [32, 1, 1]: 32 output tiles,
+    two reads each) against the median DEVICE KERNEL DURATION of each report's rows of one shape: within
+    8% with the output tile's blocking write (-10% to -15% without it)."""
+    fit = load_calibration().params
+    n = 0
+    for path in GPT_OSS:
+        need_file(path)
+        rep = read_report(path)
+        groups = {}
+        for r in rep.rows:
+            if r.status == MODELLED and "Reshape" in r.op_code:
+                groups.setdefault(r.spec, []).append(r.duration_us)
+        for spec, measured in groups.items():
+            assert float(KernelSpec(spec).us(rep.hw, fit)) == pytest.approx(np.median(measured), rel=0.08), spec
+            n += len(measured)
+    assert n == 5

@@ -7,13 +7,24 @@ over the cores. Per op (tenstorrent/tt-metal, ttnn/cpp/ttnn/operations/data_move
 report rows name in DATA MOVEMENT KERNEL SOURCE):
 
   reshape       reshape_view/device/device/dataflow/reader_reshape_tiled.cpp @ 050f24fa: per output
-                tile, one mapping page, then every input tile its segments come from (a tile read
-                again unless it is the previous segment's); output tiles split over the cores. The writer
+                tile, one mapping page (a page of the host-built mapping tensor in DRAM, read and waited
+                for), then every input tile its segments come from (a tile read again unless it is the
+                previous segment's); the factory's map lists an output tile's segments grouped by input
+                page (``reshape_map_output_page``'s std::map, reshape_tiled_program_factory.cpp @
+                01840686), so each input tile it touches is read once; output tiles split over the cores
+                (``split_work_to_cores``: CORE COUNT = min(output tiles, grid)). The writer
                 (writer_reshape_tiled.cpp, same folder) copies each segment into a scratch page with
                 tt_memmove (one NoC write to its own L1 per segment, a face row or less; common/kernels/
-                common.hpp) and writes the page out; the input circular buffer holds one tile
-                (``reader_cb_len = 1``, reshape_tiled_program_factory.cpp @ 01840686), so the copies run on
-                the reads' chain
+                common.hpp), then writes the page out and waits for it (``noc_async_write_barrier``) before
+                it pops the mapping page; the input and mapping circular buffers hold one page each
+                (``reader_cb_len = 1``, factory @ 01840686), so the copies and the output write run on
+                the reads' chain: one blocking tile write per output tile (``RESHAPE_BLOCKING_WRITES``;
+                checked by the writer thread's time past the reader's, BRISC - NCRISC, on the CLIP and
+                gpt-oss rows: the last input tile's copies + one round trip). Not priced: the writer's
+                barrier on its own-L1 copies and the two one-page handshakes per input tile before the
+                reader may read the next (CLIP's reader threads leave ~0.1 us per input tile over the
+                model's read + copies), and all cores walking their input pages in the same ascending
+                order (12-19 cores on one DRAM bank at a time in the CLIP rows)
   transpose_hc  transpose/device/kernels/dataflow/reader_unary_transpose_hc_interleaved_tiled_padding_
                 aware.cpp @ 022c2361: one input tile per blocking read, the writer scatters its face
                 rows; input tiles split over the cores, the program sent to the whole grid (CORE
@@ -60,6 +71,9 @@ OP_CODES = {"ReshapeDeviceOperation": "reshape", "ReshapeViewDeviceOperation": "
 UNARY_PROGRAM_KINDS = ("transpose_wh", "slice")
 # output tiles above which a reshape's tile map is not enumerated (the map is per output tile x row)
 RESHAPE_MAP_MAX_TILES = 200_000
+# blocking tile writes per reshape output tile: writer_reshape_tiled.cpp writes the scratch page out with a
+# noc_async_write_barrier before it frees the one-page mapping buffer the reader's next output tile needs
+RESHAPE_BLOCKING_WRITES = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +145,7 @@ class DataMovementSpec:
                                 passes=1 if self.kind == "transpose_wh" else 0,
                                 cores=self.cores(hw) if self.whole_grid() else None,
                                 small_writes_per_core=self.small_writes_per_core(hw),
+                                blocking_writes_per_unit=RESHAPE_BLOCKING_WRITES if self.kind == "reshape" else 0.0,
                                 kernel_fixed_us=self.kernel_fixed_us(fit), relax=relax)
 
 
@@ -142,9 +157,12 @@ def tiles(padded: tuple[int, ...]) -> int:
 
 def reshape_reads_per_tile(in_logical: tuple[int, ...], out_logical: tuple[int, ...]) -> float:
     """Mean blocking reads per output tile of a tiled reshape (reader_reshape_tiled.cpp): the mapping
-    page plus one read per run of segments from the same input tile, over the output tile's rows in
-    order. Each row's 32-column segment starts and ends in an input tile (both ends counted; a
-    segment wider than an input row is counted by its ends only).
+    page plus one read per distinct input tile the output tile's elements come from. The reader reads
+    a tile again unless it is the previous segment's, and the factory's map (reshape_map_output_page,
+    reshape_tiled_program_factory.cpp @ 01840686) lists the segments grouped by input page in a
+    std::map, so each input tile is one run however its rows interleave with other tiles'. Each
+    row's 32-column segment starts and ends in an input tile (both ends counted; a segment wider than
+    an input row is counted by its ends only).
 
     Shapes: logical [..., H, W] of the input and the output (same element count).
     """
@@ -169,13 +187,12 @@ def reshape_reads_per_tile(in_logical: tuple[int, ...], out_logical: tuple[int, 
         bi_, rem = np.divmod(f, hi * wi)
         ri, ci = np.divmod(rem, wi)
         ids.append((bi_ * hti + ri // TILE) * wti + ci // TILE)
-    seq = np.stack(ids, axis=-1).reshape(bo, hto, wto, 2 * TILE)  # per output tile: row ends, in order
+    seq = np.stack(ids, axis=-1).reshape(bo, hto, wto, 2 * TILE)  # per output tile: the rows' end tiles
     ok = np.repeat(valid, 2, axis=-1).reshape(seq.shape)
-    # a read per change of input tile along the sequence (invalid rows repeat the previous id)
-    seq = np.where(ok, seq, -1)
-    first = ok[..., 0]
-    changes = np.sum((seq[..., 1:] != seq[..., :-1]) & ok[..., 1:], axis=-1) + first
-    return float(1.0 + changes.mean())  # + the mapping page
+    # a read per distinct input tile: sorted, each new id is one (padding rows' ends sort first as -1)
+    seq = np.sort(np.where(ok, seq, -1), axis=-1)
+    distinct = np.sum(seq[..., 1:] != seq[..., :-1], axis=-1) + (seq[..., 0] >= 0)
+    return float(1.0 + distinct.mean())  # + the mapping page
 
 
 def reshape_copies_per_tile(in_logical: tuple[int, ...], out_logical: tuple[int, ...]) -> float:
@@ -229,5 +246,5 @@ def transpose_hc_writes(in_logical: tuple[int, ...]) -> tuple[float, int, float]
     return per_tile, n * h * wt, float(faces_across * (faces_across - face_c_start))
 
 
-__all__ = ["KINDS", "OP_CODES", "RESHAPE_MAP_MAX_TILES", "UNARY_PROGRAM_KINDS", "DataMovementSpec",
-           "reshape_copies_per_tile", "reshape_reads_per_tile", "tiles", "transpose_hc_writes"]
+__all__ = ["KINDS", "OP_CODES", "RESHAPE_BLOCKING_WRITES", "RESHAPE_MAP_MAX_TILES", "UNARY_PROGRAM_KINDS",
+           "DataMovementSpec", "reshape_copies_per_tile", "reshape_reads_per_tile", "tiles", "transpose_hc_writes"]

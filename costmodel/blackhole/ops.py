@@ -529,8 +529,8 @@ def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, ac
 
 
 def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dram_tiles, act_dtype: str = "bf16",
-                     in_l1: bool = False, passes=0, cores=None, small_writes_per_core=0.0, kernel_fixed_us=None,
-                     relax: Relax | None = None):
+                     in_l1: bool = False, passes=0, cores=None, small_writes_per_core=0.0, blocking_writes_per_unit=0.0,
+                     kernel_fixed_us=None, relax: Relax | None = None):
     """A data-movement op (heads, reshape, transpose, concat, slice: reader and writer kernels that
     copy tiles, no or one compute pass), us.
 
@@ -545,12 +545,15 @@ def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dr
     issues on the same chain as its reads, each ``hw.noc_write_issue_cycles`` of the issuing RISC
     (reshape: one single-page circular buffer between reader and writer; transpose_hc: at most one
     tile per core, or the writer's per-tile write barrier before it frees the tile).
+    ``blocking_writes_per_unit``: tile writes per unit the writer waits for (``noc_async_write_barrier``)
+    before the reader may go on (reshape: the output tile, whose one-page mapping buffer is freed only
+    after it), each priced as a blocking read: a DRAM round trip overlapped with the tile's transfer.
     The launch is the data-movement class's fixed time [launch_heads_us], or ``kernel_fixed_us`` where
     the op's program is of another class (``data_movement.DataMovementSpec.kernel_fixed_us``).
     """
     act = tile_bytes(act_dtype)
     cores = min(units, hw.grid_cores) if cores is None else cores
-    per_core = math.ceil(units / cores) * reads_per_unit
+    per_core = math.ceil(units / cores) * (reads_per_unit + blocking_writes_per_unit)
     read = l1_read_us(hw, fit, 1, act, relax=relax) if in_l1 else read_us(hw, fit, 1, act, cores, relax=relax)
     t_tile = overlap(fit, fit.dram_latency_us, read)
     if passes:
