@@ -49,12 +49,28 @@ from costmodel.smooth import Relax, sceil, smax
 if TYPE_CHECKING:  # annotations only
     from costmodel.blackhole.program_config import MatmulProgramConfig
 
-# Elementwise passes per tile, counted from the op's compute kernel:
-NORM_PASSES = 4  # x^2, row reduce, x * rstd, * gamma (the per-row rsqrt is one tile, ignored)
-NORM_FUSED_RESIDUAL_PASSES = 5  # + the residual add
-# LayerNorm (layernorm.cpp, the two-pass path of use_welford=0): E[x] row reduce, x - E[x],
-# (x - E[x])^2, the variance row reduce, * rstd, * gamma, + beta
-LAYERNORM_PASSES = 7
+# Elementwise passes per tile, counted from the op's compute kernel.
+# The interleaved norm kernel (tenstorrent/tt-metal ttnn/cpp/ttnn/operations/normalization/layernorm/device/kernels/
+# compute/layernorm.cpp @ 9438a76b, the use_welford=0 path), per tile of a row; each pass is named by the circular
+# buffers it streams per tile: "inter" when it unpacks or packs a tile of the factory's intermediate format (cb_x of
+# a fused residual, cb_xmm, cb_xmm2, cb_fusion: Float32 with fp32_dest_acc_en, layernorm_op_multi_core.cpp
+# @ 015365c6), "act" when it streams only tiles of the activation format. The per-row rsqrt is one tile, ignored.
+NORM_TILE_PASSES = (
+    "inter",  # x^2: mul_tiles(cb_in, cb_in), packed to cb_xmm2
+    "inter",  # the row reduce of cb_xmm2 (reduce_tile; one pack per row)
+    "inter",  # x * rstd: mul_tiles_bcast_cols, packed to cb_fusion
+    "inter",  # * gamma: mul_tiles_bcast_rows of cb_fusion, packed to cb_out
+)
+NORM_RESIDUAL_TILE_PASS = "inter"  # x = a + b: add_tiles(cb_in, cb_inb), packed to cb_x
+LAYERNORM_TILE_PASSES = (
+    "act",  # E[x]: the row reduce of x straight from cb_in (bf16), one pack per row (cb_x, "inter", with a residual)
+    "inter",  # x - E[x]: sub_tiles_bcast_cols, packed to cb_xmm
+    "inter",  # (x - E[x])^2: mul_tiles(cb_xmm, cb_xmm), packed to cb_xmm2
+    "inter",  # Var[x]: the row reduce of cb_xmm2
+    "inter",  # * rstd: mul_tiles_bcast_cols of cb_xmm, packed to cb_fusion
+    "inter",  # * gamma: mul_tiles_bcast_rows of cb_fusion, packed to cb_fusion
+    "inter",  # + beta: add_tiles_bcast_rows of cb_fusion, packed to cb_out
+)
 # standalone numerically stable softmax (tenstorrent/tt-metal ttnn/cpp/ttnn/operations/normalization/softmax/
 # device/kernels/attention/compute/softmax.cpp @ 0063e996): per tile the matrix-unit / FPU passes row max
 # (reduce MAX), x - max (sub_tiles_bcast_cols), row sum (reduce SUM) and x * 1/sum (mul bcast cols); the exp
@@ -390,24 +406,45 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     whole tile row (``in0_t = Wt_next_block_up``) and switches to the large-tensor kernels, which
     re-read it, only when the buffers do not fit L1 (tenstorrent/tt-metal ttnn/cpp/ttnn/operations/
     normalization/layernorm/device/layernorm_op_multi_core.cpp @ 015365c6); the x^2 and x * rstd
-    passes re-read the row from L1 (``NORM_PASSES``). Reading it twice from DRAM would put the p150
+    passes re-read the row from L1 (``NORM_TILE_PASSES``). Reading it twice from DRAM would put the p150
     prefill rows (3200 x 1536 in 59.5 us, DEVICE KERNEL DURATION) at 97% of the DRAM peak.
 
     LayerNorm is the same program (layernorm_op_multi_core.cpp serves both norm types: same row split,
-    same reader) with the mean statistic and beta: ``LAYERNORM_PASSES`` per tile instead of
-    ``NORM_PASSES`` (one more with a fused residual); gamma and beta are read once per core and
-    reused over its rows (bytes negligible, as gamma's).
+    same reader) with the mean statistic and beta: the 7 passes of ``LAYERNORM_TILE_PASSES`` per tile
+    instead of the 4 of ``NORM_TILE_PASSES`` (one more with a fused residual: ``norm_tile_passes``). The
+    reader (reader_unary_interleaved_ln.cpp @ 015365c6) reads gamma and beta once per core, after its
+    first row of x, while the compute kernel runs that row's statistic passes, and reuses them over its
+    rows (bytes not counted, as gamma's).
+
+    With ``fp32_dest_acc`` a pass that streams a Float32 intermediate tile costs twice the fitted bf16
+    pass (``row_op_us``); LayerNorm's E[x] reduce streams only x (bf16, from cb_in) and the reduce scaler
+    and packs one tile per row, so it is an activation-format pass (``act_passes``) even then: 13 bf16
+    pass-equivalents per tile, not 14. Checked on CLIP's [32, 768] one-core LayerNorm rows (HiFi4,
+    fp32_dest_acc_en=1; shared/data/profiler_reports/bh_64_clip_encoder_1.csv, 50 rows, 19.1-19.5 us):
+    22.8 us before, 21.3 after; the rest of the gap is not in the count (x - E[x] and + beta are ELWSUB /
+    ELWADD, which the LLK runs without the HiFi4 fidelity loop of ELWMUL and the reduce, but the fitted
+    pass has no fidelity-dependent part to take off).
     """
     n_in, n_out = (2, 2) if fused_residual else (1, 1)
-    passes = (LAYERNORM_PASSES if layernorm else NORM_PASSES) + (NORM_FUSED_RESIDUAL_PASSES - NORM_PASSES
-                                                                if fused_residual else 0)
+    kinds = norm_tile_passes(layernorm=layernorm, fused_residual=fused_residual)
     # large-tensor kernels: each statistic pass re-reads x (and the residual), the last one with gamma
     # (and beta) per row; where, not if: the board's L1 may be a tracer
     large_n_in = (3 if layernorm else 2) * n_in + (2 if layernorm else 1)
     n_in = jnp.where(norm_large_tensor(hw, width=width, act_dtype=act_dtype, fused_residual=fused_residual,
                                        fp32_dest_acc=fp32_dest_acc), large_n_in, n_in)
-    return row_op_us(hw, fit, rows=rows, width=width, passes=passes, n_in=n_in, n_out=n_out, act_dtype=act_dtype,
-                     fp32_dest_acc=fp32_dest_acc, relax=relax)
+    return row_op_us(hw, fit, rows=rows, width=width, passes=kinds.count("inter"), act_passes=kinds.count("act"),
+                     n_in=n_in, n_out=n_out, act_dtype=act_dtype, fp32_dest_acc=fp32_dest_acc, relax=relax)
+
+
+def norm_tile_passes(*, layernorm: bool, fused_residual: bool) -> tuple[str, ...]:
+    """The per-tile passes of the norm compute kernel (``NORM_TILE_PASSES`` / ``LAYERNORM_TILE_PASSES``),
+    each "inter" or "act" by the tiles it streams. A fused residual adds the pre-add pass, whose sum
+    lands in cb_x (an intermediate buffer), so LayerNorm's E[x] reduce then reads intermediate tiles."""
+    if not layernorm:
+        return ((NORM_RESIDUAL_TILE_PASS,) if fused_residual else ()) + NORM_TILE_PASSES
+    if fused_residual:
+        return (NORM_RESIDUAL_TILE_PASS, "inter") + LAYERNORM_TILE_PASSES[1:]
+    return LAYERNORM_TILE_PASSES
 
 
 # layernorm_op_multi_core.cpp's small-kernel circular buffers (module of ``norm_large_tensor``)
@@ -447,7 +484,7 @@ def norm_large_tensor(hw: Blackhole, *, width: int, act_dtype: str = "bf16", fus
 
 def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n_in: int = 1, n_out: int = 1,
               act_dtype: str = "bf16", fp32_dest_acc: bool = False, launch_cores=None, sfpu_cycles_per_row=0.0,
-              relax: Relax | None = None):
+              act_passes=0, relax: Relax | None = None):
     """A row-wise op (norms, softmax) over [rows, width] interleaved tensors, us: tile rows split
     over min(rows/32, grid) cores, each reading its rows of ``n_in`` inputs (at its rate or its share
     of the bandwidth) while running ``passes`` elementwise passes per tile, bounded by all
@@ -458,6 +495,9 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
     intermediate circular buffers in Float32 (layernorm_op_multi_core.cpp, softmax's factory), so
     every pass unpacks and packs tiles of twice the bytes of bf16 (``tile_bytes``): a pass costs
     their ratio times [eltwise_cycles_per_tile], which is fitted on bf16 intermediates.
+    ``act_passes``: further passes per tile that stream only tiles of the activation format (no
+    intermediate buffer), priced at that format's bytes, never below the fitted bf16 pass, whatever
+    ``fp32_dest_acc``.
 
     ``sfpu_cycles_per_row``: SFPU work per tile row (cycles) on the same compute thread as the passes
     (softmax: the exp of every tile and the reciprocal of the row sum).
@@ -466,9 +506,12 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
     tile_rows, wt = rows // TILE, width // TILE
     cores = min(tile_rows, hw.grid_cores)
     rows_per_core = math.ceil(tile_rows / cores)
-    pass_cycles = fit.eltwise_cycles_per_tile * (tile_bytes("fp32") / tile_bytes("bf16") if fp32_dest_acc else 1.0)
+    bf16 = tile_bytes("bf16")
+    pass_cycles = fit.eltwise_cycles_per_tile * (tile_bytes("fp32") / bf16 if fp32_dest_acc else 1.0)
+    act_pass_cycles = fit.eltwise_cycles_per_tile * max(act, bf16) / bf16
     t_read = read_us(hw, fit, rows_per_core * wt * n_in, rows_per_core * wt * n_in * act, cores, relax=relax)
-    t_math = cycles_us(hw, rows_per_core * (wt * passes * pass_cycles + sfpu_cycles_per_row))
+    t_math = cycles_us(hw, rows_per_core * (wt * (passes * pass_cycles + act_passes * act_pass_cycles)
+                                            + sfpu_cycles_per_row))
     t_agg = dram_us(hw, fit, tile_rows * wt * (n_in + n_out), tile_rows * wt * (n_in + n_out) * act)
     return (launch_us(fit, cores if launch_cores is None else launch_cores, fit.launch_norm_us) + fit.dram_latency_us
             + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
@@ -613,6 +656,7 @@ __all__ = [
     "matmul_weight_bytes",
     "mcast_2d_block_us",
     "norm_large_tensor",
+    "norm_tile_passes",
     "overlap",
     "read_us",
     "rms_norm_us",
