@@ -196,7 +196,8 @@ def test_softmax_is_a_row_op_sent_to_the_whole_grid(tmp_path):
     assert line.status == MODELLED, line.status
     x = _dims(rec, "INPUT_0")
     fp32 = "fp32_dest_acc_en=1" in rec["ATTRIBUTES"]
-    assert line.spec.inner == SoftmaxSpec(x[0] * x[1] * x[2], x[3], "bf16", fp32_dest_acc=fp32)
+    assert line.spec.inner == SoftmaxSpec(x[0] * x[1] * x[2], x[3], "bf16", fp32_dest_acc=fp32, pad_cols=32 - 19)
+    assert rec["INPUT_0_X_PAD[LOGICAL]"] == "32[19]"
     assert model_cores(line.spec.inner, line.spec.board()) == int(rec["CORE COUNT"]) == 64
 
 
@@ -334,9 +335,10 @@ def test_priced_times_of_the_new_forms_are_finite_and_positive():
     MinimalMatmulSpec(32, 768, 3072, 2, 8, 8, 11, 10, bias=True),
     NormSpec(32, 768, layernorm=True, fp32_dest_acc=True),
     SoftmaxSpec(384, 32, fp32_dest_acc=True),
+    SoftmaxSpec(384, 32, fp32_dest_acc=True, pad_cols=13),
     NormSpec(8192, 6656, fp32_dest_acc=True),
     SdpaCausalSpec(SdpaProgramConfig(256.0, 256.0, attn_mode="standard"), 8192, 32, 128, "bf16", fidelity="HiFi4"),
-], ids=["batched", "minimal", "layernorm", "softmax", "large-norm", "causal-sdpa"])
+], ids=["batched", "minimal", "layernorm", "softmax", "padded-softmax", "large-norm", "causal-sdpa"])
 def test_written_forms_read_back_with_the_cores_priced(tmp_path, spec):
     """A spec written as an op report row reads back as itself; its CORE COUNT is the split priced."""
     from costmodel.blackhole.report_reader import write_csv

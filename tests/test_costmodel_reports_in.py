@@ -148,7 +148,8 @@ def test_kind_whitening_is_the_inverse_square_root_of_the_kind_covariance(clip_r
 
 
 def test_a_mispriced_kind_repeated_per_layer_does_not_move_the_port(clip_rows):
-    """CLIP's 24 softmax rows (one per layer, the model prices them 1.6x short) and its 192
+    """CLIP's 24 softmax rows (one per layer; 1.6x short until their padding mask was priced, now
+    within 1%) and its 192
     reshape / transpose_hc rows fitted as independent rows pin launch_norm_us and dram_latency_us
     (shared with the port's rms_norm and every DRAM read) and drag the port's step at least twice
     as far as rows sharing their kind's model-form error, which pin neither and keep it within the

@@ -76,6 +76,21 @@ LAYERNORM_TILE_PASSES = (
 # (reduce MAX), x - max (sub_tiles_bcast_cols), row sum (reduce SUM) and x * 1/sum (mul bcast cols); the exp
 # of each tile and the reciprocal of each row's sum run on the SFPU (SFPU_EXP / SFPU_RECIP costs, ``softmax_us``)
 SOFTMAX_ROW_PASSES = 4
+# a row whose logical width stops short of its tile-padded width (mask_padded_data): every tile is first copied
+# into cb_x (copy_tile; the row's last tile instead add_tiles_bcast_rows with the -inf padding mask), which the
+# numerically stable passes then read (softmax.cpp @ 0063e996, kernel_main's ``if (mask_padded_data)`` branch)
+SOFTMAX_PADDED_COPY_PASSES = 1
+# The padding mask tile: the writer kernel (BRISC) zeroes it with one volatile 16-bit store per element (its
+# circular buffer is Float16_b), then fill_pad_tile stores -inf into the padded columns of every row: 32 x pad
+# more 16-bit stores (writer_unary_interleaved_start_id_blocked_sm.cpp @ 06ed7702, lines 29-41; kernel_helper_
+# functions/pad_tile.hpp @ 09b4c34b). Both are rolled loops of ``sh``, a pointer increment and a loop branch:
+# data-movement kernels build at -O2 (DataMovementConfig's KernelBuildOptLevel::O2), which does not unroll them
+# (the two loops rebuilt in C and compiled by Debian's riscv64-unknown-elf-gcc 12.2 -O2 -march=rv32im_zba_zbb
+# -mabi=ilp32 give exactly that 3-instruction body; the SFPI toolchain itself was not run), and a baby RISC-V
+# issues one instruction per cycle while the L1 store queue sustains one coalesced store per cycle (tenstorrent/
+# tt-isa-documentation BlackholeA0/TensixTile/BabyRISCV/README.md @ 2c2c43b3), so the instructions bind; the
+# fill's row loop (3 instructions and a mispredicted inner-loop exit per face row, ~0.1 us) is left out
+SOFTMAX_MASK_CYCLES_PER_STORE = 3
 # SFPU cost with a bfloat16 Dest (fp32_dest_acc_en=0) relative to the Float32 Dest costs of the hardware spec
 # (Blackhole.sfpu_exp_cycles_per_tile / sfpu_recip_cycles_per_tile), from the same measurements [BH-sfpu]:
 # the accurate bfloat16 exp (exp_21f) 672 cycles/tile (tenstorrent/tt-metal pull request #29495) vs 2548 for
@@ -484,7 +499,7 @@ def norm_large_tensor(hw: Blackhole, *, width: int, act_dtype: str = "bf16", fus
 
 def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n_in: int = 1, n_out: int = 1,
               act_dtype: str = "bf16", fp32_dest_acc: bool = False, launch_cores=None, sfpu_cycles_per_row=0.0,
-              act_passes=0, relax: Relax | None = None):
+              act_passes=0, start_us=None, relax: Relax | None = None):
     """A row-wise op (norms, softmax) over [rows, width] interleaved tensors, us: tile rows split
     over min(rows/32, grid) cores, each reading its rows of ``n_in`` inputs (at its rate or its share
     of the bandwidth) while running ``passes`` elementwise passes per tile, bounded by all
@@ -501,6 +516,11 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
 
     ``sfpu_cycles_per_row``: SFPU work per tile row (cycles) on the same compute thread as the passes
     (softmax: the exp of every tile and the reciprocal of the row sum).
+
+    ``start_us``: a core-local step (us) that the compute waits for before its first tile row, run
+    while the first read makes its round trip (softmax's padding mask, ``softmax_mask_us``): the start
+    is the later of the two. None: the round trip alone. (With several tiles per row the compute
+    could copy the row's first tiles before the mask lands; the whole step is charged up front.)
     """
     act = tile_bytes(act_dtype)
     tile_rows, wt = rows // TILE, width // TILE
@@ -513,12 +533,25 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
     t_math = cycles_us(hw, rows_per_core * (wt * (passes * pass_cycles + act_passes * act_pass_cycles)
                                             + sfpu_cycles_per_row))
     t_agg = dram_us(hw, fit, tile_rows * wt * (n_in + n_out), tile_rows * wt * (n_in + n_out) * act)
-    return (launch_us(fit, cores if launch_cores is None else launch_cores, fit.launch_norm_us) + fit.dram_latency_us
+    t_start = fit.dram_latency_us if start_us is None else smax(fit.dram_latency_us, start_us, relax=relax)
+    return (launch_us(fit, cores if launch_cores is None else launch_cores, fit.launch_norm_us) + t_start
             + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
 
 
+def softmax_mask_us(hw: Blackhole, pad_cols: int):
+    """Time for softmax's writer kernel to build the -inf padding mask tile of rows whose last tile
+    has ``pad_cols`` padded columns (0: no mask, 0 us), us: 32 x 32 zeroing stores and 32 x
+    ``pad_cols`` fill stores at ``SOFTMAX_MASK_CYCLES_PER_STORE`` cycles each (1440 stores, 3.2 us at
+    1.35 GHz for CLIP's 19-wide rows). The compute's first tile row waits for it (``row_op_us``'s
+    ``start_us``): with one tile per core it is most of the op's time after the launch."""
+    if not 0 <= pad_cols < TILE:
+        raise ValueError(f"{pad_cols=} must lie in [0, {TILE})")
+    stores = TILE * TILE + TILE * pad_cols if pad_cols else 0
+    return cycles_us(hw, SOFTMAX_MASK_CYCLES_PER_STORE * stores)
+
+
 def softmax_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtype: str = "bf16",
-               fp32_dest_acc: bool = False, relax: Relax | None = None):
+               fp32_dest_acc: bool = False, pad_cols: int = 0, relax: Relax | None = None):
     """``ttnn.softmax`` over the last dim of [rows, width] (interleaved, no mask), us: a row op
     (``row_op_us``) of ``SOFTMAX_ROW_PASSES`` FPU passes per tile plus, on the SFPU, the exp of every
     tile and the reciprocal of each row's sum (one tile per row), at the spec's Float32-Dest costs
@@ -527,12 +560,19 @@ def softmax_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtyp
     accurate exp (``math_approx_mode=0``, what the rows read carry) is priced; the exp is most of a
     Float32 softmax (2548 of ~3200 cycles per tile). The program is sent to the whole grid, cores
     without rows included (CORE COUNT 64 for 12 tile rows on a 64-core grid:
-    shared/data/profiler_reports/bh_64_clip_encoder_1.csv)."""
+    shared/data/profiler_reports/bh_64_clip_encoder_1.csv).
+
+    ``pad_cols``: columns of each row's last tile that are padding (``width`` less the logical width;
+    the factory's num_datum_padded, softmax_program_factory_attention_optimized.cpp @ 003544fc). The
+    writer then builds a padding mask tile before the compute can start (``softmax_mask_us``) and
+    every tile takes one more pass (``SOFTMAX_PADDED_COPY_PASSES``)."""
     exp_cycles = hw.sfpu_exp_cycles_per_tile * (1.0 if fp32_dest_acc else SFPU_EXP_BF16_RATIO)
     recip_cycles = hw.sfpu_recip_cycles_per_tile * (1.0 if fp32_dest_acc else SFPU_RECIP_BF16_RATIO)
-    return row_op_us(hw, fit, rows=rows, width=width, passes=SOFTMAX_ROW_PASSES, act_dtype=act_dtype,
+    passes = SOFTMAX_ROW_PASSES + (SOFTMAX_PADDED_COPY_PASSES if pad_cols else 0)
+    return row_op_us(hw, fit, rows=rows, width=width, passes=passes, act_dtype=act_dtype,
                      fp32_dest_acc=fp32_dest_acc, launch_cores=hw.grid_cores,
-                     sfpu_cycles_per_row=(width // TILE) * exp_cycles + recip_cycles, relax=relax)
+                     sfpu_cycles_per_row=(width // TILE) * exp_cycles + recip_cycles,
+                     start_us=softmax_mask_us(hw, pad_cols) if pad_cols else None, relax=relax)
 
 
 def rope_us(hw: Blackhole, fit: FitParams, *, heads: int, rows: int, head_dim: int, act_dtype: str = "bf16",
@@ -662,6 +702,7 @@ __all__ = [
     "rms_norm_us",
     "rope_us",
     "row_op_us",
+    "softmax_mask_us",
     "softmax_us",
     "us_of",
 ]

@@ -121,17 +121,20 @@ class NormSpec:
 @_frozen
 class SoftmaxSpec:
     """``ttnn.softmax`` over the last dim of [rows, width] (interleaved, no mask; ``ops.softmax_us``);
-    ``fp32_dest_acc``: Float32 intermediates (as ``NormSpec``)."""
+    ``width`` is tile-padded; ``fp32_dest_acc``: Float32 intermediates (as ``NormSpec``); ``pad_cols``:
+    columns of each row's last tile past the logical width (CLIP's [12, 19, 19] scores: 13), which make
+    the kernels build and add a padding mask."""
 
     rows: int
     width: int
     act_dtype: str = "bf16"
     fp32_dest_acc: bool = False
+    pad_cols: int = 0
     op_class = "norm"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return softmax_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype,
-                          fp32_dest_acc=self.fp32_dest_acc, relax=relax)
+                          fp32_dest_acc=self.fp32_dest_acc, pad_cols=self.pad_cols, relax=relax)
 
 
 @_frozen

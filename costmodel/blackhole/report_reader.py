@@ -212,7 +212,8 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
         ins = [x, x, gamma] if spec.fused_residual else [x, gamma]
         return mk(OP_CODES["norm"][0], attrs, ins + ([gamma] if spec.layernorm else []), [x], "HiFi4")
     if isinstance(spec, SoftmaxSpec):
-        x = _t((1, 1, spec.rows, spec.width), spec.act_dtype)
+        x = dataclasses.replace(_t((1, 1, spec.rows, spec.width), spec.act_dtype),
+                                logical=(1, 1, spec.rows, spec.width - spec.pad_cols))
         ckc = _compute_kernel("HiFi4").replace("fp32_dest_acc_en=0", f"fp32_dest_acc_en={int(spec.fp32_dest_acc)}")
         attrs = {"compute_kernel_config": ckc, "dim": "3", "inplace": "false", "is_causal_mask": "false",
                  "numeric_stable": "true", "program_config": "SoftmaxDefaultProgramConfig()", "scale": "std::nullopt",
@@ -696,7 +697,12 @@ def _softmax(ln: _Line, hw: Blackhole) -> SoftmaxSpec:
         raise _Skip(f"program-config kind not modelled: {pc.split('(')[0]}")
     _no_sharding(ln, "INPUT_0", "OUTPUT_0")
     x = ln.shape("INPUT_0")  # a row-wise op: batch dims are more rows
-    return SoftmaxSpec(x[0] * x[1] * x[2], x[3], ln.dtype("INPUT_0", ActivationFormat), _row_fp32_dest_acc(ln))
+    # a logical width short of the padded one makes the kernels build and add a padding mask
+    pad_cols = x[3] - ln.logical("INPUT_0")[3]
+    if not 0 <= pad_cols < TILE:
+        raise _Skip(f"softmax row padded by {pad_cols} columns (the padding mask covers part of one tile)")
+    return SoftmaxSpec(x[0] * x[1] * x[2], x[3], ln.dtype("INPUT_0", ActivationFormat), _row_fp32_dest_acc(ln),
+                       pad_cols=pad_cols)
 
 
 def _row_fp32_dest_acc(ln: _Line) -> bool:
