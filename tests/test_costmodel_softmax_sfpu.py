@@ -12,7 +12,7 @@ import pytest
 from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.fit import load_calibration
-from costmodel.blackhole.ops import SOFTMAX_MASK_CYCLES_PER_STORE, softmax_mask_us
+from costmodel.blackhole.ops import RISC_STORE_LOOP_CYCLES, softmax_mask_us
 from costmodel.blackhole.opspecs import KernelSpec, SoftmaxSpec
 from costmodel.blackhole.report_reader import MODELLED, read_report
 from costmodel.hardware import TILE, blackhole_p150a
@@ -84,7 +84,7 @@ def test_the_padding_mask_costs_the_writer_kernels_stores(pad_cols):
     replaces) and takes one more pass per tile."""
     hw, fit = blackhole_p150a(), load_calibration().params
     assert _writer_mask_stores(13) == 1440
-    want_us = SOFTMAX_MASK_CYCLES_PER_STORE * _writer_mask_stores(pad_cols) / hw.clock_hz * 1e6
+    want_us = RISC_STORE_LOOP_CYCLES * _writer_mask_stores(pad_cols) / hw.clock_hz * 1e6
     assert float(softmax_mask_us(hw, pad_cols)) == pytest.approx(want_us, rel=1e-9)
     assert float(softmax_mask_us(hw, 0)) == 0.0
     plain = SoftmaxSpec(384, 32, "bf16", True)

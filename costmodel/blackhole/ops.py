@@ -89,8 +89,14 @@ SOFTMAX_PADDED_COPY_PASSES = 1
 # -mabi=ilp32 give exactly that 3-instruction body; the SFPI toolchain itself was not run), and a baby RISC-V
 # issues one instruction per cycle while the L1 store queue sustains one coalesced store per cycle (tenstorrent/
 # tt-isa-documentation BlackholeA0/TensixTile/BabyRISCV/README.md @ 2c2c43b3), so the instructions bind; the
-# fill's row loop (3 instructions and a mispredicted inner-loop exit per face row, ~0.1 us) is left out
-SOFTMAX_MASK_CYCLES_PER_STORE = 3
+# fill's row loop (3 instructions and a mispredicted inner-loop exit per face row, ~0.1 us) is left out.
+# The same loop body fills binary_ng's scalar tile (``scalar_tile_fill_us``).
+RISC_STORE_LOOP_CYCLES = 3
+# 32-bit stores that fill binary_ng's scalar operand tile: fill_with_val_bfloat16 packs two bf16 values per
+# store (512), fill_with_val<1024, float> stores one Float32 value each (binary_ng/device/kernels/dataflow/
+# fill_tile_utils.hpp @ 04f0123e, called once by writer_interleaved_scalar.cpp @ 00635679 before any output)
+SCALAR_FILL_STORES = {"fp32": 1024}
+SCALAR_FILL_STORES_PACKED = 512
 # SFPU cost with a bfloat16 Dest (fp32_dest_acc_en=0) relative to the Float32 Dest costs of the hardware spec
 # (Blackhole.sfpu_exp_cycles_per_tile / sfpu_recip_cycles_per_tile), from the same measurements [BH-sfpu]:
 # the accurate bfloat16 exp (exp_21f) 672 cycles/tile (tenstorrent/tt-metal pull request #29495) vs 2548 for
@@ -541,13 +547,13 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
 def softmax_mask_us(hw: Blackhole, pad_cols: int):
     """Time for softmax's writer kernel to build the -inf padding mask tile of rows whose last tile
     has ``pad_cols`` padded columns (0: no mask, 0 us), us: 32 x 32 zeroing stores and 32 x
-    ``pad_cols`` fill stores at ``SOFTMAX_MASK_CYCLES_PER_STORE`` cycles each (1440 stores, 3.2 us at
+    ``pad_cols`` fill stores at ``RISC_STORE_LOOP_CYCLES`` cycles each (1440 stores, 3.2 us at
     1.35 GHz for CLIP's 19-wide rows). The compute's first tile row waits for it (``row_op_us``'s
     ``start_us``): with one tile per core it is most of the op's time after the launch."""
     if not 0 <= pad_cols < TILE:
         raise ValueError(f"{pad_cols=} must lie in [0, {TILE})")
     stores = TILE * TILE + TILE * pad_cols if pad_cols else 0
-    return cycles_us(hw, SOFTMAX_MASK_CYCLES_PER_STORE * stores)
+    return cycles_us(hw, RISC_STORE_LOOP_CYCLES * stores)
 
 
 def softmax_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtype: str = "bf16",
@@ -662,9 +668,19 @@ def fill_cache_us(hw: Blackhole, fit: FitParams, *, kv_heads: int, rows: int, he
     return launch_us(fit, cores, fit.launch_fill_cache_us) + fit.dram_latency_us + overlap(fit, t_in, t_out)
 
 
+def scalar_tile_fill_us(hw: Blackhole, act_dtype: str = "bf16"):
+    """Time for binary_ng's writer (writer_interleaved_scalar.cpp) to fill the scalar operand's tile in
+    L1, us: ``SCALAR_FILL_STORES`` 32-bit stores of a rolled loop at ``RISC_STORE_LOOP_CYCLES`` each
+    (512 for bf16: 1.1 us at 1.35 GHz). The compute kernel (eltwise_binary_scalar.cpp @ 00174421) waits
+    for that tile (``cb_post_rhs.wait_front(1)``) before its first output tile."""
+    return cycles_us(hw, RISC_STORE_LOOP_CYCLES * SCALAR_FILL_STORES.get(act_dtype, SCALAR_FILL_STORES_PACKED))
+
+
 def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs: int = 2,
                act_dtype: str = "bf16", relax: Relax | None = None):
-    """Binary eltwise (``ttnn.add`` / ``ttnn.mul``) on [rows, width]; output tiles split over the grid, us."""
+    """Binary eltwise (``ttnn.add`` / ``ttnn.mul``) on [rows, width]; output tiles split over the grid, us.
+    ``n_inputs`` 1: a scalar second operand, whose tile the writer fills before the compute can start
+    (``scalar_tile_fill_us``, overlapped with the first read's round trip)."""
     act = tile_bytes(act_dtype)
     tiles = (rows // TILE) * (width // TILE)
     cores = min(tiles, hw.grid_cores)
@@ -674,11 +690,14 @@ def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs
     t_agg = dram_us(hw, fit, tiles * (n_inputs + 1), tiles * (n_inputs + 1) * act)
     # binary_ng sends its program to the whole grid, cores without tiles included (a 24-tile add on
     # a 64-core grid reports CORE COUNT 64: shared/data/profiler_reports/bh_64_clip_encoder_1.csv)
-    return (launch_us(fit, hw.grid_cores, fit.launch_eltwise_us) + fit.dram_latency_us
+    t_start = fit.dram_latency_us if n_inputs == 2 else smax(fit.dram_latency_us, scalar_tile_fill_us(hw, act_dtype),
+                                                              relax=relax)
+    return (launch_us(fit, hw.grid_cores, fit.launch_eltwise_us) + t_start
             + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
 
 
 __all__ = [
+    "RISC_STORE_LOOP_CYCLES",
     "agg_bytes_per_s",
     "cycles_us",
     "data_movement_us",
@@ -702,6 +721,7 @@ __all__ = [
     "rms_norm_us",
     "rope_us",
     "row_op_us",
+    "scalar_tile_fill_us",
     "softmax_mask_us",
     "softmax_us",
     "us_of",
