@@ -54,19 +54,19 @@ def _window_share(name: str) -> tuple[float, float]:
 @pytest.mark.parametrize("name", ["bh_gpt_oss_20b_fused_decode_b1.csv", "bh_gpt_oss_20b_fused_prefill_s17.csv"])
 def test_the_gpt_oss_layer_windows_are_priced_to_80_percent_of_their_device_time(name):
     """The layer window (the signposts tt-perf-report reads): >= 80% of its device time priced (decode
-    82.8%, prefill 88.7%); the whole files are ~8%, their weight preparation (two ROW_MAJOR slices of
-    ~69 ms each) outside the window."""
+    84.9%, prefill 90.5%; 82.8% and 88.7% before the SFPU-path multiplies were priced); the whole files
+    are ~8%, their weight preparation (two ROW_MAJOR slices of ~69 ms each) outside the window."""
     share, from_csv = _window_share(name)
     assert share == pytest.approx(from_csv)
     assert share >= 0.80
 
 
-def test_the_muse_prefill_window_is_priced_to_80_percent_of_its_device_time():
-    """91.6% (16.7% before its DRAM width-sharded and config-less minimal matmuls and its causal SDPA
-    were read); the rest is two SFPU-path multiplies with fused activations (8.3%)."""
+def test_the_muse_prefill_window_is_priced_to_99_percent_of_its_device_time():
+    """99.9% (16.7% before its DRAM width-sharded and config-less minimal matmuls and its causal SDPA
+    were read, 91.6% before its two SFPU-path multiplies with fused SiLU / sigmoid, 8.3%, were)."""
     share, from_csv = _window_share("bh_muse_glimmer_30b_optimized_prefill_full_s8192.csv")
     assert share == pytest.approx(from_csv)
-    assert share >= 0.80
+    assert share >= 0.99
 
 
 def test_a_row_broadcast_add_is_skipped_by_its_logical_shape(tmp_path):

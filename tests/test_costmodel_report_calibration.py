@@ -1,6 +1,6 @@
 """The real reports fitted with the port's tables (``costmodel/data/report_calibration.json``): the
 excerpts are the windows' own lines, every report of a model is one held-out source, and a binary op
-on the SFPU path is not priced as the FPU one."""
+on the SFPU path is priced apart from the FPU one."""
 
 from __future__ import annotations
 
@@ -53,9 +53,10 @@ def test_a_models_reports_are_held_out_together():
     assert "report:north_mini" not in {unit_of(r, "source") for r in others}
 
 
-def test_a_binary_op_on_the_sfpu_path_is_skipped_with_the_reason(tmp_path):
+def test_a_binary_op_on_the_sfpu_path_is_priced_apart_from_the_fpu_eltwise(tmp_path):
     """The North-mini prefill's bf16 multiply runs binary_ng's SFPU kernel (``is_sfpu: true``,
-    eltwise_binary_sfpu_no_bcast.cpp): not priced as the FPU eltwise; the same line on the FPU path is."""
+    eltwise_binary_sfpu_no_bcast.cpp): priced as the SFPU path (op class 'eltwise_sfpu', so not one of the
+    fitted eltwise rows of the excerpts); the same line on the FPU path is the FPU eltwise."""
     src = PAIRS / "bh_north_mini_functional_prefill_s128.csv"
 
     def pick(r):
@@ -63,9 +64,9 @@ def test_a_binary_op_on_the_sfpu_path_is_skipped_with_the_reason(tmp_path):
 
     line, rec = one_line(src, tmp_path / "sfpu.csv", pick)
     assert "'is_sfpu': 'true'" in rec["ATTRIBUTES"]
-    assert line.status.startswith("binary op on the SFPU path (is_sfpu): not priced"), line.status
+    assert line.status == MODELLED and line.spec.sfpu and line.spec.op_class == "eltwise_sfpu", line.status
 
     def fpu(r):
         r["ATTRIBUTES"] = r["ATTRIBUTES"].replace("'is_sfpu': 'true'", "'is_sfpu': 'false'")
     line, _ = one_line(src, tmp_path / "fpu.csv", pick, fpu)
-    assert line.status == MODELLED and line.spec.op_class == "eltwise"
+    assert line.status == MODELLED and line.spec.op_class == "eltwise" and not line.spec.sfpu

@@ -24,7 +24,10 @@ Shared building blocks (``FitParams`` names in brackets):
   * stages that run concurrently (handshake, round trip, read, math) combine as a q-norm
     (``overlap``): between a sum (serial) and a max (perfect overlap), q = [overlap_exponent];
   * an elementwise pass over a tile costs [eltwise_cycles_per_tile] (an online-softmax step over a
-    score tile is ``SOFTMAX_PASSES`` of them), a 32x32x32 tile product 2*32^3 / FLOP-per-cycle x passes.
+    score tile is ``SOFTMAX_PASSES`` of them), a 32x32x32 tile product 2*32^3 / FLOP-per-cycle x passes;
+  * SFPU work is priced per tile from measured Blackhole SFPU throughputs ([BH-sfpu] in
+    ``costmodel.hardware``, the SFPU_* constants below) or, where none is public, from the SFPI kernel's
+    instruction count (one cycle per instruction per 32-lane iteration, 32 iterations a tile), said so.
 
 Knobs that ttnn takes as integers (in0_block_w, per_core_N, k_chunk, q_chunk, cores per head) are
 float leaves here so that the relaxed evaluator (``relax=Relax(...)``) can differentiate through
@@ -103,6 +106,37 @@ SCALAR_FILL_STORES_PACKED = 512
 # Float32 (#33563); the reciprocal 3 vs 5 cycles per 32 lanes (tenstorrent/tt-llk pull request #834)
 SFPU_EXP_BF16_RATIO = 672.0 / 2548.0
 SFPU_RECIP_BF16_RATIO = 3.0 / 5.0
+# binary_ng's SFPU path (``is_sfpu``: eltwise_binary_sfpu_no_bcast.cpp / eltwise_binary_sfpu_scalar.cpp,
+# tenstorrent/tt-metal ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/kernels/compute/ @ 00174421): per output
+# tile, copy_tile of each operand into Dest, the SFPU binary op on the two Dest tiles, the post activations in
+# place, one pack. A lhs / rhs activation is a pass of its own first (eltwise_utils_sfpu.hpp PREPROCESS:
+# copy_tile, the activation, pack into c_3 / c_4) whose pack the main loop's copy_tile of that operand waits for.
+# A bfloat16 output runs a bfloat16 Dest (binary_ng_program_factory.cpp @ 00635679: fp32_dest_acc_en only for a
+# Float32 / Int32 / UInt32 output), so the bfloat16-Dest SFPU costs below apply.
+SFPU_COPY_PASSES = 2  # copy_tile of lhs and rhs (a scalar operand's one tile is copied again for every tile)
+SFPU_ACTIVATION_PASSES = 2  # a lhs / rhs activation: its own copy_tile, and the pack the main loop waits on
+SFPU_ROWS_PER_TILE = 32  # SFPU iterations of 32 lanes per 32x32 tile: 4 faces x 8 (ITERATIONS=8)
+# accurate sigmoid (sigmoid_tile, param={}: 1 / (1 + exp_21f(-x)), one Newton step of the reciprocal, RNE to
+# bfloat16; tt_metal/hw/ckernels/blackhole/metal/llk_api/llk_sfpu/ckernel_sfpu_sigmoid.h @ 00b0fa3f) on a
+# bfloat16 Dest: 1247.21 cycles per tile measured on Blackhole with the tt-llk perf harness (Float16_b,
+# tenstorrent/tt-metal pull request #49926, 2026-07-15, "Sigmoid (exact)")
+SFPU_SIGMOID_BF16_CYCLES = 1247.21
+# SiLU (silu_tile: calculate_silu, ckernel_sfpu_silu.h @ 015056e6, its sfpi loop: x * _sfpu_sigmoid_(x), RNE to
+# bfloat16) is the sigmoid loop and one more SFPU multiply per row: a source-derived count (no Blackhole
+# measurement found), each SFPU instruction one cycle per 32-lane iteration. (That stored version also carries an
+# experimental hand-pipelined bfloat16 body, SILU_BF16_IMPL 1-3, ~20 issue slots a row; not priced: the held-out
+# Muse Glimmer SiLU rows run at the sigmoid loop's cost, 2351 cycles a tile against 2182 priced here.)
+SFPU_SILU_BF16_CYCLES = SFPU_SIGMOID_BF16_CYCLES + 1 * SFPU_ROWS_PER_TILE
+# the bfloat16 SFPU multiply (mul_binary_tile: calculate_sfpu_binary_mul<is_fp32_dest_acc_en=false>,
+# tt_metal/hw/ckernels/blackhole/metal/llk_api/llk_sfpu/ckernel_sfpu_binary.h @ 0085d978), per row: 2 SFPLOAD,
+# SFPMUL, the software round-to-nearest-even with the zero guard (SFPLOADI 0x7fff; v_if(in0 != 0 && in1 != 0):
+# push + 2 SFPSETCC; bits >> 16 as SFPMOV + SFPSHFT; & 1 as SFPLOADI + SFPAND; 2 SFPIADD; v_endif pop;
+# & 0xFFFF0000 as SFPLOADI + SFPAND), SFPSTORE, the Dest increment: 18 instructions. A source-derived count
+# (no Blackhole measurement of the binary SFPU multiply found), one cycle per instruction per 32-lane iteration.
+SFPU_MUL_BF16_CYCLES = 18 * SFPU_ROWS_PER_TILE
+SFPU_BINARY_BF16_CYCLES = {"mul": SFPU_MUL_BF16_CYCLES}
+SFPU_ACTIVATION_BF16_CYCLES = {"sigmoid": SFPU_SIGMOID_BF16_CYCLES, "silu": SFPU_SILU_BF16_CYCLES}
+ACTIVATION_OPERANDS = ("lhs", "rhs", "post")
 ROPE_PASSES = 3.5  # x*cos, rotate_half(x)*sin, add; negating half the tiles of rotate_half
 ROPE_READS_PER_TILE = 4  # x tile, its rotate_half partner tile, cos tile, sin tile
 ELTWISE_PASSES = 1
@@ -676,17 +710,51 @@ def scalar_tile_fill_us(hw: Blackhole, act_dtype: str = "bf16"):
     return cycles_us(hw, RISC_STORE_LOOP_CYCLES * SCALAR_FILL_STORES.get(act_dtype, SCALAR_FILL_STORES_PACKED))
 
 
+def sfpu_binary_tile_cycles(fit: FitParams, *, kind: str, activations: tuple[tuple[str, str], ...] = ()):
+    """Compute-thread cycles per output tile of binary_ng's SFPU path with a bfloat16 Dest (see
+    ``SFPU_COPY_PASSES``): each copy_tile and each activation's pack into its intermediate buffer one
+    elementwise pass [eltwise_cycles_per_tile], plus the SFPU op ``kind`` ('mul') and each fused
+    activation ((operand, op) pairs, operand 'lhs' / 'rhs' / 'post', op 'sigmoid' / 'silu'); they run
+    one after the other on the tile (the main loop's copy of an activated operand waits for its pack)."""
+    validate_sfpu_binary(kind, activations)
+    passes = SFPU_COPY_PASSES + SFPU_ACTIVATION_PASSES * len({o for o, _ in activations if o != "post"})
+    return (passes * fit.eltwise_cycles_per_tile + SFPU_BINARY_BF16_CYCLES[kind]
+            + sum(SFPU_ACTIVATION_BF16_CYCLES[op] for _, op in activations))
+
+
+def validate_sfpu_binary(kind: str, activations: tuple[tuple[str, str], ...]) -> None:
+    """Raise ValueError for an SFPU binary op or a fused activation without a sourced cost."""
+    if kind not in SFPU_BINARY_BF16_CYCLES:
+        raise ValueError(f"{kind=}: the SFPU binary path is priced for {sorted(SFPU_BINARY_BF16_CYCLES)}")
+    for operand, op in activations:
+        if operand not in ACTIVATION_OPERANDS:
+            raise ValueError(f"activation operand {operand!r}: expected one of {ACTIVATION_OPERANDS}")
+        if op not in SFPU_ACTIVATION_BF16_CYCLES:
+            raise ValueError(f"activation {op!r}: priced for {sorted(SFPU_ACTIVATION_BF16_CYCLES)}")
+
+
 def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs: int = 2,
-               act_dtype: str = "bf16", relax: Relax | None = None):
+               act_dtype: str = "bf16", kind: str = "add", sfpu: bool = False,
+               activations: tuple[tuple[str, str], ...] = (), relax: Relax | None = None):
     """Binary eltwise (``ttnn.add`` / ``ttnn.mul``) on [rows, width]; output tiles split over the grid, us.
-    ``n_inputs`` 1: a scalar second operand, whose tile the writer fills before the compute can start
-    (``scalar_tile_fill_us``, overlapped with the first read's round trip)."""
+
+    ``sfpu``: binary_ng's SFPU path (``is_sfpu``; bfloat16 only), whose per-tile compute is
+    ``sfpu_binary_tile_cycles`` of ``kind`` ('add' / 'mul') with the fused ``activations``; else the FPU
+    path, one elementwise pass per tile whatever the kind (no fused activations). ``n_inputs`` 1: a scalar
+    second operand, whose tile the writer fills before the compute can start (``scalar_tile_fill_us``,
+    overlapped with the first read's round trip)."""
+    if sfpu and act_dtype != "bf16":
+        raise ValueError(f"{act_dtype=}: the SFPU path is priced with the bfloat16-Dest SFPU costs only")
+    if activations and not sfpu:
+        raise ValueError(f"{activations=} on the FPU path: fused activations are priced on the SFPU path only")
     act = tile_bytes(act_dtype)
     tiles = (rows // TILE) * (width // TILE)
     cores = min(tiles, hw.grid_cores)
     per_core = math.ceil(tiles / cores)
     t_read = read_us(hw, fit, per_core * n_inputs, per_core * n_inputs * act, cores, relax=relax)
-    t_math = cycles_us(hw, per_core * ELTWISE_PASSES * fit.eltwise_cycles_per_tile)
+    tile_cycles = (sfpu_binary_tile_cycles(fit, kind=kind, activations=activations) if sfpu
+                   else ELTWISE_PASSES * fit.eltwise_cycles_per_tile)
+    t_math = cycles_us(hw, per_core * tile_cycles)
     t_agg = dram_us(hw, fit, tiles * (n_inputs + 1), tiles * (n_inputs + 1) * act)
     # binary_ng sends its program to the whole grid, cores without tiles included (a 24-tile add on
     # a 64-core grid reports CORE COUNT 64: shared/data/profiler_reports/bh_64_clip_encoder_1.csv)
@@ -722,7 +790,9 @@ __all__ = [
     "rope_us",
     "row_op_us",
     "scalar_tile_fill_us",
+    "sfpu_binary_tile_cycles",
     "softmax_mask_us",
     "softmax_us",
     "us_of",
+    "validate_sfpu_binary",
 ]

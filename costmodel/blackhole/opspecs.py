@@ -23,6 +23,7 @@ from costmodel.blackhole.ops import (
     rms_norm_us,
     rope_us,
     softmax_us,
+    validate_sfpu_binary,
 )
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.program_config import (
@@ -190,18 +191,34 @@ class FillCacheSpec:
 @_frozen
 class EltwiseSpec:
     """Binary ``ttnn.add`` (kind 'add') / ``ttnn.mul`` ('mul') on [rows, width]; ``n_inputs`` 1 for a
-    scalar second operand (one tensor read per output tile)."""
+    scalar second operand (one tensor read per output tile). ``sfpu``: binary_ng's SFPU path
+    (``is_sfpu``), with ``activations`` the fused unary ops as (operand, op) pairs, operand 'lhs' /
+    'rhs' / 'post', op 'sigmoid' / 'silu' (``ops.sfpu_binary_tile_cycles``)."""
 
     kind: str
     rows: int
     width: int
     act_dtype: str = "bf16"
     n_inputs: int = 2
-    op_class = "eltwise"
+    sfpu: bool = False
+    activations: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self):
+        if self.sfpu:
+            validate_sfpu_binary(self.kind, self.activations)
+        elif self.activations:
+            raise ValueError(f"activations={self.activations} on the FPU path: priced on the SFPU path only")
+
+    @property
+    def op_class(self) -> str:
+        # the SFPU kernel is another program than the FPU eltwise: kept out of the eltwise rows that pin
+        # launch_eltwise_us (costmodel/data/report_calibration.json lists the classes it fits)
+        return "eltwise_sfpu" if self.sfpu else "eltwise"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return eltwise_us(hw, fit, rows=self.rows, width=self.width, n_inputs=self.n_inputs,
-                          act_dtype=self.act_dtype, relax=relax)
+                          act_dtype=self.act_dtype, kind=self.kind, sfpu=self.sfpu, activations=self.activations,
+                          relax=relax)
 
 
 @_frozen

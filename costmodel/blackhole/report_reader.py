@@ -33,7 +33,7 @@ from costmodel.blackhole.data_movement import (
 )
 from costmodel.blackhole.matmul_auto_config import auto_config
 from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec, default_config
-from costmodel.blackhole.ops import dram_sharded_workers
+from costmodel.blackhole.ops import ACTIVATION_OPERANDS, SFPU_BINARY_BF16_CYCLES, dram_sharded_workers
 from costmodel.blackhole.opspecs import (
     ChipSpec,
     EltwiseSpec,
@@ -248,9 +248,13 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
                   [cache, _t((1, spec.kv_heads, spec.rows, spec.head_dim), spec.act_dtype)], [cache])
     if isinstance(spec, EltwiseSpec):
         x = _t((1, 1, spec.rows, spec.width), spec.act_dtype)
+        scalar = spec.n_inputs == 1
+        acts = {f"{o}_activations": _activation_text(op for operand, op in spec.activations if operand == o)
+                for o in ACTIVATION_OPERANDS}
         return mk(OP_CODES["eltwise"][0], {"binary_op_type": f"BinaryOpType::{spec.kind.upper()}",
-                                           "post_activations": "SmallVector([])", "scalar": "std::nullopt"},
-                  [x, x], [x])
+                                           "is_sfpu": "true" if spec.sfpu else "false", **acts,
+                                           "scalar": "1.0" if scalar else "std::nullopt"},
+                  [x] if scalar else [x, x], [x])
     if isinstance(spec, SdpaDecodeSpec | SdpaStandardSpec):
         rows = int(float(spec.smax_rows))
         if isinstance(spec, SdpaDecodeSpec):
@@ -727,6 +731,35 @@ def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
                     fp32_dest_acc=_row_fp32_dest_acc(ln))
 
 
+# ttnn's fused unary ops (UnaryOpType) of binary_ng that the SFPU path prices (ops.SFPU_ACTIVATION_BF16_CYCLES),
+# with no parameter (param={}: the accurate, non-approximate kernels)
+ACTIVATION_OF_TTNN = {"SIGMOID": "sigmoid", "SILU": "silu"}
+
+
+def _activation_text(ops) -> str:
+    """A binary_ng activation list as ttnn prints it (commas as ';'), of model activation names."""
+    ttnn_of = {v: k for k, v in ACTIVATION_OF_TTNN.items()}
+    return "{" + "; ".join(f"BasicUnaryWithParam<float; int; unsigned int>(base=BasicUnaryWithParam<float>("
+                           f"op_type=UnaryOpType::{ttnn_of[op]};param={{}}))" for op in ops) + "}"
+
+
+def _activations(ln: _Line) -> tuple[tuple[str, str], ...]:
+    """binary_ng's fused activations as (operand, op) pairs ('lhs' / 'rhs' / 'post'), in the attributes'
+    order; _Skip for one the model does not price."""
+    out = []
+    for operand in ACTIVATION_OPERANDS:
+        text = ln.attr(f"{operand}_activations") or ""
+        found = re.findall(r"op_type=UnaryOpType::(\w+);param=\{([^}]*)\}", text)
+        if text.count("UnaryOpType") != len(found):
+            raise _Skip(f"fused {operand} activation not read ({text})")
+        for name, param in found:
+            if name not in ACTIVATION_OF_TTNN or param.strip():
+                raise _Skip(f"fused {operand} activation {name}{'(' + param + ')' if param.strip() else ''} not "
+                            f"priced (SFPU costs are sourced for {sorted(ACTIVATION_OF_TTNN)} without a parameter)")
+            out.append((operand, ACTIVATION_OF_TTNN[name]))
+    return tuple(out)
+
+
 def _eltwise(ln: _Line, hw: Blackhole) -> EltwiseSpec:
     op = ln.attr("binary_op_type") or "no binary_op_type"
     kind = {"BinaryOpType::ADD": "add", "BinaryOpType::MUL": "mul"}.get(op)
@@ -735,13 +768,16 @@ def _eltwise(ln: _Line, hw: Blackhole) -> EltwiseSpec:
     scalar = (ln.attr("scalar") or "std::nullopt") != "std::nullopt"
     if ln.has("INPUT_1") == scalar:
         raise _Skip("both a scalar and a second tensor" if scalar else "no second operand and no scalar")
-    if "UnaryOpType" in "".join(ln.attr(k) or "" for k in ("lhs_activations", "rhs_activations", "post_activations")):
-        raise _Skip("fused activations")
-    if (ln.attr("is_sfpu") or "false") == "true":
-        # newer ttnn runs a bf16 multiply on the SFPU (eltwise_binary_sfpu_no_bcast.cpp: both tiles copied
-        # into Dest, an SFPU product per 32 lanes); the model prices the FPU path, and no per-tile SFPU cost of
-        # a binary op is sourced for Blackhole
-        raise _Skip("binary op on the SFPU path (is_sfpu): not priced, the model prices the FPU path")
+    sfpu = (ln.attr("is_sfpu") or "false") == "true"
+    activations = _activations(ln)
+    if activations and not sfpu:
+        raise _Skip("fused activations on the FPU path: not priced (the model prices them on the SFPU path)")
+    if sfpu and kind not in SFPU_BINARY_BF16_CYCLES:
+        raise _Skip(f"binary {kind} on the SFPU path (is_sfpu): not priced (the SFPU path prices "
+                    f"{sorted(SFPU_BINARY_BF16_CYCLES)})")
+    if sfpu and re.search(r"fp32_dest_acc_en=(1|true)", ln.attr("compute_kernel_config") or ""):
+        # (the tensors are bfloat16, ActivationFormat: Dest is bfloat16 unless the config asks for Float32)
+        raise _Skip("binary op on the SFPU path with a Float32 Dest: only the bfloat16-Dest SFPU costs are sourced")
     x = ln.shape("INPUT_0")  # elementwise: batch dims are more rows
     # a row / column broadcast keeps the padded shape (a [32[1], W] row under a [32[17], W] input: binary_ng
     # runs eltwise_binary_row_bcast.cpp), so the logical shapes tell it
@@ -751,7 +787,8 @@ def _eltwise(ln: _Line, hw: Blackhole) -> EltwiseSpec:
     act = ln.dtype("INPUT_0", ActivationFormat)
     if not scalar:
         ln.dtype("INPUT_1", ActivationFormat)
-    return EltwiseSpec(kind, x[0] * x[1] * x[2], x[3], act, n_inputs=1 if scalar else 2)
+    return EltwiseSpec(kind, x[0] * x[1] * x[2], x[3], act, n_inputs=1 if scalar else 2, sfpu=sfpu,
+                       activations=activations)
 
 
 def _heads(ln: _Line, hw: Blackhole, cls: str) -> HeadsSpec:
