@@ -4,9 +4,10 @@ by its logical shape, collectives set apart; and ``coverage``'s device-time shar
 independent sum over the CSV."""
 
 import math
+import pathlib
 
 import pytest
-from _report_util import one_line, records
+from _report_util import inner, one_line, records
 from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.cli import main
@@ -82,6 +83,33 @@ def test_norm_gamma_is_told_from_a_residual_by_its_logical_shape(tmp_path, secon
     line = _one_line(CLIP, tmp_path / f"{second}.csv", lambda r: r["OP CODE"] == "LayerNormDeviceOperation", edit)
     # the line's compute kernel config says fp32_dest_acc_en=1
     assert line.status == MODELLED and line.spec.inner == NormSpec(32, 768, "bf16", fused, fp32_dest_acc=True)
+
+
+GPT_OSS_DECODE = pathlib.Path(__file__).parent / "data" / "profiler_more" / "bh_gpt_oss_20b_fused_decode_b1.csv"
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_one_row_norm_tells_gamma_from_a_residual_by_the_tensor_count(tmp_path, residual):
+    """gpt-oss's one-token RMSNorm line has x [32[1], 2880] and gamma [32[1], 2880]: one logical shape. The
+    op's tensors come as x, [residual], gamma, so two tensors are x and gamma (the line is not a fused add +
+    norm), and three are x, a residual and gamma."""
+    def edit(r):
+        if residual:
+            for col in [c for c in list(r) if c.startswith("INPUT_1_")]:
+                r[col.replace("INPUT_1_", "INPUT_2_")] = r[col]
+    pick = (lambda r: r["OP CODE"] == "LayerNormDeviceOperation" and r["INPUT_0_Y_PAD[LOGICAL]"] == "32[1]")
+    line = _one_line(GPT_OSS_DECODE, tmp_path / f"norm{residual}.csv", pick, edit)
+    assert line.status == MODELLED
+    assert inner(line.spec) == NormSpec(32, 2880, "bf16", fused_residual=residual, fp32_dest_acc=True)
+
+
+def test_gpt_oss_one_row_norms_read_as_the_unfused_norm_they_measure_like():
+    """The report's six RMSNorms, one-token (lines 70, 90, ...) and 17-token (16, 31), measure alike
+    (44.85-45.00 us): they read to one unfused spec, so they get one price."""
+    rep = read_report(GPT_OSS_DECODE)
+    norms = [r for r in rep.rows if r.status == MODELLED and isinstance(inner(r.spec), NormSpec)]
+    assert len(norms) == 6 and max(r.duration_us for r in norms) < 1.01 * min(r.duration_us for r in norms)
+    assert {inner(r.spec) for r in norms} == {NormSpec(32, 2880, "bf16", fused_residual=False, fp32_dest_acc=True)}
 
 
 def test_collectives_are_set_apart_and_coverage_sums_the_csv(capsys):

@@ -725,9 +725,15 @@ def _norm(ln: _Line, hw: Blackhole) -> NormSpec:
     x = ln.shape("INPUT_0")  # a row-wise op: batch dims are more rows
     _no_sharding(ln, "INPUT_0", "OUTPUT_0")
     act = ln.dtype("INPUT_0", ActivationFormat)
-    # a residual has x's logical shape; gamma is one logical row (its padded shape may equal x's: [32[1], W])
+    # a residual has x's logical shape; gamma is one logical row (its padded shape may equal x's: [32[1], W]).
+    # When x is one logical row too (decode), the count tells: the op's tensors come as x, [residual], [gamma],
+    # [beta], so a residual is followed by gamma (and beta): gpt-oss's one-row RMSNorm [x, gamma] lines measure
+    # what its 17-row unfused lines do (tests/data/profiler_more/bh_gpt_oss_20b_fused_decode_b1.csv lines 16, 70)
+    layernorm = kind == "LayerNormType::LAYERNORM"
     fused = ln.has("INPUT_1") and ln.logical("INPUT_1") == ln.logical("INPUT_0")
-    return NormSpec(x[0] * x[1] * x[2], x[3], act, fused, layernorm=kind == "LayerNormType::LAYERNORM",
+    if fused and ln.logical("INPUT_0")[2] == 1:
+        fused = ln.has("INPUT_3" if layernorm else "INPUT_2")
+    return NormSpec(x[0] * x[1] * x[2], x[3], act, fused, layernorm=layernorm,
                     fp32_dest_acc=_row_fp32_dest_acc(ln))
 
 
