@@ -12,6 +12,7 @@ from _report_util import ideal_fit, inner, one_line, records
 from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.data_movement import DataMovementSpec, reshape_reads_per_tile
+from costmodel.blackhole.matmul_auto_config import mcast_1d_config
 from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
 from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec, NormSpec, SdpaCausalSpec, SoftmaxSpec
 from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MatmulProgramConfig
@@ -41,8 +42,12 @@ def _dims(rec, pre):
 
 def test_batched_1d_matmul_prices_every_batch_and_its_bytes(tmp_path):
     """DeepSeek's [32 heads] x [32, 128, 512] matmul (1D in1-multicast, fuse_batch=0, output in L1):
-    read with its 32 batches on the per-batch split; with no latency, launch or rate limit it is its
-    DRAM bytes (in0 and in1 of every batch; the L1 output moves no DRAM byte) at the peak."""
+    read with its 32 batches on the per-batch split. With no latency, launch or rate limit it is no
+    longer its DRAM bytes (in0 and in1 of every batch; the L1 output moves no DRAM byte) at the peak
+    (56 us): the in1 sender also writes the output on the same RISC, so each batch's in1 block (read into
+    the sender, then multicast: twice over its link), its tile products and its output block run back to
+    back (110 us; the last batch's products and write are the op's tail, in the launch). The row measured
+    310 us: far above the DRAM bytes, as the per-batch chain says."""
     def pick(r):
         return (r["OP CODE"] == "MatmulDeviceOperation" and r["DEVICE ID"] == "0" and "out_subblock_w=8" in
                 r["ATTRIBUTES"] and "MultiCast1D" in r["ATTRIBUTES"])
@@ -54,9 +59,14 @@ def test_batched_1d_matmul_prices_every_batch_and_its_bytes(tmp_path):
     assert spec.out_l1 and not spec.in0_l1
     assert model_cores(spec, HW) == int(rec["CORE COUNT"])
     dram = x[1] * (x[2] * x[3] // 1024 * BF16 + w[2] * w[3] // 1024 * BFP8)
-    # (its HiFi2 tile products, 32 x 64 per core, take 49 us: under the 56 us of DRAM bytes)
+    link_us = 1e6 / HW.noc_link_bytes_per_s  # per byte
+    c = spec.cfg  # one K block per batch (K = 128 = in0_block_w tiles)
+    in1_block, out_block = c.in0_block_w * c.per_core_N * BFP8, c.per_core_M * c.per_core_N * BF16
+    t_math = c.per_core_M * c.in0_block_w * c.per_core_N * HW.tile_matmul_cycles("HiFi2") / HW.clock_hz * 1e6
+    chain = 2 * in1_block * link_us + t_math + out_block * link_us
     t = float(spec.us(HW, ideal_fit()))
-    assert t == pytest.approx(dram / HW.dram_peak_bytes_per_s * 1e6, rel=1e-3)
+    assert t == pytest.approx((x[1] - 1) * chain + 2 * in1_block * link_us, rel=1e-3)
+    assert t > 1.9 * dram / HW.dram_peak_bytes_per_s * 1e6 and float(rec["DEVICE KERNEL DURATION [ns]"]) / 1e3 > t
 
 
 def test_a_batched_matmul_is_its_batches_back_to_back():
@@ -81,6 +91,78 @@ def test_a_matmul_without_a_program_config_gets_ttnns_1d_choice(tmp_path, n, kin
     spec = line.spec.inner
     assert spec.cfg.kind == kind and spec.cfg.in0_block_w == ibw and spec.batch == 12 and not spec.cfg.fuse_batch
     assert model_cores(spec, line.spec.board()) == int(rec["CORE COUNT"]) == cores
+
+
+def _clip_attention_line(tmp_path, n):
+    """CLIP's config-less attention matmul whose in1 X cell is ``n``: '32[19]' Q@K^T (1 core, in1 kind,
+    K = 64), '64[64]' scores@V (2 cores, in0 kind, logical K = 19)."""
+    def pick(r):
+        return (r["OP CODE"] == "Matmul" and "'program_config': 'std::nullopt'" in r["ATTRIBUTES"]
+                and r["INPUT_1_X_PAD[LOGICAL]"] == n)
+    return one_line(CLIP, tmp_path / f"clip_{n[:2]}.csv", pick)
+
+
+def test_clip_attention_matmuls_read_the_ragged_k_of_their_activation(tmp_path):
+    """The in0 reader zeroes the columns past the logical K of the last K tile (the factory's
+    in0_last_ktile_w = logical K mod 32): scores@V's activation is [32(19), 32(19)], Q@K^T's [32(19), 64]."""
+    for n, kind in (("64[64]", MCAST_1D_IN0), ("32[19]", MCAST_1D_IN1)):
+        line, rec = _clip_attention_line(tmp_path, n)
+        k_logical = int(rec["INPUT_0_X_PAD[LOGICAL]"].split("[")[1].rstrip("]"))
+        assert line.spec.inner.cfg.kind == kind and line.spec.inner.in0_last_ktile_w == k_logical % 32
+    assert k_logical % 32 == 0  # Q@K^T's K = 64: nothing to zero
+
+
+def test_clip_two_core_attention_matmul_is_slower_than_the_one_core_one(tmp_path):
+    """Measured, CLIP's 2-core scores@V (in0 multicast, ragged K) takes ~1.5x the 1-core Q@K^T (in1 kind,
+    SKIP_MCAST) over the same 12 batches; the old per-block pricing put both at 17.6 us (scores@V -28%). Now
+    each is within 20% of its DEVICE KERNEL DURATION and their ratio within 10% of the measured one."""
+    from costmodel.blackhole.ops import kernel_only
+    from costmodel.blackhole.params import load_fitted
+    fit = kernel_only(load_fitted())
+    t, meas = {}, {}
+    for n in ("64[64]", "32[19]"):
+        line, rec = _clip_attention_line(tmp_path, n)
+        t[n], meas[n] = float(line.spec.us(line.spec.board(), fit)), float(rec["DEVICE KERNEL DURATION [ns]"]) / 1e3
+        assert t[n] == pytest.approx(meas[n], rel=0.20), (n, t[n], meas[n])
+    assert t["64[64]"] / t["32[19]"] == pytest.approx(meas["64[64]"] / meas["32[19]"], rel=0.10)
+
+
+def test_a_one_core_multicast_group_pays_no_handshake(tmp_path):
+    """A multicast group of one core runs with SKIP_MCAST (matmul_multicore_reuse_mcast_1d_program_factory:
+    in1_mcast_receiver_num_cores == 1): the 1-core Q@K^T pays no [mm_block_sync_us]; the 2-core scores@V pays
+    it on each of its 12 batches x 1 K block (with a near-max overlap and no latency the handshake is the op)."""
+    one, _ = _clip_attention_line(tmp_path, "32[19]")
+    two, _ = _clip_attention_line(tmp_path, "64[64]")
+    one_spec = one.spec.inner
+    assert float(one_spec.us(HW, ideal_fit(mm_block_sync_us=5.0))) == float(one_spec.us(HW, ideal_fit()))
+    two_spec = dataclasses.replace(two.spec.inner, in0_last_ktile_w=0)
+    assert float(two_spec.us(HW, ideal_fit(mm_block_sync_us=5.0))) == pytest.approx(12 * 5.0, rel=1e-3)
+
+
+def test_a_batched_matmul_writes_each_batch_before_reading_the_next(tmp_path):
+    """The in1 reader and the output writer share one RISC and the output CB holds one block: per batch
+    the in1 read barrier and the output write barrier are each a DRAM round trip, with the block's tile
+    products between them; the first read's round trip (pipeline fill) once, and the last batch's products
+    and write are the op's tail (in the launch, as for an unbatched row)."""
+    line, _ = _clip_attention_line(tmp_path, "32[19]")
+    spec, lat = line.spec.inner, 1.0
+    t_math = 2 * HW.tile_matmul_cycles("HiFi4") / HW.clock_hz * 1e6  # in0_block_w = 2 tile products
+    want = 11 * (2 * lat + t_math) + lat + lat  # 11 batches and their drains, the last batch's read, the fill
+    assert float(spec.us(HW, ideal_fit(dram_latency_us=lat))) == pytest.approx(want, rel=1e-3)
+
+
+def test_the_ragged_k_pad_zeroes_the_columns_past_the_logical_k():
+    """pad_last_ktile zeroes 32 - w columns in each of the tile's 32 rows, a store loop per face row."""
+    from costmodel.blackhole.ops import PAD_LOOP_CYCLES_PER_ELEMENT as PER_ELEM
+    from costmodel.blackhole.ops import PAD_LOOP_CYCLES_PER_FACE_ROW as PER_ROW
+    from costmodel.blackhole.ops import ktile_pad_us
+    for w, face_cols in ((19, 1), (16, 1), (8, 2), (1, 2)):
+        cycles = ktile_pad_us(HW, last_ktile_w=w, act_dtype="bf16") * HW.clock_hz / 1e6
+        assert (cycles - 32 * face_cols * PER_ROW) / PER_ELEM == pytest.approx(32 * (32 - w))
+    assert ktile_pad_us(HW, last_ktile_w=0, act_dtype="bf16") == 0.0
+    assert ktile_pad_us(HW, last_ktile_w=19, act_dtype="bfp8") == 0.0  # pad_last_ktile: Float16_b / Float32 only
+    with pytest.raises(ValueError, match="last_ktile_w=32"):
+        ktile_pad_us(HW, last_ktile_w=32, act_dtype="bf16")
 
 
 def test_a_config_less_matmul_outside_the_narrow_rule_is_skipped_with_the_reason(tmp_path):
@@ -332,13 +414,15 @@ def test_priced_times_of_the_new_forms_are_finite_and_positive():
 @pytest.mark.parametrize("spec", [
     MatmulSpec(3200, 512, 128, MatmulProgramConfig(16.0, 4.0, 1.0, kind=MCAST_1D_IN1, out_subblock_h=1,
                                                    out_subblock_w=4, fuse_batch=False), "bfp8", batch=32),
+    MatmulSpec(32, 32, 64, mcast_1d_config(M=32, K=32, N=64, grid=(11, 10), mcast_in0=True, fp32_dest_acc=True),
+               "bf16", fidelity="HiFi4", batch=12, in0_last_ktile_w=19),
     MinimalMatmulSpec(32, 768, 3072, 2, 8, 8, 11, 10, bias=True),
     NormSpec(32, 768, layernorm=True, fp32_dest_acc=True),
     SoftmaxSpec(384, 32, fp32_dest_acc=True),
     SoftmaxSpec(384, 32, fp32_dest_acc=True, pad_cols=13),
     NormSpec(8192, 6656, fp32_dest_acc=True),
     SdpaCausalSpec(SdpaProgramConfig(256.0, 256.0, attn_mode="standard"), 8192, 32, 128, "bf16", fidelity="HiFi4"),
-], ids=["batched", "minimal", "layernorm", "softmax", "padded-softmax", "large-norm", "causal-sdpa"])
+], ids=["batched", "ragged-k", "minimal", "layernorm", "softmax", "padded-softmax", "large-norm", "causal-sdpa"])
 def test_written_forms_read_back_with_the_cores_priced(tmp_path, spec):
     """A spec written as an op report row reads back as itself; its CORE COUNT is the split priced."""
     from costmodel.blackhole.report_reader import write_csv

@@ -148,6 +148,19 @@ SOFTMAX_PASSES = 5
 SOFTMAX_PASSES_NO_MASK = 4  # causal decode with cur_pos: no mask tile to add
 SDPA_RESCALE_PASSES = 2  # per output tile per chunk: out * exp(m_old - m_new), + P.V
 SDPA_COMBINE_PASSES = 3  # worker partial merge at the reducer: rescale own, rescale other, add
+# The 1D matmul's in0 reader zeroes the columns past the logical K of the last K tile with a store loop on its
+# data-movement RISC (``pad_last_ktile`` / ``fill_pad_face``, tenstorrent/tt-metal ttnn/cpp/ttnn/operations/
+# matmul/device/kernels/dataflow/pad_tile.hpp @ 2c750e88): per 16-element face row, one 2-byte (bf16) or
+# 4-byte (fp32) store per padded element. Counted from the loop as compiled at the data-movement flags
+# (tt_metal/jit_build/build.cpp @ 00121434: -Os / -O2 with -fno-tree-loop-distribute-patterns, so no memset;
+# checked with riscv GCC 12.2, rv32im): the inner loop is 3 instructions per store (sh, addi, bne), the face-
+# row loop ~3 more. The baby RISC-V issues one instruction per cycle and a mispredicted branch (the inner
+# loop's exit, once per face row) is a 4-cycle bubble (tenstorrent/tt-isa-documentation BlackholeA0/
+# TensixTile/BabyRISCV/README.md @ 2c2c43b3); its store queue (one store a cycle into whole 16-byte blocks, one
+# coalesced partial block per 5 cycles) keeps up with a store every 3 cycles, so it does not bind.
+PAD_LOOP_CYCLES_PER_ELEMENT = 3
+PAD_LOOP_CYCLES_PER_FACE_ROW = 3 + 4  # face-row loop instructions + the inner loop's exit mispredict
+FACE = 16  # a 32x32 tile is 2x2 faces of 16x16
 
 
 def us_of(seconds):
@@ -236,6 +249,28 @@ def overlap(fit: FitParams, *stage_us):
 
 
 # ---- matmul (1D multicast; config type and legality: program_config) ------------------------------
+def ktile_pad_us(hw: Blackhole, *, last_ktile_w: int, act_dtype: str) -> float:
+    """Time for the in0 reader's RISC to zero the padded columns of one ragged last K tile, us.
+
+    ``last_ktile_w``: logical K mod 32 (ttnn's ``in0_last_ktile_w``; 0: K is tile-aligned, nothing to zero).
+    Each 16-wide face column of the tile that holds padding loses ``pad`` of its columns in all 32 of its
+    rows (2 faces x 16): columns past ``last_ktile_w``, counted per face as ``fill_pad_tile`` does. Priced
+    at ``PAD_LOOP_CYCLES_PER_ELEMENT`` per zeroed element and ``PAD_LOOP_CYCLES_PER_FACE_ROW`` per face row
+    (constants' comment). Only bf16 / fp32 tiles are zeroed (``pad_last_ktile`` handles Float16_b and
+    Float32); block-float in0 (bfp8 / bfp4) is priced 0, as the kernel read here leaves it.
+    """
+    if not 0 <= last_ktile_w < TILE:
+        raise ValueError(f"last_ktile_w={last_ktile_w} must be in [0, {TILE})")
+    if last_ktile_w == 0 or act_dtype not in ("bf16", "fp32"):
+        return 0.0
+    cycles = 0
+    for first_col in (0, FACE):  # the tile's two face columns
+        pad = FACE - min(max(last_ktile_w - first_col, 0), FACE)  # its columns past the logical K
+        if pad:
+            cycles += TILE * (pad * PAD_LOOP_CYCLES_PER_ELEMENT + PAD_LOOP_CYCLES_PER_FACE_ROW)
+    return cycles_us(hw, cycles)
+
+
 def in0_block_us(hw: Blackhole, fit: FitParams, *, rows, tiles, nbytes, readers, in0_l1: bool, in0_sharded: bool,
                  relax: Relax | None):
     """Time for the core that supplies one in0 (activation) block of a 1D / 2D multicast matmul to
@@ -268,7 +303,7 @@ def in0_block_us(hw: Blackhole, fit: FitParams, *, rows, tiles, nbytes, readers,
 def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
               weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
               fused_activation: bool = False, in0_l1: bool = False, in0_sharded: bool = False,
-              out_l1: bool = False, batch: int = 1, relax: Relax | None = None):
+              out_l1: bool = False, batch: int = 1, in0_last_ktile_w: int = 0, relax: Relax | None = None):
     """Time of ``linear([M,K] act, [K,N] weights)`` with a 1D multicast program config, us.
 
     ``cfg.kind`` 'mcast_1d_in0' (``mcast_in0=True``): N is split over ceil(N/32/per_core_N) cores,
@@ -302,6 +337,27 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     program keeps the per-batch core split and its readers loop over the batches, each running the
     whole K loop again (reader_bmm_tile_layout_in0_sender_padding.cpp, ``for b < batch``), so the
     blocks, the epilogue and every byte (a broadcast in1 or in0 is read again per batch) scale by it.
+
+    Per batch, each data-movement RISC runs its loop in program order (matmul_multicore_reuse_mcast_1d_
+    program_factory.cpp @ 00629f0f; the same kernels, CBs and defines in the 2025 file matmul_op_multi_core_
+    reuse_mcast_1d_program_factory.cpp @ 00a631ee; kernels reader_bmm_tile_layout_in0_sender_padding.cpp
+    @ 00878522, reader_bmm_tile_layout_in0_receiver.cpp @ 0acb044a, reader_bmm_tile_layout_in1_sender_writer_
+    padding.cpp @ 09519069), so a batch also lasts at least as long as either chain:
+
+      * the in0 reader (RISCV_1): per K block its read and read barrier, then (in0 multicast) the
+        multicast; on each batch's last K block with a ragged K (``in0_last_ktile_w`` = logical K mod 32,
+        interleaved in0) it barriers per tile row and zeroes the padded columns of the row's last tile
+        (``ktile_pad_us``) before it can multicast: the 2-core scores@V of CLIP (K = 19) pays it every batch;
+      * the in1 reader + output writer (RISCV_0, one loop): per K block its in1 read and barrier (then its
+        multicast, in1 kind), and after the batch's last block the output block, which waits for that
+        block's tile products and is written with a write barrier (one DRAM round trip) before the next
+        batch's first in1 read: the output CB holds one block ("No double buffer"), so batches do not
+        overlap on this RISC. The last batch's drain is the op's tail, left in [launch_matmul_us] as for
+        an unbatched row (whose price this leaves as it was: the fitted rows are bound by the K loop).
+
+    A multicast group of one core (the in1 kind with all M on one core, or the in0 kind with all N on one)
+    runs with ``SKIP_MCAST``: no semaphores, no multicast, so neither [mm_block_sync_us] nor the link
+    transfer is paid (the in0 kind's L1-sharded reader does not take the define and keeps both).
     """
     if cfg.mcast_in0 is None:
         raise ValueError(f"matmul_us prices the 1D kinds (mcast_1d_in0 / mcast_1d_in1); got kind={cfg.kind!r}")
@@ -313,7 +369,10 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     else:  # own: in0 block per core; multicast: in1 block
         cores = sceil(Mt / cfg.per_core_M, relax=relax)
         own_tiles, own_b, sent_tiles, sent_b = cfg.per_core_M * cfg.in0_block_w, act, cfg.in0_block_w * cfg.per_core_N, w
-    blocks = batch * Kt / cfg.in0_block_w
+    k_blocks = Kt / cfg.in0_block_w  # K blocks per batch
+    # SKIP_MCAST: a group of one core neither handshakes nor multicasts (the factory's in0_mcast_receiver_num_cores
+    # / in1_mcast_receiver_num_cores == 1); where, not if: cores is traced under the relaxed evaluator
+    mcast = 1.0 if cfg.mcast_in0 and in0_sharded else jnp.where(jnp.asarray(cores) > 1, 1.0, 0.0)
 
     def read(tiles, nbytes, readers, is_in0):
         if is_in0:
@@ -321,14 +380,39 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
                                 in0_l1=in0_l1, in0_sharded=in0_sharded, relax=relax)
         return read_us(hw, fit, tiles, nbytes, readers, relax=relax)
 
+    def blocking_read(tiles, nbytes, readers, is_in0, groups=1.0):
+        """A reader's block read up to its barrier(s): a DRAM round trip per group; in0 from L1 or its shard
+        has no DRAM round trip (``in0_block_us``)."""
+        if is_in0 and (in0_l1 or in0_sharded):
+            return read(tiles, nbytes, readers, is_in0)
+        return barrier_read_us(hw, fit, tiles, nbytes, readers, groups=groups, relax=relax)
+
+    sent_link = mcast * us_of(sent_tiles * sent_b / hw.noc_link_bytes_per_s)
     t_own = read(own_tiles, own_tiles * own_b, cores, not cfg.mcast_in0)
     # the sender's read is one core's stream (its own rate), not a fair share: the aggregate bound below
     # counts its bytes with everyone else's
-    t_send = (read(sent_tiles, sent_tiles * sent_b, 1.0, cfg.mcast_in0)
-              + us_of(sent_tiles * sent_b / hw.noc_link_bytes_per_s))
+    t_send = read(sent_tiles, sent_tiles * sent_b, 1.0, cfg.mcast_in0) + sent_link
     t_math = cycles_us(hw, cfg.per_core_M * cfg.in0_block_w * cfg.per_core_N * hw.tile_matmul_cycles(fidelity))
-    t_block = overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, t_own, t_send, t_math)
-    t_pipe = blocks * t_block + fit.dram_latency_us  # + pipeline fill
+    t_block = overlap(fit, mcast * fit.mm_block_sync_us, fit.dram_latency_us, t_own, t_send, t_math)
+
+    # the per-batch chains of the two data-movement RISCs (docstring)
+    in0_tiles, in0_readers = (sent_tiles, 1.0) if cfg.mcast_in0 else (own_tiles, cores)
+    in0_link = sent_link if cfg.mcast_in0 else 0.0
+    t_in0 = blocking_read(in0_tiles, in0_tiles * act, in0_readers, True) + in0_link
+    ragged = in0_last_ktile_w > 0 and not in0_sharded
+    t_in0_last = (blocking_read(in0_tiles, in0_tiles * act, in0_readers, True, groups=cfg.per_core_M) + in0_link
+                  + cfg.per_core_M * ktile_pad_us(hw, last_ktile_w=in0_last_ktile_w, act_dtype=act_dtype)
+                  if ragged else t_in0)
+    in0_chain = (k_blocks - 1) * t_in0 + t_in0_last
+    in1_tiles, in1_readers = (own_tiles, cores) if cfg.mcast_in0 else (sent_tiles, 1.0)
+    t_in1 = blocking_read(in1_tiles, in1_tiles * w, in1_readers, False) + (0.0 if cfg.mcast_in0 else sent_link)
+    out_link = us_of(cfg.per_core_M * cfg.per_core_N * act / hw.noc_link_bytes_per_s)
+    t_write = out_link if out_l1 else overlap(fit, fit.dram_latency_us, out_link)
+    # the writer's drain (the last block's products, the output write) delays the next batch's reads; the
+    # last batch's drain is the op's tail, which [launch_matmul_us] carries as for every unbatched row
+    t_batch = smax(k_blocks * t_block, in0_chain, k_blocks * t_in1 + t_math + t_write, relax=relax)
+    t_last = smax(k_blocks * t_block, in0_chain, k_blocks * t_in1, relax=relax)
+    t_pipe = (batch - 1) * t_batch + t_last + fit.dram_latency_us  # + pipeline fill
     act_tiles = (0 if in0_l1 or in0_sharded else Mt * Kt) + (0 if out_l1 else Mt * Nt)
     t_agg = batch * (dram_us(hw, fit, Kt * Nt, Kt * Nt * w)
                      + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0))
@@ -776,6 +860,7 @@ __all__ = [
     "heads_us",
     "in0_block_us",
     "kernel_only",
+    "ktile_pad_us",
     "l1_read_us",
     "launch_us",
     "matmul_2d_us",

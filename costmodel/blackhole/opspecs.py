@@ -50,7 +50,9 @@ class MatmulSpec:
     otherwise). ``in0_sharded``: the activation is L1-sharded the way the kind reads it
     (``IN0_SHARD_LAYOUT``: width-sharded for 1D in0-multicast, height-sharded for 1D in1-multicast,
     block-sharded for 2D; exclusive with ``in0_l1``). ``batch``: batches of a batched matmul ([batch, M, K] x [batch or 1, K, N] with the
-    per-batch split, ``fuse_batch=False``; 1D and 2D kinds): each batch runs the whole K loop."""
+    per-batch split, ``fuse_batch=False``; 1D and 2D kinds): each batch runs the whole K loop.
+    ``in0_last_ktile_w``: logical K mod 32 of the activation (ttnn's ``in0_last_ktile_w``; 0: K tile-aligned),
+    whose last K tile the 1D kinds' interleaved in0 reader zeroes past the logical K (``ops.ktile_pad_us``)."""
 
     M: int
     K: int
@@ -64,6 +66,7 @@ class MatmulSpec:
     out_l1: bool = False
     batch: int = 1
     in0_sharded: bool = False
+    in0_last_ktile_w: int = 0
     op_class = "matmul"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
@@ -73,6 +76,9 @@ class MatmulSpec:
         if self.in0_sharded and self.in0_l1:
             raise ValueError("in0_sharded=True and in0_l1=True: the activation is either L1-sharded or "
                              "L1-interleaved; expected at most one")
+        if self.in0_last_ktile_w and (c.kind not in (MCAST_1D_IN0, MCAST_1D_IN1) or self.in0_sharded):
+            raise ValueError(f"in0_last_ktile_w={self.in0_last_ktile_w}: the ragged-K padding is modelled for the 1D "
+                             f"kinds' interleaved in0 reader; got kind={c.kind!r}, in0_sharded={self.in0_sharded}")
         if c.kind == MCAST_2D:
             if self.fused_activation:
                 raise ValueError("the mcast_2d matmul models no fused activation; got fused_activation=True")
@@ -96,7 +102,7 @@ class MatmulSpec:
         return matmul_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
                          act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
                          in0_l1=self.in0_l1, in0_sharded=self.in0_sharded, out_l1=self.out_l1, batch=self.batch,
-                         relax=relax)
+                         in0_last_ktile_w=self.in0_last_ktile_w, relax=relax)
 
 
 @_frozen

@@ -186,8 +186,11 @@ def spec_record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[
                  "user_run_batched": "false", "untilize_out": "false"}
         l1, dram = "DEV_0_L1_INTERLEAVED", "DEV_0_DRAM_INTERLEAVED"
         in0 = f"DEV_0_L1_{IN0_SHARD_LAYOUT[c.kind]}" if spec.in0_sharded else l1 if spec.in0_l1 else dram
+        in0_desc = _t((1, b, spec.M, spec.K), spec.act_dtype, memory=in0)
+        if spec.in0_last_ktile_w:  # the logical K whose last tile is ragged
+            in0_desc = dataclasses.replace(in0_desc, logical=(1, b, spec.M, spec.K - TILE + spec.in0_last_ktile_w))
         return mk(OP_CODES["matmul"][0], attrs,
-                  [_t((1, b, spec.M, spec.K), spec.act_dtype, memory=in0),
+                  [in0_desc,
                    _t((1, b, spec.K, spec.N), spec.weight_dtype)],
                   [_t((1, b, spec.M, spec.N), spec.act_dtype, memory=l1 if spec.out_l1 else dram)], fid)
     if isinstance(spec, MinimalMatmulSpec):
@@ -574,9 +577,13 @@ def _matmul(ln: _Line, hw: Blackhole) -> MatmulSpec:
     except ValueError as e:
         raise _Skip(f"program config outside the model's {KIND_NAMES[cfg.kind]} form ({e})") from None
     interleaved_l1 = cfg.kind in (MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D)  # the L1 flags of the 1D and 2D models
+    # the 1D factory's in0_last_ktile_w (logical K mod 32), zeroed by the interleaved in0 reader (ops.ktile_pad_us);
+    # a transposed in0 pads rows instead (in0_last_ktile_h), not modelled
+    ragged_1d = cfg.kind in (MCAST_1D_IN0, MCAST_1D_IN1) and not in0_sharded and ln.attr("transpose_a") != "true"
     return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu",
                       in0_l1=interleaved_l1 and not in0_sharded and _in_l1(ln, "INPUT_0"),
-                      out_l1=interleaved_l1 and _in_l1(ln, "OUTPUT_0"), batch=int(batch), in0_sharded=in0_sharded)
+                      out_l1=interleaved_l1 and _in_l1(ln, "OUTPUT_0"), batch=int(batch), in0_sharded=in0_sharded,
+                      in0_last_ktile_w=ln.logical("INPUT_0")[3] % TILE if ragged_1d else 0)
 
 
 def _in0_sharded(ln: _Line, cfg: MatmulProgramConfig, *, M: int, N: int) -> bool:
