@@ -13,12 +13,37 @@ whole ``compute_with_storage_grid_size`` grid and splits *tiles*, not blocks, ov
   must ack all blocks that sender cores are expected to send");
 * a core steps through ``ceil(M_tiles_per_core / M_block_size)`` x ``ceil(N_tiles_per_core /
   N_block_size)`` output blocks and, for each, all ``ceil(Kt / K_block_size)`` K blocks; its last
-  block in M or N is partial and moves and multiplies only its valid tiles (compute.cpp's
-  ``current_M_block_tiles = m_tile_end - m_tile``, and the same in N).
+  block in M or N is partial and moves only its valid tiles (compute.cpp's ``current_M_block_tiles =
+  m_tile_end - m_tile``, and the same in N), multiplied in whole subblocks (below).
 
 So a [32, 768] x [768, 3072] matmul on 8x8 gives each core 12 N tiles (blocks of 8 and 4) and 3 K
 blocks, and a [32, 3072] x [3072, 768] one 3 N tiles and 12 K blocks: 288 tile products per core
-both, and the CLIP report measures both at 38.0 us.
+both, and the CLIP report measures both at 38.0 us. With M = 1 tile the M axis is padded to the 8 grid
+rows: rows 1-7 own one padding tile each; their in0 injectors read nothing (``read_in0_block_sync`` stops
+at the logical M) but every core still forwards, multiplies and acks every block.
+
+What the compute kernel runs per K block (compute.cpp, the version of the factory above: ``matmul_blocks``
+and its caller; tenstorrent/tt-metal .../minimal_matmul/device/kernels/compute.cpp as stored in the search
+index, id 10480094267, and the same loops in the later id 54527958730):
+
+* ``matmul_blocks`` walks the block's valid M x N tiles in subblocks of ``current_subblock_h = min(current
+  M tiles, subblock_h)`` x ``current_subblock_w = min(current N tiles, subblock_w)``, from 0 while the start
+  is inside the block, each subblock over all ``K_block_tiles``: a partial block of c tiles runs ceil(c /
+  s) * s of them (CLIP's 3 N tiles in 2-wide subblocks: 4), and K past the tensor runs on zero-filled
+  tiles (``subblock_tiles``);
+* the partial sums accumulate in the intermediate buffer in L1 (``llk_pack_reconfig_l1_acc(1)`` from the
+  second K block on: ``packer_l1_acc``), packed once per K block; not priced apart (the packer runs on its
+  own thread while the next subblock is multiplied);
+* after the K loop, ``copy_block`` (or with a bias ``add_bias_block``: add_tiles_bcast ROW) moves the whole
+  ``M_block_tiles x N_block_tiles`` intermediate block, padding tiles included, into the output buffer one
+  tile at a time: one elementwise pass over intermediate tiles (Float32 with fp32_dest_acc_en, else
+  Float16_b; ``ops.intermediate_pass_cycles``, the norms' "inter" pass) per output block. All but the last block's pass run while
+  the data movers fetch the next block's inputs (its share joins the per-step math); the last one's is
+  serial before the last output write.
+
+The bias (one N block per output block) is read by the other data-movement kernel after its K loop
+(``FUSE_BIAS``, ``!is_output_writer``), while the compute runs the last K block: not priced apart, its
+bytes are in the DRAM bound.
 
 Per step the first core of each row reads the in0 block from DRAM and the first core of each column
 the in1 block, and each block travels along its row / column as a chain of unicasts: a core waits
@@ -28,7 +53,19 @@ together). That is the 2D multicast matmul's block (``ops.mcast_2d_block_us``) w
 read followed by one write of the block over a NoC link on the same RISC, as the 1D matmul's sender
 (``ops.matmul_us``: read, then multicast); and the chain fills once: the first block reaches the
 last core of a chain of c cores after c - 1 store-and-forward writes. No parameter of its own.
-Each M block re-reads in1 and each N block re-reads in0 from DRAM.
+Each M block re-reads in1 and each N block re-reads in0 from DRAM. A forward moves the valid M rows
+(dm_in0_sender.cpp's ``current_block_bytes``) or the valid N tiles of every row (dm_in1_sender_out.cpp's
+``current_N_tiles_bytes``) of the whole K block (search index ids 10362540268 and 22390551918).
+
+The injectors read at once, but not the same amount: one per valid M slice reads the in0 block (M_block x
+K_block activation tiles), one per valid N slice the in1 block (K_block x N_block weight tiles). Each gets
+its fair share of the DRAM until its read is done, so a smaller read frees its share early (``ops.read_us``
+with ``others``): Muse's config-less bfp8 rows (11 in0 injectors of 64 bf16 tiles, 10 in1 injectors of
+~56 bfp8 tiles) move 2.1 MB a step, not the 2.8 MB of 21 in0 blocks that pricing every sender as the
+larger one counted (+11% to +23% -> -5% to +2.4%). Not closed by it: Muse's bfp4 projection with blocks
+8/13/16 then lands 9.9% under its measurement (it was 1.9% under while every sender was priced as an in0
+block): its steps take 17.2 us against 13.6 us of tile products and less of data movement, a gap no
+count here explains.
 
 The output is written block by block by the data-movement kernel of the smaller input (in0's unless
 the grid is transposed: "Output is always written by DM reading the smaller input", the factory
@@ -71,7 +108,15 @@ import math
 
 import numpy as np
 
-from costmodel.blackhole.ops import dram_us, launch_us, mcast_2d_block_us, read_us, us_of
+from costmodel.blackhole.ops import (
+    cycles_us,
+    dram_us,
+    intermediate_pass_cycles,
+    launch_us,
+    mcast_2d_block_us,
+    read_us,
+    us_of,
+)
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.program_config import DEST_TILES
 from costmodel.hardware import TILE, Blackhole, tile_bytes
@@ -184,13 +229,25 @@ def default_config(*, M: int, N: int, fp32_dest_acc: bool) -> dict[str, int]:
 def minimal_matmul_us(hw: Blackhole, fit: FitParams, spec: MinimalMatmulSpec, *, relax: Relax | None = None):
     """Time of a minimal matmul, us (module docstring): the launch on the whole grid + the slower of
     the pipeline (steps x the 2D block of the average valid block with its forward write and, on the
-    output writer's chain, its share of the deferred output writes; a round trip, the two chains to
-    fill, the last output block's write) and all DRAM bytes (in1 once per M block, in0 once
+    output writer's chain, its share of the deferred output writes, the injectors sharing the DRAM by
+    what each reads, the compute's subblock-rounded products and its share of the output blocks'
+    epilogue passes; a round trip, the two chains to fill, the last block's epilogue and output write)
+    and all DRAM bytes (in1 once per M block, in0 once
     per N block, bias, output) at the aggregate bandwidth."""
     return minimal_matmul_batch_us(hw, fit, [spec], relax=relax)[0]
 
 
-BATCH_FIELDS = ("M", "K", "N", "grid_x", "grid_y", "weight_dtype", "act_dtype", "fidelity", "bias")
+BATCH_FIELDS = ("M", "K", "N", "grid_x", "grid_y", "weight_dtype", "act_dtype", "fidelity", "bias", "fp32_dest_acc")
+
+
+def subblock_tiles(tiles_per_core: int, block: int, subblock: int) -> float:
+    """Tiles along one output axis that compute.cpp's ``matmul_blocks`` runs per output block, averaged
+    over a core's blocks (module docstring): ``tiles_per_core`` split into blocks of ``block`` (the last
+    partial), each walked in subblocks of min(its tiles, ``subblock``) from 0 while the start is inside
+    it, so a block of c tiles costs ceil(c / s) * s with s = min(c, subblock)."""
+    blocks = math.ceil(tiles_per_core / block)
+    sizes = [block] * (blocks - 1) + [tiles_per_core - (blocks - 1) * block]
+    return sum(math.ceil(c / min(c, subblock)) * min(c, subblock) for c in sizes) / blocks
 
 
 def minimal_matmul_batch_us(hw: Blackhole, fit: FitParams, specs: list[MinimalMatmulSpec], *,
@@ -212,33 +269,51 @@ def minimal_matmul_batch_us(hw: Blackhole, fit: FitParams, specs: list[MinimalMa
     splits = [s.split() for s in specs]
     splits += splits[-1:] * ((1 << (len(specs) - 1).bit_length()) - len(specs))
     sp = {k: np.asarray([x[k] for x in splits], np.float64) for k in splits[0]}
+    pad = (1 << (len(specs) - 1).bit_length()) - len(specs)
+    padded = specs + specs[-1:] * pad
     act, w = tile_bytes(s0.act_dtype), tile_bytes(s0.weight_dtype)
-    # average valid tiles of a block: a partial last block moves and multiplies only its valid tiles
+    # average valid tiles of a block: a partial last block reads and writes only its valid tiles
     m_eff, n_eff = sp["m_tiles_per_core"] / sp["m_blocks_per_core"], sp["n_tiles_per_core"] / sp["n_blocks_per_core"]
     k_eff = kt / sp["k_blocks"]
-    steps = sp["m_blocks_per_core"] * sp["n_blocks_per_core"] * sp["k_blocks"]
+    # what the kernels forward and multiply: whole K blocks (K past the tensor is zero-filled in L1) and,
+    # in the compute kernel, M and N rounded up to whole subblocks
+    k_full = np.asarray([s.k_block for s in padded], np.float64)
+    m_math = np.asarray([subblock_tiles(x["m_tiles_per_core"], s.m_block, s.subblock_h) for s, x in zip(padded, splits)])
+    n_math = np.asarray([subblock_tiles(x["n_tiles_per_core"], s.n_block, s.subblock_w) for s, x in zip(padded, splits)])
+    blocks = sp["m_blocks_per_core"] * sp["n_blocks_per_core"]
+    steps = blocks * sp["k_blocks"]
     senders = sp["rows_used"] + sp["cols_used"]
     # each block is written on to the next core of its chain after it lands (one NoC link)
-    fwd0 = us_of(m_eff * k_eff * act / hw.noc_link_bytes_per_s)
-    fwd1 = us_of(k_eff * n_eff * w / hw.noc_link_bytes_per_s)
+    fwd0 = us_of(m_eff * k_full * act / hw.noc_link_bytes_per_s)
+    fwd1 = us_of(k_full * n_eff * w / hw.noc_link_bytes_per_s)
+    # per output block, after its K loop, the compute kernel copies the whole M_block x N_block intermediate
+    # block (or adds the bias to it) into the output buffer: one pass over intermediate tiles, on the compute
+    # thread; all but the last block's run while the data movers fetch the next block's inputs
+    t_epilogue = cycles_us(hw, np.asarray([s.m_block * s.n_block for s in padded], np.float64)
+                           * intermediate_pass_cycles(fit, fp32_dest_acc=s0.fp32_dest_acc))
+    t_math = (cycles_us(hw, m_math * k_full * n_math * hw.tile_matmul_cycles(s0.fidelity))
+              + t_epilogue * (blocks - 1) / steps)
     # one output block's write, every busy core writing at once; all but the last block's are written
     # during the next block's K loop by the smaller input's kernel (in1's when transposed), on its RISC
     busy = sp["rows_used"] * sp["cols_used"]
     t_write = read_us(hw, fit, m_eff * n_eff, m_eff * n_eff * act, busy, relax=relax)
-    deferred = t_write * (sp["m_blocks_per_core"] * sp["n_blocks_per_core"] - 1) / steps
+    deferred = t_write * (blocks - 1) / steps
     chain0, chain1 = fwd0 + (1 - sp["transposed"]) * deferred, fwd1 + sp["transposed"] * deferred
+    # the injectors of in0 (one per valid M slice) and of in1 (one per valid N slice) read blocks of different
+    # sizes at once: the DRAM shares their bytes out (read_us's others)
     t_block = mcast_2d_block_us(hw, fit, m_tiles=m_eff, k_tiles=k_eff, n_tiles=n_eff, senders=senders,
                                 act_dtype=s0.act_dtype, weight_dtype=s0.weight_dtype, fidelity=s0.fidelity,
-                                forward_us=(chain0, chain1), relax=relax)
+                                forward_us=(chain0, chain1), sender_split=(sp["rows_used"], sp["cols_used"]),
+                                math_us=t_math, relax=relax)
     # the first block reaches the end of its chain (in0 along the N axis, in1 along the M axis) after
     # one store-and-forward write per hop
     t_fill = smax((sp["n_axis"] - 1) * fwd0, (sp["m_axis"] - 1) * fwd1, relax=relax)
     in1_tiles = sp["m_blocks_per_core"] * kt * nt
     act_tiles = sp["n_blocks_per_core"] * mt * kt + mt * nt + (sp["m_blocks_per_core"] * nt if s0.bias else 0)
     t_agg = dram_us(hw, fit, in1_tiles, in1_tiles * w) + dram_us(hw, fit, act_tiles, act_tiles * act)
-    t_pipe = steps * t_block + fit.dram_latency_us + t_fill + t_write
+    t_pipe = steps * t_block + fit.dram_latency_us + t_fill + t_epilogue + t_write
     return (launch_us(fit, s0.cores(), fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax))[:len(specs)]
 
 
 __all__ = ["BATCH_FIELDS", "DEFAULT_BLOCKS", "OP_CODES", "MinimalMatmulSpec", "default_config",
-           "minimal_matmul_batch_us", "minimal_matmul_us"]
+           "minimal_matmul_batch_us", "minimal_matmul_us", "subblock_tiles"]

@@ -215,13 +215,22 @@ def l1_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, *, relax: Relax | N
     return smax(us_of(tiles / fit.core_read_tiles_per_s), us_of(nbytes / hw.noc_link_bytes_per_s), relax=relax)
 
 
-def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, relax: Relax | None):
+def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, others=(), relax: Relax | None):
     """One core reading ``tiles`` pages (``nbytes`` bytes) while ``readers`` cores read the same amount, us:
     its own page-request rate, its NoC link, or its share of the achievable aggregate bandwidth for
-    pages of that size (``agg_bytes_per_s``)."""
+    pages of that size (``agg_bytes_per_s``).
+
+    ``others``: further groups of cores reading at the same time, each ``(cores, tiles, nbytes)`` per
+    core. The DRAM serves every open read its fair share, so a smaller read finishes early and hands its
+    share on (max-min fairness): this core is done once it has had its ``nbytes`` and every other core
+    min(its own bytes, ``nbytes``), each group's part at the bandwidth of its own page size. With no
+    ``others`` this is ``readers`` x its own bytes."""
+    share = readers * dram_us(hw, fit, tiles, nbytes)
+    for cores, other_tiles, other_bytes in others:
+        part = jnp.minimum(1.0, nbytes / other_bytes)  # of each other core's read, what it shares with this one
+        share = share + cores * dram_us(hw, fit, other_tiles * part, other_bytes * part)
     # smax is a max (or a log-sum-exp, which is associative), so nesting l1_read_us is the 3-way smax
-    return smax(l1_read_us(hw, fit, tiles, nbytes, relax=relax), readers * dram_us(hw, fit, tiles, nbytes),
-                relax=relax)
+    return smax(l1_read_us(hw, fit, tiles, nbytes, relax=relax), share, relax=relax)
 
 
 def barrier_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, groups, relax: Relax | None):
@@ -272,12 +281,13 @@ def ktile_pad_us(hw: Blackhole, *, last_ktile_w: int, act_dtype: str) -> float:
 
 
 def in0_block_us(hw: Blackhole, fit: FitParams, *, rows, tiles, nbytes, readers, in0_l1: bool, in0_sharded: bool,
-                 relax: Relax | None):
+                 others=(), relax: Relax | None):
     """Time for the core that supplies one in0 (activation) block of a 1D / 2D multicast matmul to
     have it in its circular buffer, us: ``tiles`` pages (``nbytes`` bytes) in ``rows`` tile rows,
     while ``readers`` cores read blocks of the same size. By where in0 lives:
 
-      * DRAM-interleaved: a read at the core's rate or its share of the bandwidth (``read_us``);
+      * DRAM-interleaved: a read at the core's rate or its share of the bandwidth (``read_us``, with the
+        ``others`` that read at the same time);
       * L1-interleaved (``in0_l1``): pages over the NoC (``l1_read_us``);
       * L1-sharded (``in0_sharded``): the block is in the supplying core's own shard, nothing crosses
         the NoC or touches DRAM. One tile row is used in place (the circular buffer's read pointer
@@ -297,7 +307,7 @@ def in0_block_us(hw: Blackhole, fit: FitParams, *, rows, tiles, nbytes, readers,
         return jnp.where(jnp.asarray(rows) > 1, l1_read_us(hw, fit, tiles, nbytes, relax=relax), 0.0)
     if in0_l1:
         return l1_read_us(hw, fit, tiles, nbytes, relax=relax)
-    return read_us(hw, fit, tiles, nbytes, readers, relax=relax)
+    return read_us(hw, fit, tiles, nbytes, readers, others=others, relax=relax)
 
 
 def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
@@ -424,7 +434,7 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
 # ---- matmul (2D multicast) ------------------------------------------------------------------------
 def mcast_2d_block_us(hw: Blackhole, fit: FitParams, *, m_tiles, k_tiles, n_tiles, senders, act_dtype: str,
                       weight_dtype: str, fidelity: str, in0_l1: bool = False, in0_sharded: bool = False,
-                      forward_us=(0.0, 0.0), relax: Relax | None = None):
+                      forward_us=(0.0, 0.0), sender_split=None, math_us=None, relax: Relax | None = None):
     """One K block of a 2D-multicast matmul core, us: the row's sender reads the in0 block
     (``m_tiles`` x ``k_tiles``), the column's sender the in1 block (``k_tiles`` x ``n_tiles``), all
     ``senders`` at once, and forward them along the row / column; the block costs the q-norm overlap
@@ -432,13 +442,24 @@ def mcast_2d_block_us(hw: Blackhole, fit: FitParams, *, m_tiles, k_tiles, n_tile
     ``in0_l1`` / ``in0_sharded``: the in0 block comes from L1-interleaved pages or the row sender's own
     L1 shard (``in0_block_us``). ``forward_us`` (in0, in1): time of the write that passes each block on
     after it lands, serial with its read on the same RISC (``minimal_matmul``'s chain of unicasts).
+    ``sender_split`` (in0 senders, in1 senders): the senders of each input read that input's block, and
+    the DRAM shares out their different amounts (``read_us``'s ``others``); None: all ``senders`` are
+    priced as reading the block of the input priced. ``math_us``: the compute thread's time per block
+    when it is not the ``m_tiles`` x ``k_tiles`` x ``n_tiles`` tile products (None).
     The one block cost of ``matmul_2d_us`` and ``minimal_matmul.minimal_matmul_us``."""
     act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
     in0_tiles, in1_tiles = m_tiles * k_tiles, k_tiles * n_tiles
-    t_in0 = in0_block_us(hw, fit, rows=m_tiles, tiles=in0_tiles, nbytes=in0_tiles * act, readers=senders,
-                         in0_l1=in0_l1, in0_sharded=in0_sharded, relax=relax) + forward_us[0]
-    t_in1 = read_us(hw, fit, in1_tiles, in1_tiles * w, senders, relax=relax) + forward_us[1]
-    t_math = cycles_us(hw, m_tiles * k_tiles * n_tiles * hw.tile_matmul_cycles(fidelity))
+    if sender_split is None:
+        in0_readers, in1_readers, in0_others, in1_others = senders, senders, (), ()
+    else:
+        in0_readers, in1_readers = sender_split
+        in0_others = ((in1_readers, in1_tiles, in1_tiles * w),)
+        in1_others = ((in0_readers, in0_tiles, in0_tiles * act),)
+    t_in0 = in0_block_us(hw, fit, rows=m_tiles, tiles=in0_tiles, nbytes=in0_tiles * act, readers=in0_readers,
+                         in0_l1=in0_l1, in0_sharded=in0_sharded, others=in0_others, relax=relax) + forward_us[0]
+    t_in1 = read_us(hw, fit, in1_tiles, in1_tiles * w, in1_readers, others=in1_others, relax=relax) + forward_us[1]
+    t_math = (cycles_us(hw, m_tiles * k_tiles * n_tiles * hw.tile_matmul_cycles(fidelity)) if math_us is None
+              else math_us)
     return overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, smax(t_in0, t_in1, relax=relax), t_math)
 
 
@@ -621,6 +642,14 @@ def norm_large_tensor(hw: Blackhole, *, width: int, act_dtype: str = "bf16", fus
     return jnp.asarray(total) > hw.l1_bytes_per_core
 
 
+def intermediate_pass_cycles(fit: FitParams, *, fp32_dest_acc: bool):
+    """Cycles of one elementwise pass over a tile of a compute kernel's intermediate circular buffer, which
+    the factories keep in the Destination register's format: Float32 with ``fp32_dest_acc`` (twice the
+    bytes of bf16 to unpack and pack, ``tile_bytes``), else Float16_b, on which [eltwise_cycles_per_tile]
+    is fitted."""
+    return fit.eltwise_cycles_per_tile * (tile_bytes("fp32") / tile_bytes("bf16") if fp32_dest_acc else 1.0)
+
+
 def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n_in: int = 1, n_out: int = 1,
               act_dtype: str = "bf16", fp32_dest_acc: bool = False, launch_cores=None, sfpu_cycles_per_row=0.0,
               act_passes=0, start_us=None, relax: Relax | None = None):
@@ -651,7 +680,7 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
     cores = min(tile_rows, hw.grid_cores)
     rows_per_core = math.ceil(tile_rows / cores)
     bf16 = tile_bytes("bf16")
-    pass_cycles = fit.eltwise_cycles_per_tile * (tile_bytes("fp32") / bf16 if fp32_dest_acc else 1.0)
+    pass_cycles = intermediate_pass_cycles(fit, fp32_dest_acc=fp32_dest_acc)
     act_pass_cycles = fit.eltwise_cycles_per_tile * max(act, bf16) / bf16
     t_read = read_us(hw, fit, rows_per_core * wt * n_in, rows_per_core * wt * n_in * act, cores, relax=relax)
     t_math = cycles_us(hw, rows_per_core * (wt * (passes * pass_cycles + act_passes * act_pass_cycles)
@@ -859,6 +888,7 @@ __all__ = [
     "fill_cache_us",
     "heads_us",
     "in0_block_us",
+    "intermediate_pass_cycles",
     "kernel_only",
     "ktile_pad_us",
     "l1_read_us",
