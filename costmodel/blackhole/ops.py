@@ -65,6 +65,19 @@ NORM_TILE_PASSES = (
     "inter",  # * gamma: mul_tiles_bcast_rows of cb_fusion, packed to cb_out
 )
 NORM_RESIDUAL_TILE_PASS = "inter"  # x = a + b: add_tiles(cb_in, cb_inb), packed to cb_x
+# The large-tensor RMSNorm kernel (layernorm_large_tensor.cpp @ 9438a76b, unchanged in structure @ 00d78d63, the
+# RMSNORM path), per tile of a row; it streams x from DRAM twice (the variance, then the output) and packs more:
+NORM_LARGE_TENSOR_TILE_PASSES = (
+    "inter",  # copy_tile(cb_in) + square_tile (SFPU, ``SFPU_SQUARE_CYCLES``), packed to cb_xmm2
+    "inter",  # the row reduce of cb_xmm2 (reduce_tile into one Dest tile per block)
+    "inter",  # copy_tile(cb_in), packed to cb_xmm ("We shouldn't have to pack to intermediate CB ... tt-llk #868")
+    "inter",  # x * rstd: mul_tiles(cb_xmm, cb_ex2pe) (cb_ex2pe broadcast to a full tile per row), to cb_fusion
+    "inter",  # * gamma: mul_tiles_bcast_rows(cb_fusion, cb_gamma), packed to cb_out
+)
+# its LayerNorm path: E[x] (row_wise_mean of cb_in), then x - E[x] (sub_tiles_bcast_cols) in place of each
+# copy_tile above, + beta (add_tiles_bcast_rows of cb_fusion) after gamma: the 7 passes of the small kernel, one
+# more SFPU square per tile
+LAYERNORM_LARGE_TENSOR_TILE_PASSES = ("act",) + NORM_LARGE_TENSOR_TILE_PASSES + ("inter",)
 LAYERNORM_TILE_PASSES = (
     "act",  # E[x]: the row reduce of x straight from cb_in (bf16), one pack per row (cb_x, "inter", with a residual)
     "inter",  # x - E[x]: sub_tiles_bcast_cols, packed to cb_xmm
@@ -134,6 +147,10 @@ SFPU_SILU_BF16_CYCLES = SFPU_SIGMOID_BF16_CYCLES + 1 * SFPU_ROWS_PER_TILE
 # & 0xFFFF0000 as SFPLOADI + SFPAND), SFPSTORE, the Dest increment: 18 instructions. A source-derived count
 # (no Blackhole measurement of the binary SFPU multiply found), one cycle per instruction per 32-lane iteration.
 SFPU_MUL_BF16_CYCLES = 18 * SFPU_ROWS_PER_TILE
+# square_tile (calculate_square, tt_llk_blackhole/common/inc/sfpu/ckernel_sfpu_square.h as stored in the search
+# index): per 32-lane row SFPLOAD, SFPMUL, SFPNOP, SFPSTORE and the Dest increment, 5 instructions, one cycle each
+# (the convention of ``SFPU_MUL_BF16_CYCLES``), on the math thread between the copy and the pack
+SFPU_SQUARE_CYCLES = 5 * SFPU_ROWS_PER_TILE
 SFPU_BINARY_BF16_CYCLES = {"mul": SFPU_MUL_BF16_CYCLES}
 SFPU_ACTIVATION_BF16_CYCLES = {"sigmoid": SFPU_SIGMOID_BF16_CYCLES, "silu": SFPU_SILU_BF16_CYCLES}
 ACTIVATION_OPERANDS = ("lhs", "rhs", "post")
@@ -584,22 +601,55 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     22.8 us before, 21.3 after; the rest of the gap is not in the count (x - E[x] and + beta are ELWSUB /
     ELWADD, which the LLK runs without the HiFi4 fidelity loop of ELWMUL and the reduce, but the fitted
     pass has no fidelity-dependent part to take off).
+
+    The large-tensor kernel (``norm_large_tensor``) runs other passes: ``norm_tile_passes(large_tensor=True)``,
+    5 per tile for RMSNorm (x is copied through Dest twice, once squared on the SFPU, once packed to cb_xmm
+    for want of a Dest-reuse multiply), the SFPU square of every tile (``SFPU_SQUARE_CYCLES``) and per row
+    one copy of the variance's running sum per block after the first. Checked on Qwen3.6-27B's [64(33),
+    5120] bf16 rows (2 cores, 160 tiles each, HiFi4, fp32_dest_acc_en=0; tests/data/profiler_more/
+    bh_qwen3_6_27b_functional_full_attention_prefill_s33.csv line 16 and 3 more, 85.2-86.2 us, the TRISCs
+    binding): 44.1 us before (-48%), 71.6 after (-16%). Not counted, and maybe the rest: each block's
+    sub-steps there (copy -> cb_xmm -> * rstd -> cb_fusion -> * gamma) wait for the previous one's pack of
+    the same block, so unpack, math and pack of a block run one after the other; the fitted pass prices
+    them overlapped. Muse's [8192, 6656] large-tensor rows stay DRAM-bound (unchanged).
     """
     n_in, n_out = (2, 2) if fused_residual else (1, 1)
-    kinds = norm_tile_passes(layernorm=layernorm, fused_residual=fused_residual)
+    # where, not if: the board's L1 may be a tracer
+    large = norm_large_tensor(hw, width=width, act_dtype=act_dtype, fused_residual=fused_residual,
+                              fp32_dest_acc=fp32_dest_acc)
+    small = norm_tile_passes(layernorm=layernorm, fused_residual=fused_residual)
+    big = norm_tile_passes(layernorm=layernorm, fused_residual=fused_residual, large_tensor=True)
     # large-tensor kernels: each statistic pass re-reads x (and the residual), the last one with gamma
-    # (and beta) per row; where, not if: the board's L1 may be a tracer
+    # (and beta) per row
     large_n_in = (3 if layernorm else 2) * n_in + (2 if layernorm else 1)
-    n_in = jnp.where(norm_large_tensor(hw, width=width, act_dtype=act_dtype, fused_residual=fused_residual,
-                                       fp32_dest_acc=fp32_dest_acc), large_n_in, n_in)
-    return row_op_us(hw, fit, rows=rows, width=width, passes=kinds.count("inter"), act_passes=kinds.count("act"),
+    n_in = jnp.where(large, large_n_in, n_in)
+    # large-tensor kernels, per row: the SFPU square of every tile, and the variance's running sum carried
+    # between blocks of NORM_BLOCK_TILES through cb_accumulate (one copy_tile back into Dest per block after
+    # the first, layernorm_large_tensor.cpp's ``if (!block.is_first())``)
+    blocks = -(-(width // TILE) // NORM_BLOCK_TILES[bool(fp32_dest_acc)])
+    large_row_cycles = ((width // TILE) * SFPU_SQUARE_CYCLES
+                        + (blocks - 1) * intermediate_pass_cycles(fit, fp32_dest_acc=fp32_dest_acc))
+    return row_op_us(hw, fit, rows=rows, width=width,
+                     passes=jnp.where(large, big.count("inter"), small.count("inter")),
+                     act_passes=jnp.where(large, big.count("act"), small.count("act")),
+                     sfpu_cycles_per_row=jnp.where(large, large_row_cycles, 0.0),
                      n_in=n_in, n_out=n_out, act_dtype=act_dtype, fp32_dest_acc=fp32_dest_acc, relax=relax)
 
 
-def norm_tile_passes(*, layernorm: bool, fused_residual: bool) -> tuple[str, ...]:
-    """The per-tile passes of the norm compute kernel (``NORM_TILE_PASSES`` / ``LAYERNORM_TILE_PASSES``),
-    each "inter" or "act" by the tiles it streams. A fused residual adds the pre-add pass, whose sum
-    lands in cb_x (an intermediate buffer), so LayerNorm's E[x] reduce then reads intermediate tiles."""
+def norm_tile_passes(*, layernorm: bool, fused_residual: bool, large_tensor: bool = False) -> tuple[str, ...]:
+    """The per-tile passes of the norm compute kernel (``NORM_TILE_PASSES`` / ``LAYERNORM_TILE_PASSES``;
+    ``large_tensor``: layernorm_large_tensor.cpp's ``NORM_LARGE_TENSOR_TILE_PASSES`` /
+    ``LAYERNORM_LARGE_TENSOR_TILE_PASSES``), each "inter" or "act" by the tiles it streams. A fused residual
+    adds the pre-add pass, whose sum lands in cb_x (an intermediate buffer), so LayerNorm's E[x] reduce then
+    reads intermediate tiles. The large-tensor kernel instead adds b to every read of x in Dest
+    (binary_dest_reuse_tiles ELWADD, or row_wise_mean_with_pre_add for E[x]): one pass per read of x."""
+    if large_tensor:
+        base = LAYERNORM_LARGE_TENSOR_TILE_PASSES if layernorm else NORM_LARGE_TENSOR_TILE_PASSES
+        if not fused_residual:
+            return base
+        if layernorm:  # E[x] then reads the sum, not bf16 x alone
+            base = ("inter",) + base[1:]
+        return (NORM_RESIDUAL_TILE_PASS,) * (3 if layernorm else 2) + base
     if not layernorm:
         return ((NORM_RESIDUAL_TILE_PASS,) if fused_residual else ()) + NORM_TILE_PASSES
     if fused_residual:
