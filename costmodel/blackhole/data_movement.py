@@ -12,7 +12,10 @@ report rows name in DATA MOVEMENT KERNEL SOURCE):
                 previous segment's); the factory's map lists an output tile's segments grouped by input
                 page (``reshape_map_output_page``'s std::map, reshape_tiled_program_factory.cpp @
                 01840686), so each input tile it touches is read once; output tiles split over the cores
-                (``split_work_to_cores``: CORE COUNT = min(output tiles, grid)). The writer
+                (``split_work_to_cores``: CORE COUNT = min(output tiles, grid), consecutive pages per
+                core). Output tiles differ where a row block straddles tile rows (Qwen's 33-row heads: 64
+                copies and 2-3 input pages next to one-row tiles of 2 copies), so the op is priced by the
+                core whose own tiles take longest (``busiest_core_loads``), not by mean tiles. The writer
                 (writer_reshape_tiled.cpp, same folder) copies each segment into a scratch page with
                 tt_memmove (one NoC write to its own L1 per segment, a face row or less; common/kernels/
                 common.hpp), then writes the page out and waits for it (``noc_async_write_barrier``) before
@@ -37,17 +40,21 @@ report rows name in DATA MOVEMENT KERNEL SOURCE):
                 the tiles are (the factory's split is not read here)
   transpose_wh  transpose_wh compute kernel + reader_unary_transpose_wh_interleaved_start_id.cpp: one
                 tile read, one transpose pass, one tile written; tiles over the whole grid
-  concat        one read per output tile from the input that holds it; output tiles over the cores
+  concat        one read per output tile from the input that holds it, waited for (reader_concat_interleaved_
+                start_id.cpp @ 01656bf7); output tiles over the cores; the writer is eltwise/unary's (the
+                rows' DATA MOVEMENT KERNEL SOURCE, bh_qwen3_6_27b_functional_full_attention_prefill_s33.csv)
   slice         one read per output tile (tile-aligned slices read only the tiles they keep)
 
 Op class 'data_movement' (the launch is [launch_heads_us], the fixed time of a data-movement
-program, which the heads ops share). Two of the family are built as ttnn's unary streaming program
+program, which the heads ops share). Three of the family are built as ttnn's unary streaming program
 instead: a reader that fetches one page per unit with ``noc_async_read_tile``, at most a one-tile
 compute step, and the unary writer that writes one page per unit from ``start_id``
-(``writer_unary_interleaved_start_id.cpp``: eltwise/unary's own for transpose_wh, a copy of it in
+(``writer_unary_interleaved_start_id.cpp``: eltwise/unary's own for transpose_wh and concat, a copy of it in
 slice/device/kernels/dataflow/ for slice, as the rows' DATA MOVEMENT KERNEL SOURCE name them), with no
 mapping page, no face-row scatter and no host-side map; their fixed time is that of the eltwise programs,
-[launch_eltwise_us] (``UNARY_PROGRAM_KINDS``).
+[launch_eltwise_us] (``UNARY_PROGRAM_KINDS``). Concat and slice have no compute kernel (COMPUTE KERNEL
+SOURCE []), and their one-tile-per-core rows still come out ~0.3 us over (Qwen lines 54, 67, 70): the
+eltwise programs' fixed time includes a compute kernel these programs do not run; not priced apart.
 """
 
 from __future__ import annotations
@@ -68,7 +75,7 @@ OP_CODES = {"ReshapeDeviceOperation": "reshape", "ReshapeViewDeviceOperation": "
             "SliceDeviceOperation": "slice"}
 # kinds whose program is ttnn's unary streaming program (reader, optional one-tile compute, unary writer):
 # priced with the eltwise programs' fixed time [launch_eltwise_us]
-UNARY_PROGRAM_KINDS = ("transpose_wh", "slice")
+UNARY_PROGRAM_KINDS = ("transpose_wh", "concat", "slice")
 # output tiles above which a reshape's tile map is not enumerated (the map is per output tile x row)
 RESHAPE_MAP_MAX_TILES = 200_000
 # blocking tile writes per reshape output tile: writer_reshape_tiled.cpp writes the scratch page out with a
@@ -91,6 +98,9 @@ class DataMovementSpec:
         segments; transpose_hc: face rows), on the long thread.
       pad_units: transpose_hc padding tiles the writer fills after its tiles (0 when C is a tile multiple).
       small_writes_per_pad_unit: NoC writes per padding tile.
+      core_loads: (units, blocking reads, sub-tile writes) of the cores that may bind, each a core's totals
+        over its own units (``busiest_core_loads``; reshape, whose output tiles differ in reads and writes);
+        empty: every core does ceil(units / cores) mean units.
     """
 
     kind: str
@@ -102,6 +112,7 @@ class DataMovementSpec:
     small_writes_per_unit: float = 0.0
     pad_units: int = 0
     small_writes_per_pad_unit: float = 0.0
+    core_loads: tuple[tuple[float, float, float], ...] = ()
     op_class = "data_movement"
 
     def __post_init__(self):
@@ -119,6 +130,9 @@ class DataMovementSpec:
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name}={v!r} must be finite and >= 0")
+        for load in self.core_loads:
+            if len(load) != 3 or not all(math.isfinite(x) and x >= 0 for x in load):
+                raise ValueError(f"core_loads entry {load!r} must be (units, reads, writes), finite and >= 0")
 
     def whole_grid(self) -> bool:
         """The transpose programs are sent to the whole grid, cores without tiles included."""
@@ -140,11 +154,14 @@ class DataMovementSpec:
         return fit.launch_eltwise_us if self.kind in UNARY_PROGRAM_KINDS else fit.launch_heads_us
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        loads = self.core_loads or None
+        writes = tuple(w for _, _, w in loads) if loads else self.small_writes_per_core(hw)
         return data_movement_us(hw, fit, units=self.units, reads_per_unit=self.reads_per_unit,
                                 dram_tiles=self.dram_tiles, act_dtype=self.act_dtype, in_l1=self.in_l1,
                                 passes=1 if self.kind == "transpose_wh" else 0,
                                 cores=self.cores(hw) if self.whole_grid() else None,
-                                small_writes_per_core=self.small_writes_per_core(hw),
+                                small_writes_per_core=writes,
+                                core_loads=tuple((u, r) for u, r, _ in loads) if loads else None,
                                 blocking_writes_per_unit=RESHAPE_BLOCKING_WRITES if self.kind == "reshape" else 0.0,
                                 kernel_fixed_us=self.kernel_fixed_us(fit), relax=relax)
 
@@ -155,16 +172,23 @@ def tiles(padded: tuple[int, ...]) -> int:
     return math.prod(lead) * (y // TILE) * (x // TILE)
 
 
-def reshape_reads_per_tile(in_logical: tuple[int, ...], out_logical: tuple[int, ...]) -> float:
-    """Mean blocking reads per output tile of a tiled reshape (reader_reshape_tiled.cpp): the mapping
-    page plus one read per distinct input tile the output tile's elements come from. The reader reads
-    a tile again unless it is the previous segment's, and the factory's map (reshape_map_output_page,
-    reshape_tiled_program_factory.cpp @ 01840686) lists the segments grouped by input page in a
-    std::map, so each input tile is one run however its rows interleave with other tiles'. Each
-    row's 32-column segment starts and ends in an input tile (both ends counted; a segment wider than
-    an input row is counted by its ends only).
+def reshape_tile_work(in_logical: tuple[int, ...], out_logical: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Per output tile of a tiled reshape, in output page order: (blocking reads, tt_memmove segments).
 
-    Shapes: logical [..., H, W] of the input and the output (same element count).
+    Reads (reader_reshape_tiled.cpp): the mapping page plus one read per distinct input tile the output
+    tile's elements come from. The reader reads a tile again unless it is the previous segment's, and the
+    factory's map (reshape_map_output_page, reshape_tiled_program_factory.cpp @ 01840686) lists the
+    segments grouped by input page in a std::map, so each input tile is one run however its rows
+    interleave with other tiles'. Each row's 32-column segment starts and ends in an input tile (both ends
+    counted; a segment wider than an input row is counted by its ends only).
+
+    Segments (writer_reshape_tiled.cpp's tt_memmove, one NoC write to the core's own L1 each): the host
+    map merges elements only while both the input and the output faced offsets advance by one, so a
+    segment lies inside one output face row (16 columns) and one input face row: each output face row is
+    split wherever its consecutive input elements cross an input face-row boundary (a multiple of 16
+    columns or a new row).
+
+    Shapes: logical [..., H, W] of the input and the output (same element count); both results [tiles].
     """
     if math.prod(in_logical) != math.prod(out_logical):
         raise ValueError(f"reshape {in_logical} -> {out_logical}: element counts differ")
@@ -176,6 +200,7 @@ def reshape_reads_per_tile(in_logical: tuple[int, ...], out_logical: tuple[int, 
     n_tiles = bo * hto * wto
     if n_tiles > RESHAPE_MAP_MAX_TILES:
         raise ValueError(f"reshape to {out_logical}: {n_tiles} output tiles exceed {RESHAPE_MAP_MAX_TILES}")
+    # reads: per output tile, the input tiles holding its rows' first and last columns
     b, th, tw, r = np.meshgrid(np.arange(bo), np.arange(hto), np.arange(wto), np.arange(TILE), indexing="ij")
     row = th * TILE + r
     c0 = tw * TILE
@@ -192,38 +217,74 @@ def reshape_reads_per_tile(in_logical: tuple[int, ...], out_logical: tuple[int, 
     # a read per distinct input tile: sorted, each new id is one (padding rows' ends sort first as -1)
     seq = np.sort(np.where(ok, seq, -1), axis=-1)
     distinct = np.sum(seq[..., 1:] != seq[..., :-1], axis=-1) + (seq[..., 0] >= 0)
-    return float(1.0 + distinct.mean())  # + the mapping page
+    reads = 1.0 + distinct.reshape(n_tiles)  # + the mapping page
+    # segments: every output face row, its first column and length (0 where the columns are padding)
+    face = TILE // 2
+    rows = np.arange(bo * ho)
+    fc0 = np.arange(0, wto * TILE, face)
+    length = np.clip(wo - fc0, 0, face)
+    f0 = rows[:, None] * wo + fc0[None, :]  # flat index of each face row's first element
+    k = np.arange(1, face)
+    # a new segment at each later element that starts an input face row; an input exactly one face wide
+    # continues its face from one row to the next (offsets +1) unless the row starts a face (row mod 16 = 0)
+    fk = f0[..., None] + k
+    starts = (fk % wi % face == 0) & (k < length[None, :, None])
+    if wi == face:
+        starts &= (fk % (hi * wi) // wi) % face == 0
+    segments = np.where(length > 0, 1 + starts.sum(axis=-1), 0)  # [bo * ho, 2 * wto]
+    # an output row's last element and the next row's first are consecutive offsets where the tile is 32
+    # wide at row 15 (511 -> 512) or 16 wide off a face edge: one segment if the input's are too
+    wl = np.minimum(wo - np.arange(wto) * TILE, TILE)  # each output tile column's width
+    r, h = rows[:-1], rows[:-1] % ho  # each row but the last, and its row in its output matrix
+    pair = ((rows[1:] // ho == r // ho) & (h // TILE == (rows[1:] % ho) // TILE))[:, None] & (
+        ((wl == TILE)[None, :] & (h % TILE == face - 1)[:, None])
+        | ((wl == face)[None, :] & (h % face != face - 1)[:, None]))
+    if pair.any():
+        ends = [r[:, None] * wo + np.arange(wto) * TILE + wl - 1, (r + 1)[:, None] * wo + np.arange(wto) * TILE]
+        at = []
+        for f in ends:
+            bi_, rem = np.divmod(f, hi * wi)
+            ri, ci = np.divmod(rem, wi)
+            fo = ((ri % TILE // face) * 2 + ci % TILE // face) * face * face + (ri % face) * face + ci % face
+            at.append(((bi_ * hti + ri // TILE) * wti + ci // TILE, fo))
+        merged = pair & (at[0][0] == at[1][0]) & (at[1][1] == at[0][1] + 1)
+        segments[1:, ::2] -= merged  # the next row's first face row loses its own segment
+    tile_of_row = (rows // ho) * hto + (rows % ho) // TILE
+    per_tile = np.zeros((bo * hto, wto))
+    np.add.at(per_tile, tile_of_row, segments.reshape(bo * ho, wto, 2).sum(axis=-1))
+    return reads, per_tile.reshape(n_tiles)
+
+
+def reshape_reads_per_tile(in_logical: tuple[int, ...], out_logical: tuple[int, ...]) -> float:
+    """Mean blocking reads per output tile of a tiled reshape (``reshape_tile_work``'s reads)."""
+    return float(reshape_tile_work(in_logical, out_logical)[0].mean())
 
 
 def reshape_copies_per_tile(in_logical: tuple[int, ...], out_logical: tuple[int, ...]) -> float:
-    """Mean tt_memmove segments (NoC writes to the core's own L1) per output tile of a tiled reshape
-    (writer_reshape_tiled.cpp): the host map (reshape_tiled_program_factory.cpp) merges elements only
-    while both the input and the output faced offsets advance by one, so a segment lies inside one
-    output face row (16 columns) and one input face row: each output face row is split wherever its
-    consecutive input elements cross an input face-row boundary (a multiple of 16 columns or a new row).
+    """Mean tt_memmove segments per output tile of a tiled reshape (``reshape_tile_work``'s segments)."""
+    return float(reshape_tile_work(in_logical, out_logical)[1].mean())
 
-    Shapes: logical [..., H, W] of the input and the output (same element count).
-    """
-    if math.prod(in_logical) != math.prod(out_logical):
-        raise ValueError(f"reshape {in_logical} -> {out_logical}: element counts differ")
-    *lo, ho, wo = out_logical
-    wi = in_logical[-1]
-    bo = math.prod(lo)
-    hto, wto = math.ceil(ho / TILE), math.ceil(wo / TILE)
-    n_tiles = bo * hto * wto
-    if n_tiles > RESHAPE_MAP_MAX_TILES:
-        raise ValueError(f"reshape to {out_logical}: {n_tiles} output tiles exceed {RESHAPE_MAP_MAX_TILES}")
-    face = TILE // 2
-    # every output face row: its first column and length (0 where the row or the columns are padding)
-    rows = np.arange(bo * ho)
-    c0 = np.arange(0, wto * TILE, face)
-    length = np.clip(wo - c0, 0, face)
-    f0 = rows[:, None] * wo + c0[None, :]  # flat index of each face row's first element
-    k = np.arange(1, face)
-    # a new segment at each later element that starts an input face row
-    starts = ((f0[..., None] + k) % wi % face == 0) & (k < length[None, :, None])
-    segments = np.where(length > 0, 1 + starts.sum(axis=-1), 0)
-    return float(segments.sum() / n_tiles)
+
+def split_work_ranges(units: int, grid_cores: int) -> list[tuple[int, int]]:
+    """[start, end) unit ranges of the cores, in order, as tt-metal's ``split_work_to_cores`` deals a
+    count over a grid (tt_metal/common/work_split.cpp): min(units, grid) cores, the first units mod cores
+    of them one unit more than the rest; the reshape factory hands them consecutive output pages
+    (``page_idx_start += increment`` per core, reshape_tiled_program_factory.cpp @ 01840686)."""
+    cores = min(units, grid_cores)
+    q, extra = divmod(units, cores)
+    sizes = [q + 1] * extra + [q] * (cores - extra)
+    ends = np.cumsum(sizes)
+    return list(zip((ends - sizes).tolist(), ends.tolist()))
+
+
+def busiest_core_loads(per_unit: tuple[np.ndarray, ...], grid_cores: int) -> tuple[tuple[float, ...], ...]:
+    """(units, then the total of each per-unit count) of every core under ``split_work_ranges``, each count
+    [units] in unit order, reduced to the cores no other core matches or exceeds in every entry (the Pareto
+    front, sorted): the busiest core is one of them whatever a unit and each count cost."""
+    ranges = split_work_ranges(len(per_unit[0]), grid_cores)
+    sums = {(float(e - s), *(float(a[s:e].sum()) for a in per_unit)) for s, e in ranges}
+    front = [p for p in sums if not any(q != p and all(x >= y for x, y in zip(q, p)) for q in sums)]
+    return tuple(sorted(front))
 
 
 def transpose_hc_writes(in_logical: tuple[int, ...]) -> tuple[float, int, float]:
@@ -247,4 +308,5 @@ def transpose_hc_writes(in_logical: tuple[int, ...]) -> tuple[float, int, float]
 
 
 __all__ = ["KINDS", "OP_CODES", "RESHAPE_BLOCKING_WRITES", "RESHAPE_MAP_MAX_TILES", "UNARY_PROGRAM_KINDS",
-           "DataMovementSpec", "reshape_copies_per_tile", "reshape_reads_per_tile", "tiles", "transpose_hc_writes"]
+           "DataMovementSpec", "busiest_core_loads", "reshape_copies_per_tile", "reshape_reads_per_tile",
+           "reshape_tile_work", "split_work_ranges", "tiles", "transpose_hc_writes"]

@@ -816,7 +816,7 @@ def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, ac
 
 def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dram_tiles, act_dtype: str = "bf16",
                      in_l1: bool = False, passes=0, cores=None, small_writes_per_core=0.0, blocking_writes_per_unit=0.0,
-                     kernel_fixed_us=None, relax: Relax | None = None):
+                     core_loads=None, kernel_fixed_us=None, relax: Relax | None = None):
     """A data-movement op (heads, reshape, transpose, concat, slice: reader and writer kernels that
     copy tiles, no or one compute pass), us.
 
@@ -834,20 +834,29 @@ def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dr
     ``blocking_writes_per_unit``: tile writes per unit the writer waits for (``noc_async_write_barrier``)
     before the reader may go on (reshape: the output tile, whose one-page mapping buffer is freed only
     after it), each priced as a blocking read: a DRAM round trip overlapped with the tile's transfer.
+    ``core_loads``: where the units differ (reshape's output tiles), (units, blocking reads) of each core
+    that may bind, ``small_writes_per_core`` then the same cores' sub-tile writes (a tuple of the same
+    length); the op waits for the slowest of them.
     The launch is the data-movement class's fixed time [launch_heads_us], or ``kernel_fixed_us`` where
     the op's program is of another class (``data_movement.DataMovementSpec.kernel_fixed_us``).
     """
     act = tile_bytes(act_dtype)
     cores = min(units, hw.grid_cores) if cores is None else cores
-    per_core = math.ceil(units / cores) * (reads_per_unit + blocking_writes_per_unit)
+    n_per_core = math.ceil(units / cores)
+    if core_loads is None:
+        core_loads, small_writes_per_core = ((n_per_core, n_per_core * reads_per_unit),), (small_writes_per_core,)
+    elif len(core_loads) != len(small_writes_per_core):
+        raise ValueError(f"{len(core_loads)=} and {len(small_writes_per_core)=} differ: one entry per core")
     read = l1_read_us(hw, fit, 1, act, relax=relax) if in_l1 else read_us(hw, fit, 1, act, cores, relax=relax)
     t_tile = overlap(fit, fit.dram_latency_us, read)
     if passes:
         t_tile = overlap(fit, t_tile, cycles_us(hw, passes * fit.eltwise_cycles_per_tile))
     t_agg = dram_us(hw, fit, dram_tiles, dram_tiles * act) if dram_tiles else 0.0
-    t_writes = cycles_us(hw, small_writes_per_core * hw.noc_write_issue_cycles)
+    # each candidate core's chain: its blocking reads and output-tile writes, then its sub-tile writes
+    chains = [(r + n * blocking_writes_per_unit) * t_tile + cycles_us(hw, w * hw.noc_write_issue_cycles)
+              for (n, r), w in zip(core_loads, small_writes_per_core)]
     fixed = fit.launch_heads_us if kernel_fixed_us is None else kernel_fixed_us
-    return launch_us(fit, cores, fixed) + smax(per_core * t_tile + t_writes, t_agg, relax=relax)
+    return launch_us(fit, cores, fixed) + smax(*chains, t_agg, relax=relax)
 
 
 def fill_cache_us(hw: Blackhole, fit: FitParams, *, kv_heads: int, rows: int, head_dim: int,

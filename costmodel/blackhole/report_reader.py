@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from costmodel.blackhole import data_movement, minimal_matmul
 from costmodel.blackhole.data_movement import (
     DataMovementSpec,
-    reshape_copies_per_tile,
-    reshape_reads_per_tile,
+    busiest_core_loads,
+    reshape_tile_work,
     tiles,
     transpose_hc_writes,
 )
@@ -662,13 +662,15 @@ def _data_movement(ln: _Line, hw: Blackhole, kind: str) -> DataMovementSpec:
     out_dram = 0 if _in_l1(ln, "OUTPUT_0") else out
     if kind == "reshape":
         try:
-            reads = reshape_reads_per_tile(ln.logical("INPUT_0"), ln.logical("OUTPUT_0"))
-            copies = reshape_copies_per_tile(ln.logical("INPUT_0"), ln.logical("OUTPUT_0"))
+            reads, copies = reshape_tile_work(ln.logical("INPUT_0"), ln.logical("OUTPUT_0"))
         except ValueError as e:
             raise _Skip(f"reshape not modelled ({e})") from None
         in_l1 = _in_l1(ln, "INPUT_0")
-        read_dram = 0 if in_l1 else round(out * (reads - 1))
-        return DataMovementSpec("reshape", out, reads, read_dram + out_dram, act, in_l1, small_writes_per_unit=copies)
+        read_dram = 0 if in_l1 else round(float((reads - 1).sum()))
+        # output tiles differ (a 33-row block straddles tile rows): the busiest core's own tiles bind
+        loads = busiest_core_loads((reads, copies), hw.grid_cores)
+        return DataMovementSpec("reshape", out, float(reads.mean()), read_dram + out_dram, act, in_l1,
+                                small_writes_per_unit=float(copies.mean()), core_loads=loads)
     if kind == "transpose":
         dim = ln.attr("dim") or ""
         sub = {"TransposeOpDim::HC": "transpose_hc", "TransposeOpDim::WH": "transpose_wh"}.get(dim)
