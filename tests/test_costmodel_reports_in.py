@@ -147,14 +147,15 @@ def test_kind_whitening_is_the_inverse_square_root_of_the_kind_covariance(clip_r
     np.testing.assert_array_equal(fit.kind_whitening(rows, weights, None) @ eye, np.diag(weights))
 
 
-def test_a_mispriced_kind_repeated_per_layer_does_not_move_the_port(clip_rows):
-    """CLIP's 24 softmax rows (one per layer; 1.6x short until their padding mask was priced, now
-    within 1%) and its 192
-    reshape / transpose_hc rows fitted as independent rows pin launch_norm_us and dram_latency_us
-    (shared with the port's rms_norm and every DRAM read) and drag the port's step at least twice
-    as far as rows sharing their kind's model-form error, which pin neither and keep it within the
-    guard's 5% (+3.7% vs +1.4%; +4.6% vs +0.7% while the softmax exp was priced as one eltwise
-    pass and the softmax rows were 2.6x short)."""
+def test_clips_rows_repeated_per_layer_keep_the_port_within_the_guard(clip_rows):
+    """CLIP's 628 rows, each kind repeated once per layer, fitted as independent rows pin
+    launch_norm_us and dram_latency_us (shared with the port's rms_norm and every DRAM read); fitted
+    with the stored discrepancy (rows of one kind share its model-form error) they pin neither, and
+    the port's step stays within the guard's 5% either way. Measured: +1.9% independent, +3.8% with
+    the discrepancy (which then pins only overlap_exponent). The independent fit dragged the port
+    further (+3.7% vs +1.4%) while several CLIP kinds were mispriced (softmax and scalar multiplies
+    1.6x short, the batched and minimal matmuls 8-28% off); after the kernel mechanisms that priced
+    them the order reversed (restoring the softmax's 1.6x alone does not bring it back: +2.1% vs +3.8%)."""
     stored = fit.load_calibration()
     hw = blackhole("p150a")
     shift = {}
@@ -165,7 +166,7 @@ def test_a_mispriced_kind_repeated_per_layer_does_not_move_the_port(clip_rows):
             assert {"launch_norm_us", "dram_latency_us"} <= set(cal.info["pinned"])
         else:
             assert {"launch_norm_us", "dram_latency_us"} <= set(cal.info["held_at_prior"])
-    assert shift[None] > 2 * abs(shift["stored"]) and abs(shift["stored"]) <= 0.05, shift
+    assert all(abs(v) <= 0.05 for v in shift.values()), shift
 
 
 def test_wormhole_report_is_refused_unless_forced(capsys, tmp_path):

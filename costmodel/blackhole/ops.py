@@ -287,7 +287,7 @@ def ktile_pad_us(hw: Blackhole, *, last_ktile_w: int, act_dtype: str) -> float:
     """
     if not 0 <= last_ktile_w < TILE:
         raise ValueError(f"last_ktile_w={last_ktile_w} must be in [0, {TILE})")
-    if last_ktile_w == 0 or act_dtype not in ("bf16", "fp32"):
+    if last_ktile_w == 0 or act_dtype.startswith("bfp"):  # block-float in0 is not zeroed
         return 0.0
     cycles = 0
     for first_col in (0, FACE):  # the tile's two face columns
