@@ -175,7 +175,7 @@ SDPA_COMBINE_PASSES = 3  # worker partial merge at the reducer: rescale own, res
 # loop's exit, once per face row) is a 4-cycle bubble (tenstorrent/tt-isa-documentation BlackholeA0/
 # TensixTile/BabyRISCV/README.md @ 2c2c43b3); its store queue (one store a cycle into whole 16-byte blocks, one
 # coalesced partial block per 5 cycles) keeps up with a store every 3 cycles, so it does not bind.
-PAD_LOOP_CYCLES_PER_ELEMENT = 3
+PAD_LOOP_CYCLES_PER_ELEMENT = RISC_STORE_LOOP_CYCLES  # the same sh / addi / bne store loop as the fills above
 PAD_LOOP_CYCLES_PER_FACE_ROW = 3 + 4  # face-row loop instructions + the inner loop's exit mispredict
 FACE = 16  # a 32x32 tile is 2x2 faces of 16x16
 
