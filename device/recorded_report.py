@@ -23,9 +23,11 @@ import enum
 import pathlib
 
 from costmodel.blackhole.fit import load_calibration
+from costmodel.blackhole.kinds import OP_CODES
 from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.program_config import MatmulProgramConfig
-from costmodel.blackhole.report_reader import MODELLED, matmul_program_config, model_cores, read_report
+from costmodel.blackhole.report_line import matmul_program_config
+from costmodel.blackhole.report_reader import MODELLED, model_cores, read_report
 from costmodel.blackhole.report_schema import (
     DURATION,
     OpRecord,
@@ -36,14 +38,13 @@ from costmodel.blackhole.report_schema import (
 )
 from costmodel.hardware import blackhole
 
-OP_CODE = {"rms_norm": "LayerNormDeviceOperation", "linear": "MatmulDeviceOperation",
-           "add": "BinaryNgDeviceOperation", "mul": "BinaryNgDeviceOperation",
-           "fill_cache": "UpdateKVCacheOperation",
-           "experimental.nlp_create_qkv_heads": "NlpCreateHeadsDeviceOperation",
-           "experimental.rotary_embedding_hf": "RotaryEmbeddingHfDeviceOperation",
-           "experimental.nlp_concat_heads": "NLPConcatHeadsDeviceOperation",
-           "transformer.scaled_dot_product_attention_decode": "SdpaDecodeDeviceOperation",
-           "transformer.scaled_dot_product_attention": "SDPAOperation"}
+# the graph's ttnn calls by the op class (``costmodel.blackhole.kinds``) whose first op code a report names them by
+OP_CLASS_OF_CALL = {"rms_norm": "norm", "linear": "matmul", "add": "eltwise", "mul": "eltwise", "fill_cache": "fill_cache",
+                    "experimental.nlp_create_qkv_heads": "create_heads", "experimental.rotary_embedding_hf": "rope",
+                    "experimental.nlp_concat_heads": "concat_heads",
+                    "transformer.scaled_dot_product_attention_decode": "sdpa_decode",
+                    "transformer.scaled_dot_product_attention": "sdpa"}
+OP_CODE = {call: OP_CODES[cls][0] for call, cls in OP_CLASS_OF_CALL.items()}
 VIEWS = ("reshape",)
 MEMORY = "DEV_0_DRAM_INTERLEAVED"  # the graph keeps every tensor in interleaved DRAM (device.graph)
 

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from _shared_data import need_file, profiler_reports_dir
 
-from costmodel.blackhole.data_movement import (
+from costmodel.blackhole.fit import load_calibration
+from costmodel.blackhole.kinds.data_movement import (
     busiest_core_loads,
     reshape_copies_per_tile,
     reshape_reads_per_tile,
@@ -20,7 +21,6 @@ from costmodel.blackhole.data_movement import (
     split_work_ranges,
     transpose_hc_writes,
 )
-from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.ops import overlap, read_us
 from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.report_reader import MODELLED, read_report
@@ -138,7 +138,7 @@ def test_reshape_and_transpose_hc_rows_within_tolerance_and_the_writes_matter():
     mean |error| is 14.8% (under-priced; 18.6% before the output tile's blocking write) since kernel-only
     slices and transposes pin the data-movement fixed time (report_calibration.json: 1.40 us, was 2.03
     from traced rows, which masked ~0.6 us); what is left is ~0.1 us per input tile the reader waits for
-    the writer, not priced (the module docstring of costmodel/blackhole/data_movement.py)."""
+    the writer, not priced (the module docstring of costmodel/blackhole/kinds/data_movement.py)."""
     rep = read_report(CLIP)
     fit = load_calibration().params
     errs, errs0 = {}, {}
@@ -252,7 +252,7 @@ def test_qwen_reshape_rows_priced_by_the_busiest_core():
     pages and others a single row. Priced by the busiest core's own tiles they are within 16% of the
     median DEVICE KERNEL DURATION; priced as ceil(units / cores) mean tiles (the model before) they are
     27-38% under. Line 28 ([24, 33, 256] -> [792, 256]) stays ~16% under (not asserted): see the
-    module docstring of costmodel/blackhole/data_movement.py for the unpriced per-input-page handshakes."""
+    module docstring of costmodel/blackhole/kinds/data_movement.py for the unpriced per-input-page handshakes."""
     fit = load_calibration().params
     rep, groups = _qwen_groups("ReshapeViewDeviceOperation")
     for line in (30, 31, 33):

@@ -1,5 +1,5 @@
 """binary_ng's SFPU path (``is_sfpu: true``, eltwise_binary_sfpu_no_bcast.cpp / _scalar.cpp) and its fused
-activations, priced per output tile from the sourced SFPU costs (``ops.sfpu_binary_tile_cycles``) and checked
+activations, priced per output tile from the sourced SFPU costs (``kinds.eltwise.sfpu_binary_tile_cycles``) and checked
 against the held-out rows of the Muse Glimmer prefill and gpt-oss reports (``tests/data/profiler_more``)."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import pathlib
 import pytest
 from _report_util import inner, one_line, records
 
-from costmodel.blackhole.ops import (
+from costmodel.blackhole.kinds.eltwise import (
     SFPU_MUL_BF16_CYCLES,
     SFPU_SIGMOID_BF16_CYCLES,
     SFPU_SILU_BF16_CYCLES,
-    kernel_only,
     sfpu_binary_tile_cycles,
 )
+from costmodel.blackhole.ops import kernel_only
 from costmodel.blackhole.opspecs import EltwiseSpec, KernelSpec
 from costmodel.blackhole.params import load_fitted
 from costmodel.blackhole.report_reader import MODELLED, model_cores, read_report, write_csv

@@ -13,7 +13,7 @@ from _report_util import inner
 from _shared_data import need_file, profiler_reports_dir
 
 from costmodel.blackhole.fit import load_calibration
-from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec, minimal_matmul_us, subblock_tiles
+from costmodel.blackhole.kinds.minimal_matmul import MinimalMatmulSpec, minimal_matmul_us, subblock_tiles
 from costmodel.blackhole.ops import dram_us, kernel_only, read_us
 from costmodel.blackhole.params import load_fitted
 from costmodel.blackhole.report_reader import read_report

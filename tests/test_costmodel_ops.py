@@ -18,6 +18,7 @@ from costmodel.blackhole import (
     ops,
     sdpa,
 )
+from costmodel.blackhole.kinds.heads import heads_us
 from costmodel.blackhole.params import DATA_DIR
 from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig, sdpa_l1_bytes
 from costmodel.hardware import blackhole_p150a, tile_bytes
@@ -227,7 +228,7 @@ def test_matmul_us_refuses_kinds_it_does_not_price():
 def test_head_split_is_latency_bound():
     """nlp_create_qkv_heads on 64 rows: 2 cores, (16+2*8)*128/32 = 128 tiles each, one round trip per tile."""
     fit = ideal_fit(dram_latency_us=0.4, launch_heads_us=3.0)
-    t = ops.heads_us(HW, fit, rows=64, tiles_per_row=128)
+    t = heads_us(HW, fit, rows=64, tiles_per_row=128)
     assert float(t) == pytest.approx(3.0 + 128 * 0.4, rel=1e-3)
 
 

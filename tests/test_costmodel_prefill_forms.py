@@ -14,8 +14,8 @@ from _report_util import PAIRS_DIR, ideal_fit, inner, one_line, records
 from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.fit import load_calibration
-from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
-from costmodel.blackhole.ops import norm_large_tensor
+from costmodel.blackhole.kinds.minimal_matmul import MinimalMatmulSpec
+from costmodel.blackhole.kinds.norm import norm_large_tensor
 from costmodel.blackhole.opspecs import NormSpec, SdpaCausalSpec
 from costmodel.blackhole.report_reader import MODELLED, model_cores, read_report
 from costmodel.blackhole.sdpa import causal_k_chunks
@@ -145,7 +145,7 @@ def _norm_lines():
 
 
 def test_the_large_tensor_rule_picks_the_kernel_every_real_norm_row_names():
-    """The factory's L1 rule (``ops.norm_large_tensor``) against the real factory's own choice, the
+    """The factory's L1 rule (``kinds.norm.norm_large_tensor``) against the real factory's own choice, the
     compute kernel each report row names: layernorm_large_tensor.cpp for Muse's [8192, 6656] rows
     (Float32 intermediates), layernorm.cpp for every narrower one."""
     by_kind = {True: 0, False: 0}

@@ -11,9 +11,9 @@ import pytest
 from _report_util import ideal_fit, inner, one_line, records
 from _shared_data import profiler_reports_dir
 
-from costmodel.blackhole.data_movement import DataMovementSpec, reshape_reads_per_tile
+from costmodel.blackhole.kinds.data_movement import DataMovementSpec, reshape_reads_per_tile
+from costmodel.blackhole.kinds.minimal_matmul import MinimalMatmulSpec
 from costmodel.blackhole.matmul_auto_config import mcast_1d_config
-from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
 from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec, NormSpec, SdpaCausalSpec, SoftmaxSpec
 from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MatmulProgramConfig
 from costmodel.blackhole.report_coverage import coverage

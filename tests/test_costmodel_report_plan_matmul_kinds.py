@@ -16,7 +16,7 @@ from _shared_data import need_file, profiler_reports_dir
 from costmodel.blackhole import report_plan, report_whatif
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.fit import load_calibration
-from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
+from costmodel.blackhole.kinds.minimal_matmul import MinimalMatmulSpec
 from costmodel.blackhole.opspecs import ChipSpec, KernelSpec, MatmulSpec
 from costmodel.blackhole.plan_candidates import FIDELITY_FLAG, WEIGHT_FLAG, candidates
 from costmodel.blackhole.report_plan import SAME_PRICE, plan_search
@@ -249,7 +249,7 @@ def test_minimal_matmul_batch_price_is_each_specs_own_price(cal):
     """The plan prices MinimalMatmul block choices as one batch (``minimal_matmul_batch_us``, padded to a
     power of two): each entry equals the spec priced alone, at an odd batch size and on a small grid;
     specs differing in more than their blocks are refused."""
-    from costmodel.blackhole.minimal_matmul import minimal_matmul_batch_us
+    from costmodel.blackhole.kinds.minimal_matmul import minimal_matmul_batch_us
     from costmodel.hardware import blackhole_p150a
 
     hw = blackhole_p150a()

@@ -11,7 +11,8 @@ from _report_util import records
 from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.fit import load_calibration
-from costmodel.blackhole.ops import RISC_STORE_LOOP_CYCLES, scalar_tile_fill_us
+from costmodel.blackhole.kinds.eltwise import scalar_tile_fill_us
+from costmodel.blackhole.ops import RISC_STORE_LOOP_CYCLES
 from costmodel.blackhole.opspecs import EltwiseSpec, KernelSpec
 from costmodel.blackhole.report_reader import MODELLED, read_report
 from costmodel.hardware import TILE, blackhole_p150a

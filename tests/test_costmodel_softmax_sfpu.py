@@ -12,7 +12,8 @@ import pytest
 from _shared_data import profiler_reports_dir
 
 from costmodel.blackhole.fit import load_calibration
-from costmodel.blackhole.ops import RISC_STORE_LOOP_CYCLES, softmax_mask_us
+from costmodel.blackhole.kinds.softmax import softmax_mask_us
+from costmodel.blackhole.ops import RISC_STORE_LOOP_CYCLES
 from costmodel.blackhole.opspecs import KernelSpec, SoftmaxSpec
 from costmodel.blackhole.report_reader import MODELLED, read_report
 from costmodel.hardware import TILE, blackhole_p150a

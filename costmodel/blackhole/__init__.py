@@ -2,18 +2,20 @@
 
 Modules:
   params      FitParams: the fitted unknowns, each with unit, meaning, prior and source
-  ops, sdpa   ttnn op models (1D-mcast matmul, norms, rope, heads, fill_cache, eltwise; SDPA)
+  kinds       one module per ttnn op kind (spec, price, core split, op codes, report row) and its registry
+  ops, sdpa   the cost formulas the kinds price with (DRAM streams, launches, pipelines; SDPA)
   program_config  MatmulProgramConfig: the one ttnn matmul program config (kinds) and its legality
   sdpa_program_config  SdpaProgramConfig: the SDPA kernel and program config, its legality, query rows
   port        Port: the one port description (precision, attention, matmuls, compute); Port.check
-  opspecs     one op instance as data (kind, shapes, formats, config) -> its modelled time
+  opspecs     every op spec type (from its kind) and the KernelSpec / ChipSpec measurement wrappers
   graph       BlackholeConfig, the layer graph, 64-layer step, 10-step sample; ``evaluate``
   rows        measured rows with sources (costmodel/data) and the spec predicting each
   fit         least-squares fit + Laplace covariance (``Calibration``)
   intervals   90% prediction intervals: per op, step, sample, and deltas between settings
   holdout     held-out model validation: leave-one-group-out refits and interval coverage
   report_schema  tt-metal's ops_perf_results op-report schema and its one writer
-  report_reader  op specs as report rows; real reports read, every row classified (modelled / skip reason)
+  report_line  one op-report row as the kinds read it (``ReportLine``, ``Skip``)
+  report_reader  real reports read, every row classified by its kind (modelled / skip reason); specs written
   roofline    DRAM floor and gap per op class
   knob_search gradient search over the integer knobs vs exhaustive enumeration (the ``tune`` subcommand)
   cli         ``python -m costmodel.blackhole`` (what-if, ``--vs``, ``calibrate --ops-csv``)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
+from costmodel.blackhole.kinds.minimal_matmul import MinimalMatmulSpec
 from costmodel.blackhole.opspecs import MatmulSpec, SdpaDecodeSpec, SdpaStandardSpec
 from costmodel.blackhole.program_config import DRAM_SHARDED, MCAST_1D_IN0, ttnn_subblock
 from costmodel.blackhole.sdpa_program_config import MAX_CORES_PER_HEAD

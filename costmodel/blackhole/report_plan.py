@@ -61,7 +61,7 @@ from scipy import stats
 from costmodel.blackhole.discrepancy import load_discrepancy
 from costmodel.blackhole.fit import Calibration
 from costmodel.blackhole.intervals import LEVEL, kept_grad, param_var, quantile
-from costmodel.blackhole.minimal_matmul import BATCH_FIELDS, MinimalMatmulSpec, minimal_matmul_batch_us
+from costmodel.blackhole.kinds.minimal_matmul import BATCH_FIELDS, MinimalMatmulSpec, minimal_matmul_batch_us
 from costmodel.blackhole.ops import kernel_only
 from costmodel.blackhole.opspecs import (
     ChipSpec,

@@ -18,7 +18,7 @@ import dataclasses
 
 from costmodel.blackhole.fit import Calibration
 from costmodel.blackhole.intervals import LEVEL, quantile
-from costmodel.blackhole.minimal_matmul import MinimalMatmulSpec
+from costmodel.blackhole.kinds.minimal_matmul import MinimalMatmulSpec
 from costmodel.blackhole.opspecs import ChipSpec, KernelSpec, MatmulSpec
 from costmodel.blackhole.plan_candidates import minimal_subblock
 from costmodel.blackhole.program_config import IN0_SHARD_LAYOUT

@@ -119,8 +119,19 @@ from costmodel.blackhole.ops import (
 )
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.program_config import DEST_TILES
+from costmodel.blackhole.report_line import (
+    ReportLine,
+    Skip,
+    compute_kernel,
+    l1_resident,
+    no_sharding,
+    tensor,
+    unbatched,
+)
+from costmodel.blackhole.report_schema import format_config
 from costmodel.hardware import TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax, smax
+from jaxref.vocabulary import ActivationFormat, WeightFormat
 
 OP_CODES = ("MinimalMatmulOp", "MinimalMatmulDeviceOperation")
 
@@ -315,5 +326,85 @@ def minimal_matmul_batch_us(hw: Blackhole, fit: FitParams, specs: list[MinimalMa
     return (launch_us(fit, s0.cores(), fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax))[:len(specs)]
 
 
-__all__ = ["BATCH_FIELDS", "DEFAULT_BLOCKS", "OP_CODES", "MinimalMatmulSpec", "default_config",
-           "minimal_matmul_batch_us", "minimal_matmul_us", "subblock_tiles"]
+# ---- its op-report row ------------------------------------------------------------------------------
+OP_CLASSES = {"minimal_matmul": OP_CODES}
+SPECS = (MinimalMatmulSpec,)
+
+
+def cores(spec: MinimalMatmulSpec, hw: Blackhole) -> int:
+    """The cores holding output blocks (``MinimalMatmulSpec.cores``), as priced."""
+    return spec.cores()
+
+
+def read(ln: ReportLine, hw: Blackhole, cls: str = "minimal_matmul") -> MinimalMatmulSpec:
+    """A ``MinimalMatmulOp`` row: ``config`` MinimalMatmulConfig(M/K/N_block_size, subblock, grid), or
+    std::nullopt for ttnn's defaults (``minimal_matmul.default_config``)."""
+    cfg = ln.attr("config") or "std::nullopt"
+    if cfg != "std::nullopt" and not cfg.startswith("MinimalMatmulConfig("):
+        raise Skip(f"minimal matmul config {cfg.split('(')[0]!r} not modelled")
+    if (ln.attr("fused_activation") or "std::nullopt") != "std::nullopt":
+        raise Skip(f"fused activation not modelled ({ln.attr('fused_activation')})")
+    x, w = unbatched(ln, "INPUT_0"), unbatched(ln, "INPUT_1")
+    # DRAM width-sharded weights: read page by page through a TensorAccessor, as interleaved (minimal_matmul)
+    if ln.memory("INPUT_1") != "DEV_0_DRAM_WIDTH_SHARDED":
+        no_sharding(ln, "INPUT_1")
+    no_sharding(ln, "INPUT_0", "OUTPUT_0", *(("INPUT_2",) if ln.has("INPUT_2") else ()))
+    for pre in ("INPUT_0", "INPUT_1", "OUTPUT_0"):
+        if l1_resident(ln, pre):
+            raise Skip(f"minimal matmul with {pre} in L1 (the model streams DRAM operands)")
+    if w[2] != x[3]:
+        raise ln.fail(ln.dim_col("INPUT_1", "Y"), f"K={w[2]} of the weights != K={x[3]} of the activations")
+    act, wdt = ln.dtype("INPUT_0", ActivationFormat), ln.dtype("INPUT_1", WeightFormat)
+    if ln.has("INPUT_2"):
+        ln.dtype("INPUT_2", ActivationFormat)
+    if cfg == "std::nullopt":  # ttnn's defaults on the device's grid (the row's: ``hw`` is its board)
+        grid = (hw.grid_x, hw.grid_y)
+        blocks = default_config(M=x[2], N=w[3], fp32_dest_acc=ln.fp32_dest_acc())
+    else:
+        grid = ln.config_grid(cfg, hw)
+        if grid is None:
+            raise ln.fail("ATTRIBUTES", "MinimalMatmulConfig lacks compute_with_storage_grid_size")
+        blocks = {"m_block": ln.config_int(cfg, "M_block_size"), "k_block": ln.config_int(cfg, "K_block_size"),
+                  "n_block": ln.config_int(cfg, "N_block_size"),
+                  "subblock_h": ln.config_int(cfg, "subblock_h", default=1),
+                  "subblock_w": ln.config_int(cfg, "subblock_w", default=1)}
+    spec = MinimalMatmulSpec(x[2], x[3], w[3], grid_x=grid[0], grid_y=grid[1], weight_dtype=wdt, act_dtype=act,
+                             fidelity=ln.fidelity(), bias=ln.has("INPUT_2"), fp32_dest_acc=ln.fp32_dest_acc(),
+                             **blocks)
+    try:
+        spec.validate(hw)
+    except ValueError as e:
+        raise Skip(f"MinimalMatmulConfig outside the model's legality rule ({e})") from None
+    return spec
+
+
+
+def record(spec: MinimalMatmulSpec, hw: Blackhole):
+    """(op code, attributes, inputs, outputs, fidelity) of ``spec``'s report row."""
+    cfg = format_config("MinimalMatmulConfig", [
+        ("M_block_size", spec.m_block), ("K_block_size", spec.k_block), ("N_block_size", spec.n_block),
+        ("subblock_h", spec.subblock_h), ("subblock_w", spec.subblock_w),
+        ("compute_with_storage_grid_size", f"(x={spec.grid_x};y={spec.grid_y})")])
+    ckc = compute_kernel(spec.fidelity).replace("fp32_dest_acc_en=0", f"fp32_dest_acc_en={int(spec.fp32_dest_acc)}")
+    attrs = {"compute_kernel_config": ckc, "config": cfg, "fused_activation": "std::nullopt"}
+    ins = [tensor((1, 1, spec.M, spec.K), spec.act_dtype), tensor((1, 1, spec.K, spec.N), spec.weight_dtype)]
+    if spec.bias:
+        ins.append(tensor((1, 1, TILE, spec.N), spec.act_dtype))
+    return OP_CODES[0], attrs, ins, [tensor((1, 1, spec.M, spec.N), spec.act_dtype)], spec.fidelity
+
+
+__all__ = [
+    "BATCH_FIELDS",
+    "DEFAULT_BLOCKS",
+    "OP_CLASSES",
+    "OP_CODES",
+    "SPECS",
+    "MinimalMatmulSpec",
+    "cores",
+    "default_config",
+    "minimal_matmul_batch_us",
+    "minimal_matmul_us",
+    "read",
+    "record",
+    "subblock_tiles",
+]

@@ -1,5 +1,5 @@
 """Tiled data-movement ops of ttnn (reshape, transpose, concat, slice): one spec for the family, the
-work unit and reads per unit of each op from its kernels, priced by ``ops.data_movement_us``.
+work unit and reads per unit of each op from its kernels, priced by ``data_movement_us``.
 
 All move 32x32 tiles between interleaved tensors with a reader kernel that waits for each page it
 reads (``noc_async_read_barrier`` per page) and a writer kernel; the factories split a work unit
@@ -61,13 +61,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 
-from costmodel.blackhole.ops import data_movement_us
+from costmodel.blackhole.ops import (
+    cycles_us,
+    dram_us,
+    l1_read_us,
+    launch_us,
+    overlap,
+    read_us,
+)
 from costmodel.blackhole.params import FitParams
-from costmodel.hardware import TILE, Blackhole
-from costmodel.smooth import Relax
+from costmodel.blackhole.report_line import ReportLine, Skip, l1_resident, no_sharding
+from costmodel.hardware import TILE, Blackhole, tile_bytes
+from costmodel.smooth import Relax, smax
+from jaxref.vocabulary import ActivationFormat
 
 KINDS = ("reshape", "transpose_hc", "transpose_wh", "concat", "slice")
 OP_CODES = {"ReshapeDeviceOperation": "reshape", "ReshapeViewDeviceOperation": "reshape",
@@ -307,6 +317,130 @@ def transpose_hc_writes(in_logical: tuple[int, ...]) -> tuple[float, int, float]
     return per_tile, n * h * wt, float(faces_across * (faces_across - face_c_start))
 
 
-__all__ = ["KINDS", "OP_CODES", "RESHAPE_BLOCKING_WRITES", "RESHAPE_MAP_MAX_TILES", "UNARY_PROGRAM_KINDS",
-           "DataMovementSpec", "busiest_core_loads", "reshape_copies_per_tile", "reshape_reads_per_tile",
-           "reshape_tile_work", "split_work_ranges", "tiles", "transpose_hc_writes"]
+# ---- its price -------------------------------------------------------------------------------------
+def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dram_tiles, act_dtype: str = "bf16",
+                     in_l1: bool = False, passes=0, cores=None, small_writes_per_core=0.0, blocking_writes_per_unit=0.0,
+                     core_loads=None, kernel_fixed_us=None, relax: Relax | None = None):
+    """A data-movement op (heads, reshape, transpose, concat, slice: reader and writer kernels that
+    copy tiles, no or one compute pass), us.
+
+    The factory splits ``units`` (tile rows, output or input tiles: each op's own unit) over
+    ``cores`` (default min(units, grid)); per unit the reader issues ``reads_per_unit`` tile reads,
+    each waited for (``noc_async_read_barrier`` per page), so each costs the overlap of a DRAM round
+    trip and its transfer, and the compute kernel (if any) runs ``passes`` elementwise passes per read
+    tile alongside. With many units every core streams at once and the op is bounded by its
+    ``dram_tiles`` DRAM tiles (read + written) at the achievable aggregate bandwidth (``dram_us``).
+    ``in_l1``: the reads come from L1-interleaved pages (over the NoC at the reader's rate).
+    ``small_writes_per_core``: sub-tile NoC writes (face rows, tens of bytes) the busiest core's writer
+    issues on the same chain as its reads, each ``hw.noc_write_issue_cycles`` of the issuing RISC
+    (reshape: one single-page circular buffer between reader and writer; transpose_hc: at most one
+    tile per core, or the writer's per-tile write barrier before it frees the tile).
+    ``blocking_writes_per_unit``: tile writes per unit the writer waits for (``noc_async_write_barrier``)
+    before the reader may go on (reshape: the output tile, whose one-page mapping buffer is freed only
+    after it), each priced as a blocking read: a DRAM round trip overlapped with the tile's transfer.
+    ``core_loads``: where the units differ (reshape's output tiles), (units, blocking reads) of each core
+    that may bind, ``small_writes_per_core`` then the same cores' sub-tile writes (a tuple of the same
+    length); the op waits for the slowest of them.
+    The launch is the data-movement class's fixed time [launch_heads_us], or ``kernel_fixed_us`` where
+    the op's program is of another class (``data_movement.DataMovementSpec.kernel_fixed_us``).
+    """
+    act = tile_bytes(act_dtype)
+    cores = min(units, hw.grid_cores) if cores is None else cores
+    n_per_core = math.ceil(units / cores)
+    if core_loads is None:
+        core_loads, small_writes_per_core = ((n_per_core, n_per_core * reads_per_unit),), (small_writes_per_core,)
+    elif len(core_loads) != len(small_writes_per_core):
+        raise ValueError(f"{len(core_loads)=} and {len(small_writes_per_core)=} differ: one entry per core")
+    read = l1_read_us(hw, fit, 1, act, relax=relax) if in_l1 else read_us(hw, fit, 1, act, cores, relax=relax)
+    t_tile = overlap(fit, fit.dram_latency_us, read)
+    if passes:
+        t_tile = overlap(fit, t_tile, cycles_us(hw, passes * fit.eltwise_cycles_per_tile))
+    t_agg = dram_us(hw, fit, dram_tiles, dram_tiles * act) if dram_tiles else 0.0
+    # each candidate core's chain: its blocking reads and output-tile writes, then its sub-tile writes
+    chains = [(r + n * blocking_writes_per_unit) * t_tile + cycles_us(hw, w * hw.noc_write_issue_cycles)
+              for (n, r), w in zip(core_loads, small_writes_per_core)]
+    fixed = fit.launch_heads_us if kernel_fixed_us is None else kernel_fixed_us
+    return launch_us(fit, cores, fixed) + smax(*chains, t_agg, relax=relax)
+
+
+
+# ---- its op-report row (read only: the expert's graph writes none of these) ----------------------------
+OP_CLASSES = {f"data_movement/{kind}": tuple(c for c, k in OP_CODES.items() if k == kind)
+              for kind in dict.fromkeys(OP_CODES.values())}
+SPECS = (DataMovementSpec,)
+
+
+def cores(spec: DataMovementSpec, hw: Blackhole) -> int:
+    """The cores the op's factory splits its work units over (``DataMovementSpec.cores``), as priced."""
+    return spec.cores(hw)
+
+
+def read(ln: ReportLine, hw: Blackhole, cls: str) -> DataMovementSpec:
+    """A reshape / transpose / concat / slice row (``cls``: 'data_movement/<kind>'): the op's work unit and reads."""
+    kind = cls.removeprefix("data_movement/")
+    ins = [p for p in ("INPUT_0", "INPUT_1", "INPUT_2") if ln.has(p)]
+    no_sharding(ln, *ins, "OUTPUT_0")
+    for pre in (*ins, "OUTPUT_0"):
+        if ln.get(f"{pre}_LAYOUT") not in ("TILE", ""):
+            raise Skip(f"{kind} of a {ln.get(f'{pre}_LAYOUT')} tensor (the model moves tiles)")
+    act = ln.dtype("INPUT_0", ActivationFormat)
+    if ln.get("OUTPUT_0_DATATYPE") != ln.get("INPUT_0_DATATYPE"):
+        raise Skip(f"{kind} with a format conversion ({ln.get('INPUT_0_DATATYPE')} -> {ln.get('OUTPUT_0_DATATYPE')})")
+    out = tiles(ln.shape("OUTPUT_0"))
+    out_dram = 0 if l1_resident(ln, "OUTPUT_0") else out
+    if kind == "reshape":
+        try:
+            reads, copies = reshape_tile_work(ln.logical("INPUT_0"), ln.logical("OUTPUT_0"))
+        except ValueError as e:
+            raise Skip(f"reshape not modelled ({e})") from None
+        in_l1 = l1_resident(ln, "INPUT_0")
+        read_dram = 0 if in_l1 else round(float((reads - 1).sum()))
+        # output tiles differ (a 33-row block straddles tile rows): the busiest core's own tiles bind
+        loads = busiest_core_loads((reads, copies), hw.grid_cores)
+        return DataMovementSpec("reshape", out, float(reads.mean()), read_dram + out_dram, act, in_l1,
+                                small_writes_per_unit=float(copies.mean()), core_loads=loads)
+    if kind == "transpose":
+        dim = ln.attr("dim") or ""
+        sub = {"TransposeOpDim::HC": "transpose_hc", "TransposeOpDim::WH": "transpose_wh"}.get(dim)
+        if sub is None:
+            raise Skip(f"transpose dim not modelled ({dim or 'no dim'}; the model covers HC and WH)")
+        n = tiles(ln.shape("INPUT_0"))
+        in_l1 = l1_resident(ln, "INPUT_0")
+        if sub == "transpose_wh":
+            return DataMovementSpec(sub, n, 1.0, (0 if in_l1 else n) + out_dram, act, in_l1)
+        per_tile, pad, per_pad = transpose_hc_writes(ln.logical("INPUT_0"))
+        return DataMovementSpec(sub, n, 1.0, (0 if in_l1 else n) + out_dram, act, in_l1, small_writes_per_unit=per_tile,
+                                pad_units=pad, small_writes_per_pad_unit=per_pad)
+    if kind == "concat":
+        for pre in ins[1:]:
+            if ln.get(f"{pre}_DATATYPE") != ln.get("INPUT_0_DATATYPE"):
+                raise Skip("concat of tensors of different formats")
+        read_dram = sum(tiles(ln.shape(p)) for p in ins if not l1_resident(ln, p))
+        return DataMovementSpec("concat", out, 1.0, read_dram + out_dram, act, all(l1_resident(ln, p) for p in ins))
+    step = ln.attr("step") or "Shape([1; 1; 1; 1])"
+    if re.fullmatch(r"Shape\(\[1(?:; 1)*\]\)", step) is None:
+        raise Skip(f"strided slice not modelled (step {step})")
+    in_l1 = l1_resident(ln, "INPUT_0")
+    return DataMovementSpec("slice", out, 1.0, (0 if in_l1 else out) + out_dram, act, in_l1)
+
+
+
+__all__ = [
+    "KINDS",
+    "OP_CLASSES",
+    "OP_CODES",
+    "RESHAPE_BLOCKING_WRITES",
+    "RESHAPE_MAP_MAX_TILES",
+    "SPECS",
+    "UNARY_PROGRAM_KINDS",
+    "DataMovementSpec",
+    "busiest_core_loads",
+    "cores",
+    "read",
+    "reshape_copies_per_tile",
+    "reshape_reads_per_tile",
+    "reshape_tile_work",
+    "split_work_ranges",
+    "tiles",
+    "transpose_hc_writes",
+]
