@@ -47,7 +47,7 @@ from costmodel.blackhole.params import (
     params_from_dict,
     params_to_dict,
 )
-from costmodel.blackhole.rows import Row, load_rows, predict
+from costmodel.blackhole.rows import Row, StepSpec, load_rows, predict
 from costmodel.compile_options import jit
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
@@ -131,19 +131,33 @@ def from_unconstrained(theta: jax.Array) -> FitParams:
     return FitParams(**vals)
 
 
-def residuals(theta, hw: Blackhole, specs: tuple, targets, *, cfg: ExpertConfig) -> jax.Array:
-    """log(predicted / measured) per row, [rows]."""
-    return jnp.log(predict(hw, from_unconstrained(theta), specs, cfg=cfg) / targets)
-
-
-# run a few dozen times per fit: FAST_COMPILE
+# run a few dozen times per fit: FAST_COMPILE. One program per op spec (and per step configuration), not
+# one per row set: every fit, refit and validation of any rows holding a spec reuses its compilation (in
+# the process, and across processes through JAX's persistent cache), where a program over a whole row
+# set would be compiled again for each new set of rows.
 @functools.partial(jit, fast=True, static_argnames=("specs", "cfg"))
-def residuals_and_jacobian(theta, hw: Blackhole, targets, *, specs: tuple, cfg: ExpertConfig):
-    """Residuals [rows] and their Jacobian [rows, P] w.r.t. theta (``jax.jacfwd``). Compiled once per
-    row set: held-out rows are weighted out by the caller, so every leave-one-group-out refit of
-    the same rows reuses this compilation."""
-    f = functools.partial(residuals, hw=hw, specs=specs, targets=targets, cfg=cfg)
+def _log_us_and_grad(theta, hw: Blackhole, *, specs: tuple, cfg: ExpertConfig):
+    """log modelled us [len(specs)] of op specs that share one program (one op spec, or the step rows
+    of one configuration, which share its layer graph) and its Jacobian w.r.t. theta [len(specs), P]."""
+    f = lambda th: jnp.log(predict(hw, from_unconstrained(th), specs, cfg=cfg))
     return f(theta), jax.jacfwd(f)(theta)
+
+
+def residuals_and_jacobian(theta, hw: Blackhole, targets, *, specs: tuple, cfg: ExpertConfig):
+    """Residuals [rows] and their Jacobian [rows, P] w.r.t. theta (``jax.jacfwd``; numpy float32), assembled from one
+    compiled program per distinct op spec (the step rows: one per configuration). Held-out rows are
+    weighted out by the caller, so every leave-one-group-out refit of the same rows reuses them."""
+    groups: dict = {}
+    for i, s in enumerate(specs):
+        key = ("step", s.bc) if isinstance(s, StepSpec) else ("op", s)
+        groups.setdefault(key, []).append(i)
+    log_us, J = np.zeros(len(specs), np.float32), np.zeros((len(specs), len(PARAM_NAMES)), np.float32)
+    for idx in groups.values():
+        members = tuple(dict.fromkeys(specs[i] for i in idx))
+        v, g = (np.asarray(a) for a in _log_us_and_grad(theta, hw, specs=members, cfg=cfg))
+        at = [members.index(specs[i]) for i in idx]
+        log_us[idx], J[idx] = v[at], g[at]
+    return log_us - np.log(np.asarray(targets, np.float32)), J
 
 
 def _levenberg_marquardt(theta, theta0, whiten, hw, targets, *, specs, cfg, steps: int, precision=None,
