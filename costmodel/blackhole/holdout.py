@@ -253,7 +253,9 @@ def kind_summary(entries: list[dict]) -> dict[str, dict]:
         if len(es) < KIND_MIN_ROWS:
             continue
         s = summarise(es)
-        s["shapes"] = len({round(e["predicted"], 6) for e in es})
+        # to 5 significant digits: a prediction is measured / exp(residual), so equal predictions of rows with
+        # different measurements differ in the last float32 bits
+        s["shapes"] = len({f"{e['predicted']:.5g}" for e in es})
         s["sources"] = len({e["source"] for e in es})
         s["meets"] = s["mape"] <= KIND_MAPE_MAX and KIND_COVERAGE[0] <= s["coverage"] <= KIND_COVERAGE[1]
         out[kind] = s
