@@ -18,6 +18,7 @@ from costmodel.blackhole import (
     ops,
     sdpa,
 )
+from costmodel.blackhole.kinds import matmul as mm
 from costmodel.blackhole.kinds.heads import heads_us
 from costmodel.blackhole.params import DATA_DIR
 from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig, sdpa_l1_bytes
@@ -38,7 +39,7 @@ HW_ANY_RATE = dataclasses.replace(HW, dram_request_cycles=0.0)
 def test_matmul_dram_roofline_limit(name, K, N, ibw, pcn):
     """Unlimited core rate, no latency: time = all bytes / peak (weights bfp8, act in/out bf16)."""
     M = 64
-    t = ops.matmul_us(HW_ANY_RATE, ideal_fit(), MatmulProgramConfig(ibw, pcn, 2.0), M=M, K=K, N=N, weight_dtype="bfp8")
+    t = mm.matmul_us(HW_ANY_RATE, ideal_fit(), MatmulProgramConfig(ibw, pcn, 2.0), M=M, K=K, N=N, weight_dtype="bfp8")
     bytes_ = K * N * 1088 / 1024 + M * K * 2 + M * N * 2
     assert float(t) == pytest.approx(bytes_ / 512e9 * 1e6, rel=1e-4)
 
@@ -47,7 +48,7 @@ def test_matmul_dram_roofline_limit(name, K, N, ibw, pcn):
 def test_l1_resident_activations_leave_the_dram_bound(in0_l1, out_l1):
     """Same DRAM limit as above, but the L1-interleaved activation / output bytes are not DRAM traffic."""
     M, K, N = 64, 6144, 1536
-    t = ops.matmul_us(HW_ANY_RATE, ideal_fit(), MatmulProgramConfig(48.0, 1.0, 2.0), M=M, K=K, N=N,
+    t = mm.matmul_us(HW_ANY_RATE, ideal_fit(), MatmulProgramConfig(48.0, 1.0, 2.0), M=M, K=K, N=N,
                       weight_dtype="bfp8", in0_l1=in0_l1, out_l1=out_l1)
     bytes_ = K * N * 1088 / 1024 + (0 if in0_l1 else M * K * 2) + (0 if out_l1 else M * N * 2)
     assert float(t) == pytest.approx(bytes_ / 512e9 * 1e6, rel=1e-4)
@@ -57,11 +58,11 @@ def test_l1_resident_in0_skips_the_dram_round_trip_of_the_sender_not_its_page_ra
     """The in0 sender of a w2-like config reads its 2 x 48 tiles per block from L1 at its page rate either
     way; from DRAM it also shares the bandwidth, so L1 is never slower, and equal when the page rate binds."""
     fit, cfg = load_fitted(), MatmulProgramConfig(48.0, 1.0, 2.0)
-    dram, l1 = (float(ops.matmul_us(HW, fit, cfg, M=64, K=6144, N=1536, weight_dtype="bfp8", in0_l1=v))
+    dram, l1 = (float(mm.matmul_us(HW, fit, cfg, M=64, K=6144, N=1536, weight_dtype="bfp8", in0_l1=v))
                 for v in (False, True))
     assert l1 <= dram
     slow = dataclasses.replace(fit, core_read_tiles_per_s=1e6)
-    dram, l1 = (float(ops.matmul_us(HW, slow, cfg, M=64, K=6144, N=1536, weight_dtype="bfp8", in0_l1=v))
+    dram, l1 = (float(mm.matmul_us(HW, slow, cfg, M=64, K=6144, N=1536, weight_dtype="bfp8", in0_l1=v))
                 for v in (False, True))
     assert l1 == pytest.approx(dram, rel=1e-3)
 
@@ -72,7 +73,7 @@ def test_matmul_compute_limit_matches_tt_metal_op_model(fidelity, passes):
     tt-metal's ideal_cycles = 2MNK / (cores*4096) x fidelity."""
     hw = dataclasses.replace(HW_ANY_RATE, dram_peak_bytes_per_s=1e30, noc_bytes_per_cycle_per_link=1e30)
     M, K, N, pcn = 64, 1536, 4096, 2
-    t = ops.matmul_us(hw, ideal_fit(), MatmulProgramConfig(8.0, float(pcn), 2.0), M=M, K=K, N=N,
+    t = mm.matmul_us(hw, ideal_fit(), MatmulProgramConfig(8.0, float(pcn), 2.0), M=M, K=K, N=N,
                       weight_dtype="bfp8", fidelity=fidelity)
     cores = N // 32 // pcn
     ideal_cycles = 2 * M * N * K / (cores * 4096) * passes
@@ -149,11 +150,11 @@ def test_dram_sharded_matmul_is_one_banks_shard_at_one_banks_peak(workers_per_ba
     hw = dataclasses.replace(HW, noc_bytes_per_cycle_per_link=1e30, matmul_flops_per_cycle_per_core=1e30)
     pc = MatmulProgramConfig(9.0, 3.0, 1.0, kind="dram_sharded", num_workers_per_dram_bank=workers_per_bank)
     pcn = -(-75 // (8 * workers_per_bank))
-    t = ops.matmul_dram_sharded_us(hw, ideal_fit(), pc, M=32, K=2880, N=2400, weight_dtype="bf16")
+    t = mm.matmul_dram_sharded_us(hw, ideal_fit(), pc, M=32, K=2880, N=2400, weight_dtype="bf16")
     assert float(t) == pytest.approx(90 * pcn * workers_per_bank * 2048 / 64e9 * 1e6, rel=2e-3)
-    assert ops.dram_sharded_workers(hw, pc) == 8 * workers_per_bank
+    assert mm.dram_sharded_workers(hw, pc) == 8 * workers_per_bank
     with pytest.raises(ValueError, match="prices kind='dram_sharded'; got kind='mcast_2d'"):
-        ops.matmul_dram_sharded_us(hw, ideal_fit(), dataclasses.replace(pc, kind="mcast_2d"), M=32, K=2880,
+        mm.matmul_dram_sharded_us(hw, ideal_fit(), dataclasses.replace(pc, kind="mcast_2d"), M=32, K=2880,
                                    N=2400, weight_dtype="bf16")
 
 
@@ -165,7 +166,7 @@ def test_dram_sharded_matmul_never_beats_the_dram_floor(kt, nt, ibw, wpb, dtype,
     DRAM bandwidth (nor one bank's padded shard at one bank's peak)."""
     kt = kt * ibw
     pc = MatmulProgramConfig(float(ibw), 1.0, float(mt), kind="dram_sharded", num_workers_per_dram_bank=wpb)
-    t = float(ops.matmul_dram_sharded_us(HW, load_fitted(), pc, M=32 * mt, K=32 * kt, N=32 * nt, weight_dtype=dtype))
+    t = float(mm.matmul_dram_sharded_us(HW, load_fitted(), pc, M=32 * mt, K=32 * kt, N=32 * nt, weight_dtype=dtype))
     w = tile_bytes(dtype)
     assert t >= kt * nt * w / HW.dram_peak_bytes_per_s * 1e6
     assert t >= kt * -(-nt // (8 * wpb)) * wpb * w / (HW.dram_peak_bytes_per_s / 8) * 1e6
@@ -200,7 +201,7 @@ def test_in0_sender_stream_bounds_a_long_k_matmul():
     overlap: the one in0 sender reads 2 x 48 bf16 tiles per block at its own page rate, then multicasts them
     over one NoC link (64 B/cycle x 1.35 GHz); its 4 blocks outlast every in1 reader (48 tiles each)."""
     rate = 10e6
-    t = ops.matmul_us(HW_ANY_RATE, ideal_fit(core_read_tiles_per_s=rate), MatmulProgramConfig(48.0, 1.0, 2.0),
+    t = mm.matmul_us(HW_ANY_RATE, ideal_fit(core_read_tiles_per_s=rate), MatmulProgramConfig(48.0, 1.0, 2.0),
                       M=64, K=6144, N=1536, weight_dtype="bfp8")
     per_block = 96 / rate + 96 * 2048 / (64 * 1.35e9)
     assert float(t) == pytest.approx(4 * per_block * 1e6, rel=0.01)
@@ -214,15 +215,15 @@ def test_in1_multicast_is_the_mirror_of_in0_multicast(M, K, N, pcm):
     ibw = 2.0
     in1 = MatmulProgramConfig(ibw, float(N // 32), float(pcm), kind="mcast_1d_in1")
     in0 = MatmulProgramConfig(ibw, float(pcm), float(N // 32))
-    a = ops.matmul_us(HW, fit, in1, M=M, K=K, N=N, weight_dtype="bf16")
-    b = ops.matmul_us(HW, fit, in0, M=N, K=K, N=M, weight_dtype="bf16")
+    a = mm.matmul_us(HW, fit, in1, M=M, K=K, N=N, weight_dtype="bf16")
+    b = mm.matmul_us(HW, fit, in0, M=N, K=K, N=M, weight_dtype="bf16")
     assert float(a) == pytest.approx(float(b), rel=1e-6)
 
 
 def test_matmul_us_refuses_kinds_it_does_not_price():
     cfg = MatmulProgramConfig(2.0, 1.0, 2.0, kind="mcast_2d")
     with pytest.raises(ValueError, match="matmul_us prices the 1D kinds"):
-        ops.matmul_us(HW, load_fitted(), cfg, M=64, K=2048, N=1536, weight_dtype="bfp8")
+        mm.matmul_us(HW, load_fitted(), cfg, M=64, K=2048, N=1536, weight_dtype="bfp8")
 
 
 def test_head_split_is_latency_bound():

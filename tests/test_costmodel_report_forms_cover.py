@@ -153,9 +153,9 @@ def test_a_batched_matmul_writes_each_batch_before_reading_the_next(tmp_path):
 
 def test_the_ragged_k_pad_zeroes_the_columns_past_the_logical_k():
     """pad_last_ktile zeroes 32 - w columns in each of the tile's 32 rows, a store loop per face row."""
-    from costmodel.blackhole.ops import PAD_LOOP_CYCLES_PER_ELEMENT as PER_ELEM
-    from costmodel.blackhole.ops import PAD_LOOP_CYCLES_PER_FACE_ROW as PER_ROW
-    from costmodel.blackhole.ops import ktile_pad_us
+    from costmodel.blackhole.kinds.matmul import PAD_LOOP_CYCLES_PER_ELEMENT as PER_ELEM
+    from costmodel.blackhole.kinds.matmul import PAD_LOOP_CYCLES_PER_FACE_ROW as PER_ROW
+    from costmodel.blackhole.kinds.matmul import ktile_pad_us
     for w, face_cols in ((19, 1), (16, 1), (8, 2), (1, 2)):
         cycles = ktile_pad_us(HW, last_ktile_w=w, act_dtype="bf16") * HW.clock_hz / 1e6
         assert (cycles - 32 * face_cols * PER_ROW) / PER_ELEM == pytest.approx(32 * (32 - w))

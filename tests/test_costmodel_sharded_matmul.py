@@ -12,6 +12,7 @@ from _report_util import TRACED_DECODE, ideal_fit, one_line, records
 from costmodel.blackhole import ops
 from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.holdout import row_intervals
+from costmodel.blackhole.kinds import matmul as mm
 from costmodel.blackhole.opspecs import KernelSpec, MatmulSpec
 from costmodel.blackhole.program_config import MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, MatmulProgramConfig
 from costmodel.blackhole.report_reader import MODELLED, model_cores, read_report, write_csv
@@ -73,7 +74,7 @@ def test_sharded_in0_leaves_the_dram_bound(kind, M, K, N, cfg):
     """Unlimited core rate, no latency or launch: the 1D time is the DRAM bytes at the peak, and with in0
     L1-sharded those are the weights and the output only (bytes counted from the shapes)."""
     for sharded in (False, True):
-        t = ops.matmul_us(HW_ANY_RATE, ideal_fit(), cfg, M=M, K=K, N=N, weight_dtype="bf16", in0_sharded=sharded)
+        t = mm.matmul_us(HW_ANY_RATE, ideal_fit(), cfg, M=M, K=K, N=N, weight_dtype="bf16", in0_sharded=sharded)
         bytes_ = K * N * 2 + (0 if sharded else M * K * 2) + M * N * 2
         assert float(t) == pytest.approx(bytes_ / 512e9 * 1e6, rel=1e-4)
 

@@ -3,7 +3,8 @@
 Modules:
   params      FitParams: the fitted unknowns, each with unit, meaning, prior and source
   kinds       one module per ttnn op kind (spec, price, core split, op codes, report row) and its registry
-  ops, sdpa   the cost formulas the kinds price with (DRAM streams, launches, pipelines; SDPA)
+  ops         the shared building blocks the kinds price with (DRAM streams, launches, pipeline overlap)
+  sdpa        SDPA's formulas (decode, standard, causal prefill)
   program_config  MatmulProgramConfig: the one ttnn matmul program config (kinds) and its legality
   sdpa_program_config  SdpaProgramConfig: the SDPA kernel and program config, its legality, query rows
   port        Port: the one port description (precision, attention, matmuls, compute); Port.check

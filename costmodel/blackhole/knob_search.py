@@ -24,7 +24,7 @@ import numpy as np
 
 from costmodel import tuning
 from costmodel.blackhole.graph import BlackholeConfig, attention_us, attn_q_rows
-from costmodel.blackhole.ops import matmul_us
+from costmodel.blackhole.kinds.matmul import matmul_us
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.port import MATMULS, matmul_shapes
 from costmodel.blackhole.sdpa_program_config import sdpa_l1_bytes

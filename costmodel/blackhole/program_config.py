@@ -14,7 +14,7 @@ directions) apart, so every consumer switches on one attribute:
 
 One type serves the emulation (``device.emulation`` checks every ``linear`` with ``validate``), the
 device graph (``device.graph.TTExpert`` reads them from its ``Port``; ``build(ttnn)`` makes the real
-object) and the cost model (``costmodel.blackhole.ops.matmul_us`` prices it, ``graph.validate`` / ``tune`` call the same
+object) and the cost model (``costmodel.blackhole.kinds.matmul.matmul_us`` prices it, ``graph.validate`` / ``tune`` call the same
 ``validate``). It lives here, under ``costmodel.blackhole``, because the legality rule needs the
 chip's numbers (``costmodel.hardware``: grid, L1 per core, tile bytes per format) and the cost
 model's pytree machinery, and because ``costmodel`` never imports ``device``: ``device`` imports

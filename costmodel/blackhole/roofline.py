@@ -14,7 +14,7 @@ import json
 import jax
 
 from costmodel.blackhole.graph import OP_CLASS, BlackholeConfig, step_breakdown
-from costmodel.blackhole.ops import matmul_weight_bytes
+from costmodel.blackhole.kinds.matmul import matmul_weight_bytes
 from costmodel.blackhole.params import DATA_DIR, FitParams
 from costmodel.blackhole.port import MATMULS, matmul_shapes
 from costmodel.hardware import TILE, Blackhole, tile_bytes

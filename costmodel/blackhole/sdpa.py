@@ -10,10 +10,6 @@ from __future__ import annotations
 import math
 
 from costmodel.blackhole.ops import (
-    SDPA_COMBINE_PASSES,
-    SDPA_RESCALE_PASSES,
-    SOFTMAX_PASSES,
-    SOFTMAX_PASSES_NO_MASK,
     barrier_read_us,
     cycles_us,
     launch_us,
@@ -25,6 +21,14 @@ from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
 from costmodel.hardware import TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax, sceil, smin
+
+# online softmax per 32x32 score tile (ttnn SDPA compute kernel, per K chunk): add the mask, row
+# max, subtract the max, exp, row sum; the running-max rescale of the output and of the sum is per
+# output tile (q_chunk x head_dim), not per score tile, and is counted apart (SDPA_RESCALE_PASSES)
+SOFTMAX_PASSES = 5
+SOFTMAX_PASSES_NO_MASK = 4  # causal decode with cur_pos: no mask tile to add
+SDPA_RESCALE_PASSES = 2  # per output tile per chunk: out * exp(m_old - m_new), + P.V
+SDPA_COMBINE_PASSES = 3  # worker partial merge at the reducer: rescale own, rescale other, add
 
 
 def chunk_math_us(hw: Blackhole, fit: FitParams, *, q_tiles, k_tiles, head_tiles, masked: bool, fidelity: str):

@@ -1,18 +1,26 @@
 """``ttnn.linear`` / ``ttnn.matmul`` with a MatmulMultiCoreReuse* program config: the spec, its price
-(by the config's kind, ``ops.matmul_us`` / ``matmul_2d_us`` / ``matmul_dram_sharded_us``), its core
+(by the config's kind, ``matmul_us`` / ``matmul_2d_us`` / ``matmul_dram_sharded_us``), its core
 split, its op codes and its op-report row (read and written). A config-less row gets ttnn's own
 choice (``matmul_auto_config``)."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
+
+import jax.numpy as jnp
 
 from costmodel.blackhole.matmul_auto_config import auto_config
 from costmodel.blackhole.ops import (
-    dram_sharded_workers,
-    matmul_2d_us,
-    matmul_dram_sharded_us,
-    matmul_us,
+    RISC_STORE_LOOP_CYCLES,
+    barrier_read_us,
+    cycles_us,
+    dram_us,
+    l1_read_us,
+    launch_us,
+    overlap,
+    read_us,
+    us_of,
 )
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.program_config import (
@@ -35,23 +43,340 @@ from costmodel.blackhole.report_line import (
     no_sharding,
     tensor,
 )
-from costmodel.hardware import TILE, Blackhole
-from costmodel.smooth import Relax
+from costmodel.hardware import TILE, Blackhole, tile_bytes
+from costmodel.smooth import Relax, sceil, smax
 from jaxref.vocabulary import ActivationFormat, WeightFormat
+
+# ---- its price -------------------------------------------------------------------------------------
+# The 1D matmul's in0 reader zeroes the columns past the logical K of the last K tile with a store loop on its
+# data-movement RISC (``pad_last_ktile`` / ``fill_pad_face``, tenstorrent/tt-metal ttnn/cpp/ttnn/operations/
+# matmul/device/kernels/dataflow/pad_tile.hpp @ 2c750e88): per 16-element face row, one 2-byte (bf16) or
+# 4-byte (fp32) store per padded element. Counted from the loop as compiled at the data-movement flags
+# (tt_metal/jit_build/build.cpp @ 00121434: -Os / -O2 with -fno-tree-loop-distribute-patterns, so no memset;
+# checked with riscv GCC 12.2, rv32im): the inner loop is 3 instructions per store (sh, addi, bne), the face-
+# row loop ~3 more. The baby RISC-V issues one instruction per cycle and a mispredicted branch (the inner
+# loop's exit, once per face row) is a 4-cycle bubble (tenstorrent/tt-isa-documentation BlackholeA0/
+# TensixTile/BabyRISCV/README.md @ 2c2c43b3); its store queue (one store a cycle into whole 16-byte blocks, one
+# coalesced partial block per 5 cycles) keeps up with a store every 3 cycles, so it does not bind.
+PAD_LOOP_CYCLES_PER_ELEMENT = RISC_STORE_LOOP_CYCLES  # the same sh / addi / bne store loop as the fills above
+
+
+PAD_LOOP_CYCLES_PER_FACE_ROW = 3 + 4  # face-row loop instructions + the inner loop's exit mispredict
+
+
+FACE = 16  # a 32x32 tile is 2x2 faces of 16x16
+
+
+SILU_PASSES = 4  # fused SiLU epilogue on the output block: sigmoid (exp, add, reciprocal) and multiply
+
+
+# ---- matmul (1D multicast; config type and legality: program_config) ------------------------------
+def ktile_pad_us(hw: Blackhole, *, last_ktile_w: int, act_dtype: str) -> float:
+    """Time for the in0 reader's RISC to zero the padded columns of one ragged last K tile, us.
+
+    ``last_ktile_w``: logical K mod 32 (ttnn's ``in0_last_ktile_w``; 0: K is tile-aligned, nothing to zero).
+    Each 16-wide face column of the tile that holds padding loses ``pad`` of its columns in all 32 of its
+    rows (2 faces x 16): columns past ``last_ktile_w``, counted per face as ``fill_pad_tile`` does. Priced
+    at ``PAD_LOOP_CYCLES_PER_ELEMENT`` per zeroed element and ``PAD_LOOP_CYCLES_PER_FACE_ROW`` per face row
+    (constants' comment). Only bf16 / fp32 tiles are zeroed (``pad_last_ktile`` handles Float16_b and
+    Float32); block-float in0 (bfp8 / bfp4) is priced 0, as the kernel read here leaves it.
+    """
+    if not 0 <= last_ktile_w < TILE:
+        raise ValueError(f"last_ktile_w={last_ktile_w} must be in [0, {TILE})")
+    if last_ktile_w == 0 or act_dtype.startswith("bfp"):  # block-float in0 is not zeroed
+        return 0.0
+    cycles = 0
+    for first_col in (0, FACE):  # the tile's two face columns
+        pad = FACE - min(max(last_ktile_w - first_col, 0), FACE)  # its columns past the logical K
+        if pad:
+            cycles += TILE * (pad * PAD_LOOP_CYCLES_PER_ELEMENT + PAD_LOOP_CYCLES_PER_FACE_ROW)
+    return cycles_us(hw, cycles)
+
+
+def in0_block_us(hw: Blackhole, fit: FitParams, *, rows, tiles, nbytes, readers, in0_l1: bool, in0_sharded: bool,
+                 others=(), relax: Relax | None):
+    """Time for the core that supplies one in0 (activation) block of a 1D / 2D multicast matmul to
+    have it in its circular buffer, us: ``tiles`` pages (``nbytes`` bytes) in ``rows`` tile rows,
+    while ``readers`` cores read blocks of the same size. By where in0 lives:
+
+      * DRAM-interleaved: a read at the core's rate or its share of the bandwidth (``read_us``, with the
+        ``others`` that read at the same time);
+      * L1-interleaved (``in0_l1``): pages over the NoC (``l1_read_us``);
+      * L1-sharded (``in0_sharded``): the block is in the supplying core's own shard, nothing crosses
+        the NoC or touches DRAM. One tile row is used in place (the circular buffer's read pointer
+        walks the shard); a block of several tile rows narrower than the shard is first copied row by
+        row into the circular buffer with local ``noc_async_read``s and a barrier (``extract_shard_sub_blocks``
+        of tenstorrent/tt-metal ttnn/cpp/ttnn/operations/matmul/device/kernels/dataflow/
+        reader_bmm_tile_layout_in0_sender_padding.cpp @ 9a1eac16 and
+        reader_bmm_tile_layout_in0_sender_receiver_padding_block_sharded.cpp @ 07fd76c5), priced as an
+        L1 read of the block. The report does not carry the input's shard width, so a block of several
+        rows is taken to be narrower than its shard (the copy is paid; when the block is the whole shard
+        width the kernel skips it, one local L1 read per block less).
+    """
+    if in0_l1 and in0_sharded:
+        raise ValueError("in0_l1=True and in0_sharded=True: in0 is either L1-interleaved or L1-sharded; expected at "
+                         "most one of them")
+    if in0_sharded:  # where, not if: rows may be a traced knob (per_core_M) under the relaxed evaluator
+        return jnp.where(jnp.asarray(rows) > 1, l1_read_us(hw, fit, tiles, nbytes, relax=relax), 0.0)
+    if in0_l1:
+        return l1_read_us(hw, fit, tiles, nbytes, relax=relax)
+    return read_us(hw, fit, tiles, nbytes, readers, others=others, relax=relax)
+
+
+def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
+              weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
+              fused_activation: bool = False, in0_l1: bool = False, in0_sharded: bool = False,
+              out_l1: bool = False, batch: int = 1, in0_last_ktile_w: int = 0, relax: Relax | None = None):
+    """Time of ``linear([M,K] act, [K,N] weights)`` with a 1D multicast program config, us.
+
+    ``cfg.kind`` 'mcast_1d_in0' (``mcast_in0=True``): N is split over ceil(N/32/per_core_N) cores,
+    each reading its own in1 (weight) block of in0_block_w x per_core_N tiles per K block, while
+    one sender core reads the in0 block of all M rows (per_core_M x in0_block_w activation tiles)
+    and multicasts it to them. 'mcast_1d_in1' is the mirror: M split over ceil(M/32/per_core_M)
+    cores reading their own in0 blocks, one sender reads and multicasts the in1 block of all N
+    columns. Each of the K/32/in0_block_w blocks costs the q-norm overlap of the multicast
+    handshake, a DRAM round trip (the reader barriers once per block: the bytes one core has in
+    flight are one block, so narrow blocks pay the round trip more often), the own-block read at
+    the core's request rate or its share of the bandwidth, the sender's stream (its read at its own
+    rate, then the multicast over one NoC link: serial on its one data-movement RISC), and the tile
+    products. The whole op is also bounded by all its bytes at the achievable aggregate bandwidth
+    of their page sizes (``dram_us``), so DRAM-bound ops land at bytes / achieved bandwidth + overhead.
+
+    ``in0_l1`` / ``out_l1``: the activation input / the output is L1-interleaved (ttnn
+    ``L1_MEMORY_CONFIG``): in0 pages are read over the NoC at the reader's page rate and link
+    (``l1_read_us``), and those bytes leave the DRAM bound; the weights always stream from DRAM.
+
+    ``in0_sharded``: the activation is L1-sharded (``mcast_1d_in0``: width-sharded, K split over the
+    cores; ``mcast_1d_in1``: height-sharded, each core holding its own M rows), as the factory
+    (matmul_multicore_reuse_mcast_1d_program_factory.cpp @ 00629f0f) reads it: nothing of in0 is read
+    from DRAM (its bytes leave the DRAM bound) and a block costs what ``in0_block_us`` says. With
+    ``mcast_1d_in0`` the sender of K block b is the core whose shard holds it, so the senders take
+    turns, but each block still pays the same handshake (receivers increment the sender's semaphore,
+    it multicasts the block and the flag: reader_bmm_tile_layout_in0_sender_receiver_padding_block_sharded.cpp
+    @ 07fd76c5) and the multicast over one NoC link; with ``mcast_1d_in1`` the core's own in0 block
+    is in its shard and is not multicast, the in1 block is (as interleaved).
+
+    ``batch``: a batched matmul ([batch, M, K] x [batch or 1, K, N], ``fuse_batch=False``): the
+    program keeps the per-batch core split and its readers loop over the batches, each running the
+    whole K loop again (reader_bmm_tile_layout_in0_sender_padding.cpp, ``for b < batch``), so the
+    blocks, the epilogue and every byte (a broadcast in1 or in0 is read again per batch) scale by it.
+
+    Per batch, each data-movement RISC runs its loop in program order (matmul_multicore_reuse_mcast_1d_
+    program_factory.cpp @ 00629f0f; the same kernels, CBs and defines in the 2025 file matmul_op_multi_core_
+    reuse_mcast_1d_program_factory.cpp @ 00a631ee; kernels reader_bmm_tile_layout_in0_sender_padding.cpp
+    @ 00878522, reader_bmm_tile_layout_in0_receiver.cpp @ 0acb044a, reader_bmm_tile_layout_in1_sender_writer_
+    padding.cpp @ 09519069), so a batch also lasts at least as long as either chain:
+
+      * the in0 reader (RISCV_1): per K block its read and read barrier, then (in0 multicast) the
+        multicast; on each batch's last K block with a ragged K (``in0_last_ktile_w`` = logical K mod 32,
+        interleaved in0) it barriers per tile row and zeroes the padded columns of the row's last tile
+        (``ktile_pad_us``) before it can multicast: the 2-core scores@V of CLIP (K = 19) pays it every batch;
+      * the in1 reader + output writer (RISCV_0, one loop): per K block its in1 read and barrier (then its
+        multicast, in1 kind), and after the batch's last block the output block, which waits for that
+        block's tile products and is written with a write barrier (one DRAM round trip) before the next
+        batch's first in1 read: the output CB holds one block ("No double buffer"), so batches do not
+        overlap on this RISC. The last batch's drain is the op's tail, left in [launch_matmul_us] as for
+        an unbatched row (whose price this leaves as it was: the fitted rows are bound by the K loop).
+
+    A multicast group of one core (the in1 kind with all M on one core, or the in0 kind with all N on one)
+    runs with ``SKIP_MCAST``: no semaphores, no multicast, so neither [mm_block_sync_us] nor the link
+    transfer is paid (the in0 kind's L1-sharded reader does not take the define and keeps both).
+    """
+    if cfg.mcast_in0 is None:
+        raise ValueError(f"matmul_us prices the 1D kinds (mcast_1d_in0 / mcast_1d_in1); got kind={cfg.kind!r}")
+    Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
+    act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
+    if cfg.mcast_in0:  # own: in1 block per core; multicast: in0 block
+        cores = sceil(Nt / cfg.per_core_N, relax=relax)
+        own_tiles, own_b, sent_tiles, sent_b = cfg.in0_block_w * cfg.per_core_N, w, cfg.per_core_M * cfg.in0_block_w, act
+    else:  # own: in0 block per core; multicast: in1 block
+        cores = sceil(Mt / cfg.per_core_M, relax=relax)
+        own_tiles, own_b, sent_tiles, sent_b = cfg.per_core_M * cfg.in0_block_w, act, cfg.in0_block_w * cfg.per_core_N, w
+    k_blocks = Kt / cfg.in0_block_w  # K blocks per batch
+    # SKIP_MCAST: a group of one core neither handshakes nor multicasts (the factory's in0_mcast_receiver_num_cores
+    # / in1_mcast_receiver_num_cores == 1); where, not if: cores is traced under the relaxed evaluator
+    mcast = 1.0 if cfg.mcast_in0 and in0_sharded else jnp.where(jnp.asarray(cores) > 1, 1.0, 0.0)
+
+    def read(tiles, nbytes, readers, is_in0):
+        if is_in0:
+            return in0_block_us(hw, fit, rows=cfg.per_core_M, tiles=tiles, nbytes=nbytes, readers=readers,
+                                in0_l1=in0_l1, in0_sharded=in0_sharded, relax=relax)
+        return read_us(hw, fit, tiles, nbytes, readers, relax=relax)
+
+    def blocking_read(tiles, nbytes, readers, is_in0, groups=1.0):
+        """A reader's block read up to its barrier(s): a DRAM round trip per group; in0 from L1 or its shard
+        has no DRAM round trip (``in0_block_us``)."""
+        if is_in0 and (in0_l1 or in0_sharded):
+            return read(tiles, nbytes, readers, is_in0)
+        return barrier_read_us(hw, fit, tiles, nbytes, readers, groups=groups, relax=relax)
+
+    sent_link = mcast * us_of(sent_tiles * sent_b / hw.noc_link_bytes_per_s)
+    t_own = read(own_tiles, own_tiles * own_b, cores, not cfg.mcast_in0)
+    # the sender's read is one core's stream (its own rate), not a fair share: the aggregate bound below
+    # counts its bytes with everyone else's
+    t_send = read(sent_tiles, sent_tiles * sent_b, 1.0, cfg.mcast_in0) + sent_link
+    t_math = cycles_us(hw, cfg.per_core_M * cfg.in0_block_w * cfg.per_core_N * hw.tile_matmul_cycles(fidelity))
+    t_block = overlap(fit, mcast * fit.mm_block_sync_us, fit.dram_latency_us, t_own, t_send, t_math)
+
+    # the per-batch chains of the two data-movement RISCs (docstring)
+    in0_tiles, in0_readers = (sent_tiles, 1.0) if cfg.mcast_in0 else (own_tiles, cores)
+    in0_link = sent_link if cfg.mcast_in0 else 0.0
+    t_in0 = blocking_read(in0_tiles, in0_tiles * act, in0_readers, True) + in0_link
+    ragged = in0_last_ktile_w > 0 and not in0_sharded
+    t_in0_last = (blocking_read(in0_tiles, in0_tiles * act, in0_readers, True, groups=cfg.per_core_M) + in0_link
+                  + cfg.per_core_M * ktile_pad_us(hw, last_ktile_w=in0_last_ktile_w, act_dtype=act_dtype)
+                  if ragged else t_in0)
+    in0_chain = (k_blocks - 1) * t_in0 + t_in0_last
+    in1_tiles, in1_readers = (own_tiles, cores) if cfg.mcast_in0 else (sent_tiles, 1.0)
+    t_in1 = blocking_read(in1_tiles, in1_tiles * w, in1_readers, False) + (0.0 if cfg.mcast_in0 else sent_link)
+    out_link = us_of(cfg.per_core_M * cfg.per_core_N * act / hw.noc_link_bytes_per_s)
+    t_write = out_link if out_l1 else overlap(fit, fit.dram_latency_us, out_link)
+    # the writer's drain (the last block's products, the output write) delays the next batch's reads; the
+    # last batch's drain is the op's tail, which [launch_matmul_us] carries as for every unbatched row
+    t_batch = smax(k_blocks * t_block, in0_chain, k_blocks * t_in1 + t_math + t_write, relax=relax)
+    t_last = smax(k_blocks * t_block, in0_chain, k_blocks * t_in1, relax=relax)
+    t_pipe = (batch - 1) * t_batch + t_last + fit.dram_latency_us  # + pipeline fill
+    act_tiles = (0 if in0_l1 or in0_sharded else Mt * Kt) + (0 if out_l1 else Mt * Nt)
+    t_agg = batch * (dram_us(hw, fit, Kt * Nt, Kt * Nt * w)
+                     + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0))
+    t_act = (batch * cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
+             if fused_activation else 0.0)
+    return launch_us(fit, cores, fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax) + t_act
+
+
+# ---- matmul (2D multicast) ------------------------------------------------------------------------
+def mcast_2d_block_us(hw: Blackhole, fit: FitParams, *, m_tiles, k_tiles, n_tiles, senders, act_dtype: str,
+                      weight_dtype: str, fidelity: str, in0_l1: bool = False, in0_sharded: bool = False,
+                      forward_us=(0.0, 0.0), sender_split=None, math_us=None, relax: Relax | None = None):
+    """One K block of a 2D-multicast matmul core, us: the row's sender reads the in0 block
+    (``m_tiles`` x ``k_tiles``), the column's sender the in1 block (``k_tiles`` x ``n_tiles``), all
+    ``senders`` at once, and forward them along the row / column; the block costs the q-norm overlap
+    of the handshake, a DRAM round trip, the slower of the two block reads and the tile products.
+    ``in0_l1`` / ``in0_sharded``: the in0 block comes from L1-interleaved pages or the row sender's own
+    L1 shard (``in0_block_us``). ``forward_us`` (in0, in1): time of the write that passes each block on
+    after it lands, serial with its read on the same RISC (``minimal_matmul``'s chain of unicasts).
+    ``sender_split`` (in0 senders, in1 senders): the senders of each input read that input's block, and
+    the DRAM shares out their different amounts (``read_us``'s ``others``); None: all ``senders`` are
+    priced as reading the block of the input priced. ``math_us``: the compute thread's time per block
+    when it is not the ``m_tiles`` x ``k_tiles`` x ``n_tiles`` tile products (None).
+    The one block cost of ``matmul_2d_us`` and ``minimal_matmul.minimal_matmul_us``."""
+    act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
+    in0_tiles, in1_tiles = m_tiles * k_tiles, k_tiles * n_tiles
+    if sender_split is None:
+        in0_readers, in1_readers, in0_others, in1_others = senders, senders, (), ()
+    else:
+        in0_readers, in1_readers = sender_split
+        in0_others = ((in1_readers, in1_tiles, in1_tiles * w),)
+        in1_others = ((in0_readers, in0_tiles, in0_tiles * act),)
+    t_in0 = in0_block_us(hw, fit, rows=m_tiles, tiles=in0_tiles, nbytes=in0_tiles * act, readers=in0_readers,
+                         in0_l1=in0_l1, in0_sharded=in0_sharded, others=in0_others, relax=relax) + forward_us[0]
+    t_in1 = read_us(hw, fit, in1_tiles, in1_tiles * w, in1_readers, others=in1_others, relax=relax) + forward_us[1]
+    t_math = (cycles_us(hw, m_tiles * k_tiles * n_tiles * hw.tile_matmul_cycles(fidelity)) if math_us is None
+              else math_us)
+    return overlap(fit, fit.mm_block_sync_us, fit.dram_latency_us, smax(t_in0, t_in1, relax=relax), t_math)
+
+
+def matmul_2d_us(hw: Blackhole, fit: FitParams, *, M: int, K: int, N: int, in0_block_w, per_core_M, per_core_N,
+                 weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2", in0_l1: bool = False,
+                 in0_sharded: bool = False, out_l1: bool = False, batch: int = 1, relax: Relax | None = None):
+    """``linear([M,K], [K,N])`` with ``MatmulMultiCoreReuseMultiCastProgramConfig`` (2D multicast), us.
+
+    The output is split into per_core_M x per_core_N tile blocks, one per core of a
+    ceil(M/32/per_core_M) x ceil(N/32/per_core_N) grid. Per K block (in0_block_w tiles) the first
+    core of each grid row reads the row's in0 block (per_core_M x in0_block_w tiles) and multicasts it
+    along the row, the first core of each column reads the column's in1 block and multicasts it down;
+    all senders read at once (``mcast_2d_block_us``); then the output block is written. Built only
+    from the shared blocks and parameters of the 1D model (no parameter of its own): what it misses
+    (subblock packing, in0 re-reads) shows up as its validation error.
+
+    ``in0_l1`` / ``out_l1``: activation / output L1-interleaved (as in ``matmul_us``: their pages
+    move over the NoC, ``l1_read_us``, and leave the DRAM bound). ``in0_sharded``: the activation is
+    L1 block-sharded over the grid, as the factory reads it (matmul_multicore_reuse_mcast_2d_program_factory.cpp):
+    each grid row's K blocks are multicast along the row by the core whose shard holds them (the
+    block-sharded in0 reader of ``matmul_us``), so no in0 byte is read from DRAM (``in0_block_us``).
+    ``batch``: the readers loop the K blocks once per batch (as in ``matmul_us``).
+    """
+    Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
+    act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
+    rows_used = sceil(Mt / per_core_M, relax=relax)
+    cols_used = sceil(Nt / per_core_N, relax=relax)
+    senders = rows_used + cols_used
+    blocks = batch * Kt / in0_block_w
+    t_block = mcast_2d_block_us(hw, fit, m_tiles=per_core_M, k_tiles=in0_block_w, n_tiles=per_core_N,
+                                senders=senders, act_dtype=act_dtype, weight_dtype=weight_dtype, fidelity=fidelity,
+                                in0_l1=in0_l1, in0_sharded=in0_sharded, relax=relax)
+    cores = rows_used * cols_used
+    out_tiles = per_core_M * per_core_N
+    t_out = batch * (l1_read_us(hw, fit, out_tiles, out_tiles * act, relax=relax) if out_l1
+                     else read_us(hw, fit, out_tiles, out_tiles * act, cores, relax=relax))
+    act_tiles = (0 if in0_l1 or in0_sharded else Mt * Kt) + (0 if out_l1 else Mt * Nt)
+    t_agg = batch * (dram_us(hw, fit, Kt * Nt, Kt * Nt * w)
+                     + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0))
+    t_pipe = blocks * t_block + fit.dram_latency_us + t_out
+    return launch_us(fit, cores, fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax)
+
+
+# ---- matmul (DRAM-sharded) ------------------------------------------------------------------------
+def dram_sharded_workers(hw: Blackhole, cfg: MatmulProgramConfig) -> int:
+    """Worker cores of a DRAM-sharded matmul: ``num_workers_per_dram_bank`` bank-adjacent readers per
+    DRAM bank (``get_optimal_dram_bank_to_reader_assignment``), not the program config's core count."""
+    return hw.dram_banks * cfg.num_workers_per_dram_bank
+
+
+def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
+                           weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
+                           relax: Relax | None = None):
+    """``linear([M,K], [K,N])`` with ``MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig``, us.
+
+    The factory (matmul_multicore_reuse_mcast_dram_sharded_program_factory.cpp) width-shards the
+    weight over the DRAM banks and gives each bank ``num_workers_per_dram_bank`` bank-adjacent
+    workers (W = banks x workers in all); each computes per_core_N_compute = ceil(N/32 / W) output
+    tiles (the config's ``per_core_N`` only sets the output's storage shard). Per K block
+    (in0_block_w tiles) a worker reads its in1 block (in0_block_w x per_core_N_compute tiles) from its
+    own bank, with 3 blocks outstanding (reader_bmm_tile_layout_in1_sender_dram_sharded.cpp: one
+    transaction id each, so the round trip is paid once, not per block), at the bank's peak
+    (``dram_peak / banks``, shared by the bank's workers: no interleaved NoC crossing, so [dram_eff]
+    of an interleaved stream does not apply; multi-tile pages, so no per-tile request cost); the
+    activation block (per_core_M x in0_block_w tiles) comes from the in0 core whose L1 shard holds
+    it, multicast over one NoC link; and the tile products run on the worker. Successive blocks come
+    from different in0 cores, so their handshakes overlap: one [mm_block_sync_us] fill, not one per
+    block. A block costs the q-norm overlap of its three stages. Shapes: M, K, N in elements (tile multiples); output L1-sharded (no DRAM write).
+    """
+    if cfg.kind != "dram_sharded":
+        raise ValueError(f"matmul_dram_sharded_us prices kind='dram_sharded'; got kind={cfg.kind!r}")
+    Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
+    act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
+    workers = dram_sharded_workers(hw, cfg)
+    pcn = math.ceil(Nt / workers)  # per_core_N_compute
+    blocks = Kt / cfg.in0_block_w
+    bank_bytes_per_s = hw.dram_peak_bytes_per_s / hw.dram_banks / cfg.num_workers_per_dram_bank
+    in1_block_bytes = cfg.in0_block_w * pcn * w
+    t_in1 = us_of(in1_block_bytes / bank_bytes_per_s)
+    t_in0 = us_of(Mt * cfg.in0_block_w * act / hw.noc_link_bytes_per_s)
+    t_math = cycles_us(hw, Mt * cfg.in0_block_w * pcn * hw.tile_matmul_cycles(fidelity))
+    t_block = overlap(fit, t_in1, t_in0, t_math)
+    t_fill = fit.dram_latency_us + fit.mm_block_sync_us
+    return launch_us(fit, workers, fit.launch_matmul_us) + t_fill + blocks * t_block
+
+
+def matmul_weight_bytes(*, K: int, N: int, weight_dtype: str) -> int:
+    """DRAM bytes of a [K, N] weight in tiles of ``weight_dtype``."""
+    return (K // TILE) * (N // TILE) * tile_bytes(weight_dtype)
+
 
 
 @frozen
 class MatmulSpec:
     """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
-    ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``ops.matmul_us``, ``mcast_2d`` by ``ops.matmul_2d_us``,
-    ``dram_sharded`` by ``ops.matmul_dram_sharded_us``.
+    ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``matmul_us``, ``mcast_2d`` by ``matmul_2d_us``,
+    ``dram_sharded`` by ``matmul_dram_sharded_us``.
     ``in0_l1`` / ``out_l1``: activation input / output L1-interleaved (1D and 2D kinds; DRAM-interleaved
     otherwise). ``in0_sharded``: the activation is L1-sharded the way the kind reads it
     (``IN0_SHARD_LAYOUT``: width-sharded for 1D in0-multicast, height-sharded for 1D in1-multicast,
     block-sharded for 2D; exclusive with ``in0_l1``). ``batch``: batches of a batched matmul ([batch, M, K] x [batch or 1, K, N] with the
     per-batch split, ``fuse_batch=False``; 1D and 2D kinds): each batch runs the whole K loop.
     ``in0_last_ktile_w``: logical K mod 32 of the activation (ttnn's ``in0_last_ktile_w``; 0: K tile-aligned),
-    whose last K tile the 1D kinds' interleaved in0 reader zeroes past the logical K (``ops.ktile_pad_us``)."""
+    whose last K tile the 1D kinds' interleaved in0 reader zeroes past the logical K (``ktile_pad_us``)."""
 
     M: int
     K: int
@@ -169,7 +494,7 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "matmul") -> MatmulSpec:
     except ValueError as e:
         raise Skip(f"program config outside the model's {KIND_NAMES[cfg.kind]} form ({e})") from None
     interleaved_l1 = cfg.kind in (MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D)  # the L1 flags of the 1D and 2D models
-    # the 1D factory's in0_last_ktile_w (logical K mod 32), zeroed by the interleaved in0 reader (ops.ktile_pad_us);
+    # the 1D factory's in0_last_ktile_w (logical K mod 32), zeroed by the interleaved in0 reader (ktile_pad_us);
     # a transposed in0 pads rows instead (in0_last_ktile_h), not modelled
     ragged_1d = cfg.kind in (MCAST_1D_IN0, MCAST_1D_IN1) and not in0_sharded and ln.attr("transpose_a") != "true"
     return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu",

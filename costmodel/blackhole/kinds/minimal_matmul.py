@@ -49,9 +49,9 @@ Per step the first core of each row reads the in0 block from DRAM and the first 
 the in1 block, and each block travels along its row / column as a chain of unicasts: a core waits
 for the whole block, then writes it on to the next core (``in0_next_core`` / ``in1_next_core``, the
 ``build_core_order_for_axis`` chain; every core acks every block, so all cores of a row step
-together). That is the 2D multicast matmul's block (``ops.mcast_2d_block_us``) with each sender's
+together). That is the 2D multicast matmul's block (``kinds.matmul.mcast_2d_block_us``) with each sender's
 read followed by one write of the block over a NoC link on the same RISC, as the 1D matmul's sender
-(``ops.matmul_us``: read, then multicast); and the chain fills once: the first block reaches the
+(``kinds.matmul.matmul_us``: read, then multicast); and the chain fills once: the first block reaches the
 last core of a chain of c cores after c - 1 store-and-forward writes. No parameter of its own.
 Each M block re-reads in1 and each N block re-reads in0 from DRAM. A forward moves the valid M rows
 (dm_in0_sender.cpp's ``current_block_bytes``) or the valid N tiles of every row (dm_in1_sender_out.cpp's
@@ -108,15 +108,8 @@ import math
 
 import numpy as np
 
-from costmodel.blackhole.ops import (
-    cycles_us,
-    dram_us,
-    intermediate_pass_cycles,
-    launch_us,
-    mcast_2d_block_us,
-    read_us,
-    us_of,
-)
+from costmodel.blackhole.kinds.matmul import mcast_2d_block_us
+from costmodel.blackhole.ops import cycles_us, dram_us, intermediate_pass_cycles, launch_us, read_us, us_of
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.program_config import DEST_TILES
 from costmodel.blackhole.report_line import (
