@@ -140,6 +140,9 @@ def _log_us_and_grad(theta, hw: Blackhole, *, specs: tuple, cfg: ExpertConfig):
     """log modelled us [len(specs)] of op specs that share one program (one op spec, or the step rows
     of one configuration, which share its layer graph) and its Jacobian w.r.t. theta [len(specs), P]."""
     f = lambda th: jnp.log(predict(hw, from_unconstrained(th), specs, cfg=cfg))
+    if len(specs) == 1:  # one output: reverse mode, whose graph compiles ~30% faster than jacfwd's P tangents
+        v, g = jax.value_and_grad(lambda th: f(th)[0])(theta)
+        return v[None], g[None]
     return f(theta), jax.jacfwd(f)(theta)
 
 
