@@ -18,7 +18,7 @@ from costmodel.smooth import Relax
 @frozen
 class DramReadSpec:
     """A read-only DRAM stream (microbenchmark): ``readers`` cores each read ``total_bytes / readers``
-    in pages of ``page_bytes``; the shared building block ``ops.read_us`` of every op above.
+    in pages of ``page_bytes``; the shared building block ``ops.read_us`` of every op kind's reads.
 
     ``pages_per_barrier``: None, the reader keeps reads in flight (double-buffered: the round trip is
     hidden); n, it issues n pages and waits for them, so each group of n pages costs the overlap of a
