@@ -24,8 +24,11 @@ def records(path) -> list[dict]:
 
 
 def inner(spec):
-    """A read line's spec without its board wrapper (``ChipSpec``), as the op models price it."""
-    return getattr(spec, "inner", spec)
+    """A spec without its measurement wrappers (a read line's ``ChipSpec``, a stored row's ``KernelSpec``),
+    as the op models price it."""
+    while getattr(spec, "inner", None) is not None:
+        spec = spec.inner
+    return spec
 
 
 PAIRS_DIR = pathlib.Path(__file__).parent / "data" / "profiler_pairs"

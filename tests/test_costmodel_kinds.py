@@ -5,12 +5,12 @@ The round-trip oracle is the reader itself on rows the writer never saw as specs
 expert's graph, the stored measured rows and the repository's real reports hold is written as a
 report row, read back as the same spec, and carries the CORE COUNT its kind prices with."""
 
-import csv
 import dataclasses
 import inspect
 import pathlib
 
 import pytest
+from _report_util import inner, records
 from _shared_data import need_file, profiler_reports_dir
 
 from costmodel.blackhole import BlackholeConfig, kinds, opspecs
@@ -29,12 +29,6 @@ REPORTS = sorted(p for p in (pathlib.Path(__file__).parent / "data").glob("profi
                  if not p.stem.endswith("_perf_report")) + sorted(profiler_reports_dir().glob("bh_*.csv"))
 # the forms a spec may lack a report row for, each with its reason (the message ValueError names)
 NO_FORM = ("causal SDPA decode (no mask) has no op-report form", "has no op-report form")
-
-
-def inner(spec):
-    while getattr(spec, "inner", None) is not None:
-        spec = spec.inner
-    return spec
 
 
 def as_read(spec):
@@ -101,9 +95,7 @@ def test_every_written_op_reads_back_as_itself_with_the_cores_priced(every_spec,
         written.append((spec, where))
     path = tmp_path / "all.csv"
     write_csv(path, [(s, 1.0) for s, _ in written])
-    rows = read_report(path, hw=HW).rows
-    with open(path, newline="") as f:
-        recs = list(csv.DictReader(f))
+    rows, recs = read_report(path, hw=HW).rows, records(path)
     assert len(rows) == len(recs) == len(written)
     for (spec, where), row, rec in zip(written, rows, recs, strict=True):
         assert row.status == MODELLED and inner(row.spec) == as_read(spec), (where, row.status)

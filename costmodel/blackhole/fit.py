@@ -147,8 +147,8 @@ def _log_us_and_grad(theta, hw: Blackhole, *, specs: tuple, cfg: ExpertConfig):
 
 
 def residuals_and_jacobian(theta, hw: Blackhole, targets, *, specs: tuple, cfg: ExpertConfig):
-    """Residuals [rows] and their Jacobian [rows, P] w.r.t. theta (``jax.jacfwd``; numpy float32), assembled from one
-    compiled program per distinct op spec (the step rows: one per configuration). Held-out rows are
+    """Residuals [rows] and their Jacobian [rows, P] w.r.t. theta (numpy float32), assembled from one
+    compiled program per distinct op spec (the step rows: one per configuration; ``_log_us_and_grad``). Held-out rows are
     weighted out by the caller, so every leave-one-group-out refit of the same rows reuses them."""
     groups: dict = {}
     for i, s in enumerate(specs):

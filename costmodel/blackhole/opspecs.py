@@ -27,12 +27,11 @@ from costmodel.blackhole.kinds.sdpa import SdpaCausalSpec, SdpaDecodeSpec, SdpaS
 from costmodel.blackhole.kinds.softmax import SoftmaxSpec
 from costmodel.blackhole.ops import kernel_only
 from costmodel.blackhole.params import FitParams
-from costmodel.blackhole.report_line import frozen
 from costmodel.hardware import Blackhole, blackhole
 from costmodel.smooth import Relax
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class KernelSpec:
     """``inner`` measured as a profiler report's DEVICE KERNEL DURATION: the device kernel only,
     without the host/dispatch part of the launch that a traced per-op table includes
@@ -49,7 +48,7 @@ class KernelSpec:
         return self.inner.us(hw, kernel_only(fit), relax=relax)
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class ChipSpec:
     """``inner`` measured on another Blackhole board (``chip``: a ``hardware.blackhole`` preset name;
     ``grid``: (x, y) worker grid where the report's board ran a smaller one): priced on that board's

@@ -8,7 +8,6 @@ sharded operands, batch dims, the compute kernel config, tensor descriptions and
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 
@@ -17,8 +16,6 @@ from costmodel.blackhole.report_schema import DIMS, DTYPE_OF_TTNN, TTNN_OF_DTYPE
 from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
 from costmodel.hardware import FIDELITY_PASSES, Blackhole
 from jaxref.validation import choices_of
-
-frozen = dataclasses.dataclass(frozen=True)  # the op specs' decorator: hashable (jit static arguments)
 
 
 class Skip(Exception):

@@ -57,14 +57,6 @@ COLLECTIVE = "collective across chips (outside the one-chip model)"
 INVALID_GAP_MIN_NS = 1_000_000
 
 
-
-
-
-
-
-
-
-
 def model_cores(spec, hw: Blackhole) -> int:
     """Cores the model splits ``spec`` over: its op kind's ``cores`` (``kinds.cores``), the split its price
     assumes and the CORE COUNT its report row is written with."""
@@ -161,54 +153,6 @@ class Report:
         return {k: dict(out[k].most_common()) for k in order}
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _classify(ln: ReportLine, hw: Blackhole, code: str):
     cls = CLASS_OF_CODE.get(code)
     if cls is None and any(word in code for word in COLLECTIVE_WORDS):
@@ -230,8 +174,6 @@ def _invalid(duration: str, gap: str) -> bool:
         return True
     g = finite(gap.strip())
     return g is not None and g < -INVALID_GAP_MIN_NS and abs(g) > max(d * 0.5, INVALID_GAP_MIN_NS)
-
-
 
 
 def _records(path: pathlib.Path) -> Iterator[list[str]]:

@@ -79,11 +79,9 @@ def record(spec, hw: Blackhole, duration_us: float | None, *, heads: tuple[int, 
     """The op report row of ``spec`` (its kind's ``record``), CORE COUNT its kind's ``cores``; ``heads``:
     (q heads, kv heads) of a create-heads op (ignored for other ops). ValueError for a spec without a
     report form."""
-    try:
-        kind = kind_of(spec)
-    except ValueError:
-        kind = None
-    if kind is None or not hasattr(kind, "record") or getattr(spec, "inner", None) is not None:
+    # a measurement wrapper (KernelSpec, ChipSpec) has no row of its own
+    kind = next((k for k in KINDS if isinstance(spec, k.SPECS)), None)
+    if kind is None or not hasattr(kind, "record"):
         raise ValueError(f"{type(spec).__name__} has no op-report form")
     # ``heads`` (a whole graph's, as ``write_csv`` passes it) says something of create-heads ops only
     code, attrs, ins, outs, fidelity = kind.record(spec, hw, **({"heads": heads} if "create_heads" in kind.OP_CLASSES

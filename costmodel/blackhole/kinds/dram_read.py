@@ -3,19 +3,18 @@ the building block of every op's reads). No op code: a microbenchmark is not a t
 
 from __future__ import annotations
 
+import dataclasses
+
 from costmodel.blackhole.ops import (
     barrier_read_us,
     read_us,
 )
 from costmodel.blackhole.params import FitParams
-from costmodel.blackhole.report_line import (
-    frozen,
-)
 from costmodel.hardware import Blackhole
 from costmodel.smooth import Relax
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class DramReadSpec:
     """A read-only DRAM stream (microbenchmark): ``readers`` cores each read ``total_bytes / readers``
     in pages of ``page_bytes``; the shared building block ``ops.read_us`` of every op kind's reads.

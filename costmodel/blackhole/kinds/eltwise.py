@@ -4,6 +4,7 @@ and its op-report row (read and written)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -20,7 +21,6 @@ from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import (
     ReportLine,
     Skip,
-    frozen,
     no_sharding,
     tensor,
 )
@@ -150,7 +150,7 @@ def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs
 
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class EltwiseSpec:
     """Binary ``ttnn.add`` (kind 'add') / ``ttnn.mul`` ('mul') on [rows, width]; ``n_inputs`` 1 for a
     scalar second operand (one tensor read per output tile). ``sfpu``: binary_ng's SFPU path

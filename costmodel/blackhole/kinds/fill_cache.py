@@ -3,6 +3,7 @@ its op codes and its op-report row (read and written)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from costmodel.blackhole.ops import (
@@ -14,7 +15,6 @@ from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import (
     ReportLine,
     Skip,
-    frozen,
     no_sharding,
     tensor,
 )
@@ -40,7 +40,7 @@ def fill_cache_us(hw: Blackhole, fit: FitParams, *, kv_heads: int, rows: int, he
 
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class FillCacheSpec:
     """``ttnn.fill_cache`` of [kv_heads, rows, head_dim] into a ``kv_dtype`` cache."""
 

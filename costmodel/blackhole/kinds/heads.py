@@ -3,6 +3,7 @@ split, its op codes and its op-report row (read and written)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from costmodel.blackhole.kinds.data_movement import data_movement_us
@@ -10,7 +11,6 @@ from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import (
     ReportLine,
     Skip,
-    frozen,
     l1_resident,
     no_sharding,
     tensor,
@@ -40,7 +40,7 @@ def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, ac
 
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class HeadsSpec:
     """``nlp_create_qkv_heads`` (kind 'create') / ``nlp_concat_heads`` ('concat') on [rows, tiles_per_row*32];
     ``head_dim`` only names the concat input's layout [1, heads, rows, head_dim] in a profiler CSV;

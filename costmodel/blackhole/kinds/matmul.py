@@ -37,7 +37,6 @@ from costmodel.blackhole.report_line import (
     batches,
     compute_kernel,
     finite,
-    frozen,
     l1_resident,
     matmul_program_config,
     no_sharding,
@@ -365,7 +364,7 @@ def matmul_weight_bytes(*, K: int, N: int, weight_dtype: str) -> int:
 
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class MatmulSpec:
     """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
     ``mcast_1d_in0`` / ``mcast_1d_in1`` by ``matmul_us``, ``mcast_2d`` by ``matmul_2d_us``,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax.numpy as jnp
@@ -17,7 +18,6 @@ from costmodel.blackhole.report_line import (
     ReportLine,
     Skip,
     compute_kernel,
-    frozen,
     no_sharding,
     row_fp32_dest_acc,
     tensor,
@@ -203,7 +203,7 @@ def norm_large_tensor(hw: Blackhole, *, width: int, act_dtype: str = "bf16", fus
 
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class NormSpec:
     """``ttnn.rms_norm`` over [rows, width] (``fused_residual``: add + rms_norm in one op;
     ``layernorm``: ``ttnn.layer_norm``, mean statistic and beta as well; ``fp32_dest_acc``: the

@@ -3,6 +3,7 @@ op-report row (read and written)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from costmodel.blackhole.ops import (
@@ -16,7 +17,6 @@ from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import (
     ReportLine,
     Skip,
-    frozen,
     no_sharding,
     tensor,
 )
@@ -51,7 +51,7 @@ def rope_us(hw: Blackhole, fit: FitParams, *, heads: int, rows: int, head_dim: i
 
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class RopeSpec:
     """``rotary_embedding_hf`` on [1, heads, rows, head_dim]."""
 

@@ -4,12 +4,13 @@ their op-report rows (read and written)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import (
     ReportLine,
     Skip,
     compute_kernel,
-    frozen,
     no_sharding,
     sdpa_program_config,
     tensor,
@@ -21,7 +22,7 @@ from costmodel.smooth import Relax
 from jaxref.vocabulary import ActivationFormat, CacheFormat, MaskFormat
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class SdpaDecodeSpec:
     """``scaled_dot_product_attention_decode``: ``users`` (batch x kv heads) of ``q_rows`` rows over
     ``smax_rows`` cache rows; ``mask_dtype=None`` is causal decode without a mask."""
@@ -45,7 +46,7 @@ class SdpaDecodeSpec:
                               relax=relax)
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class SdpaStandardSpec:
     """``scaled_dot_product_attention`` (non-causal, additive mask) of ``q_heads`` heads x ``q_rows`` rows."""
 
@@ -67,7 +68,7 @@ class SdpaStandardSpec:
                                 relax=relax)
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class SdpaCausalSpec:
     """``scaled_dot_product_attention`` with ``is_causal=True`` over a prefill: ``q_heads`` heads x ``rows``
     query rows attending to as many key rows, no mask input (``sdpa.sdpa_causal_us``)."""

@@ -15,7 +15,6 @@ from costmodel.blackhole.report_line import (
     ReportLine,
     Skip,
     compute_kernel,
-    frozen,
     no_sharding,
     row_fp32_dest_acc,
     tensor,
@@ -86,7 +85,7 @@ def softmax_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtyp
 
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class SoftmaxSpec:
     """``ttnn.softmax`` over the last dim of [rows, width] (interleaved, no mask; ``softmax_us``);
     ``width`` is tile-padded; ``fp32_dest_acc``: Float32 intermediates (as ``NormSpec``); ``pad_cols``:
