@@ -10,7 +10,7 @@ import inspect
 import pathlib
 
 import pytest
-from _report_util import inner, records
+from _report_util import inner, records, tt_perf_report
 from _shared_data import need_file, profiler_reports_dir
 
 from costmodel.blackhole import BlackholeConfig, kinds, opspecs
@@ -100,6 +100,10 @@ def test_every_written_op_reads_back_as_itself_with_the_cores_priced(every_spec,
     for (spec, where), row, rec in zip(written, rows, recs, strict=True):
         assert row.status == MODELLED and inner(row.spec) == as_read(spec), (where, row.status)
         assert int(rec["CORE COUNT"]) == kinds.cores(spec, HW) == kinds.cores(row.spec, HW), where
+    # tt-perf-report, the tool users read reports with, takes every written row: one per op, under its code
+    theirs = tt_perf_report(path, tmp_path)
+    assert [r["OP Code"].split(" ")[0] for r in theirs] == [rec["OP CODE"] for rec in recs]
+    assert not [r["OP Code"] for r in theirs if "unknown shape" in r["OP Code"]]
     # every kind with a report form, and every matmul config family, is among them
     assert {kinds.kind_of(s) for s, _ in written} == {k for k in kinds.KINDS if hasattr(k, "record")}
     assert {s.cfg.kind for s, _ in written if hasattr(s, "cfg")} == set(MATMUL_KINDS)
