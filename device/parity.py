@@ -69,7 +69,15 @@ from jaxref.numerics.formats import CACHE_GARBAGE as GARBAGE  # cache rows [S, S
 from jaxref.options import ExpertOptions
 from jaxref.param_table import FINAL_NORM_HF, LAYER_PARAMS
 from jaxref.precision import Precision, cast
-from jaxref.validation import atomic_output, atomic_write_text, choices_of, cli_main, dumps_strict, output_dir
+from jaxref.validation import (
+    atomic_output,
+    atomic_write_text,
+    choices_of,
+    cli_main,
+    dumps_strict,
+    output_dir,
+    path_kind,
+)
 from jaxref.vocabulary import AttnMode, CacheFormat, WeightFormat
 
 
@@ -529,8 +537,10 @@ def check_checkpoint(path: str, cfg: ExpertConfig, *, expert_prefix: str = "") -
     from safetensors import safe_open
 
     f = pathlib.Path(path)
-    if not f.is_file():
+    if not f.exists():
         raise ValueError(f"--checkpoint={path!r}: no such file (expected an HF-format .safetensors file)")
+    if not f.is_file():
+        raise ValueError(f"--checkpoint={path!r} is a {path_kind(f)}; expected an HF-format .safetensors file")
     try:
         with safe_open(str(f), framework="numpy") as st:
             shapes = {k: tuple(st.get_slice(k).get_shape()) for k in st.keys()}  # noqa: SIM118 - not a dict

@@ -23,7 +23,7 @@ from costmodel.ahbm.sim_check import (
     random_points,
     summary,
 )
-from jaxref.validation import cli_main, dumps_strict, nonnegative_int
+from jaxref.validation import atomic_write_text, cli_main, dumps_strict, nonnegative_int, output_file
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="also the decoder layer's collectives at N random link-rate points (UCIe 0.25-4x and "
                          "1-100 ns, CUBE NOC 0.25-4x; default 0)")
     ap.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the random points")
-    ap.add_argument("--json", help="write the rows and the summaries to this file (strict JSON)")
+    ap.add_argument("--json", type=output_file, metavar="FILE",
+                    help="write the rows and the summaries to this file (strict JSON)")
     ap.add_argument("--issue-order", action="store_true",
                     help="also simulate with the GEMM engine serving composites in issue order")
     return ap
@@ -91,10 +92,9 @@ def run(args: argparse.Namespace) -> int:
     for name, cfg, why in skipped:
         print(f"  [{name}] {describe(cfg)}: {why[:100]}")
     if args.json:
-        with open(args.json, "w") as f:
-            f.write(dumps_strict({"summary": out, "rows": [_row_json(r) for r in rows],
-                                  "random_rows": [_row_json(r) for r in rnd],
-                                  "link_rows": [_row_json(r) for r in coll]}, indent=1))
+        atomic_write_text(args.json, dumps_strict({"summary": out, "rows": [_row_json(r) for r in rows],
+                                                   "random_rows": [_row_json(r) for r in rnd],
+                                                   "link_rows": [_row_json(r) for r in coll]}, indent=1))
     return 0
 
 

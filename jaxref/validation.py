@@ -164,6 +164,12 @@ def writable_output(path: str | os.PathLike, kind: str = "file", *, name: str | 
     return p
 
 
+def path_kind(path: str | os.PathLike) -> str:
+    """What an existing ``path`` is (its target, for a symlink): 'file', 'folder', 'FIFO', 'socket',
+    'character device', 'block device' or 'special file'; for messages that refuse an input."""
+    return _kind_of(os.stat(path).st_mode)
+
+
 def _kind_of(mode: int) -> str:
     return next((k for test, k in ((stat.S_ISREG, "file"), (stat.S_ISDIR, "folder"), (stat.S_ISFIFO, "FIFO"),
                                    (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),

@@ -2,17 +2,22 @@
 
 import dataclasses
 import json
+import os
 import time
 
 import pytest
 
-from costmodel.blackhole import BlackholeConfig, evaluate
+from costmodel.blackhole import BlackholeConfig, evaluate, holdout
 from costmodel.blackhole import cli as bh_cli
-from costmodel.blackhole.fit import load_calibration
+from costmodel.blackhole.discrepancy import load_discrepancy, write_discrepancy
+from costmodel.blackhole.fit import load_calibration, write_calibration
+from costmodel.blackhole.kinds.norm import NormSpec
+from costmodel.blackhole.report_reader import write_csv
 from costmodel.hardware import blackhole_p100a, blackhole_p150a
-from experiments import bench_expert, bench_flash
+from experiments import ahbm_sim_check, bench_expert, bench_flash
 from experiments.report import runner
 from jaxref.config import ExpertConfig
+from jaxref.validation import OutputError
 
 
 def refused(main, argv, capsys) -> str:
@@ -96,3 +101,57 @@ def test_blackhole_set_is_applied_and_shown_in_the_setting(capsys):
     want = evaluate(hw, cal.params, BlackholeConfig.for_expert(cfg), cfg=cfg)
     assert got["step_ms"] == pytest.approx(want["step_ms"], rel=1e-6)
     assert got["setting"]["hw_overrides"] == {"blackhole.dram_peak_bytes_per_s": 448e9}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--out", "/proc/discrepancy.json"], "argument --out: '/proc/discrepancy.json': folder '/proc' cannot be written"),
+    (["--out", "{tmp}"], "argument --out: '{tmp}' is a folder; expected a file name"),
+    (["--write", "--out", "{tmp}/d.json"], "--write (writes "),
+], ids=["unwritable", "folder", "two-outputs"])
+def test_validate_refuses_its_output_before_the_refits(argv, message, tmp_path, capsys, monkeypatch):
+    """``validate`` takes about a minute of refits: an output it cannot write is refused first."""
+    monkeypatch.setattr(holdout, "validate_rows", lambda *a, **k: pytest.fail("refits ran before the refusal"))
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert message.replace("{tmp}", str(tmp_path)) in refused(bh_cli.main, ["validate", *argv], capsys)
+
+
+@pytest.mark.parametrize("writer", ["discrepancy", "calibration"])
+def test_stored_model_files_are_replaced_whole_or_not_at_all(writer, tmp_path, monkeypatch):
+    """The stored calibration and discrepancy are rewritten atomically: a write that fails part-way
+    (here: the rename onto the old file) leaves the old file as it was and no stray file beside it."""
+    target = tmp_path / f"{writer}.json"
+    target.write_text("old")
+    write = ((lambda: write_discrepancy(load_discrepancy(), target)) if writer == "discrepancy"
+             else (lambda: write_calibration(load_calibration(), [], target)))
+
+    def fail(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "replace", fail)
+        with pytest.raises(OutputError, match="No space left on device"):
+            write()
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+    write()  # and a write that succeeds replaces it with the whole document, which loads back the same
+    load = load_discrepancy if writer == "discrepancy" else load_calibration
+    assert load(target).to_json() == load().to_json()
+
+
+def test_sim_check_refuses_its_json_output_before_simulating(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(ahbm_sim_check, "compare", lambda *a, **k: pytest.fail("simulated before the refusal"))
+    err = refused(ahbm_sim_check.main, ["--quick", "--json", str(tmp_path)], capsys)
+    assert f"argument --json: '{tmp_path}' is a folder; expected a file name" in err
+
+
+def test_written_op_report_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    """``write_report`` (``--emit-csv``, the parity run's ops.csv): a failed write keeps the old file."""
+    target = tmp_path / "ops.csv"
+    target.write_text("old")
+    entries = [(NormSpec(64, 1536), 17.3)]
+    with monkeypatch.context() as m:
+        m.setattr(os, "replace", lambda *a, **k: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+        with pytest.raises(OutputError, match="No space left on device"):
+            write_csv(target, entries)
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["ops.csv"]
+    write_csv(target, entries)
+    assert target.read_text().startswith("OP CODE,") and "LayerNormDeviceOperation" in target.read_text()

@@ -80,7 +80,9 @@ def test_calibration_binary_directory_and_missing(tmp_path, capsys):
     binary = tmp_path / "cal.json"
     binary.write_bytes(b"\xff\xfe\x00\x01garbage")
     assert "expected JSON" in _exit2(["--calibration", str(binary)], capsys)
-    assert "is a directory; expected a calibration JSON file" in _exit2(["--calibration", str(tmp_path)], capsys)
+    assert "is a folder; expected a calibration JSON file" in _exit2(["--calibration", str(tmp_path)], capsys)
+    assert "'/dev/null' is a character device; expected a calibration JSON file" in _exit2(
+        ["--calibration", "/dev/null"], capsys)
     missing = tmp_path / "missing.json"
     assert f"calibration={str(missing)!r}: no such file" in _exit2(["--calibration", str(missing)], capsys)
 
@@ -101,8 +103,10 @@ def port_report(tmp_path_factory):
 def test_ops_csv_missing_or_directory(tmp_path, capsys):
     missing = tmp_path / "nope.csv"
     assert f"ops-csv={str(missing)!r}: no such file" in _exit2(["calibrate", "--ops-csv", str(missing)], capsys)
-    assert "is a directory; expected an ops_perf_results CSV file" in _exit2(
+    assert "is a folder; expected an ops_perf_results CSV file" in _exit2(
         ["calibrate", "--ops-csv", str(tmp_path)], capsys)
+    assert "'/dev/null' is a character device; expected an ops_perf_results CSV file" in _exit2(
+        ["calibrate", "--ops-csv", "/dev/null"], capsys)
 
 
 def test_out_is_checked_before_the_fit(port_report, tmp_path, capsys, monkeypatch):

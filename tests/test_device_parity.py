@@ -196,6 +196,7 @@ def _truncated(tmp_path):
     (lambda t: ["--num-layers", "0"], r"--num-layers=0 must be >= 1"),
     (lambda t: ["--out", str(t / "file.txt")], r"argument --out: '.*file.txt' is an existing file; expected a folder"),
     (lambda t: ["--checkpoint", str(t / "missing.safetensors")], r"--checkpoint='.*missing.safetensors': no such file"),
+    (lambda t: ["--checkpoint", str(t)], r"--checkpoint='.*' is a folder; expected an HF-format .safetensors file"),
     (lambda t: ["--checkpoint", str(_truncated(t))], r"--checkpoint='.*' is not a readable safetensors file"),
     (lambda t: ["--checkpoint", str(_ckpt(t, hidden=96))],
      r"'layers.0.input_layernorm.weight' has shape \[96\], this geometry needs \[64\] \(19 tensors differ"),

@@ -35,7 +35,7 @@ import pathlib
 import numpy as np
 
 from costmodel.blackhole.params import DATA_DIR
-from jaxref.validation import dumps_strict
+from jaxref.validation import atomic_write_text, dumps_strict
 
 DISCREPANCY_PATH = DATA_DIR / "discrepancy.json"
 SHRINK_ROWS = 3.0  # pseudo-rows of the pooled tau in each class estimate
@@ -210,4 +210,5 @@ def write_discrepancy(d: Discrepancy, path: str | pathlib.Path = DISCREPANCY_PAT
     doc = {"description": "Model-discrepancy sds (log space) of the Blackhole op models, estimated from "
                           "held-out predictions (costmodel.blackhole.discrepancy); written by "
                           "`python -m costmodel.blackhole validate --write`", **d.to_json()}
-    pathlib.Path(path).write_text(dumps_strict(doc, indent=1) + "\n")  # strict JSON: no NaN / Infinity
+    # strict JSON (no NaN / Infinity), replaced atomically: a failed write leaves the stored file as it was
+    atomic_write_text(path, dumps_strict(doc, indent=1) + "\n")

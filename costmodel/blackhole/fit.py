@@ -51,7 +51,7 @@ from costmodel.blackhole.rows import Row, StepSpec, load_rows, predict
 from costmodel.compile_options import jit
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
-from jaxref.validation import dumps_strict
+from jaxref.validation import atomic_write_text, dumps_strict, path_kind
 
 PRIOR_SD = math.log(10.0)  # sd of the prior per unconstrained coordinate
 SIGMA_REF = 0.05  # log-space row error assumed while fitting (weighs the prior); re-estimated after
@@ -320,7 +320,7 @@ def load_calibration(path: str | pathlib.Path = CALIBRATION_PATH) -> Calibration
         raise ValueError(f"calibration={str(path)!r}: no such file; run `python -m costmodel.blackhole calibrate "
                          "--write` or pass a calibration JSON")
     if not path.is_file():
-        raise ValueError(f"calibration={str(path)!r} is a directory; expected a calibration JSON file")
+        raise ValueError(f"calibration={str(path)!r} is a {path_kind(path)}; expected a calibration JSON file")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"), parse_int=_json_int)
     except UnicodeDecodeError as e:
@@ -501,4 +501,5 @@ def write_calibration(cal: Calibration, table: list[dict], path: str | pathlib.P
            "units": {k: param_info(k)["unit"] for k in PARAM_NAMES},
            "rows": [{"table": r["table"], "name": r["name"], "role": r["role"], "measured": [r["lo"], r["hi"]],
                      "predicted": round(r["predicted"], 3), "error": round(r["error"], 4)} for r in table]}
-    pathlib.Path(path).write_text(dumps_strict(doc, indent=1) + "\n")  # strict JSON: no NaN / Infinity
+    # strict JSON (no NaN / Infinity), replaced atomically: a failed write leaves the stored file as it was
+    atomic_write_text(path, dumps_strict(doc, indent=1) + "\n")

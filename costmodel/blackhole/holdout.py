@@ -33,7 +33,7 @@ from costmodel.blackhole.params import CALIBRATION_PATH
 from costmodel.blackhole.rows import Row, load_rows, report_sources
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
-from jaxref.validation import cli_run, dumps_strict
+from jaxref.validation import cli_run, dumps_strict, output_file, writable_output
 
 
 def row_intervals(cal: Calibration, rows: list[Row], *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
@@ -340,7 +340,8 @@ def validate_main(argv: list[str]) -> dict:
     p.add_argument("--with-reports", nargs="+", default=[], metavar="OPS_CSV",
                    help="also predict the modelled rows of these real op reports (validation rows, one source each)")
     p.add_argument("--write", action="store_true", help=f"store the estimated discrepancy in {DISCREPANCY_PATH}")
-    p.add_argument("--out", default=None, metavar="FILE", help="store the estimated discrepancy here instead")
+    p.add_argument("--out", default=None, type=output_file, metavar="FILE",
+                   help="store the estimated discrepancy here instead")
     p.add_argument("--json", action="store_true", help="print JSON")
     return cli_run(p, argv, _validate)
 
@@ -348,9 +349,13 @@ def validate_main(argv: list[str]) -> dict:
 def _validate(args: argparse.Namespace) -> dict:
     if args.steps < 1:
         raise ValueError(f"steps={args.steps} must be >= 1")
+    if args.write and args.out is not None:
+        raise ValueError(f"--write (writes {DISCREPANCY_PATH}) and --out={str(args.out)!r} name two outputs; give one")
+    out = args.out or (DISCREPANCY_PATH if args.write else None)
+    if args.write:  # before the refits: a path that cannot be written should not cost them (--out: argparse)
+        writable_output(out, "file", name="--write")
     full = load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
     result = validate_rows(load_rows() + report_rows(args.with_reports), full, steps=args.steps, unit=args.by)
-    out = args.out or (DISCREPANCY_PATH if args.write else None)
     if out is not None:
         write_discrepancy(result["discrepancy"], out)
     doc = {"level": result["level"], "summary": result["summary"], "overall": result["overall"],

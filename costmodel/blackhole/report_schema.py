@@ -19,6 +19,8 @@ import dataclasses
 import math
 import pathlib
 
+from jaxref.validation import atomic_output
+
 DURATION = "DEVICE KERNEL DURATION [ns]"
 GAP = "OP TO OP LATENCY [ns]"
 DIMS = ("W", "Z", "Y", "X")
@@ -124,7 +126,8 @@ def write_report(path: str | pathlib.Path, records: list[OpRecord], *, op_gap_ns
     n_in = max([3, *(len(r.inputs) for r in records)])
     n_out = max([1, *(len(r.outputs) for r in records)])
     started: set[int] = set()  # devices with an op written
-    with pathlib.Path(path).open("w", newline="") as f:
+    # replaced atomically: a write that fails part-way leaves no truncated report behind
+    with atomic_output(path) as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=columns(n_in, n_out))
         w.writeheader()
         for i, r in enumerate(records):
