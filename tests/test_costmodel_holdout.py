@@ -229,14 +229,16 @@ def test_per_kind_summary_against_hand_counts():
     fewer rows are left out, the worst MAPE comes first."""
     from costmodel.blackhole.holdout import kind_summary
 
-    def entry(kind, predicted, target, inside, source):
+    def entry(kind, predicted, target, inside, source, fitted=True):
         return {"kind": kind, "predicted": predicted, "target": target, "inside": inside, "inside0": inside,
-                "source": source, "lo": predicted / 1.5, "hi": predicted * 1.5}
+                "source": source, "lo": predicted / 1.5, "hi": predicted * 1.5, "kind_fitted": fitted}
 
     # kind a: 20 rows, one shape (prediction 10) measured 9 or 11 -> MAPE |10/9-1| and |10/11-1| averaged
     a = [entry("a", 10.0, 9.0 if i % 2 else 11.0, i != 0, "s1") for i in range(20)]
     # kind b: 6 rows, 3 shapes, 2 sources, within 5%, all inside -> over-covers (100% > 95%)
-    b = [entry("b", p, p * 1.05, True, f"s{i % 2}") for i, p in enumerate((1.0, 1.0, 2.0, 2.0, 3.0, 3.0))]
+    # (the first source's 3 rows of an op kind their fold did not fit)
+    b = [entry("b", p, p * 1.05, True, f"s{i % 2}", fitted=i % 2 == 1)
+         for i, p in enumerate((1.0, 1.0, 2.0, 2.0, 3.0, 3.0))]
     c = [entry("c", 1.0, 2.0, False, "s1") for _ in range(4)]  # 4 rows: left out
     out = kind_summary(a + b + c)
     assert list(out) == ["a", "b"]
@@ -248,6 +250,9 @@ def test_per_kind_summary_against_hand_counts():
     assert out["b"]["mape"] == pytest.approx(1 - 1 / 1.05) and out["b"]["coverage"] == 1.0
     assert not out["b"]["meets"]  # intervals too wide: every row inside
     assert out["a"]["median_width"] == pytest.approx(2.25)
+    # bias: the median of predicted / measured - 1 (a: 10/11 - 1 and 10/9 - 1 ten times each; b: 1/1.05 - 1)
+    assert out["a"]["bias"] == pytest.approx((10 / 11 + 10 / 9) / 2 - 1) and out["b"]["bias"] == pytest.approx(1 / 1.05 - 1)
+    assert out["a"]["unfitted"] == 0.0 and out["b"]["unfitted"] == pytest.approx(0.5)
 
 
 def _clip_fold():
@@ -360,3 +365,23 @@ def test_held_out_clip_kernel_fixed_time_kinds_within_15_percent(by_source_with_
               "kernel:p150a/8x8:DataMovementSpec[kind=transpose_hc,act_dtype=bf16]",
               "kernel:p150a/8x8:EltwiseSpec[kind=add,act_dtype=bf16]"):
         assert kinds[k]["mape"] <= 0.15, (k, kinds[k]["mape"])
+
+
+def test_per_kind_unfitted_share_is_what_each_fold_fitted(by_source_with_reports):
+    """'unfitted' of each kind: the share of its rows whose fold (the refit without their source) has no
+    calibration row of their op kind, recounted here from the rows themselves (every calibration row is
+    held out once, so the rows list holds every fitted row with its source); 'bias' is the median of
+    predicted / measured - 1 of the kind's rows."""
+    res = by_source_with_reports
+    rows = [r for r in res["rows"] if r["role"] != "scope_gap"]
+    fitted_by = {}  # source -> op kinds of the calibration rows of every other source
+    for r in rows:
+        if r["unit"] not in fitted_by:
+            fitted_by[r["unit"]] = {c["kind"] for c in rows if c["role"] == "calibration" and c["unit"] != r["unit"]}
+    for kind, k in res["kinds"].items():
+        es = [r for r in rows if r["kind"] == kind]
+        assert k["unfitted"] == pytest.approx(np.mean([kind not in fitted_by[r["unit"]] for r in es])), kind
+        assert k["bias"] == pytest.approx(np.median([r["predicted"] / r["target"] - 1 for r in es])), kind
+    # the CLIP encoder's reshapes exist in no other source: no fold that predicts them fitted one
+    assert res["kinds"]["kernel:p150a/8x8:DataMovementSpec[kind=reshape,act_dtype=bf16]"]["unfitted"] == 1.0
+    assert any(0.0 <= k["unfitted"] < 1.0 for k in res["kinds"].values())

@@ -145,7 +145,8 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
     too (a real report and the public sets quoted from it): then by that source's refit. Each entry: table, name, group, source, role, class,
     kind, measured (lo, hi, target), predicted, full_fit (in-sample prediction), residual (log
     predicted / target), base_var (parameter variance + sigma^2 of the fold's fit), z (the fold's
-    t quantile at ``level``), extrap (why the row lies outside the fold's fitted rows, or None), fold,
+    t quantile at ``level``), extrap (why the row lies outside the fold's fitted rows, or None),
+    kind_fitted (a row of the fold's fit has the row's op kind, ``discrepancy.op_kind``), fold,
     base_var0 (parameter variance + sigma^2: the interval without a discrepancy); base_var is the
     variance the discrepancy terms add to: an extrapolating row's without the weak prior's share
     (``intervals.param_var``: tau_extrap, estimated from these rows, stands in for it).
@@ -163,7 +164,7 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
                 "predicted": float(pred), "full_fit": float(full_pred[i]),
                 "residual": math.log(float(pred) / row.target), "base_var0": float(pv) + cal.sigma**2,
                 "base_var": float(pv_x if extrap else pv) + cal.sigma**2, "z": quantile(cal, level),
-                "extrap": extrap, "fold": fold}
+                "extrap": extrap, "kind_fitted": op_kind(row.spec) in domain.kinds, "fold": fold}
 
     units = sorted({unit_of(r, unit) for r in rows if r.role == "calibration"})
     # by source, a validation row whose source also has calibration rows (a real report and the
@@ -245,8 +246,11 @@ KIND_MIN_ROWS, KIND_MAPE_MAX, KIND_COVERAGE = 5, 0.15, (0.85, 0.95)
 
 def kind_summary(entries: list[dict]) -> dict[str, dict]:
     """{op kind: summary + 'shapes' (distinct held-out predictions: rows the model cannot tell apart,
-    as a report's one shape per layer, count once), 'sources', 'meets' (MAPE <= 15% and coverage in
-    85-95%)} for each kind with >= 5 rows, worst MAPE first."""
+    as a report's one shape per layer, count once), 'sources', 'bias' (median predicted / measured - 1:
+    a systematic miss has a bias near its MAPE, scatter a bias near 0), 'unfitted' (the share of its
+    rows whose op kind no row of their fold's fit has: priced from other kinds' parameters alone, with
+    the extrapolation term), 'meets' (MAPE <= 15% and coverage in 85-95%)} for each kind with >= 5
+    rows, worst MAPE first."""
     out = {}
     for kind in sorted({e["kind"] for e in entries}):
         es = [e for e in entries if e["kind"] == kind]
@@ -257,6 +261,8 @@ def kind_summary(entries: list[dict]) -> dict[str, dict]:
         # different measurements differ in the last float32 bits
         s["shapes"] = len({f"{e['predicted']:.5g}" for e in es})
         s["sources"] = len({e["source"] for e in es})
+        s["bias"] = float(np.median([e["predicted"] / e["target"] - 1 for e in es]))
+        s["unfitted"] = float(np.mean([not e["kind_fitted"] for e in es]))
         s["meets"] = s["mape"] <= KIND_MAPE_MAX and KIND_COVERAGE[0] <= s["coverage"] <= KIND_COVERAGE[1]
         out[kind] = s
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["mape"]))
@@ -287,11 +293,12 @@ def format_validation(result: dict) -> str:
         lines += ["", (f"per op kind with >= {KIND_MIN_ROWS} rows ({met} of {len(kinds)} meet MAPE <= "
                        f"{100 * KIND_MAPE_MAX:.0f}% and coverage {100 * KIND_COVERAGE[0]:.0f}-"
                        f"{100 * KIND_COVERAGE[1]:.0f}%; 'shapes': distinct predictions):"),
-                  (f"  {'kind':78s} {'n':>4s} {'shapes':>6s} {'sources':>7s} {'MAPE':>7s} {'coverage':>8s} "
-                   f"{'hi/lo':>6s}  target")]
+                  (f"  {'kind':78s} {'n':>4s} {'shapes':>6s} {'sources':>7s} {'MAPE':>7s} {'bias':>6s} "
+                   f"{'unfitted':>8s} {'coverage':>8s} {'hi/lo':>6s}  target")]
         for kind, k in kinds.items():
             lines.append(f"  {kind[:78]:78s} {k['n']:4d} {k['shapes']:6d} {k['sources']:7d} {100 * k['mape']:6.1f}% "
-                         f"{100 * k['coverage']:7.0f}% {k['median_width']:6.2f}  {'met' if k['meets'] else 'MISSED'}")
+                         f"{100 * k['bias']:+5.0f}% {100 * k['unfitted']:7.0f}% {100 * k['coverage']:7.0f}% "
+                         f"{k['median_width']:6.2f}  {'met' if k['meets'] else 'MISSED'}")
     d = result["discrepancy"]
     lines.append("")
     lines.append("model discrepancy (log-space sd): " + ", ".join(f"{c} {t:.3f}" for c, t in d.tau_class.items())

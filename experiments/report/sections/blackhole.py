@@ -215,8 +215,9 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
     ov, kinds = val["overall"], val["kinds"]
     results["source_holdout"] = {"overall": ov, "kinds": kinds, "reports": [p.name for p in reports]}
     met = sum(k["meets"] for k in kinds.values())
-    rows = [[kind, k["n"], k["shapes"], k["sources"], f"{100 * k['mape']:.1f}%",
-             f"{100 * k['coverage']:.0f}%", f"{k['median_width']:.2f}", "met" if k["meets"] else "missed"]
+    rows = [[kind, k["n"], k["shapes"], k["sources"], f"{100 * k['mape']:.1f}%", f"{100 * k['bias']:+.0f}%",
+             f"{100 * k['unfitted']:.0f}%", f"{100 * k['coverage']:.0f}%", f"{k['median_width']:.2f}",
+             "met" if k["meets"] else "missed"]
             for kind, k in kinds.items()]
     return ["", (f"Held out by source (`python -m costmodel.blackhole validate --by source --with-reports ...`: a "
                  f"whole table, public sweep or report at a time, {len(reports)} real reports): {ov['n']} rows, MAPE "
@@ -224,8 +225,11 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
                  f"{ov['median_width']:.2f}). Per op kind with >= 5 rows, {met} of {len(kinds)} meet the targets "
                  f"(MAPE <= {100 * KIND_MAPE_MAX:.0f}%, coverage {100 * KIND_COVERAGE[0]:.0f}-"
                  f"{100 * KIND_COVERAGE[1]:.0f}%); most kinds come from one report, which repeats a few shapes "
-                 "per layer, so holding that report out leaves the kind to the prior:"), "",
-            md_table(["op kind", "rows", "shapes", "sources", "MAPE", "coverage", "median hi/lo", "target"], rows)]
+                 "per layer, so holding that report out leaves the kind to the prior ('unfitted': the share of "
+                 "its rows whose fold fitted no row of their kind; 'bias': median predicted / measured - 1, a "
+                 "systematic miss where it is near the MAPE):"), "",
+            md_table(["op kind", "rows", "shapes", "sources", "MAPE", "bias", "unfitted", "coverage", "median hi/lo",
+                      "target"], rows)]
 
 
 PREDICT_REPORT = "bh_8xp150_deepseek_v3_d_p.csv"  # the real report whose rows the section ranks
