@@ -75,8 +75,8 @@ from jaxref.validation import (
     choices_of,
     cli_main,
     dumps_strict,
+    input_file,
     output_dir,
-    path_kind,
 )
 from jaxref.vocabulary import AttnMode, CacheFormat, WeightFormat
 
@@ -536,11 +536,7 @@ def check_checkpoint(path: str, cfg: ExpertConfig, *, expert_prefix: str = "") -
     parameter of ``cfg`` (and the final norm) in HF's shape. Reads only the header."""
     from safetensors import safe_open
 
-    f = pathlib.Path(path)
-    if not f.exists():
-        raise ValueError(f"--checkpoint={path!r}: no such file (expected an HF-format .safetensors file)")
-    if not f.is_file():
-        raise ValueError(f"--checkpoint={path!r} is a {path_kind(f)}; expected an HF-format .safetensors file")
+    f = input_file(path, name="--checkpoint", expected="an HF-format .safetensors file")
     try:
         with safe_open(str(f), framework="numpy") as st:
             shapes = {k: tuple(st.get_slice(k).get_shape()) for k in st.keys()}  # noqa: SIM118 - not a dict

@@ -164,6 +164,30 @@ def writable_output(path: str | os.PathLike, kind: str = "file", *, name: str | 
     return p
 
 
+def chosen_output(out: str | os.PathLike | None, write: bool, default: str | os.PathLike) -> pathlib.Path | None:
+    """The file a command with ``--out FILE`` and ``--write`` (to ``default``) writes: ``out``, else
+    ``default`` when ``write``, else None. Refused before any work (ValueError): both given, or a file
+    that cannot be written (``writable_output``, named by the flag that chose it)."""
+    if write and out is not None:
+        raise ValueError(f"--write (writes {default}) and --out={str(out)!r} name two outputs; give one")
+    path = pathlib.Path(out) if out is not None else pathlib.Path(default) if write else None
+    if path is not None:
+        writable_output(path, "file", name="--out" if out is not None else "--write")
+    return path
+
+
+def input_file(path: str | os.PathLike, *, name: str, expected: str, hint: str | None = None) -> pathlib.Path:
+    """``path`` as a ``pathlib.Path`` once it is an existing regular file (a symlink's target); else ValueError
+    naming ``name``, the path and ``expected``: 'no such file' (then ``hint``, what to do, where given) or
+    what it is instead (a folder, a character device, ...: ``path_kind``)."""
+    p = pathlib.Path(path)
+    if not p.exists():
+        raise ValueError(f"{name}={str(path)!r}: no such file; {hint or f'expected {expected}'}")
+    if not p.is_file():
+        raise ValueError(f"{name}={str(path)!r} is a {path_kind(p)}; expected {expected}")
+    return p
+
+
 def path_kind(path: str | os.PathLike) -> str:
     """What an existing ``path`` is (its target, for a symlink): 'file', 'folder', 'FIFO', 'socket',
     'character device', 'block device' or 'special file'; for messages that refuse an input."""

@@ -50,6 +50,7 @@ from costmodel.overrides import add_set_argument, apply_overrides, parse_overrid
 from jaxref.config import ExpertConfig
 from jaxref.validation import (
     choices_of,
+    chosen_output,
     cli_main,
     cli_run,
     dumps_strict,
@@ -57,7 +58,6 @@ from jaxref.validation import (
     output_file,
     positive_float,
     positive_int,
-    writable_output,
 )
 from jaxref.vocabulary import AttnMode, CacheFormat, MaskFormat, MathFidelity, MatmulChoice, WeightFormat
 
@@ -301,14 +301,10 @@ def calibration_guards(cal: fitting.Calibration, prior: fitting.Calibration, ste
 
 
 def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
-    if args.write and args.out is not None:
-        p.error(f"--write (writes {CALIBRATION_PATH}) and --out={args.out!r} name two outputs; give one")
-    out = pathlib.Path(args.out) if args.out else (CALIBRATION_PATH if args.write else None)
-    if out is not None:  # before the fit: a bad path should not cost a fit
-        try:
-            writable_output(out, "file", name="--out" if args.out else "--write")
-        except ValueError as e:
-            p.error(str(e))
+    try:  # before the fit: a bad path should not cost a fit
+        out = chosen_output(args.out, args.write, CALIBRATION_PATH)
+    except ValueError as e:
+        p.error(str(e))
     if args.steps < 1:
         p.error(f"--steps={args.steps} must be >= 1")
     if args.with_stored and args.ops_csv is None:

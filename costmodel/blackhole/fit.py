@@ -51,7 +51,7 @@ from costmodel.blackhole.rows import Row, StepSpec, load_rows, predict
 from costmodel.compile_options import jit
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
-from jaxref.validation import atomic_write_text, dumps_strict, path_kind
+from jaxref.validation import atomic_write_text, dumps_strict, input_file
 
 PRIOR_SD = math.log(10.0)  # sd of the prior per unconstrained coordinate
 SIGMA_REF = 0.05  # log-space row error assumed while fitting (weighs the prior); re-estimated after
@@ -315,12 +315,8 @@ def _matrix(key: str, value, shape: tuple[int, ...]) -> np.ndarray:
 
 def load_calibration(path: str | pathlib.Path = CALIBRATION_PATH) -> Calibration:
     """A stored calibration (default: ``costmodel/data/calibration.json``); ValueError names the file."""
-    path = pathlib.Path(path)
-    if not path.exists():
-        raise ValueError(f"calibration={str(path)!r}: no such file; run `python -m costmodel.blackhole calibrate "
-                         "--write` or pass a calibration JSON")
-    if not path.is_file():
-        raise ValueError(f"calibration={str(path)!r} is a {path_kind(path)}; expected a calibration JSON file")
+    path = input_file(path, name="calibration", expected="a calibration JSON file",
+                      hint="run `python -m costmodel.blackhole calibrate --write` or pass a calibration JSON")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"), parse_int=_json_int)
     except UnicodeDecodeError as e:

@@ -33,7 +33,7 @@ from costmodel.blackhole.params import CALIBRATION_PATH
 from costmodel.blackhole.rows import Row, load_rows, report_sources
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
-from jaxref.validation import cli_run, dumps_strict, output_file, writable_output
+from jaxref.validation import chosen_output, cli_run, dumps_strict, output_file
 
 
 def row_intervals(cal: Calibration, rows: list[Row], *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
@@ -356,11 +356,7 @@ def validate_main(argv: list[str]) -> dict:
 def _validate(args: argparse.Namespace) -> dict:
     if args.steps < 1:
         raise ValueError(f"steps={args.steps} must be >= 1")
-    if args.write and args.out is not None:
-        raise ValueError(f"--write (writes {DISCREPANCY_PATH}) and --out={str(args.out)!r} name two outputs; give one")
-    out = args.out or (DISCREPANCY_PATH if args.write else None)
-    if args.write:  # before the refits: a path that cannot be written should not cost them (--out: argparse)
-        writable_output(out, "file", name="--write")
+    out = chosen_output(args.out, args.write, DISCREPANCY_PATH)  # before the refits: a bad path should not cost them
     full = load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
     result = validate_rows(load_rows() + report_rows(args.with_reports), full, steps=args.steps, unit=args.by)
     if out is not None:

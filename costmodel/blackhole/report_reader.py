@@ -41,7 +41,7 @@ from costmodel.blackhole.report_schema import (
 )
 from costmodel.blackhole.row import Row
 from costmodel.hardware import FIDELITY_PASSES, Blackhole, blackhole
-from jaxref.validation import path_kind
+from jaxref.validation import input_file
 
 MODELLED = "modelled"
 ARCH_HW = {"blackhole": "p150a", "p150": "p150a", "p150a": "p150a", "p150b": "p150a", "p150c": "p150a",
@@ -179,10 +179,7 @@ def _invalid(duration: str, gap: str) -> bool:
 
 def _records(path: pathlib.Path) -> Iterator[list[str]]:
     """The CSV records of ``path``, streamed (header first); ValueError names the file for binary data."""
-    if not path.exists():
-        raise ValueError(f"ops-csv={str(path)!r}: no such file; expected an ops_perf_results CSV")
-    if not path.is_file():
-        raise ValueError(f"ops-csv={str(path)!r} is a {path_kind(path)}; expected an ops_perf_results CSV file")
+    input_file(path, name="ops-csv", expected="an ops_perf_results CSV file")
 
     def lines(f):
         for text in f:
