@@ -97,11 +97,14 @@ class Domain:
             ranges[c] = (min(lo, us), max(hi, us))
         return cls(frozenset(kinds), ranges)
 
+    def has_kind(self, spec) -> bool:
+        """Whether a fitted row has ``spec``'s op kind (``op_kind``)."""
+        return op_kind(spec) in self.kinds
+
     def extrapolates(self, spec, us: float) -> str | None:
         """Why ``spec`` (predicted ``us``) lies outside the fitted rows, or None."""
-        kind = op_kind(spec)
-        if kind not in self.kinds:
-            return f"op kind {kind} not fitted"
+        if not self.has_kind(spec):
+            return f"op kind {op_kind(spec)} not fitted"
         lo, hi = self.ranges.get(op_class(spec), (math.inf, 0.0))
         if not lo / RANGE_FACTOR <= us <= hi * RANGE_FACTOR:
             return f"{us:.1f} us outside {RANGE_FACTOR:g}x the fitted {op_class(spec)} range [{lo:.1f}, {hi:.1f}] us"

@@ -164,7 +164,7 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
                 "predicted": float(pred), "full_fit": float(full_pred[i]),
                 "residual": math.log(float(pred) / row.target), "base_var0": float(pv) + cal.sigma**2,
                 "base_var": float(pv_x if extrap else pv) + cal.sigma**2, "z": quantile(cal, level),
-                "extrap": extrap, "kind_fitted": op_kind(row.spec) in domain.kinds, "fold": fold}
+                "extrap": extrap, "kind_fitted": domain.has_kind(row.spec), "fold": fold}
 
     units = sorted({unit_of(r, unit) for r in rows if r.role == "calibration"})
     # by source, a validation row whose source also has calibration rows (a real report and the
