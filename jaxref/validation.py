@@ -306,7 +306,6 @@ def cli_main(parser: argparse.ArgumentParser, argv: Iterable[str] | None,
     return 0 if status is None else status
 
 
-
 def cli_run(parser: argparse.ArgumentParser, argv: Iterable[str] | None, body: Callable[[argparse.Namespace], object]):
     """``cli_main`` for a command that Python callers also run: returns ``body(args)``'s result; bad input
     is ``<prog>: error: <message>`` on stderr and ``SystemExit(2)`` (``--help``: ``SystemExit(0)``)."""

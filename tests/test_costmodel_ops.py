@@ -32,8 +32,6 @@ HW = blackhole_p150a()
 HW_ANY_RATE = dataclasses.replace(HW, dram_request_cycles=0.0)
 
 
-
-
 @pytest.mark.parametrize("name,K,N,ibw,pcn", [("wqkv", 1536, 4096, 8, 2), ("w2", 6144, 1536, 48, 1),
                                               ("wo", 2048, 1536, 2, 1)])
 def test_matmul_dram_roofline_limit(name, K, N, ibw, pcn):

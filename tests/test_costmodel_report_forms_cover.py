@@ -31,10 +31,6 @@ HW = dataclasses.replace(blackhole_p150a(), dram_request_cycles=0.0)
 BF16, BFP8 = 2048, 1088  # bytes per 32x32 tile (tt::tile_size)
 
 
-
-
-
-
 def _dims(rec, pre):
     """Padded [W, Z, Y, X] of a tensor column group, read straight from the CSV cells."""
     return [int(rec[f"{pre}_{d}_PAD[LOGICAL]"].split("[")[0]) for d in "WZYX"]

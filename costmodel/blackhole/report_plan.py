@@ -259,7 +259,6 @@ def fusion_pairs(report: Report) -> tuple[list[tuple[ReportRow, ReportRow, objec
     return pairs, skips
 
 
-
 def _flag_parts(flag: str) -> frozenset:
     return frozenset(flag.split("; ")) if flag else frozenset()
 

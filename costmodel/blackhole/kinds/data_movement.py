@@ -363,7 +363,6 @@ def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dr
     return launch_us(fit, cores, fixed) + smax(*chains, t_agg, relax=relax)
 
 
-
 # ---- its op-report row (read only: the expert's graph writes none of these) ----------------------------
 OP_CLASSES = {f"data_movement/{kind}": tuple(c for c, k in OP_CODES.items() if k == kind)
               for kind in dict.fromkeys(OP_CODES.values())}
@@ -422,7 +421,6 @@ def read(ln: ReportLine, hw: Blackhole, cls: str) -> DataMovementSpec:
         raise Skip(f"strided slice not modelled (step {step})")
     in_l1 = l1_resident(ln, "INPUT_0")
     return DataMovementSpec("slice", out, 1.0, (0 if in_l1 else out) + out_dram, act, in_l1)
-
 
 
 __all__ = [

@@ -38,7 +38,6 @@ class DramReadSpec:
                                relax=relax)
 
 
-
 OP_CLASSES: dict[str, tuple[str, ...]] = {}
 SPECS = (DramReadSpec,)
 

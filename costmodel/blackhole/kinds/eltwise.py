@@ -149,7 +149,6 @@ def eltwise_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, n_inputs
             + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
 
 
-
 @dataclasses.dataclass(frozen=True)
 class EltwiseSpec:
     """Binary ``ttnn.add`` (kind 'add') / ``ttnn.mul`` ('mul') on [rows, width]; ``n_inputs`` 1 for a
@@ -181,7 +180,6 @@ class EltwiseSpec:
         return eltwise_us(hw, fit, rows=self.rows, width=self.width, n_inputs=self.n_inputs,
                           act_dtype=self.act_dtype, kind=self.kind, sfpu=self.sfpu, activations=self.activations,
                           relax=relax)
-
 
 
 # ttnn's fused unary ops (UnaryOpType) of binary_ng that the SFPU path prices (kinds.eltwise.SFPU_ACTIVATION_BF16_CYCLES),
@@ -243,7 +241,6 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "eltwise") -> EltwiseSpec:
         ln.dtype("INPUT_1", ActivationFormat)
     return EltwiseSpec(kind, x[0] * x[1] * x[2], x[3], act, n_inputs=1 if scalar else 2, sfpu=sfpu,
                        activations=activations)
-
 
 
 OP_CLASSES = {"eltwise": ("BinaryNgDeviceOperation", "BinaryDeviceOperation")}  # first: written

@@ -39,7 +39,6 @@ def fill_cache_us(hw: Blackhole, fit: FitParams, *, kv_heads: int, rows: int, he
     return launch_us(fit, cores, fit.launch_fill_cache_us) + fit.dram_latency_us + overlap(fit, t_in, t_out)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class FillCacheSpec:
     """``ttnn.fill_cache`` of [kv_heads, rows, head_dim] into a ``kv_dtype`` cache."""
@@ -56,7 +55,6 @@ class FillCacheSpec:
                              act_dtype=self.act_dtype, kv_dtype=self.kv_dtype, relax=relax)
 
 
-
 def read(ln: ReportLine, hw: Blackhole, cls: str = "fill_cache") -> FillCacheSpec:
     """A fill_cache row (not paged) as a ``FillCacheSpec``."""
     op = ln.attr("op_type") or "UpdateCacheOpType::FILL"
@@ -69,7 +67,6 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "fill_cache") -> FillCacheSpe
         raise Skip("batched operands")
     no_sharding(ln, "INPUT_0", "INPUT_1")
     return FillCacheSpec(new[1], new[2], new[3], ln.dtype("INPUT_0", CacheFormat), ln.dtype("INPUT_1", ActivationFormat))
-
 
 
 OP_CLASSES = {"fill_cache": ("UpdateKVCacheOperation", "UpdateCacheDeviceOperation", "UpdateCache")}  # first: written

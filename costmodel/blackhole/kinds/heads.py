@@ -39,7 +39,6 @@ def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, ac
                             dram_tiles=tiles * (1 if in_l1 else 2), act_dtype=act_dtype, in_l1=in_l1, relax=relax)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class HeadsSpec:
     """``nlp_create_qkv_heads`` (kind 'create') / ``nlp_concat_heads`` ('concat') on [rows, tiles_per_row*32];
@@ -59,7 +58,6 @@ class HeadsSpec:
                         in_l1=self.in_l1, relax=relax)
 
 
-
 def read(ln: ReportLine, hw: Blackhole, cls: str) -> HeadsSpec:
     """A create-heads or concat-heads row (``cls``) as a ``HeadsSpec``."""
     no_sharding(ln, "INPUT_0", "OUTPUT_0")
@@ -74,7 +72,6 @@ def read(ln: ReportLine, hw: Blackhole, cls: str) -> HeadsSpec:
     if x[0] > 1:
         raise Skip("batched operands")
     return HeadsSpec("concat", x[2], x[1] * x[3] // TILE, act, x[3], in_l1=l1_resident(ln, "INPUT_0"))
-
 
 
 OP_CLASSES = {"create_heads": ("NlpCreateHeadsDeviceOperation", "NLPCreateHeadsDeviceOperation", "NlpCreateHeads"),

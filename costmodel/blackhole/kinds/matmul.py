@@ -363,7 +363,6 @@ def matmul_weight_bytes(*, K: int, N: int, weight_dtype: str) -> int:
     return (K // TILE) * (N // TILE) * tile_bytes(weight_dtype)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class MatmulSpec:
     """``ttnn.linear([M,K] act, [K,N] weights)`` with a matmul program config, priced by ``cfg.kind``:
@@ -426,7 +425,6 @@ class MatmulSpec:
                          act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
                          in0_l1=self.in0_l1, in0_sharded=self.in0_sharded, out_l1=self.out_l1, batch=self.batch,
                          in0_last_ktile_w=self.in0_last_ktile_w, relax=relax)
-
 
 
 KIND_NAMES = {"mcast_1d_in0": "1D in0-multicast", "mcast_1d_in1": "1D in1-multicast",
@@ -520,7 +518,6 @@ def in0_sharded_read(ln: ReportLine, cfg: MatmulProgramConfig, *, M: int, N: int
         raise Skip(f"in0 sharded over more cores ({cores:g} in CORE COUNT) than hold output blocks "
                     f"({cfg.num_cores(M=M, N=N)}): sender-only cores not modelled")
     return True
-
 
 
 OP_CLASSES = {"matmul": ("MatmulDeviceOperation", "Matmul")}  # first: written; ttnn renames ops between versions

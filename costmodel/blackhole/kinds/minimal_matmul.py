@@ -371,7 +371,6 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "minimal_matmul") -> MinimalM
     return spec
 
 
-
 def record(spec: MinimalMatmulSpec, hw: Blackhole):
     """(op code, attributes, inputs, outputs, fidelity) of ``spec``'s report row."""
     cfg = format_config("MinimalMatmulConfig", [

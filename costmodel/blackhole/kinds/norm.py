@@ -202,7 +202,6 @@ def norm_large_tensor(hw: Blackhole, *, width: int, act_dtype: str = "bf16", fus
     return jnp.asarray(total) > hw.l1_bytes_per_core
 
 
-
 @dataclasses.dataclass(frozen=True)
 class NormSpec:
     """``ttnn.rms_norm`` over [rows, width] (``fused_residual``: add + rms_norm in one op;
@@ -221,7 +220,6 @@ class NormSpec:
         return rms_norm_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype,
                            fused_residual=self.fused_residual, layernorm=self.layernorm,
                            fp32_dest_acc=self.fp32_dest_acc, relax=relax)
-
 
 
 def read(ln: ReportLine, hw: Blackhole, cls: str = "norm") -> NormSpec:
@@ -245,7 +243,6 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "norm") -> NormSpec:
         fused = ln.has("INPUT_3" if layernorm else "INPUT_2")
     return NormSpec(x[0] * x[1] * x[2], x[3], act, fused, layernorm=layernorm,
                     fp32_dest_acc=row_fp32_dest_acc(ln))
-
 
 
 OP_CLASSES = {"norm": ("LayerNormDeviceOperation", "LayerNorm")}  # first: written

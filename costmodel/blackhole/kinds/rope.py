@@ -50,7 +50,6 @@ def rope_us(hw: Blackhole, fit: FitParams, *, heads: int, rows: int, head_dim: i
             + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
 
 
-
 @dataclasses.dataclass(frozen=True)
 class RopeSpec:
     """``rotary_embedding_hf`` on [1, heads, rows, head_dim]."""
@@ -66,7 +65,6 @@ class RopeSpec:
                        relax=relax)
 
 
-
 def read(ln: ReportLine, hw: Blackhole, cls: str = "rope") -> RopeSpec:
     """A rotary-embedding row as a ``RopeSpec``."""
     x = ln.shape("INPUT_0")
@@ -74,7 +72,6 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "rope") -> RopeSpec:
         raise Skip("batched operands")
     no_sharding(ln, "INPUT_0", "OUTPUT_0")
     return RopeSpec(x[1], x[2], x[3], ln.dtype("INPUT_0", ActivationFormat))
-
 
 
 OP_CLASSES = {"rope": ("RotaryEmbeddingHfDeviceOperation", "RotaryEmbeddingHf")}  # first: written

@@ -87,7 +87,6 @@ class SdpaCausalSpec:
                               kv_dtype=self.kv_dtype, act_dtype=self.act_dtype, fidelity=self.fidelity)
 
 
-
 def read(ln: ReportLine, hw: Blackhole, cls: str):
     """An SDPA row (``cls``: 'sdpa_decode' or 'sdpa') as a decode, standard or causal spec."""
     if (ln.attr("paged_attention") or "false") == "true":
@@ -156,7 +155,6 @@ def read_causal(ln: ReportLine, hw: Blackhole, cls: str) -> SdpaCausalSpec:
         raise Skip(f"causal SDPA of {x[2]} rows in q chunks of {int(attn.q_chunk)}: not an even number of "
                     "chunks (the program's pair split is not modelled)")
     return SdpaCausalSpec(attn, x[2], x[1], x[3], kv, ln.dtype("INPUT_0", ActivationFormat), ln.fidelity())
-
 
 
 OP_CLASSES = {"sdpa_decode": ("SdpaDecodeDeviceOperation", "ScaledDotProductAttentionDecode"),

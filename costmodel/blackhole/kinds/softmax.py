@@ -84,7 +84,6 @@ def softmax_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtyp
                      start_us=softmax_mask_us(hw, pad_cols) if pad_cols else None, relax=relax)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class SoftmaxSpec:
     """``ttnn.softmax`` over the last dim of [rows, width] (interleaved, no mask; ``softmax_us``);
@@ -102,7 +101,6 @@ class SoftmaxSpec:
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return softmax_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype,
                           fp32_dest_acc=self.fp32_dest_acc, pad_cols=self.pad_cols, relax=relax)
-
 
 
 def read(ln: ReportLine, hw: Blackhole, cls: str = "softmax") -> SoftmaxSpec:
@@ -126,7 +124,6 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "softmax") -> SoftmaxSpec:
         raise Skip(f"softmax row padded by {pad_cols} columns (the padding mask covers part of one tile)")
     return SoftmaxSpec(x[0] * x[1] * x[2], x[3], ln.dtype("INPUT_0", ActivationFormat), row_fp32_dest_acc(ln),
                        pad_cols=pad_cols)
-
 
 
 OP_CLASSES = {"softmax": ("SoftmaxDeviceOperation", "Softmax")}  # first: written
