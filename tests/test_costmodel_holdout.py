@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from costmodel.blackhole import BlackholeConfig, fit
+from costmodel.blackhole import BlackholeConfig, fit, holdout
 from costmodel.blackhole.cli import main
 from costmodel.blackhole.discrepancy import Domain, estimate, load_discrepancy, op_kind, tau_mle
 from costmodel.blackhole.intervals import intervals, quantile
@@ -159,7 +159,6 @@ def test_matmul_kinds_are_priced_by_their_own_model():
 def test_leave_one_source_out_never_predicts_a_row_with_a_fit_that_saw_its_source(monkeypatch, capsys):
     """``validate --by source``: each calibration row is predicted by a refit that held out every
     group of its source (the whole table, public sweep or report), recorded here at the fit."""
-    from costmodel.blackhole import holdout
     from costmodel.blackhole.rows import load_rows
 
     rows = load_rows()
@@ -192,7 +191,6 @@ def test_a_report_and_the_public_sets_quoted_from_it_are_held_out_together(monke
     (``report_calibration.json``: the four windows are one source)."""
     from _shared_data import need_file, profiler_reports_dir
 
-    from costmodel.blackhole import holdout
     from costmodel.blackhole.rows import load_rows
 
     clip = profiler_reports_dir() / "bh_64_clip_encoder_1.csv"
@@ -253,6 +251,25 @@ def test_per_kind_summary_against_hand_counts():
     # bias: the median of predicted / measured - 1 (a: 10/11 - 1 and 10/9 - 1 ten times each; b: 1/1.05 - 1)
     assert out["a"]["bias"] == pytest.approx((10 / 11 + 10 / 9) / 2 - 1) and out["b"]["bias"] == pytest.approx(1 / 1.05 - 1)
     assert out["a"]["unfitted"] == 0.0 and out["b"]["unfitted"] == pytest.approx(0.5)
+    # b's 6 rows: 5/6 = 83% and 6/6 = 100% straddle 85-95%, so its coverage target cannot be met
+    assert out["a"]["band_reachable"] and not out["b"]["band_reachable"]
+    assert holdout.target_verdict(out["a"]) == "met" and holdout.target_verdict(out["b"]) == (
+        "missed (6 rows: no k/6 in 85-95%)")
+    assert holdout.target_verdict({**out["b"], "band_reachable": True}) == "missed"
+
+
+@pytest.mark.parametrize("n,reachable", [(1, False), (4, False), (5, False), (6, False), (7, True), (8, True),
+                                         (9, True), (10, True), (13, True), (24, True), (144, True)])
+def test_coverage_band_reachable_by_row_count(n, reachable):
+    """Shares k/n in 85-95% worked by hand: 4/5 = 80%, 5/6 = 83% (then 100%) miss it; 6/7 = 86%,
+    7/8 = 88%, 8/9 = 89%, 9/10 = 90%, 12/13 = 92%, 22/24 = 92%, 130/144 = 90% hit it."""
+    assert holdout.coverage_band_reachable(n) is reachable
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.0, True, "7", None])
+def test_coverage_band_reachable_rejects_a_non_count(bad):
+    with pytest.raises(ValueError, match=r"n=.* must be a positive int"):
+        holdout.coverage_band_reachable(bad)
 
 
 def _clip_fold():
@@ -260,7 +277,6 @@ def _clip_fold():
     quoted from it), with the stored discrepancy judged against that refit's fitted rows."""
     from _shared_data import need_file, profiler_reports_dir
 
-    from costmodel.blackhole import holdout
     from costmodel.blackhole.rows import load_rows
 
     clip = profiler_reports_dir() / "bh_64_clip_encoder_1.csv"
