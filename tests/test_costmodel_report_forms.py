@@ -128,4 +128,4 @@ def test_collectives_are_set_apart_and_coverage_sums_the_csv(capsys):
     assert main(["coverage", str(DEEPSEEK), str(CLIP)]) == 0
     out = capsys.readouterr().out
     assert "bh_8xp150_deepseek_v3_d_p.csv" in out and f"{100 * cov.share:.1f}%" in out
-    assert "op not modelled (UnaryDeviceOperation)" in out
+    assert "unary op EXP not priced" in out  # CLIP's sigmoid as a unary chain: no sourced cost of exp

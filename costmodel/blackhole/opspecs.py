@@ -25,6 +25,7 @@ from costmodel.blackhole.kinds.norm import NormSpec
 from costmodel.blackhole.kinds.rope import RopeSpec
 from costmodel.blackhole.kinds.sdpa import SdpaCausalSpec, SdpaDecodeSpec, SdpaStandardSpec
 from costmodel.blackhole.kinds.softmax import SoftmaxSpec
+from costmodel.blackhole.kinds.unary import UnarySpec
 from costmodel.blackhole.ops import kernel_only
 from costmodel.blackhole.params import FitParams
 from costmodel.hardware import Blackhole, blackhole
@@ -77,10 +78,10 @@ class ChipSpec:
 
 
 OpSpec = (MatmulSpec | MinimalMatmulSpec | NormSpec | SoftmaxSpec | RopeSpec | HeadsSpec | FillCacheSpec | EltwiseSpec
-          | DataMovementSpec | SdpaDecodeSpec
+          | UnarySpec | DataMovementSpec | SdpaDecodeSpec
           | SdpaStandardSpec | SdpaCausalSpec | DramReadSpec | KernelSpec | ChipSpec)
 
 
 __all__ = ["ChipSpec", "DataMovementSpec", "DramReadSpec", "EltwiseSpec", "FillCacheSpec", "HeadsSpec", "KernelSpec",
            "MatmulSpec", "MinimalMatmulSpec", "NormSpec", "OpSpec", "RopeSpec", "SdpaCausalSpec", "SdpaDecodeSpec",
-           "SdpaStandardSpec", "SoftmaxSpec"]
+           "SdpaStandardSpec", "SoftmaxSpec", "UnarySpec"]

@@ -15,6 +15,7 @@ to ``KINDS``, and its rows in the tests.
     norm             norm (RMSNorm, LayerNorm)              NormSpec
     softmax          softmax                                SoftmaxSpec
     eltwise          eltwise (binary_ng add / mul)          EltwiseSpec
+    unary            unary (SFPU op chains: silu, neg ...)  UnarySpec
     heads            create_heads, concat_heads             HeadsSpec
     rope             rope                                   RopeSpec
     fill_cache       fill_cache                             FillCacheSpec
@@ -38,12 +39,13 @@ from costmodel.blackhole.kinds import (
     rope,
     sdpa,
     softmax,
+    unary,
 )
 from costmodel.blackhole.report_line import ReportLine
 from costmodel.blackhole.report_schema import OpRecord
 from costmodel.hardware import Blackhole
 
-KINDS = (matmul, minimal_matmul, norm, softmax, eltwise, heads, rope, fill_cache, sdpa, data_movement, dram_read)
+KINDS = (matmul, minimal_matmul, norm, softmax, eltwise, unary, heads, rope, fill_cache, sdpa, data_movement, dram_read)
 OP_CODES: dict[str, tuple[str, ...]] = {cls: codes for k in KINDS for cls, codes in k.OP_CLASSES.items()}
 CLASS_OF_CODE = {code: cls for cls, codes in OP_CODES.items() for code in codes}
 KIND_OF_CLASS = {cls: k for k in KINDS for cls in k.OP_CLASSES}
