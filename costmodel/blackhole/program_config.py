@@ -288,8 +288,10 @@ class MatmulProgramConfig:
         def b(v):
             return str(int(bool(v)))
 
+        # GELU as the cost model prices it: ttnn's approximate one (param 1)
         act = "std::nullopt" if self.fused_activation is None else \
-            f"UnaryWithParam(op_type=UnaryOpType::{self.fused_activation.upper()})"
+            f"UnaryWithParam(op_type=UnaryOpType::{self.fused_activation.upper()}" \
+            f"{',param={1}' if self.fused_activation == 'gelu' else ''})"
         pcm, pcn = int(self.per_core_M), int(self.per_core_N)
         if self.kind == DRAM_SHARDED:
             return (f"{CLASS_NAMES[self.kind]}(in0_block_w={int(self.in0_block_w)},per_core_M={pcm},per_core_N={pcn},"

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from costmodel.blackhole.matmul_auto_config import auto_config
 from costmodel.blackhole.ops import (
     RISC_STORE_LOOP_CYCLES,
+    SFPU_ROWS_PER_TILE,
     barrier_read_us,
     cycles_us,
     dram_us,
@@ -67,6 +68,26 @@ FACE = 16  # a 32x32 tile is 2x2 faces of 16x16
 
 
 SILU_PASSES = 4  # fused SiLU epilogue on the output block: sigmoid (exp, add, reciprocal) and multiply
+
+
+# ttnn's approximate GELU (UnaryOpType::GELU, param={1}) on the SFPU, per output tile: the Blackhole wrapper runs
+# _calculate_gelu_ in approximation mode (tt-metal tt_metal/hw/ckernels/blackhole/metal/llk_api/llk_sfpu/
+# ckernel_sfpu_gelu.h @ 01105485), whose loop body per 32-lane row is SFPLOAD, the multiply by 0.5, one
+# SFPLUTFP32 piecewise-linear lookup with the sign kept (lut2_sign), the add and SFPSTORE (tt-llk
+# tt_llk_blackhole/common/inc/sfpu/ckernel_sfpu_gelu.h @ 002d1510): 5 instructions, one cycle each, 32 rows
+# a tile. A source-derived count, no Blackhole measurement found; the accurate GELU (a degree-15 polynomial) is
+# not priced.
+GELU_APPROX_SFPU_CYCLES = 5 * SFPU_ROWS_PER_TILE
+
+
+def activation_tile_cycles(fit: FitParams, activation: str) -> float:
+    """Compute cycles per output tile of a matmul's fused ``activation`` ('silu': ``SILU_PASSES``
+    elementwise passes, 'gelu': ttnn's approximate GELU, ``GELU_APPROX_SFPU_CYCLES``)."""
+    if activation == "silu":
+        return SILU_PASSES * fit.eltwise_cycles_per_tile
+    if activation == "gelu":
+        return GELU_APPROX_SFPU_CYCLES
+    raise ValueError(f"fused activation {activation!r}: the matmul prices 'silu' and 'gelu' (approximate)")
 
 
 # ---- matmul (1D multicast; config type and legality: program_config) ------------------------------
@@ -124,9 +145,12 @@ def in0_block_us(hw: Blackhole, fit: FitParams, *, rows, tiles, nbytes, readers,
 
 def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
               weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
-              fused_activation: bool = False, in0_l1: bool = False, in0_sharded: bool = False,
+              fused_activation: bool | str = False, in0_l1: bool = False, in0_sharded: bool = False,
               out_l1: bool = False, batch: int = 1, in0_last_ktile_w: int = 0, relax: Relax | None = None):
     """Time of ``linear([M,K] act, [K,N] weights)`` with a 1D multicast program config, us.
+
+    ``fused_activation``: the epilogue on each output tile, 'silu' (or True: the port's w1) / 'gelu'
+    (``activation_tile_cycles``), False / None for none.
 
     ``cfg.kind`` 'mcast_1d_in0' (``mcast_in0=True``): N is split over ceil(N/32/per_core_N) cores,
     each reading its own in1 (weight) block of in0_block_w x per_core_N tiles per K block, while
@@ -238,8 +262,9 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     act_tiles = (0 if in0_l1 or in0_sharded else Mt * Kt) + (0 if out_l1 else Mt * Nt)
     t_agg = batch * (dram_us(hw, fit, Kt * Nt, Kt * Nt * w)
                      + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0))
-    t_act = (batch * cycles_us(hw, cfg.per_core_M * cfg.per_core_N * SILU_PASSES * fit.eltwise_cycles_per_tile)
-             if fused_activation else 0.0)
+    activation = "silu" if fused_activation is True else fused_activation
+    t_act = (batch * cycles_us(hw, cfg.per_core_M * cfg.per_core_N * activation_tile_cycles(fit, activation))
+             if activation else 0.0)
     return launch_us(fit, cores, fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax) + t_act
 
 
@@ -374,7 +399,9 @@ class MatmulSpec:
     block-sharded for 2D; exclusive with ``in0_l1``). ``batch``: batches of a batched matmul ([batch, M, K] x [batch or 1, K, N] with the
     per-batch split, ``fuse_batch=False``; 1D and 2D kinds): each batch runs the whole K loop.
     ``in0_last_ktile_w``: logical K mod 32 of the activation (ttnn's ``in0_last_ktile_w``; 0: K tile-aligned),
-    whose last K tile the 1D kinds' interleaved in0 reader zeroes past the logical K (``ktile_pad_us``)."""
+    whose last K tile the 1D kinds' interleaved in0 reader zeroes past the logical K (``ktile_pad_us``).
+    ``fused_activation``: the config's fused activation (``cfg.fused_activation``: 'silu', or 'gelu' as
+    ttnn's approximate GELU) runs on each output tile (1D kinds; True with no config activation: SiLU)."""
 
     M: int
     K: int
@@ -422,7 +449,8 @@ class MatmulSpec:
             raise ValueError(f"matmul program config kind={c.kind!r} is not modelled; the cost model prices "
                              f"{[MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, DRAM_SHARDED]}")
         return matmul_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
-                         act_dtype=self.act_dtype, fidelity=self.fidelity, fused_activation=self.fused_activation,
+                         act_dtype=self.act_dtype, fidelity=self.fidelity,
+                         fused_activation=(c.fused_activation or True) if self.fused_activation else False,
                          in0_l1=self.in0_l1, in0_sharded=self.in0_sharded, out_l1=self.out_l1, batch=self.batch,
                          in0_last_ktile_w=self.in0_last_ktile_w, relax=relax)
 
@@ -482,8 +510,11 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "matmul") -> MatmulSpec:
     if l1_resident(ln, "INPUT_1") and cfg.kind != DRAM_SHARDED:
         raise Skip(f"weights in L1 ({ln.memory('INPUT_1').removeprefix('DEV_0_')}); the model streams the "
                     "weights from DRAM")
-    if cfg.fused_activation not in (None, "silu"):
+    if cfg.fused_activation not in (None, "silu", "gelu"):
         raise Skip(f"fused activation not modelled ({cfg.fused_activation})")
+    if cfg.fused_activation == "gelu" and "UnaryOpType::GELU;param={1}" not in ln.attrs:
+        raise Skip("fused GELU without the approximation flag (param={1}): the accurate GELU's SFPU cost is not "
+                   "sourced")
     if cfg.kind in (MCAST_2D, DRAM_SHARDED) and cfg.fused_activation is not None:
         raise Skip(f"fused activation on a {KIND_NAMES[cfg.kind]} matmul not modelled ({cfg.fused_activation})")
     try:
@@ -494,7 +525,7 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "matmul") -> MatmulSpec:
     # the 1D factory's in0_last_ktile_w (logical K mod 32), zeroed by the interleaved in0 reader (ktile_pad_us);
     # a transposed in0 pads rows instead (in0_last_ktile_h), not modelled
     ragged_1d = cfg.kind in (MCAST_1D_IN0, MCAST_1D_IN1) and not in0_sharded and ln.attr("transpose_a") != "true"
-    return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation == "silu",
+    return MatmulSpec(M, K, N, cfg, wdt, act, ln.fidelity(), cfg.fused_activation is not None,
                       in0_l1=interleaved_l1 and not in0_sharded and l1_resident(ln, "INPUT_0"),
                       out_l1=interleaved_l1 and l1_resident(ln, "OUTPUT_0"), batch=int(batch), in0_sharded=in0_sharded,
                       in0_last_ktile_w=ln.logical("INPUT_0")[3] % TILE if ragged_1d else 0)
@@ -534,7 +565,7 @@ def cores(spec: MatmulSpec, hw: Blackhole) -> int:
 def record(spec: MatmulSpec, hw: Blackhole):
     """(op code, attributes, inputs, outputs, fidelity) of ``spec``'s report row."""
     c, fid = spec.cfg, spec.fidelity
-    if spec.fused_activation != (c.fused_activation == "silu"):
+    if spec.fused_activation != (c.fused_activation is not None):
         raise ValueError(f"fused_activation={spec.fused_activation} but the program config's is "
                          f"{c.fused_activation!r}; a report carries one (the config's)")
     if spec.batch > 1 and c.fuse_batch:
