@@ -181,7 +181,8 @@ def cores(spec: UnarySpec, hw: Blackhole) -> int:
 
 
 def chain_text(ops: tuple[str, ...]) -> str:
-    """A unary op chain as ttnn prints it (commas as ';'), with the parameters the model prices."""
+    """A unary op chain as ttnn prints it (commas as ';'): SIGMOID, SILU and NEG without a parameter (the
+    kernels priced), FILL and CLAMP_TSS with a placeholder value (their SFPU cost does not depend on it)."""
     param = {"FILL": "0", "CLAMP_TSS": "-7; 7"}
     return "{" + "; ".join(f"BasicUnaryWithParam<float; int; unsigned int>(base=BasicUnaryWithParam<float>("
                            f"op_type=UnaryOpType::{TTNN_OF_OP[op]};param={{{param.get(TTNN_OF_OP[op], '')}}}))"
