@@ -99,7 +99,7 @@ def test_the_phi_decode_window_is_priced_where_its_ops_have_a_kind_and_its_large
     start, end = WINDOWS[name]
     cov = coverage(read_report(MORE / name).between(start, end))
     reason, (rows, us) = max(cov.skipped.items(), key=lambda kv: kv[1][1])
-    assert reason == "paged cache" and rows == 1 and us / cov.device_us > 0.25
+    assert reason.startswith("paged cache (the decode position") and rows == 1 and us / cov.device_us > 0.25
 
 
 @pytest.mark.parametrize("name", sorted(n for n in WINDOWS if (MORE / n.replace(".csv", "_perf_report.csv")).is_file()))

@@ -252,7 +252,7 @@ def test_program_config_kinds_are_told_apart(tmp_path):
     assert status["MatmulDeviceOperation"] == MODELLED and mm.spec.cfg.kind == "dram_sharded"
     assert status["LayerNormDeviceOperation"] == ("program-config kind not modelled: "
                                                   "LayerNormShardedMultiCoreProgramConfig")
-    assert status["SdpaDecodeDeviceOperation"] == "paged cache"
+    assert status["SdpaDecodeDeviceOperation"].startswith("paged cache")
     assert status["BinaryNgDeviceOperation"].startswith("sharded operand")
     # a 1D config with mcast_in0=0 (ttnn's in1-multicast) on an unbatched row of the deepseek report: with
     # the 2D row's blocks it is not a legal in1 split (per_core_N must be all of N), with a legal one it is

@@ -90,7 +90,8 @@ class SdpaCausalSpec:
 def read(ln: ReportLine, hw: Blackhole, cls: str):
     """An SDPA row (``cls``: 'sdpa_decode' or 'sdpa') as a decode, standard or causal spec."""
     if (ln.attr("paged_attention") or "false") == "true":
-        raise Skip("paged cache")
+        # the kernel reads the cache up to each user's position (cur_pos), a device tensor, not a report column
+        raise Skip("paged cache (the decode position, a device tensor, is not in the report)")
     if (ln.attr("is_causal") or "false") == "true":
         return read_causal(ln, hw, cls)
     if not ln.has("INPUT_3"):
