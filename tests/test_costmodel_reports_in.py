@@ -18,7 +18,13 @@ from costmodel.blackhole.discrepancy import load_discrepancy, op_kind
 from costmodel.blackhole.fit import PARAM_BOUNDS
 from costmodel.blackhole.opspecs import EltwiseSpec, FillCacheSpec, MatmulSpec, NormSpec
 from costmodel.blackhole.program_config import MatmulProgramConfig
-from costmodel.blackhole.report_reader import MODELLED, invalid_duration, model_cores, read_report
+from costmodel.blackhole.report_reader import (
+    FASTER_COPY,
+    MODELLED,
+    invalid_duration,
+    model_cores,
+    read_report,
+)
 from costmodel.hardware import blackhole
 from jaxref.config import ExpertConfig
 
@@ -213,6 +219,30 @@ def test_one_device_by_default_or_all():
     assert sum(r.status == MODELLED for r in read_report(DEEPSEEK, device_id=3).rows) == n_first
     with pytest.raises(ValueError, match=r"device-id=9: not in the report"):
         read_report(DEEPSEEK, device_id=9)
+
+
+def _merged(rep) -> dict[int, float | None]:
+    return {r.line: r.duration_us for r in rep.rows if r.status not in ("signpost", "host op", FASTER_COPY)}
+
+
+def test_device_id_max_keeps_each_ops_slowest_device_as_tt_perf_report_merges(tmp_path, capsys):
+    """``--device-id max``: each op once, from its slowest device (gathers and reductions: the first
+    device's row at the devices' mean), row for row what tt-perf-report lists for the 8-device report (its
+    default merge; ID = the csv line), durations included; also where one device lacks an op (a row of
+    device 5 cut out), which both merge the same way, this one with a warning."""
+    from _report_util import tt_perf_report
+
+    for path in (DEEPSEEK, _edit(DEEPSEEK, tmp_path / "gap.csv",
+                                 lambda recs: recs.remove(next(r for r in recs[40:] if r["DEVICE ID"] == "5")))):
+        rep = read_report(path, device_id="max")
+        ours = _merged(rep)
+        theirs = {int(t["ID"]): float(t["Device Time"]) for t in tt_perf_report(path, tmp_path)}
+        assert set(ours) == set(theirs), path
+        for line, us in theirs.items():
+            assert ours[line] == pytest.approx(us, rel=1e-6, abs=1e-3), (path, line)
+        assert any("op sequences differ" in w for w in rep.warnings) == (path != DEEPSEEK)
+    assert main(["coverage", str(DEEPSEEK), "--device-id", "max"]) == 0
+    assert "bh_8xp150_deepseek_v3_d_p.csv" in capsys.readouterr().out
 
 
 def _attr(rec, key):

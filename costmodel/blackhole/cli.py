@@ -373,12 +373,14 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
 
 # ---- options shared by the commands that read op reports ----------------------------------------------
 def add_device_id_argument(p: argparse.ArgumentParser, *, allow_all: bool = True, lead: str = "") -> None:
-    """``--device-id``: 'first' (the lowest DEVICE ID, default), 'all' where ``allow_all``, or a DEVICE ID
-    (parsed to an int); anything else is an argparse error naming the value."""
-    words = "'first', 'all' or a non-negative integer" if allow_all else "'first' or a non-negative integer"
+    """``--device-id``: 'first' (the lowest DEVICE ID, default), 'max' (each op's slowest device, as
+    tt-perf-report merges devices), 'all' where ``allow_all``, or a DEVICE ID (parsed to an int); anything
+    else is an argparse error naming the value."""
+    words = ("'first', 'max', 'all' or a non-negative integer" if allow_all
+             else "'first', 'max' or a non-negative integer")
 
     def parse(text: str):
-        if text == "first" or (allow_all and text == "all"):
+        if text in ("first", "max") or (allow_all and text == "all"):
             return text
         if text.isdigit():
             return int(text)
@@ -386,7 +388,8 @@ def add_device_id_argument(p: argparse.ArgumentParser, *, allow_all: bool = True
 
     parse.__name__ = "device id"
     p.add_argument("--device-id", type=parse, default="first",
-                   help=f"{lead}'first' (the lowest DEVICE ID; default)" + (", 'all'" if allow_all else "") + " or an id")
+                   help=f"{lead}'first' (the lowest DEVICE ID; default), 'max' (each op's slowest device, as "
+                        "tt-perf-report merges devices)" + (", 'all'" if allow_all else "") + " or an id")
 
 
 def add_signpost_arguments(p: argparse.ArgumentParser) -> None:

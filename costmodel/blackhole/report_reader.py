@@ -244,7 +244,8 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
 
     Args:
       hw: the hardware fitted (default: from DEVICE ARCH, 'blackhole' -> p150a, 'p100*' -> p100a).
-      device_id: 'first' (the lowest DEVICE ID in the file), 'all', or a DEVICE ID.
+      device_id: 'first' (the lowest DEVICE ID in the file), 'all', 'max' (each op's slowest device, as
+        tt-perf-report merges a multi-device report: ``slowest_device_rows``), or a DEVICE ID.
       force_arch: fit a report of another architecture (Wormhole) with the Blackhole model anyway.
       require_durations: False classifies rows without a usable duration too (``duration_us`` None).
     Raises ValueError naming the file (and line / column) for unusable input.
@@ -321,8 +322,10 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
                          f"{fitted.name}'s {fitted.grid_cores}-core grid; wrong --hw?")
     if device_id == "first":  # the lowest DEVICE ID (tt-perf-report merges devices; the model is one chip)
         keep = min(ids) if ids else None
-    elif device_id == "all":
+    elif device_id in ("all", "max"):
         keep = None
+        if device_id == "max":
+            rows = slowest_device_rows(rows, warnings)
     else:
         keep = int(device_id)
         if keep not in ids:
@@ -337,6 +340,54 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
         warnings.append(f"{len(invalid_lines)} rows had invalid device durations (column {DURATION!r} missing, "
                         f"non-finite or negative, or the row inside a trace window) and were dropped: lines {shown}")
     return Report(str(path), fitted, arch, tuple(rows), tuple(warnings))
+
+
+FASTER_COPY = "other device (a faster device's copy of the op; --device-id max keeps each op's slowest)"
+# op codes whose merged duration tt-perf-report takes as the devices' mean, not their maximum (merge_device_rows)
+MEAN_MERGED = ("AllGather", "ReduceScatter", "AllReduce")
+
+
+def slowest_device_rows(rows: list[ReportRow], warnings: list[str]) -> list[ReportRow]:
+    """A multi-device report's rows merged as tt-perf-report merges them (``merge_device_rows``,
+    tt_perf_report/perf_report.py): each device's device-op rows in report order are stepped through
+    together; at each step the devices whose next op is the first device's op give one row each, and the
+    slowest of them (a row without a duration counts as faster than any) is kept, for the gathers and reductions
+    (``MEAN_MERGED``) the first device's row with the devices' mean duration instead; the other copies
+    become ``FASTER_COPY``. A device whose next op
+    differs waits for a later step (a warning names the first such op). Signposts and host ops are kept."""
+    queues: dict[int, list[ReportRow]] = {}
+    for r in rows:
+        if r.status not in ("signpost", "host op") and r.device_id is not None:
+            queues.setdefault(r.device_id, []).append(r)
+    if len(queues) < 2:
+        return rows
+    devices, heads, out = sorted(queues), dict.fromkeys(queues, 0), {}
+    mismatch = None
+    while any(heads[d] < len(queues[d]) for d in devices):
+        block, code = [], None
+        for d in devices:
+            if heads[d] >= len(queues[d]):
+                continue
+            r = queues[d][heads[d]]
+            if code is None:
+                code = r.op_code
+            elif r.op_code != code:
+                mismatch = mismatch or (code, r.line)
+                continue
+            block.append(r)
+            heads[d] += 1
+        if any(name in code for name in MEAN_MERGED):
+            src = block[0]
+            us = [r.duration_us for r in block if r.duration_us is not None]
+            kept = dataclasses.replace(src, duration_us=sum(us) / len(us) if us else None)
+        else:
+            src = kept = max(block, key=lambda r: -1.0 if r.duration_us is None else r.duration_us)
+        for r in block:
+            out[r.line] = kept if r is src else ReportRow(r.line, r.op_code, r.device_id, FASTER_COPY)
+    if mismatch is not None:
+        warnings.append(f"--device-id max: the devices' op sequences differ (first at line {mismatch[1]}, where "
+                        f"another device runs {mismatch[0]}): merged as tt-perf-report merges them")
+    return [out.get(r.line, r) for r in rows]
 
 
 def _fitted_hw(path: pathlib.Path, arch: str, hw: Blackhole | None, force_arch: bool, warnings: list[str]) -> Blackhole:
