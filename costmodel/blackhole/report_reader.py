@@ -351,10 +351,10 @@ def slowest_device_rows(rows: list[ReportRow], warnings: list[str]) -> list[Repo
     """A multi-device report's rows merged as tt-perf-report merges them (``merge_device_rows``,
     tt_perf_report/perf_report.py): each device's device-op rows in report order are stepped through
     together; at each step the devices whose next op is the first device's op give one row each, and the
-    slowest of them (a row without a duration counts as faster than any) is kept, for the gathers and reductions
-    (``MEAN_MERGED``) the first device's row with the devices' mean duration instead; the other copies
-    become ``FASTER_COPY``. A device whose next op
-    differs waits for a later step (a warning names the first such op). Signposts and host ops are kept."""
+    slowest of them (a row without a duration counts as faster than any) is kept, for the gathers and
+    reductions (``MEAN_MERGED``) the first device's row with the devices' mean duration instead; the other
+    copies become ``FASTER_COPY``. A device whose next op differs waits for a later step (a warning names
+    the first such op). Signposts and host ops are kept."""
     queues: dict[int, list[ReportRow]] = {}
     for r in rows:
         if r.status not in ("signpost", "host op") and r.device_id is not None:
