@@ -219,6 +219,10 @@ def test_one_device_by_default_or_all():
     assert sum(r.status == MODELLED for r in read_report(DEEPSEEK, device_id=3).rows) == n_first
     with pytest.raises(ValueError, match=r"device-id=9: not in the report"):
         read_report(DEEPSEEK, device_id=9)
+    for bad in ("bogus", "3", -1, 2.5, True, None):  # refused before the file is read, naming the value
+        with pytest.raises(ValueError, match=re.escape(f"device_id={bad!r}: expected one of ['first', 'all', "
+                                                       "'max'] or a DEVICE ID")):
+            read_report(DEEPSEEK, device_id=bad)
 
 
 def _merged(rep) -> dict[int, float | None]:

@@ -237,6 +237,9 @@ def _is_device_op(op_type: str, code: str) -> bool:
     return op_type in DEVICE_OP_TYPES and "(torch)" not in code
 
 
+DEVICE_ID_WORDS = ("first", "all", "max")  # read_report's device_id besides a DEVICE ID
+
+
 def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device_id: int | str = "first",
                 force_arch: bool = False, require_durations: bool = True) -> Report:
     """Read and classify a profiler op report, streamed in one pass (nothing of a row kept but its
@@ -250,6 +253,10 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
       require_durations: False classifies rows without a usable duration too (``duration_us`` None).
     Raises ValueError naming the file (and line / column) for unusable input.
     """
+    if device_id not in DEVICE_ID_WORDS and not (isinstance(device_id, int) and not isinstance(device_id, bool)
+                                                 and device_id >= 0):
+        raise ValueError(f"device_id={device_id!r}: expected one of {list(DEVICE_ID_WORDS)} or a DEVICE ID "
+                         "(an integer >= 0)")
     path = pathlib.Path(path)
     records = _records(path)
     header = _header(path, next(records, None))
