@@ -43,7 +43,7 @@ from costmodel.blackhole.intervals import LEVEL, delta_intervals, intervals
 from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.params import CALIBRATION_PATH, PARAM_NAMES, param_info
 from costmodel.blackhole.port import MATMULS
-from costmodel.blackhole.report_reader import read_report, write_csv
+from costmodel.blackhole.report_reader import DEVICE_ID_WORDS, read_report, write_csv
 from costmodel.blackhole.rows import load_rows
 from costmodel.hardware import BLACKHOLE_PRESETS, Blackhole, blackhole
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
@@ -376,11 +376,11 @@ def add_device_id_argument(p: argparse.ArgumentParser, *, allow_all: bool = True
     """``--device-id``: 'first' (the lowest DEVICE ID, default), 'max' (each op's slowest device, as
     tt-perf-report merges devices), 'all' where ``allow_all``, or a DEVICE ID (parsed to an int); anything
     else is an argparse error naming the value."""
-    words = ("'first', 'max', 'all' or a non-negative integer" if allow_all
-             else "'first', 'max' or a non-negative integer")
+    allowed = tuple(w for w in DEVICE_ID_WORDS if allow_all or w != "all")
+    words = ", ".join(repr(w) for w in allowed) + " or a non-negative integer"
 
     def parse(text: str):
-        if text in ("first", "max") or (allow_all and text == "all"):
+        if text in allowed:
             return text
         if text.isdigit():
             return int(text)

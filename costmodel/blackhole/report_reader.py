@@ -329,10 +329,10 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
                          f"{fitted.name}'s {fitted.grid_cores}-core grid; wrong --hw?")
     if device_id == "first":  # the lowest DEVICE ID (tt-perf-report merges devices; the model is one chip)
         keep = min(ids) if ids else None
-    elif device_id in ("all", "max"):
+    elif device_id == "all":
         keep = None
-        if device_id == "max":
-            rows = slowest_device_rows(rows, warnings)
+    elif device_id == "max":  # each op once, from its slowest device
+        keep, rows = None, slowest_device_rows(rows, warnings)
     else:
         keep = int(device_id)
         if keep not in ids:

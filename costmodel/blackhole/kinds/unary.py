@@ -79,6 +79,11 @@ def validate_ops(ops) -> None:
             raise ValueError(f"unary op {op!r}: priced for {sorted(UNARY_SFPU_BF16_CYCLES)}")
 
 
+def unary_tiles(rows: int, width: int) -> int:
+    """Tiles of a [rows, width] tensor in tile layout (the unit the program splits over the cores)."""
+    return math.ceil(rows / TILE) * math.ceil(width / TILE)
+
+
 def unary_us(hw: Blackhole, fit: FitParams, *, ops: tuple[str, ...], rows: int, width: int, act_dtype: str = "bf16",
              whole_grid: bool = True, relax: Relax | None = None):
     """ttnn's unary program running the SFPU chain ``ops`` on [rows, width] (bfloat16 Dest), us.
@@ -91,7 +96,7 @@ def unary_us(hw: Blackhole, fit: FitParams, *, ops: tuple[str, ...], rows: int, 
     if act_dtype != "bf16":
         raise ValueError(f"{act_dtype=}: the unary SFPU costs are sourced for a bfloat16 Dest only")
     act = tile_bytes(act_dtype)
-    tiles = math.ceil(rows / TILE) * math.ceil(width / TILE)
+    tiles = unary_tiles(rows, width)
     cores = min(tiles, hw.grid_cores)
     per_core = math.ceil(tiles / cores)
     t_read = barrier_read_us(hw, fit, per_core, per_core * act, cores, groups=per_core, relax=relax)
@@ -176,8 +181,7 @@ SPECS = (UnarySpec,)
 
 def cores(spec: UnarySpec, hw: Blackhole) -> int:
     """The whole grid (the current factory) or the cores with tiles (``unary_us``)."""
-    tiles = math.ceil(spec.rows / TILE) * math.ceil(spec.width / TILE)
-    return hw.grid_cores if spec.whole_grid else min(tiles, hw.grid_cores)
+    return hw.grid_cores if spec.whole_grid else min(unary_tiles(spec.rows, spec.width), hw.grid_cores)
 
 
 def chain_text(ops: tuple[str, ...]) -> str:
