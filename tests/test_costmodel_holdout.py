@@ -13,7 +13,15 @@ from scipy import optimize
 
 from costmodel.blackhole import BlackholeConfig, fit, holdout
 from costmodel.blackhole.cli import main
-from costmodel.blackhole.discrepancy import Domain, estimate, load_discrepancy, op_kind, tau_mle
+from costmodel.blackhole.discrepancy import (
+    Discrepancy,
+    Domain,
+    estimate,
+    load_discrepancy,
+    op_family,
+    op_kind,
+    tau_mle,
+)
 from costmodel.blackhole.intervals import intervals, quantile
 from costmodel.blackhole.opspecs import ChipSpec, NormSpec
 from costmodel.hardware import blackhole_p150a
@@ -59,14 +67,34 @@ def test_domain_flags_unseen_kinds_and_ranges():
     assert op_kind(NormSpec(64, 1536)) != op_kind(NormSpec(64, 1536, act_dtype="bfp8"))
 
 
-def test_extrapolating_rows_get_the_extra_term():
+def test_extrapolating_rows_get_their_family_term():
+    """Rows outside the fitted rows get the extrapolation term of their config family, estimated
+    from that family's extrapolating held-out rows (shrunk towards the class's, then the pooled);
+    rows inside get the class term; a family never held out gets its class's term."""
     dom = Domain.of([(NormSpec(64, 1536), 17.3)])
     rng = np.random.default_rng(3)
-    held = ([{"class": "norm", "residual": float(x), "base_var": 0.004, "extrap": None} for x in 0.1 * rng.standard_normal(40)]
-            + [{"class": "norm", "residual": float(x), "base_var": 0.004, "extrap": "new"} for x in 0.5 * rng.standard_normal(40)])
+
+    def rows(n, sd, family, extrap, cls="norm"):
+        return [{"class": cls, "family": family, "residual": float(x), "base_var": 0.004, "extrap": extrap}
+                for x in sd * rng.standard_normal(n)]
+
+    held = (rows(40, 0.1, "NormSpec[]", None) + rows(40, 0.5, "NormSpec[]", "new")
+            + rows(40, 0.05, "SoftmaxSpec[]", "new") + rows(40, 0.3, "MatmulSpec[mcast_2d]", "new", "matmul"))
     d = estimate(held, dom)
     assert d.tau_class["norm"] < 0.15 and 0.3 < d.tau_extrap < 0.7
-    assert d.var(NormSpec(3200, 1536), 59.5) > d.var(NormSpec(64, 1536), 17.0)
+    assert 0.4 < d.tau_extrap_family["NormSpec[]"] < 0.65 and d.tau_extrap_family["SoftmaxSpec[]"] < 0.12
+    # 40 rows against 3 pseudo-rows of the norm class's extrapolation tau (NormSpec and SoftmaxSpec rows)
+    t_c = d.tau_extrap_class["norm"]
+    assert d.tau_extrap_family["SoftmaxSpec[]"] ** 2 == pytest.approx(
+        (40 * tau_mle([h["residual"] for h in held[80:120]], [0.004] * 40) ** 2 + 3 * t_c**2) / 43)
+    assert d.var(NormSpec(3200, 1536), 59.5) == pytest.approx(d.tau_extrap_family["NormSpec[]"] ** 2)
+    assert d.var(NormSpec(64, 1536), 17.0) == pytest.approx(d.tau_class["norm"] ** 2)
+    assert op_family(NormSpec(64, 1536, act_dtype="bfp8")) == op_family(NormSpec(64, 1536)) == "NormSpec[]"
+    assert d.sd("norm", "LayerNormSpec[]", True) == t_c  # an unseen family: its class's
+    assert d.sd("eltwise", "EltwiseSpec[add]", True) == d.tau_extrap  # an unseen class: the pooled
+    assert Discrepancy.from_json(json.loads(json.dumps(d.to_json()))) == d
+    with pytest.raises(ValueError, match="tau_extrap_family"):
+        Discrepancy.from_json({k: v for k, v in d.to_json().items() if k != "tau_extrap_family"})
 
 
 def test_intervals_widen_where_the_model_extrapolates():
@@ -78,17 +106,19 @@ def test_intervals_widen_where_the_model_extrapolates():
         rel[name] = (hi / lo, iv["extrapolating"])
     assert "wqkv" not in rel["port"][1] and "wqkv" in rel["bfp4 weights"][1]
     assert rel["bfp4 weights"][0] > rel["port"][0]
-    # by exactly the extrapolation term: log half-widths add in quadrature, z^2 * tau_extrap^2. The
-    # stored estimate is data-driven (0 when the class terms already explain the extrapolating
-    # held-out rows, as since the standard-SDPA barrier refit), so the rule is checked at a set value
-    disc = dataclasses.replace(load_discrepancy(), tau_extrap=0.2)
+    # by exactly the extrapolation term, which replaces the class term for an op outside the fitted
+    # rows: (log half-width / z)^2 moves by tau_extrap^2. The stored estimates are data-driven, so
+    # the rule is checked at set values (no family or class term: the pooled one applies)
+    stored = load_discrepancy()
     bfp4 = PORT.replace(weights="bfp4")
-    _, lo, hi = intervals(cal, HW, bfp4, cfg=CFG, discrepancy=disc)["ops"]["wqkv"]
-    _, lo0, hi0 = intervals(cal, HW, bfp4, cfg=CFG, discrepancy=dataclasses.replace(disc, tau_extrap=0.0))["ops"]["wqkv"]
+    width = {}
+    for t in (0.0, 0.2):
+        disc = dataclasses.replace(stored, tau_extrap=t, tau_extrap_class={}, tau_extrap_family={})
+        _, lo, hi = intervals(cal, HW, bfp4, cfg=CFG, discrepancy=disc)["ops"]["wqkv"]
+        width[t] = (math.log(hi / lo) / 2) ** 2
     z = quantile(cal)
-    assert 0.0 <= load_discrepancy().tau_extrap < 1.0
-    assert (math.log(hi / lo) / 2) ** 2 - (math.log(hi0 / lo0) / 2) ** 2 == pytest.approx((z * disc.tau_extrap) ** 2,
-                                                                                         rel=1e-3)
+    assert 0.0 <= stored.tau_extrap < 1.0
+    assert width[0.2] - width[0.0] == pytest.approx((z * 0.2) ** 2, rel=1e-3)
     no_disc = intervals(cal, HW, PORT, cfg=CFG, discrepancy=None)
     with_disc = intervals(cal, HW, PORT, cfg=CFG)
     assert with_disc["step_us"][2] - with_disc["step_us"][1] > no_disc["step_us"][2] - no_disc["step_us"][1]
@@ -124,6 +154,7 @@ def test_validate_cli_held_out_coverage(tmp_path, capsys):
     stored, fresh = load_discrepancy(), load_discrepancy(out)
     assert stored.tau_extrap == pytest.approx(fresh.tau_extrap, abs=1e-3)
     assert stored.tau_class == pytest.approx(fresh.tau_class, abs=1e-3)
+    assert stored.tau_extrap_family == pytest.approx(fresh.tau_extrap_family, abs=1e-3)
     assert math.isfinite(fresh.tau_pooled)
 
 
@@ -339,16 +370,16 @@ def by_source_with_reports():
     return validate_rows(load_rows() + report_rows([str(p) for p in paths]), fit.load_calibration(), unit="source")
 
 
-@pytest.mark.xfail(strict=True, reason="missed on the high side (intervals wider than the errors need): 95.1% of "
-                   "the 834 held-out rows inside (41 outside; 95% needs 42)")
 def test_held_out_coverage_is_at_most_95_percent(by_source_with_reports):
-    """The upper side of the overall coverage target (85-95%)."""
+    """The upper side of the overall coverage target (85-95%): 90.8% of the 838 held-out rows inside
+    (95.1% of 834, a strict xfail, while every extrapolating row carried its class's interpolation term
+    plus one pooled extrapolation term; the term of its config family now replaces both)."""
     assert by_source_with_reports["overall"]["coverage"] <= 0.95
 
 
 @pytest.mark.xfail(strict=True, reason="missed on the high side: the matmul class's held-out rows fall inside their "
-                   "intervals 98% of the time (the class and extrapolation terms, estimated on the other sources' "
-                   "rows, are wider than these rows' errors)")
+                   "intervals 97% of the time, 243 of 251 (the extrapolation terms of their config families, "
+                   "estimated on the other sources' rows, are wider than these rows' errors)")
 def test_held_out_matmul_class_coverage_is_at_most_95_percent(by_source_with_reports):
     """The upper side of the matmul class's coverage target (85-95%)."""
     assert by_source_with_reports["summary"]["class matmul"]["coverage"] <= 0.95
@@ -357,9 +388,9 @@ def test_held_out_matmul_class_coverage_is_at_most_95_percent(by_source_with_rep
 def test_held_out_real_reports_coverage_and_width_by_source(by_source_with_reports):
     """Every row of the stored tables, the CLIP report, the four North-mini windows and the Muse
     Glimmer prefill predicted without its source (``validate --by source``; the North-mini windows one source, their fitted
-    rows with them): at least 85% of them inside their 90% intervals (95.1%: over the 95% side of the
-    target, a strict xfail below), the matmul class (the real reports' largest share of device time) too
-    (98%, 246 of 251), and the intervals
+    rows with them): at least 85% of them inside their 90% intervals (90.8%; the 95% side below), the
+    matmul class (the real reports' largest share of device time) too (97%, 243 of 251: over the 95%
+    side, a strict xfail below), and the intervals
     narrow: median hi/lo under 2 (2.66 while the kernel fixed times of the eltwise and data-movement
     programs were pinned by the CLIP report alone, so a fold without it fell back towards the weak prior;
     8.1 and 7.2 for those classes before the weak prior's share was replaced)."""

@@ -42,12 +42,11 @@ def test_the_out_projection_line_is_read_as_an_in0_sharded_1d_matmul(tmp_path, p
     assert model_cores(spec, HW) == int(rec["CORE COUNT"]) == 32
 
 
-# Outside since the North-mini windows' kernel rows joined the calibration (report_calibration.json): the
-# re-estimated matmul discrepancy is 0.105 (was 0.150), and this row, over-priced by +27% (54.0 us against
-# 42.4 / 41.6 measured: its weights stream faster than the fitted dram_eff), now lies below its interval
-# [43.7, 66.6]. Strict: the mark goes once the model prices the row's weight stream.
-@pytest.mark.xfail(strict=True, reason="over-priced +27% (weights stream faster than the fitted dram_eff); the "
-                                       "narrower matmul discrepancy (0.105) leaves the measurement below the interval")
+# Over-priced by +27% (54.0 us against 42.4 / 41.6 measured: its weights stream faster than the fitted
+# dram_eff), the row is inside its interval [41.5, 70.3] only because that interval carries the
+# extrapolation term of the 1D-matmul family (0.141: the row's kernel-only kind is one no stored row has),
+# measured on held-out rows of such kinds; with the matmul class term plus one pooled extrapolation term
+# (sd 0.106) it lay below, a strict xfail. The margin is small (41.6 against 41.5).
 @pytest.mark.parametrize("path", TRACED_DECODE, ids=["functional", "fused"])
 def test_the_out_projection_is_priced_inside_its_interval(tmp_path, path):
     """The measured DEVICE KERNEL DURATION lies inside the 90% interval that ``predict`` gives the row

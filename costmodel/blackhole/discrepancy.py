@@ -5,7 +5,9 @@ The fit's intervals know two things: parameter uncertainty (Laplace covariance) 
 of rows (leave-one-group-out) or another model's ops can be off by much more. This module adds a
 per-row model-discrepancy sd ``tau`` (log space) on top:
 
-  var(log t) = param_var + sigma^2 + tau_class^2 + [tau_extrap^2 if the row extrapolates]
+  var(log t) = param_var + sigma^2 + tau^2,
+  tau = tau_class             for a row inside the fitted rows,
+        tau_extrap[family]    for a row outside them
 
 (an extrapolating row's param_var without the weak prior's share, ``intervals.param_var``: its
 tau_extrap measures what that share only assumed)
@@ -14,10 +16,16 @@ tau_extrap measures what that share only assumed)
   the held-out log residuals r_i ~ N(0, v_i + tau^2) of that class's interpolating rows (v_i =
   param_var + sigma^2), shrunk towards the pooled estimate with ``SHRINK_ROWS`` pseudo-rows
   (a class with two rows says little on its own).
-* ``tau_extrap`` is the same estimate over the rows that *extrapolate*: an op kind (spec type,
-  storage formats, flags, chip: ``op_kind``) that no fitted row has, or a time outside
-  ``RANGE_FACTOR`` x the range of the fitted rows of its class. Extrapolating rows get both terms,
-  so intervals widen exactly where the model leaves its data.
+* ``tau_extrap`` is the same estimate over the rows that *extrapolate* (an op kind, ``op_kind``:
+  spec type, storage formats, flags, chip, that no fitted row has, or a time outside
+  ``RANGE_FACTOR`` x the range of the fitted rows of its class), per config family
+  (``op_family``: the op and its program-config kind, ``MatmulSpec[mcast_1d_in0]``), shrunk towards
+  its class's, shrunk towards the pooled one. It is how far off the model is where it prices what
+  no fitted row showed it, measured on held-out rows that were likewise unseen: a family whose
+  mechanism carries to new formats and shapes (the 1D matmul) keeps narrow intervals, one that
+  does not (the unary ops' fixed time) gets wide ones, and a family never held out gets its
+  class's or the pooled term. It replaces the class term, which is measured on rows of fitted
+  kinds only.
 
 The estimates are stored in ``data/discrepancy.json`` (``python -m costmodel.blackhole validate
 --write``) with the kinds and ranges they were judged against; ``intervals`` reads them. Held-out
@@ -71,6 +79,28 @@ def op_kind(spec) -> str:
             parts.append("batched")
         elif isinstance(getattr(v, "kind", None), str):  # a program config: its kind (1D, 2D, ...)
             parts.append(f"{f.name}.kind={v.kind}")
+    return f"{type(spec).__name__}[{','.join(parts)}]"
+
+
+def op_family(spec) -> str:
+    """The config family an extrapolation term is pooled in: the innermost spec's type with its
+    ``kind`` and its program config's kind, without formats, flags, chip or the kernel-only split
+    (those are what an unseen op of the family varies).
+
+    >>> op_family(KernelSpec(MatmulSpec(...)))  # doctest: +SKIP
+    'MatmulSpec[mcast_1d_in0]'
+    """
+    while getattr(spec, "inner", None) is not None:
+        spec = spec.inner
+    if not dataclasses.is_dataclass(spec):
+        return type(spec).__name__
+    parts = []
+    for f in dataclasses.fields(spec):
+        v = getattr(spec, f.name)
+        if f.name == "kind":
+            parts.append(str(v))
+        elif isinstance(getattr(v, "kind", None), str):  # a program config: its kind (1D, 2D, ...)
+            parts.append(v.kind)
     return f"{type(spec).__name__}[{','.join(parts)}]"
 
 
@@ -144,7 +174,10 @@ class Discrepancy:
     Attributes:
       tau_class: op class -> tau of its interpolating held-out rows (shrunk to ``tau_pooled``).
       tau_pooled: tau of all interpolating held-out rows (a class without rows gets this).
-      tau_extrap: tau of the extrapolating held-out rows, added on top of the class term.
+      tau_extrap: tau of all extrapolating held-out rows.
+      tau_extrap_class: op class -> tau of its extrapolating rows (shrunk to ``tau_extrap``).
+      tau_extrap_family: config family (``op_family``) -> tau of its extrapolating rows (shrunk to
+        its class's).
       domain: the fitted rows' kinds and ranges (what "extrapolating" is judged against).
       info: counts and method, for the report.
     """
@@ -153,52 +186,74 @@ class Discrepancy:
     tau_pooled: float
     tau_extrap: float
     domain: Domain
+    tau_extrap_class: dict[str, float] = dataclasses.field(default_factory=dict)
+    tau_extrap_family: dict[str, float] = dataclasses.field(default_factory=dict)
     info: dict = dataclasses.field(default_factory=dict)
+
+    def sd(self, cls: str, family: str, extrap: bool) -> float:
+        """tau of a row of op class ``cls`` and config family ``family``, inside the fitted rows or
+        not (``extrap``): the interpolation term of its class, or the extrapolation term of its
+        family, else of its class, else the pooled one."""
+        if extrap:
+            return self.tau_extrap_family.get(family, self.tau_extrap_class.get(cls, self.tau_extrap))
+        return self.tau_class.get(cls, self.tau_pooled)
 
     def var(self, spec, us: float) -> float:
         """Discrepancy variance (log space) of one op spec predicted at ``us``."""
-        t = self.tau_class.get(op_class(spec), self.tau_pooled) ** 2
-        return t + (self.tau_extrap**2 if self.domain.extrapolates(spec, us) else 0.0)
+        return self.sd(op_class(spec), op_family(spec), self.domain.extrapolates(spec, us) is not None) ** 2
 
     def to_json(self) -> dict:
         return {"tau_class": self.tau_class, "tau_pooled": self.tau_pooled, "tau_extrap": self.tau_extrap,
+                "tau_extrap_class": self.tau_extrap_class, "tau_extrap_family": self.tau_extrap_family,
                 "domain": self.domain.to_json(), "info": self.info}
 
     @classmethod
     def from_json(cls, doc: dict) -> Discrepancy:
-        for key in ("tau_class", "tau_pooled", "tau_extrap", "domain"):
+        for key in ("tau_class", "tau_pooled", "tau_extrap", "tau_extrap_class", "tau_extrap_family", "domain"):
             if key not in doc:
                 raise ValueError(f"discrepancy JSON lacks key {key!r}; write it with "
                                  "`python -m costmodel.blackhole validate --write`")
-        return cls({k: float(v) for k, v in doc["tau_class"].items()}, float(doc["tau_pooled"]),
-                   float(doc["tau_extrap"]), Domain.from_json(doc["domain"]), doc.get("info", {}))
+        floats = lambda d: {k: float(v) for k, v in d.items()}
+        return cls(floats(doc["tau_class"]), float(doc["tau_pooled"]), float(doc["tau_extrap"]),
+                   Domain.from_json(doc["domain"]), floats(doc["tau_extrap_class"]),
+                   floats(doc["tau_extrap_family"]), doc.get("info", {}))
+
+
+def _tiers(rows: list[dict], key: str, prior: float | None) -> tuple[float, dict[str, float]]:
+    """(pooled tau of ``rows``, {value of ``key``: its rows' tau shrunk towards ``prior``, default the
+    pooled tau}) with ``SHRINK_ROWS`` pseudo-rows."""
+    pooled = tau_mle([h["residual"] for h in rows], [h["base_var"] for h in rows])
+    centre = pooled if prior is None else prior
+    out = {}
+    for k in sorted({h[key] for h in rows}):
+        hs = [h for h in rows if h[key] == k]
+        t = tau_mle([h["residual"] for h in hs], [h["base_var"] for h in hs])
+        out[k] = math.sqrt((len(hs) * t**2 + SHRINK_ROWS * centre**2) / (len(hs) + SHRINK_ROWS))
+    return pooled, out
 
 
 def estimate(held_out: list[dict], domain: Domain) -> Discrepancy | None:
-    """Discrepancy from held-out predictions: dicts with "class", "residual" (log pred / measured),
-    "base_var" (param var + sigma^2: ``intervals.param_var``, so an extrapolating row's without the
-    weak prior's share) and "extrap" (reason or None, judged against the fold's own
-    fitted rows); ``domain`` is stored with it (what later predictions are judged against).
-    Returns None for an empty list."""
+    """Discrepancy from held-out predictions: dicts with "class", "family" (``op_family``),
+    "residual" (log pred / measured), "base_var" (param var + sigma^2: ``intervals.param_var``, so an
+    extrapolating row's without the weak prior's share) and "extrap" (reason or None, judged against
+    the fold's own fitted rows); ``domain`` is stored with it (what later predictions are judged
+    against). Returns None for an empty list."""
     if not held_out:
         return None
     interp = [h for h in held_out if not h["extrap"]]
     extrap = [h for h in held_out if h["extrap"]]
-    pooled = tau_mle([h["residual"] for h in interp], [h["base_var"] for h in interp])
-    per_class = {}
-    for c in sorted({h["class"] for h in interp}):
-        hs = [h for h in interp if h["class"] == c]
-        t = tau_mle([h["residual"] for h in hs], [h["base_var"] for h in hs])
-        per_class[c] = math.sqrt((len(hs) * t**2 + SHRINK_ROWS * pooled**2) / (len(hs) + SHRINK_ROWS))
-    # the extrapolation term is on top of the class term: fit it to what the class term leaves
-    ex_base = [h["base_var"] + per_class.get(h["class"], pooled) ** 2 for h in extrap]
-    tau_x = tau_mle([h["residual"] for h in extrap], ex_base)
+    pooled, per_class = _tiers(interp, "class", None)
+    tau_x, x_class = _tiers(extrap, "class", None)
+    x_family = {}
+    for c, t_c in x_class.items():  # a family's rows are of one class (its spec type's)
+        x_family.update(_tiers([h for h in extrap if h["class"] == c], "family", t_c)[1])
     info = {"n_interpolating": len(interp), "n_extrapolating": len(extrap),
             "n_per_class": {c: sum(h["class"] == c for h in interp) for c in per_class},
+            "n_extrapolating_per_family": {f: sum(h["family"] == f for h in extrap) for f in x_family},
             "method": "maximum likelihood on held-out log residuals (leave-one-group-out refits for "
-                      f"calibration groups, the full fit for validation rows), classes shrunk with {SHRINK_ROWS:g} "
-                      "pseudo-rows of the pooled tau"}
-    return Discrepancy(per_class, pooled, tau_x, domain, info)
+                      f"calibration groups, the full fit for validation rows); classes shrunk with {SHRINK_ROWS:g} "
+                      "pseudo-rows of the pooled tau, extrapolation families with as many of their class's"}
+    return Discrepancy(per_class, pooled, tau_x, domain, x_class, x_family, info)
 
 
 def load_discrepancy(path: str | pathlib.Path = DISCREPANCY_PATH) -> Discrepancy | None:

@@ -24,6 +24,7 @@ from costmodel.blackhole.discrepancy import (
     estimate,
     load_discrepancy,
     op_class,
+    op_family,
     op_kind,
     write_discrepancy,
 )
@@ -55,7 +56,7 @@ def row_intervals(cal: Calibration, rows: list[Row], *, hw: Blackhole | None = N
     for row, ri, gi in zip(rows, r, J):
         pred = row.target * math.exp(ri)
         kept = kept_grad(disc, gi, (row.spec, pred))
-        sd = math.sqrt(param_var(cal, gi, kept) + sum(op_error_var(cal, disc, row.spec, pred)))
+        sd = math.sqrt(param_var(cal, gi, kept) + op_error_var(cal, disc, row.spec, pred))
         lo, hi = pred * math.exp(-z * sd), pred * math.exp(z * sd)
         out.append({"table": row.table, "name": row.name, "group": row.group, "role": row.role, "measured_lo": row.lo,
                     "measured_hi": row.hi, "predicted": pred, "lo": lo, "hi": hi, "error": row.error(pred),
@@ -159,7 +160,7 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
     def entry(i, row, cal, pred, pv, pv_x, fold, domain):
         extrap = domain.extrapolates(row.spec, float(pred))
         return {"table": row.table, "name": row.name, "group": row.group, "source": source_of(row),
-                "unit": unit_of(row, unit), "role": row.role, "class": op_class(row.spec),
+                "unit": unit_of(row, unit), "role": row.role, "class": op_class(row.spec), "family": op_family(row.spec),
                 "kind": op_kind(row.spec), "measured_lo": row.lo, "measured_hi": row.hi, "target": row.target,
                 "predicted": float(pred), "full_fit": float(full_pred[i]),
                 "residual": math.log(float(pred) / row.target), "base_var0": float(pv) + cal.sigma**2,
@@ -193,7 +194,7 @@ def _interval(e: dict, tau2: float | None) -> tuple[float, float, bool]:
 def _tau2(d: Discrepancy | None, e: dict) -> float:
     if d is None:
         return 0.0
-    return d.tau_class.get(e["class"], d.tau_pooled) ** 2 + (d.tau_extrap**2 if e["extrap"] else 0.0)
+    return d.sd(e["class"], e["family"], bool(e["extrap"])) ** 2
 
 
 def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
@@ -323,8 +324,10 @@ def format_validation(result: dict) -> str:
                          f"{k['median_width']:6.2f}  {target_verdict(k)}")
     d = result["discrepancy"]
     lines.append("")
-    lines.append("model discrepancy (log-space sd): " + ", ".join(f"{c} {t:.3f}" for c, t in d.tau_class.items())
-                 + f"; pooled {d.tau_pooled:.3f}; extrapolation +{d.tau_extrap:.3f}")
+    lines.append("model discrepancy (log-space sd), inside the fitted rows: "
+                 + ", ".join(f"{c} {t:.3f}" for c, t in d.tau_class.items()) + f"; pooled {d.tau_pooled:.3f}")
+    lines.append("outside them, per config family: "
+                 + ", ".join(f"{f} {t:.3f}" for f, t in d.tau_extrap_family.items()) + f"; pooled {d.tau_extrap:.3f}")
     lines.append("worst rows (|log error|):")
     for e in result["worst"]:
         lines.append(f"  {e['name']:32s} measured {e['target']:9.1f} held-out {e['predicted']:9.1f} "

@@ -8,13 +8,13 @@ Two error sources, both from the fit (``fit.Calibration``):
     tau_extrap below, measured on held-out rows that extrapolated, stands in for that share;
   * model error: each op's prediction is off by a relative error of sd s_op, the same in every
     layer and in every setting (it belongs to the op's model, not to a run), with
-    s_op^2 = sigma^2 (the fit's per-row error) + tau_class^2 (+ tau_extrap^2 where the op lies
-    outside the fitted rows: an unseen op kind, format, flag or time range), the model
-    discrepancy estimated from held-out rows (``discrepancy``, ``data/discrepancy.json``; without
-    that file s_op = sigma). A total over ops adds them per op: var = sum_op s_op^2 (m t_op)^2
-    with m the op's multiplicity (layers, steps); a delta carries s^2 (m (t_a,op - t_b,op))^2 for
-    the part both settings share (same op model, the extrapolation term included: an unseen
-    variant of a fitted op extends its mechanism), so ops a change leaves alone contribute nothing.
+    s_op^2 = sigma^2 (the fit's per-row error) + tau^2, the model discrepancy estimated from
+    held-out rows (``discrepancy``, ``data/discrepancy.json``; without that file s_op = sigma):
+    tau_class, or tau_extrap of the op's config family where the op lies outside the fitted rows
+    (an unseen op kind, format, flag or time range). A total over ops adds them per op: var =
+    sum_op s_op^2 (m t_op)^2 with m the op's multiplicity (layers, steps); a delta of one op model
+    carries the larger s^2 of its two sides times (m (t_a,op - t_b,op))^2 (an unseen variant of a
+    fitted op extends its mechanism), so ops a change leaves alone contribute nothing.
 Intervals use the Student-t quantile with the fit's degrees of freedom; positive quantities are
 intervals in log space (value x exp(+-z sd)), deltas are symmetric. The linearisation is exact
 for a linear model; the model has max / q-norm kinks, so ``draws=N`` propagates the same Laplace
@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from costmodel.blackhole.discrepancy import Discrepancy, load_discrepancy, op_class
+from costmodel.blackhole.discrepancy import Discrepancy, load_discrepancy
 from costmodel.blackhole.fit import Calibration, from_unconstrained
 from costmodel.blackhole.graph import BlackholeConfig, layer_op_specs, step_breakdown, validate
 from costmodel.compile_options import jit
@@ -160,13 +160,11 @@ def _discrepancy(d):
     return load_discrepancy() if d is _STORED else d
 
 
-def op_error_var(cal: Calibration, disc: Discrepancy | None, spec, value: float) -> tuple[float, float]:
-    """(shared, extrapolation) model-error variance of one op (log space): sigma^2 + tau_class^2,
-    and tau_extrap^2 if the op lies outside the fitted rows (else 0)."""
-    if disc is None:
-        return cal.sigma**2, 0.0
-    shared = cal.sigma**2 + disc.tau_class.get(op_class(spec), disc.tau_pooled) ** 2
-    return shared, (disc.tau_extrap**2 if disc.domain.extrapolates(spec, value) else 0.0)
+def op_error_var(cal: Calibration, disc: Discrepancy | None, spec, value: float) -> float:
+    """Model-error variance of one op (log space): sigma^2 + the discrepancy's tau^2 (its class's
+    interpolation term, or its config family's extrapolation term where the op lies outside the
+    fitted rows: ``Discrepancy.var``)."""
+    return cal.sigma**2 + (0.0 if disc is None else disc.var(spec, value))
 
 
 def _innermost(spec):
@@ -178,7 +176,7 @@ def _innermost(spec):
 def own_model_var(cal: Calibration, disc: Discrepancy | None, spec, t: float) -> float:
     """Model-error variance (us^2) of an op present on one side of a delta only (a fusion removes or
     adds it): its own error, nothing cancels."""
-    return sum(op_error_var(cal, disc, spec, t)) * t**2
+    return op_error_var(cal, disc, spec, t) * t**2
 
 
 def delta_model_var(cal: Calibration, disc: Discrepancy | None, spec_a, ta: float, spec_b, tb: float) -> float:
@@ -186,11 +184,10 @@ def delta_model_var(cal: Calibration, disc: Discrepancy | None, spec_a, ta: floa
     standard SDPA): independent errors. The same op model: its relative error is shared, and so is
     the mechanism an unseen variant (another format or flag) extends, so its error scales with what
     the change moves."""
-    sa, xa = op_error_var(cal, disc, spec_a, ta)
-    sb, xb = op_error_var(cal, disc, spec_b, tb)
+    va, vb = op_error_var(cal, disc, spec_a, ta), op_error_var(cal, disc, spec_b, tb)
     if type(_innermost(spec_a)) is not type(_innermost(spec_b)):
-        return (sa + xa) * ta**2 + (sb + xb) * tb**2
-    return (sa + max(xa, xb)) * (ta - tb) ** 2
+        return va * ta**2 + vb * tb**2
+    return max(va, vb) * (ta - tb) ** 2
 
 
 def intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: ExpertConfig,
@@ -205,7 +202,7 @@ def intervals(cal: Calibration, hw: Blackhole, bc: BlackholeConfig, *, cfg: Expe
     disc = _discrepancy(discrepancy)
     z = quantile(cal, level)
     mv = model_values(cal, hw, bc, cfg=cfg, thetas=theta_draws(cal, draws) if draws else None)
-    s2 = {k: sum(op_error_var(cal, disc, mv["specs"][k], v)) for k, (v, _, _) in mv["ops"].items()}
+    s2 = {k: op_error_var(cal, disc, mv["specs"][k], v) for k, (v, _, _) in mv["ops"].items()}
     extrap = {k for k, (v, _, _) in mv["ops"].items() if extrapolates(disc, mv["specs"][k], v)}
     out = {"ops": {k: (v, *_log_interval(cal, z, v, g, smp, s2[k], kept_grad(disc, g, (mv["specs"][k], v))))
                    for k, (v, g, smp) in mv["ops"].items()}}

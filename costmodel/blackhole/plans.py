@@ -209,7 +209,7 @@ def reach_samples(cal: Calibration, disc: Discrepancy | None, hw: Blackhole, bc:
         if name in data:
             step += cfg.num_layers * (data[name] - t)
             t = data[name]
-        sd = math.sqrt(sum(op_error_var(cal, disc, specs[name], float(np.median(t)))))
+        sd = math.sqrt(op_error_var(cal, disc, specs[name], float(np.median(t))))
         step += cfg.num_layers * t * (np.exp(sd * eps[name]) - 1.0)
     return step
 
