@@ -176,10 +176,10 @@ def test_real_clip_every_pair_found(cal):
 
 
 @pytest.mark.parametrize("path, line, reason", [
-    (PAIRS_DIR / "bh_north_mini_functional_decode_b1.csv", 12, "paged cache"),
+    (PAIRS_DIR / "bh_north_mini_functional_decode_b1.csv", 12, "priced but not searched: causal SDPA decode"),
     (PAIRS_DIR / "bh_north_mini_functional_prefill_s128.csv", 10, "priced but not searched: causal SDPA"),
     (profiler_reports_dir() / "bh_8xp150_deepseek_v3_d_p.csv", 182, "collective across chips"),
-], ids=["decode-paged", "prefill-causal", "ring-joint"])
+], ids=["decode-causal-paged", "prefill-causal", "ring-joint"])
 def test_real_sdpa_rows_are_listed_with_the_readers_reason(path, line, reason, tmp_path, capsys):
     """The real SDPA line cut from its report (the whole reports' plans: test_costmodel_report_plan.py)."""
     need_file(path)

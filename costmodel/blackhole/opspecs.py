@@ -18,7 +18,7 @@ from costmodel.blackhole.kinds.data_movement import DataMovementSpec
 from costmodel.blackhole.kinds.dram_read import DramReadSpec
 from costmodel.blackhole.kinds.eltwise import EltwiseSpec
 from costmodel.blackhole.kinds.fill_cache import FillCacheSpec
-from costmodel.blackhole.kinds.heads import HeadsSpec
+from costmodel.blackhole.kinds.heads import HeadsDecodeSpec, HeadsSpec
 from costmodel.blackhole.kinds.matmul import MatmulSpec
 from costmodel.blackhole.kinds.minimal_matmul import MinimalMatmulSpec
 from costmodel.blackhole.kinds.norm import NormSpec
@@ -77,11 +77,12 @@ class ChipSpec:
         return self.inner.us(self.board(), fit, relax=relax)
 
 
-OpSpec = (MatmulSpec | MinimalMatmulSpec | NormSpec | SoftmaxSpec | RopeSpec | HeadsSpec | FillCacheSpec | EltwiseSpec
+OpSpec = (MatmulSpec | MinimalMatmulSpec | NormSpec | SoftmaxSpec | RopeSpec | HeadsSpec | HeadsDecodeSpec | FillCacheSpec | EltwiseSpec
           | UnarySpec | DataMovementSpec | SdpaDecodeSpec
           | SdpaStandardSpec | SdpaCausalSpec | DramReadSpec | KernelSpec | ChipSpec)
 
 
-__all__ = ["ChipSpec", "DataMovementSpec", "DramReadSpec", "EltwiseSpec", "FillCacheSpec", "HeadsSpec", "KernelSpec",
+__all__ = ["ChipSpec", "DataMovementSpec", "DramReadSpec", "EltwiseSpec", "FillCacheSpec", "HeadsDecodeSpec", "HeadsSpec",
+           "KernelSpec",
            "MatmulSpec", "MinimalMatmulSpec", "NormSpec", "OpSpec", "RopeSpec", "SdpaCausalSpec", "SdpaDecodeSpec",
            "SdpaStandardSpec", "SoftmaxSpec", "UnarySpec"]

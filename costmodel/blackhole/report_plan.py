@@ -181,7 +181,10 @@ def _searched_matmul(r: ReportRow) -> bool:
 
 
 def _is_sdpa(r: ReportRow) -> bool:
-    return isinstance(_inner(r.spec), SdpaDecodeSpec | SdpaStandardSpec)
+    """A searched SDPA row: decode with a mask or standard. A causal decode (no mask) is priced at its
+    cache's capacity, an upper bound of the position the report does not carry: no ground for a change."""
+    inner = _inner(r.spec)
+    return isinstance(inner, SdpaStandardSpec) or (isinstance(inner, SdpaDecodeSpec) and inner.mask_dtype is not None)
 
 
 def searched_rows(report: Report) -> list:
@@ -212,8 +215,10 @@ def unsearched_rows(report: Report) -> list[Skip]:
             reason = f"not priced by the model: {r.status}"
         elif kind == "sdpa":
             inner = _inner(r.spec)
-            what = "causal SDPA" if isinstance(inner, SdpaCausalSpec) else type(inner).__name__
-            reason = f"priced but not searched: {what} (the plan searches decode and non-causal SDPA chunks)"
+            what = ("causal SDPA" if isinstance(inner, SdpaCausalSpec) else "causal SDPA decode, priced at its cache's "
+                    "capacity" if isinstance(inner, SdpaDecodeSpec) else type(inner).__name__)
+            reason = (f"priced but not searched: {what} (the plan searches masked decode and non-causal SDPA "
+                      "chunks)")
         else:
             inner = _inner(r.spec)
             what = inner.cfg.kind if isinstance(inner, MatmulSpec) else type(inner).__name__

@@ -16,7 +16,8 @@ to ``KINDS``, and its rows in the tests.
     softmax          softmax                                SoftmaxSpec
     eltwise          eltwise (binary_ng add / mul)          EltwiseSpec
     unary            unary (SFPU op chains: silu, neg ...)  UnarySpec
-    heads            create_heads, concat_heads             HeadsSpec
+    heads            create_heads, concat_heads,            HeadsSpec, HeadsDecodeSpec
+                     create_heads_decode
     rope             rope                                   RopeSpec
     fill_cache       fill_cache                             FillCacheSpec
     sdpa             sdpa_decode, sdpa                      SdpaDecodeSpec, SdpaStandardSpec, SdpaCausalSpec

@@ -5,6 +5,7 @@ their op-report rows (read and written)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import (
@@ -17,7 +18,7 @@ from costmodel.blackhole.report_line import (
 )
 from costmodel.blackhole.sdpa import sdpa_causal_us, sdpa_decode_us, sdpa_standard_us
 from costmodel.blackhole.sdpa_program_config import MAX_CORES_PER_HEAD, SdpaProgramConfig
-from costmodel.hardware import Blackhole
+from costmodel.hardware import TILE, Blackhole
 from costmodel.smooth import Relax
 from jaxref.vocabulary import ActivationFormat, CacheFormat, MaskFormat
 
@@ -89,10 +90,12 @@ class SdpaCausalSpec:
 
 def read(ln: ReportLine, hw: Blackhole, cls: str):
     """An SDPA row (``cls``: 'sdpa_decode' or 'sdpa') as a decode, standard or causal spec."""
+    causal = (ln.attr("is_causal") or "false") == "true"
+    if cls == "sdpa_decode" and causal:
+        return read_causal_decode(ln, hw)
     if (ln.attr("paged_attention") or "false") == "true":
-        # the kernel reads the cache up to each user's position (cur_pos), a device tensor, not a report column
-        raise Skip("paged cache (the decode position, a device tensor, is not in the report)")
-    if (ln.attr("is_causal") or "false") == "true":
+        raise Skip("paged cache without is_causal (the model prices a paged decode by its position bound)")
+    if causal:
         return read_causal(ln, hw, cls)
     if not ln.has("INPUT_3"):
         raise Skip("SDPA without a mask input")
@@ -113,6 +116,79 @@ def read(ln: ReportLine, hw: Blackhole, cls: str):
         return SdpaDecodeSpec(attn, float(k[2]), x[1], x[2], x[3], kv, mask, act, fid, grid_cores=cores)
     attn = SdpaProgramConfig(k_chunk, float(ln.config_int(pc, "q_chunk_size")), attn_mode="standard")
     return SdpaStandardSpec(attn, float(k[2]), x[1], x[2], x[3], kv, mask, act, fid)
+
+
+def decode_split(*, grid_cores: int, max_cores_per_head: int, batch: int, kv_heads: int) -> tuple[int, int]:
+    """(cores per (batch, kv head) pair, pairs per core) of ttnn's decode factory
+    (``sdpa_decode_program_factory.cpp`` @ 007f92d0: num_cores_per_batch = min(grid, max x B x kv) / B,
+    num_cores_per_head = max(1, that / kv), num_heads_per_core = max(1, ceil(kv / that)))."""
+    per_batch = min(grid_cores, max_cores_per_head * batch * kv_heads) // batch
+    return max(1, per_batch // kv_heads), max(1, math.ceil(kv_heads / max(per_batch, 1)))
+
+
+def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
+    """A causal flash-decode row (the position ``cur_pos`` a device tensor, contiguous or paged cache) as a
+    ``SdpaDecodeSpec`` without a mask, priced over the cache's capacity: its rows, or a paged cache's
+    blocks per user (the page table's width) x block rows.
+
+    The position is not in the report; it sets how many k chunks of that capacity each (batch, kv head)
+    pair reads. Where the capacity is one chunk, the price does not depend on it; where its chunks
+    are fewer than the pair's cores, each chunk runs on a core of its own and the position only sets
+    how many partials the reducer merges (priced at the capacity: an upper bound). Rows whose chunks
+    would queue on a core, or whose cores run several pairs one after another, are skipped with the
+    reason; so are the forms the model has no term for (a sink or mask input, MLA, a shared cache)."""
+    for name in ("use_mla", "share_cache"):
+        if (ln.attr(name) or "std::nullopt") not in ("std::nullopt", "false"):
+            raise Skip(f"SDPA decode with {name}={ln.attr(name)}")
+    for name in ("head_dim_v", "cache_position_modulo"):
+        if (ln.attr(name) or "std::nullopt") != "std::nullopt":
+            raise Skip(f"SDPA decode with {name}={ln.attr(name)}")
+    paged = (ln.attr("paged_attention") or "false") == "true"
+    extra = "INPUT_5" if paged else "INPUT_4"
+    if ln.has(extra) or not ln.has("INPUT_3") or (paged and not ln.has("INPUT_4")):
+        raise Skip("SDPA decode with an attention sink or a mask input (the model prices q, k, v, cur_pos and "
+                   "a page table)")
+    no_sharding(ln, "INPUT_1", "INPUT_2")
+    x, k, v = ln.shape("INPUT_0"), ln.shape("INPUT_1"), ln.shape("INPUT_2")
+    batch, kv_heads = x[1], k[1]
+    override = ln.attr("num_kv_heads_override") or "std::nullopt"
+    if override != "std::nullopt" and override != str(kv_heads):
+        raise Skip(f"SDPA decode with num_kv_heads_override {override} != the cache's {kv_heads} heads")
+    if v[:2] != k[:2] or k[3] != x[3] or v[3] != x[3]:
+        raise ln.fail(ln.dim_col("INPUT_2", "X"), f"K {k} and V {v} do not match Q {x}'s head dim {x[3]}")
+    if paged:
+        pt = ln.shape("INPUT_4")
+        if pt[2] != batch:
+            raise ln.fail(ln.dim_col("INPUT_4", "Y"), f"page table of {pt[2]} users != Q's batch {batch}")
+        capacity = pt[3] * k[2]  # blocks per user x rows per block
+    else:
+        if k[0] != batch:
+            raise ln.fail(ln.dim_col("INPUT_1", "W"), f"cache batch {k[0]} != Q's batch {batch}")
+        capacity = k[2]
+    window = ln.attr("sliding_window_size") or "std::nullopt"
+    if window != "std::nullopt":
+        raise Skip(f"SDPA decode with a sliding window of {window} rows")
+    k_chunk = int(ln.attr("k_chunk_size") or "0")
+    if k_chunk < TILE or k_chunk % TILE:
+        raise Skip(f"SDPA decode with k_chunk_size {k_chunk} (the model prices whole-tile chunks)")
+    pc = ln.attr("program_config") or "std::nullopt"
+    grid = None if pc == "std::nullopt" else ln.config_grid(pc, hw)
+    grid_cores = hw.grid_cores if grid is None else grid[0] * grid[1]
+    max_per_head = grid_cores if pc == "std::nullopt" else ln.config_int(pc, "max_cores_per_head_batch",
+                                                                           default=MAX_CORES_PER_HEAD)
+    per_pair, pairs_per_core = decode_split(grid_cores=grid_cores, max_cores_per_head=max_per_head, batch=batch,
+                                            kv_heads=kv_heads)
+    if pairs_per_core > 1:
+        raise Skip(f"SDPA decode with {pairs_per_core} (batch, kv head) pairs per core, one after another (the "
+                   "per-pair chain is not modelled)")
+    chunks = math.ceil(capacity / k_chunk)
+    if chunks > per_pair:
+        raise Skip(f"paged or contiguous cache of {chunks} k chunks over {per_pair} cores per head: the decode "
+                   "position, a device tensor not in the report, sets how many each core reads")
+    attn = SdpaProgramConfig(float(k_chunk), 32.0, float(min(max_per_head, MAX_CORES_PER_HEAD)))
+    cores = None if grid is None or grid == (hw.grid_x, hw.grid_y) else grid_cores
+    return SdpaDecodeSpec(attn, float(chunks * k_chunk), batch * kv_heads, x[2], x[3], ln.dtype("INPUT_1", CacheFormat),
+                          None, ln.dtype("INPUT_0", ActivationFormat), ln.fidelity(), grid_cores=cores)
 
 
 # q and k chunk rows of an SDPA op without a program config (sdpa_program_factory.cpp and the device
