@@ -169,10 +169,11 @@ def test_calibrate_json_carries_the_guards(full, capsys):
 
 
 def test_calibrate_json_reports_a_guard_that_fires(tmp_path, capsys):
-    """The port's own matmuls (the model's emitted op report) measured 4x slower refit the port's step by
-    more than the guard allows: the JSON says so, with the two steps it compared. (Every op 3x slower
-    moves nothing: no parameter set explains it, so the refit's residual sd swamps the rows and every
-    parameter is held at the stored calibration.)"""
+    """The port's own matmuls (the model's emitted op report) measured 4x slower, fitted as independent
+    rows (``--independent-rows``), refit the port's step by more than the guard allows: the JSON says so,
+    with the two steps it compared. (Every op 3x slower moves nothing: no parameter set explains it, so
+    the refit's residual sd swamps the rows and every parameter is held at the stored calibration; so
+    do the matmuls alone with the rows of a kind sharing the stored discrepancy's model-form error.)"""
     from costmodel.blackhole.cli import GUARD_PORT_STEP
 
     path = tmp_path / "slow.csv"
@@ -187,7 +188,7 @@ def test_calibrate_json_reports_a_guard_that_fires(tmp_path, capsys):
         w.writeheader()
         w.writerows(recs)
     capsys.readouterr()
-    main(["calibrate", "--ops-csv", str(path), "--steps", "30", "--json"])
+    main(["calibrate", "--ops-csv", str(path), "--steps", "30", "--json", "--independent-rows"])
     doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)
     steps = doc["port_step_ms"]
     assert abs(steps["fitted"] / steps["stored"] - 1) > GUARD_PORT_STEP

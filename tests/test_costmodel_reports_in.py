@@ -88,9 +88,11 @@ def test_each_blackhole_report_calibrates_and_stays_physical(path, tmp_path, cap
 
 
 def test_the_guard_warns_when_a_report_moves_the_port_step(tmp_path, capsys):
-    """The port's own matmuls (the model's emitted op report) measured 4x slower: the refit moves the
-    port's step by more than 5% (computed here from the two calibrations), the guard says so and
-    --strict refuses."""
+    """The port's own matmuls (the model's emitted op report) measured 4x slower, fitted as independent
+    rows: the refit moves the port's step by more than 5% (computed here from the two calibrations), the
+    guard says so and --strict refuses. (By default the five matmul rows, one op kind that no stored row
+    has in its kernel-only form, count as one observation with the 1D-matmul family's extrapolation
+    term, sd 0.141, and pin nothing: the step stays where it was.)"""
     path = tmp_path / "slow.csv"
     main(["--emit-csv", str(path), "--json"])
 
@@ -101,16 +103,21 @@ def test_the_guard_warns_when_a_report_moves_the_port_step(tmp_path, capsys):
     _edit(path, path, slower)
     out = tmp_path / "cal.json"
     capsys.readouterr()
-    main(["calibrate", "--ops-csv", str(path), "--out", str(out), "--steps", "30"])
+    main(["calibrate", "--ops-csv", str(path), "--out", str(out), "--steps", "30", "--independent-rows"])
     err = capsys.readouterr().err
     hw = blackhole("p150a")
     ratio = port_step_ms(fit.load_calibration(out).params, hw) / port_step_ms(fit.load_calibration().params, hw)
     assert ratio > 1.05
     assert f"the port's predicted step moved {100 * (ratio - 1):+.1f}%" in err
     with pytest.raises(SystemExit) as e:
-        main(["calibrate", "--ops-csv", str(path), "--steps", "30", "--strict"])
+        main(["calibrate", "--ops-csv", str(path), "--steps", "30", "--strict", "--independent-rows"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "the port's predicted step moved" in err and "(--strict)" in err
+    shared = tmp_path / "shared.json"
+    main(["calibrate", "--ops-csv", str(path), "--out", str(shared), "--steps", "30"])
+    assert "the port's predicted step moved" not in capsys.readouterr().err
+    assert port_step_ms(fit.load_calibration(shared).params, hw) / port_step_ms(fit.load_calibration().params, hw) \
+        == pytest.approx(1.0, abs=0.05)
 
 
 PAIRS = pathlib.Path(__file__).parent / "data" / "profiler_pairs"
@@ -143,7 +150,7 @@ def test_kind_whitening_is_the_inverse_square_root_of_the_kind_covariance(clip_r
     keep = np.flatnonzero(weights)
     kinds = [op_kind(rows[i].spec) for i in keep]
     tau2 = {k: max(disc.var(rows[i].spec, rows[i].target) for i, ki in zip(keep, kinds) if ki == k) for k in kinds}
-    assert len(tau2) >= 8 and min(tau2.values()) > 0.01
+    assert len(tau2) >= 8 and min(tau2.values()) > fit.SIGMA_REF**2  # each kind's term outweighs a row's own
     s2 = fit.SIGMA_REF**2
     C = np.array([[s2 * (a == b) + (tau2[ka] if ka == kb else 0.0) for b, kb in zip(keep, kinds)]
                   for a, ka in zip(keep, kinds)])
@@ -286,7 +293,8 @@ def test_program_config_kinds_are_told_apart(tmp_path):
     assert status["MatmulDeviceOperation"] == MODELLED and mm.spec.cfg.kind == "dram_sharded"
     assert status["LayerNormDeviceOperation"] == ("program-config kind not modelled: "
                                                   "LayerNormShardedMultiCoreProgramConfig")
-    assert status["SdpaDecodeDeviceOperation"].startswith("paged cache")
+    # its paged cache holds 128 chunks of 32 rows per user over 2 cores per head: the position sets the work
+    assert status["SdpaDecodeDeviceOperation"].startswith("paged or contiguous cache of 128 k chunks over 2 cores")
     assert status["BinaryNgDeviceOperation"].startswith("sharded operand")
     # a 1D config with mcast_in0=0 (ttnn's in1-multicast) on an unbatched row of the deepseek report: with
     # the 2D row's blocks it is not a legal in1 split (per_core_N must be all of N), with a legal one it is

@@ -260,6 +260,10 @@ def calibrate(argv: list[str]) -> dict:
     p.add_argument("--force-arch", action="store_true", help="fit a report of another architecture (Wormhole) "
                                                              "with the Blackhole model anyway")
     p.add_argument("--with-stored", action="store_true", help="with --ops-csv: fit the stored rows as well")
+    p.add_argument("--independent-rows", action="store_true",
+                   help="with --ops-csv: fit every row as its own observation, not the rows of one op kind as one "
+                        "(by default they share the stored discrepancy's model-form error, so a report that repeats "
+                        "a kind per layer, or whose kinds no stored row has, moves the calibration less)")
     p.add_argument("--strict", action="store_true", help="refuse (exit 2) a poor fit or a report with no "
                                                          "modelled row instead of warning")
     p.add_argument("--out", default=None, metavar="FILE", help="write the calibration JSON here")
@@ -309,6 +313,8 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
         p.error(f"--steps={args.steps} must be >= 1")
     if args.with_stored and args.ops_csv is None:
         p.error("--with-stored needs --ops-csv")
+    if args.independent_rows and args.ops_csv is None:
+        p.error("--independent-rows needs --ops-csv")
     if args.ops_csv is None and (args.start_signpost is not None or args.end_signpost is not None):
         p.error("--start-signpost / --end-signpost need --ops-csv")
     prior, hw = None, None
@@ -332,7 +338,8 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
                 return {"n_rows": 0, "summary": report.summary()}
         else:
             rows = load_rows()
-        cal = fitting.fit(rows, steps=args.steps, hw=hw, prior=prior, discrepancy=None if prior is None else "stored")
+        shared = prior is not None and not args.independent_rows  # a kind's rows share one model-form error
+        cal = fitting.fit(rows, steps=args.steps, hw=hw, prior=prior, discrepancy="stored" if shared else None)
     except ValueError as e:
         p.error(str(e))
     # the port's step under both calibrations: the guard's, the JSON's and the text's numbers

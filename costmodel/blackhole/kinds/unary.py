@@ -26,6 +26,7 @@ from costmodel.blackhole.ops import (
     barrier_read_us,
     cycles_us,
     dram_us,
+    l1_read_us,
     launch_us,
     overlap,
 )
@@ -33,6 +34,7 @@ from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import (
     ReportLine,
     Skip,
+    l1_resident,
     no_sharding,
     tensor,
 )
@@ -85,23 +87,29 @@ def unary_tiles(rows: int, width: int) -> int:
 
 
 def unary_us(hw: Blackhole, fit: FitParams, *, ops: tuple[str, ...], rows: int, width: int, act_dtype: str = "bf16",
-             whole_grid: bool = True, relax: Relax | None = None):
+             whole_grid: bool = True, in_l1: bool = False, out_l1: bool = False, relax: Relax | None = None):
     """ttnn's unary program running the SFPU chain ``ops`` on [rows, width] (bfloat16 Dest), us.
 
     Tiles over the grid; each core reads its tiles one barrier at a time (``barrier_read_us``: a DRAM
     round trip per tile unless the math hides it), computes ``unary_tile_cycles`` per tile, and all
-    cores together move every tile in and out at the aggregate DRAM rate. The fixed time is binary_ng's
+    cores together move every DRAM tile in and out at the aggregate DRAM rate. The fixed time is binary_ng's
     [launch_eltwise_us] (no unary rows are fitted: the same streaming structure and dispatch), sent to
-    the whole grid (``whole_grid``, the current factory) or to the cores with tiles (the older one)."""
+    the whole grid (``whole_grid``, the current factory) or to the cores with tiles (the older one).
+    ``in_l1`` / ``out_l1``: the input / output is L1-interleaved: its pages move over the NoC (a read at
+    the core's own rate, still one round trip per barrier) and count no DRAM bytes."""
     if act_dtype != "bf16":
         raise ValueError(f"{act_dtype=}: the unary SFPU costs are sourced for a bfloat16 Dest only")
     act = tile_bytes(act_dtype)
     tiles = unary_tiles(rows, width)
     cores = min(tiles, hw.grid_cores)
     per_core = math.ceil(tiles / cores)
-    t_read = barrier_read_us(hw, fit, per_core, per_core * act, cores, groups=per_core, relax=relax)
+    if in_l1:
+        t_read = per_core * overlap(fit, fit.dram_latency_us, l1_read_us(hw, fit, 1, act, relax=relax))
+    else:
+        t_read = barrier_read_us(hw, fit, per_core, per_core * act, cores, groups=per_core, relax=relax)
     t_math = cycles_us(hw, per_core * unary_tile_cycles(fit, ops))
-    t_agg = dram_us(hw, fit, 2 * tiles, 2 * tiles * act)
+    dram_tiles = tiles * ((not in_l1) + (not out_l1))
+    t_agg = dram_us(hw, fit, dram_tiles, dram_tiles * act) if dram_tiles else 0.0
     sent_to = hw.grid_cores if whole_grid else cores
     return (launch_us(fit, sent_to, fit.launch_eltwise_us) + fit.dram_latency_us
             + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
@@ -111,13 +119,16 @@ def unary_us(hw: Blackhole, fit: FitParams, *, ops: tuple[str, ...], rows: int, 
 class UnarySpec:
     """ttnn's unary program on [rows, width]: ``ops`` its SFPU op chain in order (names of
     ``UNARY_SFPU_BF16_CYCLES``); ``whole_grid``: the current program factory, which sends its kernels
-    to every worker (False: the older one, only to the cores with tiles)."""
+    to every worker (False: the older one, only to the cores with tiles); ``in_l1`` / ``out_l1``: the
+    input / output is L1-interleaved."""
 
     ops: tuple[str, ...]
     rows: int
     width: int
     act_dtype: str = "bf16"
     whole_grid: bool = True
+    in_l1: bool = False
+    out_l1: bool = False
     op_class = "unary"
 
     def __post_init__(self):
@@ -126,10 +137,13 @@ class UnarySpec:
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"{name}={v!r}: expected an integer >= 1")
+        for name in ("whole_grid", "in_l1", "out_l1"):
+            if type(getattr(self, name)) is not bool:  # 1 and None are not flags
+                raise ValueError(f"{name}={getattr(self, name)!r}: expected a bool")
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return unary_us(hw, fit, ops=self.ops, rows=self.rows, width=self.width, act_dtype=self.act_dtype,
-                        whole_grid=self.whole_grid, relax=relax)
+                        whole_grid=self.whole_grid, in_l1=self.in_l1, out_l1=self.out_l1, relax=relax)
 
 
 # ---- its op-report row -----------------------------------------------------------------------------
@@ -172,7 +186,8 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "unary") -> UnarySpec:
     act = ln.dtype("INPUT_0", ActivationFormat)
     ln.dtype("OUTPUT_0", ActivationFormat)  # bfloat16 out too: the SFPU costs are sourced for bfloat16
     x = ln.shape("INPUT_0")  # elementwise: batch dims are more rows
-    return UnarySpec(ops, x[0] * x[1] * x[2], x[3], act, whole_grid=ln.attr("worker_grid") is not None)
+    return UnarySpec(ops, x[0] * x[1] * x[2], x[3], act, whole_grid=ln.attr("worker_grid") is not None,
+                     in_l1=l1_resident(ln, "INPUT_0"), out_l1=l1_resident(ln, "OUTPUT_0"))
 
 
 OP_CLASSES = {"unary": ("UnaryDeviceOperation",)}  # first: written
@@ -195,8 +210,10 @@ def chain_text(ops: tuple[str, ...]) -> str:
 
 def record(spec: UnarySpec, hw: Blackhole):
     """(op code, attributes, inputs, outputs, fidelity) of ``spec``'s report row."""
-    x = tensor((1, 1, spec.rows, spec.width), spec.act_dtype)
+    memory = {True: "DEV_0_L1_INTERLEAVED", False: "DEV_0_DRAM_INTERLEAVED"}
+    x = tensor((1, 1, spec.rows, spec.width), spec.act_dtype, memory=memory[spec.in_l1])
+    y = tensor((1, 1, spec.rows, spec.width), spec.act_dtype, memory=memory[spec.out_l1])
     attrs = {"fp32_dest_acc_en": "false", "op_chain": chain_text(spec.ops), "preserve_fp32_precision": "false"}
     if spec.whole_grid:
         attrs["worker_grid"] = f"{{[0-0 - {hw.grid_x - 1}-{hw.grid_y - 1}]}}"  # as the current factory prints it
-    return OP_CLASSES["unary"][0], attrs, [x], [x], "HiFi4"
+    return OP_CLASSES["unary"][0], attrs, [x], [y], "HiFi4"
