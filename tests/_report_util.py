@@ -17,6 +17,11 @@ from costmodel.blackhole.report_reader import read_report
 from costmodel.hardware import FIDELITY_PASSES
 
 
+def op_rows(path, code: str):
+    """``read_report``'s rows of op code ``code`` that carry a device time (a trace capture's have none)."""
+    return [r for r in read_report(path).rows if r.op_code == code and r.status != "invalid device duration"]
+
+
 def records(path) -> list[dict]:
     """A report's rows as csv.DictReader records (BOM stripped)."""
     with path.open(newline="", encoding="utf-8-sig") as f:

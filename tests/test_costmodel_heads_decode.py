@@ -10,13 +10,13 @@ fitted on other ops; these rows meet them for the first time."""
 import pathlib
 
 import pytest
-from _report_util import inner, one_line
+from _report_util import inner, one_line, op_rows
 
 from costmodel.blackhole import kinds
 from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.kinds.heads import HeadsDecodeSpec
 from costmodel.blackhole.ops import kernel_only
-from costmodel.blackhole.report_reader import MODELLED, read_report
+from costmodel.blackhole.report_reader import MODELLED
 from costmodel.hardware import blackhole_p150a
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -32,14 +32,9 @@ CODE = "NLPCreateQKVHeadsDecodeDeviceOperation"
 EXPECTED = {NM_DECODE: HeadsDecodeSpec(1, 32, 4, 128), GPT_OSS: HeadsDecodeSpec(1, 64, 8, 64)}
 
 
-def rows_of(path):
-    """The op's rows with a device time (a trace capture's rows have none)."""
-    return [r for r in read_report(path).rows if r.op_code == CODE and r.status != "invalid device duration"]
-
-
 @pytest.mark.parametrize("path", list(EXPECTED), ids=lambda p: p.stem)
 def test_dram_rows_read_as_their_heads_on_one_core_per_user_and_price_within_10_percent(path):
-    rows = rows_of(path)
+    rows = op_rows(path, CODE)
     assert rows and all(r.status == MODELLED for r in rows), {r.status for r in rows}
     assert {inner(r.spec) for r in rows} == {EXPECTED[path]}
     assert {kinds.cores(r.spec, HW) for r in rows} == {1}  # CORE COUNT 1 in every row
@@ -52,7 +47,7 @@ def test_dram_rows_read_as_their_heads_on_one_core_per_user_and_price_within_10_
     (PHI, "create-heads decode from a sharded input (L1_WIDTH_SHARDED"),
 ])
 def test_l1_and_sharded_inputs_are_skipped_with_the_reason(path, reason):
-    rows = rows_of(path)
+    rows = op_rows(path, CODE)
     assert rows and all(reason in r.status for r in rows), {r.status for r in rows}
 
 
