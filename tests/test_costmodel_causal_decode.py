@@ -90,6 +90,13 @@ def test_other_forms_are_skipped_with_the_reason(tmp_path, edit, reason):
     assert line.status != MODELLED and reason in line.status, line.status
 
 
+def test_a_chunk_size_that_is_no_number_is_refused_naming_the_column(tmp_path):
+    def edit(r):
+        r["ATTRIBUTES"] = r["ATTRIBUTES"].replace("'k_chunk_size': '32'", "'k_chunk_size': 'big'")
+    with pytest.raises(ValueError, match=r"ATTRIBUTES.*k_chunk_size='big'; expected a non-negative integer"):
+        one_line(NM, tmp_path / "d.csv", lambda r: r["OP CODE"] == CODE and r["DEVICE KERNEL DURATION [ns]"], edit)
+
+
 def test_a_page_table_for_other_users_is_refused_naming_the_column(tmp_path):
     def edit(r):
         r["INPUT_4_Y_PAD[LOGICAL]"] = "2[2]"

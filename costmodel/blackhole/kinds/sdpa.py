@@ -136,7 +136,9 @@ def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
     are fewer than the pair's cores, each chunk runs on a core of its own and the position only sets
     how many partials the reducer merges (priced at the capacity: an upper bound). Rows whose chunks
     would queue on a core, or whose cores run several pairs one after another, are skipped with the
-    reason; so are the forms the model has no term for (a sink or mask input, MLA, a shared cache)."""
+    reason; so are the forms the model has no term for (a sink or mask input, MLA, a shared cache). Q
+    and the output may be sharded (the decode program reads each user's few Q tiles once, priced as one
+    DRAM read per user)."""
     for name in ("use_mla", "share_cache"):
         if (ln.attr(name) or "std::nullopt") not in ("std::nullopt", "false"):
             raise Skip(f"SDPA decode with {name}={ln.attr(name)}")
@@ -168,7 +170,10 @@ def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
     window = ln.attr("sliding_window_size") or "std::nullopt"
     if window != "std::nullopt":
         raise Skip(f"SDPA decode with a sliding window of {window} rows")
-    k_chunk = int(ln.attr("k_chunk_size") or "0")
+    text = ln.attr("k_chunk_size") or "0"
+    if not text.isdigit():
+        raise ln.fail("ATTRIBUTES", f"k_chunk_size={text!r}; expected a non-negative integer")
+    k_chunk = int(text)
     if k_chunk < TILE or k_chunk % TILE:
         raise Skip(f"SDPA decode with k_chunk_size {k_chunk} (the model prices whole-tile chunks)")
     pc = ln.attr("program_config") or "std::nullopt"
