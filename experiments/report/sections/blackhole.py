@@ -175,7 +175,8 @@ def report_section(out_dir: pathlib.Path, *, quick: bool, overrides: dict[str, f
         worst_text = ", ".join(f"{e['name']} {100 * (e['predicted'] / e['target'] - 1):+.0f}%" for e in val["worst"][:3])
         lines += ["", (f"Held out (leave-one-group-out refits for the port's groups, the full fit for public rows; "
                        f"`python -m costmodel.blackhole validate`): {100 * ov['coverage']:.0f}% of {ov['n']} "
-                       f"measurements inside their 90% interval with the model-discrepancy term "
+                       f"measurements inside their 90% interval with the model-discrepancy term (per op class "
+                       f"inside the fitted rows, per config family outside them) "
                        f"({100 * ov['coverage0']:.0f}% without), MAPE {100 * ov['mape']:.1f}%; public rows "
                        f"{100 * pub['coverage']:.0f}% ({100 * pub['coverage0']:.0f}%), MAPE {100 * pub['mape']:.1f}%; "
                        f"worst: {worst_text}.")]
