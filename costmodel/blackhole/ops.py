@@ -134,13 +134,18 @@ def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, others=(),
     return smax(l1_read_us(hw, fit, tiles, nbytes, relax=relax), share, relax=relax)
 
 
-def barrier_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, groups, relax: Relax | None):
+def barrier_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, groups, in_l1: bool = False,
+                    relax: Relax | None):
     """One core reading ``tiles`` pages (``nbytes`` bytes) in ``groups`` equal groups, each issued and
     then waited for (``noc_async_read_barrier``), while ``readers`` cores read the same amount, us:
-    each group costs the overlap of a DRAM round trip and its read (``read_us``), so a reader that
-    barriers every few pages is bound by the round trip, not by the bandwidth."""
-    t_group = overlap(fit, fit.dram_latency_us, read_us(hw, fit, tiles / groups, nbytes / groups, readers, relax=relax))
-    return groups * t_group
+    each group costs the overlap of a DRAM round trip and its read (``read_us``; ``in_l1``: pages of an
+    L1-interleaved tensor, ``l1_read_us``), so a reader that barriers every few pages is bound by the
+    round trip, not by the bandwidth."""
+    if in_l1:
+        read = l1_read_us(hw, fit, tiles / groups, nbytes / groups, relax=relax)
+    else:
+        read = read_us(hw, fit, tiles / groups, nbytes / groups, readers, relax=relax)
+    return groups * overlap(fit, fit.dram_latency_us, read)
 
 
 def overlap(fit: FitParams, *stage_us):

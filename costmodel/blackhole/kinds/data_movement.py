@@ -66,12 +66,11 @@ import re
 import numpy as np
 
 from costmodel.blackhole.ops import (
+    barrier_read_us,
     cycles_us,
     dram_us,
-    l1_read_us,
     launch_us,
     overlap,
-    read_us,
 )
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import ReportLine, Skip, l1_resident, no_sharding
@@ -351,8 +350,7 @@ def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dr
         core_loads, small_writes_per_core = ((n_per_core, n_per_core * reads_per_unit),), (small_writes_per_core,)
     elif len(core_loads) != len(small_writes_per_core):
         raise ValueError(f"{len(core_loads)=} and {len(small_writes_per_core)=} differ: one entry per core")
-    read = l1_read_us(hw, fit, 1, act, relax=relax) if in_l1 else read_us(hw, fit, 1, act, cores, relax=relax)
-    t_tile = overlap(fit, fit.dram_latency_us, read)
+    t_tile = barrier_read_us(hw, fit, 1, act, cores, groups=1, in_l1=in_l1, relax=relax)
     if passes:
         t_tile = overlap(fit, t_tile, cycles_us(hw, passes * fit.eltwise_cycles_per_tile))
     t_agg = dram_us(hw, fit, dram_tiles, dram_tiles * act) if dram_tiles else 0.0

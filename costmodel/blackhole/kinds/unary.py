@@ -26,7 +26,6 @@ from costmodel.blackhole.ops import (
     barrier_read_us,
     cycles_us,
     dram_us,
-    l1_read_us,
     launch_us,
     overlap,
 )
@@ -103,10 +102,7 @@ def unary_us(hw: Blackhole, fit: FitParams, *, ops: tuple[str, ...], rows: int, 
     tiles = unary_tiles(rows, width)
     cores = min(tiles, hw.grid_cores)
     per_core = math.ceil(tiles / cores)
-    if in_l1:
-        t_read = per_core * overlap(fit, fit.dram_latency_us, l1_read_us(hw, fit, 1, act, relax=relax))
-    else:
-        t_read = barrier_read_us(hw, fit, per_core, per_core * act, cores, groups=per_core, relax=relax)
+    t_read = barrier_read_us(hw, fit, per_core, per_core * act, cores, groups=per_core, in_l1=in_l1, relax=relax)
     t_math = cycles_us(hw, per_core * unary_tile_cycles(fit, ops))
     dram_tiles = tiles * ((not in_l1) + (not out_l1))
     t_agg = dram_us(hw, fit, dram_tiles, dram_tiles * act) if dram_tiles else 0.0
