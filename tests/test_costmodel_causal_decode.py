@@ -6,6 +6,7 @@ the reason. Built from the real rows of the North-mini, Gemma-4, Phi-3.5 and gpt
 the prices are checked against the rows' own device times, which no fit saw."""
 
 import pathlib
+import re
 
 import pytest
 from _report_util import PAIRS_DIR, inner, one_line, op_rows
@@ -81,6 +82,11 @@ def test_forms_the_model_has_no_term_for_are_skipped_with_the_reason():
      "use_mla=true"),
     # eight blocks per user: the position sets how many of the 8 chunks the head's one core reads
     (lambda r: r.update({"INPUT_4_X_PAD[LOGICAL]": "8[8]"}), "paged or contiguous cache of 8 k chunks over 1 cores"),
+    # no program config: ttnn splits a head over up to the whole grid (27 cores for 4 kv heads), one core per
+    # chunk for these 20; the price splits a head over at most 16
+    (lambda r: r.update({"INPUT_4_X_PAD[LOGICAL]": "20[20]", "ATTRIBUTES": re.sub(
+        r"'program_config': 'SDPAProgramConfig\([^']*\)'", "'program_config': 'std::nullopt'", r["ATTRIBUTES"])}),
+     "20 k chunks on as many cores per head: the price splits a head over at most 16 cores"),
     (lambda r: r.update(ATTRIBUTES=r["ATTRIBUTES"].replace("'k_chunk_size': '32'", "'k_chunk_size': '0'")),
      "k_chunk_size 0"),
 ])

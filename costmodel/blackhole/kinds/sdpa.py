@@ -190,6 +190,9 @@ def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
     if chunks > per_pair:
         raise Skip(f"paged or contiguous cache of {chunks} k chunks over {per_pair} cores per head: the decode "
                    "position, a device tensor not in the report, sets how many each core reads")
+    if chunks > MAX_CORES_PER_HEAD:  # ttnn gives them a core each; the price (sdpa_decode_us) splits over at most 16
+        raise Skip(f"{chunks} k chunks on as many cores per head: the price splits a head over at most "
+                   f"{MAX_CORES_PER_HEAD} cores")
     attn = SdpaProgramConfig(float(k_chunk), 32.0, float(min(max_per_head, MAX_CORES_PER_HEAD)))
     cores = None if grid is None or grid == (hw.grid_x, hw.grid_y) else grid_cores
     return SdpaDecodeSpec(attn, float(chunks * k_chunk), batch * kv_heads, x[2], x[3], ln.dtype("INPUT_1", CacheFormat),
