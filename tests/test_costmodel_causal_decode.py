@@ -87,8 +87,11 @@ def test_forms_the_model_has_no_term_for_are_skipped_with_the_reason():
     (lambda r: r.update({"INPUT_4_X_PAD[LOGICAL]": "20[20]", "ATTRIBUTES": re.sub(
         r"'program_config': 'SDPAProgramConfig\([^']*\)'", "'program_config': 'std::nullopt'", r["ATTRIBUTES"])}),
      "20 k chunks on as many cores per head: the price splits a head over at most 16 cores"),
+    # 0: the kernels size each chunk from cur_pos (sdpa_decode/device/kernels/rt_args_common.hpp, Llama-3.2-1B's row)
     (lambda r: r.update(ATTRIBUTES=r["ATTRIBUTES"].replace("'k_chunk_size': '32'", "'k_chunk_size': '0'")),
-     "k_chunk_size 0"),
+     "k_chunk_size 0: its kernels size each k chunk from the decode position"),
+    (lambda r: r.update(ATTRIBUTES=r["ATTRIBUTES"].replace("'k_chunk_size': '32'", "'k_chunk_size': '48'")),
+     "k_chunk_size 48 (the model prices whole-tile chunks)"),
 ])
 def test_other_forms_are_skipped_with_the_reason(tmp_path, edit, reason):
     line, _ = one_line(NM, tmp_path / "d.csv", lambda r: r["OP CODE"] == CODE and r["DEVICE KERNEL DURATION [ns]"],

@@ -105,6 +105,45 @@ def test_the_phi_decode_window_is_priced_where_its_ops_have_a_kind_and_its_large
     assert us / cov.device_us > 0.25
 
 
+LLAMA = "bh_llama3_2_1b_advisor_incumbent_decode.csv"
+
+
+def test_the_llama_decode_window_prices_its_five_dram_sharded_matmuls_and_names_every_skip():
+    """Llama-3.2-1B's batch-32 decode (traced, added with this test): 72.8% of its window priced, the five
+    DRAM-sharded bfp8 matmuls (QKV, o_proj, gate, up, down). Every other row is skipped with a reason
+    naming what it lacks: the paged cache update and concat-heads decode (no kind), the SDPA decode whose
+    ``k_chunk_size`` 0 lets its kernels size each chunk from the decode position (a device tensor), create-heads decode from L1, the width-sharded binary ops
+    and RMSNorms, ``rotary_embedding_llama`` and three sharding conversions."""
+    share, from_csv = _window_share(LLAMA)
+    assert share == pytest.approx(from_csv)
+    start, end = WINDOWS[LLAMA]
+    rep = read_report(MORE / LLAMA).between(start, end)
+    rows = rep.timed_rows()
+    assert len(rows) == 20
+    priced = [r for r in rows if r.status == MODELLED]
+    assert [r.op_code for r in priced] == ["MatmulDeviceOperation"] * 5
+    assert all(inner(r.spec).cfg.kind == DRAM_SHARDED and inner(r.spec).weight_dtype == "bfp8" for r in priced)
+    cov = coverage(rep)
+    reasons = {reason.split(" (")[0].split(";")[0] for reason in cov.skipped}
+    assert any(r.startswith("SDPA decode with k_chunk_size 0") for r in reasons), reasons
+    assert "op not modelled" in reasons and any(r.startswith("sharded operand") for r in reasons), reasons
+    assert sum(us for _, us in cov.skipped.values()) == pytest.approx(cov.device_us * (1 - share))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the DRAM-sharded readers of these bfp8 matmuls move ~24-34 GB/s per bank; "
+                   "the model gives a bank's one reader the bank's 64 GB/s peak: priced 17-33% under")
+def test_the_llama_dram_sharded_matmuls_are_priced_within_15_percent():
+    """Not fitted: the Llama report is a held-out source. Phi-3.5's bfp4 DRAM-sharded rows, ~39 GB/s per
+    bank, are priced 6-10% under; these bfp8 rows with 2-tile K blocks (17-70 KB a block), 17-33% under."""
+    start, end = WINDOWS[LLAMA]
+    rep = read_report(MORE / LLAMA).between(start, end)
+    fit = load_calibration().params
+    for r in rep.timed_rows():
+        if r.status == MODELLED:
+            t = float(KernelSpec(r.spec).us(rep.hw, fit))  # the device kernel time, as the rows measure it
+            assert abs(t / r.duration_us - 1) <= 0.15, (r.line, t, r.duration_us)
+
+
 @pytest.mark.parametrize("name", sorted(n for n in WINDOWS if (MORE / n.replace(".csv", "_perf_report.csv")).is_file()))
 def test_each_window_is_the_rows_its_committed_tt_perf_report_table_lists(name, tmp_path):
     """The copies checked against the tables committed beside their sources: tt-perf-report run on the

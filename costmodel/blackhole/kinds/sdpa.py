@@ -174,7 +174,10 @@ def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
     if not text.isdigit():
         raise ln.fail("ATTRIBUTES", f"k_chunk_size={text!r}; expected a non-negative integer")
     k_chunk = int(text)
-    if k_chunk < TILE or k_chunk % TILE:
+    if k_chunk == 0:  # the paged path's default when the program config gives none either
+        raise Skip("SDPA decode with k_chunk_size 0: its kernels size each k chunk from the decode position, a device "
+                   "tensor not in the report (32 x min(8, the next power of 2 of cur_pos / 32 + 1) rows)")
+    if k_chunk % TILE:
         raise Skip(f"SDPA decode with k_chunk_size {k_chunk} (the model prices whole-tile chunks)")
     pc = ln.attr("program_config") or "std::nullopt"
     grid = None if pc == "std::nullopt" else ln.config_grid(pc, hw)
