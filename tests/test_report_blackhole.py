@@ -55,3 +55,23 @@ def test_the_predict_table_carries_the_rows_it_ranks(tmp_path):
                                f"{ideal} | {r['predicted_us']:.1f} |"), text
     assert any(r["ideal_us"] is not None for r in ranked[:10])
     assert (tmp_path / figures[0]).read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_worst_held_out_rows_list_a_repeated_miss_once_with_its_copies():
+    """``worst_distinct_rows``: the rows of one source and op kind priced the same (a layer's repeats, a
+    trace's replays) stand as one, their worst member, counted; the list is by |log error|, largest first;
+    the same price in another source or kind stays apart."""
+    import math
+
+    from experiments.report.sections.blackhole import worst_distinct_rows
+
+    def row(source, kind, target, predicted):
+        return {"source": source, "kind": kind, "target": target, "predicted": predicted,
+                "residual": math.log(predicted / target)}
+
+    replays = [row("llama", "mm", t, 56.28) for t in (67.4, 67.8, 67.6)]
+    others = [row("phi", "mm", 92.9, 56.28), row("llama", "norm", 10.0, 9.0), row("gemma", "add", 1.0, 2.5)]
+    out = worst_distinct_rows(replays + others, top=3)
+    assert [(e["source"], e["kind"], n) for e, n in out] == [("gemma", "add", 1), ("phi", "mm", 1), ("llama", "mm", 3)]
+    assert out[2][0]["target"] == 67.8  # the replay furthest off
+    assert len(worst_distinct_rows(replays + others)) == 4
