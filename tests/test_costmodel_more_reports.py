@@ -1,7 +1,7 @@
-"""Real op reports of two more models (``tests/data/profiler_more``: gpt-oss-20b decode and prefill,
-Muse Glimmer 30B prefill; SOURCES.md): read without error, the CORE COUNT of every modelled row is
-the cores the model prices, and the share of each layer window's device time the model prices,
-against a sum straight from the CSV."""
+"""Real op reports of other models (``tests/data/profiler_more``: gpt-oss-20b decode and prefill, Muse
+Glimmer 30B prefill, Qwen3.6-27B prefill, Gemma-4 31B, Phi-3.5-mini and Llama-3.2-1B decodes; SOURCES.md):
+read without error, the CORE COUNT of every modelled row is the cores the model prices, and the share of
+each layer window's device time the model prices, against a sum straight from the CSV."""
 
 from __future__ import annotations
 
