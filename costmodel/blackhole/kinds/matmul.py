@@ -357,14 +357,26 @@ def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConf
     workers (W = banks x workers in all); each computes per_core_N_compute = ceil(N/32 / W) output
     tiles (the config's ``per_core_N`` only sets the output's storage shard). Per K block
     (in0_block_w tiles) a worker reads its in1 block (in0_block_w x per_core_N_compute tiles) from its
-    own bank, with 3 blocks outstanding (reader_bmm_tile_layout_in1_sender_dram_sharded.cpp: one
-    transaction id each, so the round trip is paid once, not per block), at the bank's peak
+    own bank, the next block in flight while one lands (reader_bmm_tile_layout_in1_sender_dram_sharded.cpp:
+    one transaction id per block, so the round trip is paid once, not per block), at the bank's peak
     (``dram_peak / banks``, shared by the bank's workers: no interleaved NoC crossing, so [dram_eff]
     of an interleaved stream does not apply; multi-tile pages, so no per-tile request cost); the
     activation block (per_core_M x in0_block_w tiles) comes from the in0 core whose L1 shard holds
     it, multicast over one NoC link; and the tile products run on the worker. Successive blocks come
-    from different in0 cores, so their handshakes overlap: one [mm_block_sync_us] fill, not one per
-    block. A block costs the q-norm overlap of its three stages. Shapes: M, K, N in elements (tile multiples); output L1-sharded (no DRAM write).
+    from different in0 cores, and the price takes each handshake as overlapping the previous block's
+    work: one [mm_block_sync_us] fill, not one per block. A block costs the q-norm overlap of its
+    three stages. Shapes: M, K, N in elements (tile multiples); output L1-sharded (no DRAM write).
+
+    What the kernels do that this price leaves out (tt-metal: factory @ 01502698, in1 reader @
+    b7c30ff0, in0 reader reader_bmm_tile_layout_in0_sender_dram_sharded.cpp @ 09bff5d7, compute
+    bmm_large_block_zm_fused_bias_activation.cpp @ 01647ce5): the in1 buffer holds 3 blocks and the
+    reader waits on the previous block's transaction id after issuing each, so at most 2 are in
+    flight (pages of up to 16 KB on Blackhole); each K block's in0 sender waits for every worker's
+    semaphore increment before it multicasts the block and its VALID flag to the whole grid, so the
+    workers run the blocks in lock step; and the compute packs its per_core_N partials every block
+    (L1 accumulation, a read-modify-write). No sourced cost prices these per-block steps; the
+    held-out real rows (Phi-3.5 bfp4, Llama-3.2-1B bfp8: tests/test_costmodel_more_reports.py) are
+    priced under their measurements.
     """
     if cfg.kind != "dram_sharded":
         raise ValueError(f"matmul_dram_sharded_us prices kind='dram_sharded'; got kind={cfg.kind!r}")
