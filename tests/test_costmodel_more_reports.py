@@ -112,8 +112,9 @@ def test_the_llama_decode_window_prices_its_five_dram_sharded_matmuls_and_names_
     """Llama-3.2-1B's batch-32 decode (traced, added with this test): 72.8% of its window priced, the five
     DRAM-sharded bfp8 matmuls (QKV, o_proj, gate, up, down). Every other row is skipped with a reason
     naming what it lacks: the paged cache update and concat-heads decode (no kind), the SDPA decode whose
-    ``k_chunk_size`` 0 lets its kernels size each chunk from the decode position (a device tensor), create-heads decode from L1, the width-sharded binary ops
-    and RMSNorms, ``rotary_embedding_llama`` and three sharding conversions."""
+    ``k_chunk_size`` 0 lets its kernels size each chunk from the decode position (a device tensor),
+    create-heads decode from L1, the width-sharded binary ops and RMSNorms, ``rotary_embedding_llama`` and
+    three sharding conversions."""
     share, from_csv = _window_share(LLAMA)
     assert share == pytest.approx(from_csv)
     start, end = WINDOWS[LLAMA]

@@ -63,7 +63,7 @@ def test_the_worst_held_out_rows_list_a_repeated_miss_once_with_its_copies():
     the same price in another source or kind stays apart."""
     import math
 
-    from experiments.report.sections.blackhole import worst_distinct_rows
+    from costmodel.blackhole.holdout import worst_distinct_rows
 
     def row(source, kind, target, predicted):
         return {"source": source, "kind": kind, "target": target, "predicted": predicted,

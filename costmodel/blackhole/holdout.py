@@ -232,6 +232,17 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
             "level": level, "kinds": kind_summary(in_scope)}
 
 
+def worst_distinct_rows(entries: list[dict], top: int = 8) -> list[tuple[dict, int]]:
+    """The ``top`` held-out rows with the largest |log error| (``validate_rows``' entries), each with the
+    number of rows it stands for: those of the same source and op kind priced the same to 4 significant
+    figures (one op's repeats in a layer, a trace's replays), so one repeated miss is listed once."""
+    groups: dict[tuple, list[dict]] = {}
+    for e in entries:
+        groups.setdefault((e["source"], e["kind"], f"{e['predicted']:.4g}"), []).append(e)
+    firsts = [(max(g, key=lambda e: abs(e["residual"])), len(g)) for g in groups.values()]
+    return sorted(firsts, key=lambda t: -abs(t[0]["residual"]))[:top]
+
+
 def summarise(es: list[dict]) -> dict:
     """n, MAPE, coverage without / with the discrepancy term, median interval width (hi / lo) of
     held-out entries."""

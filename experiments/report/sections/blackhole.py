@@ -26,6 +26,7 @@ from costmodel.blackhole.holdout import (
     report_rows,
     target_verdict,
     validate_rows,
+    worst_distinct_rows,
 )
 from costmodel.blackhole.intervals import delta_intervals, intervals
 from costmodel.blackhole.report_coverage import coverage
@@ -213,8 +214,8 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
     ``HELD_OUT_MORE``)
     predicted by a fit that saw nothing of its source; the per-op-kind table against issue 26's
     targets."""
-    # of the other models' reports (MORE_REPORTS) Muse Glimmer's prefill and the traced Gemma-4 / Phi-3.5 / Llama-3.2-1B decodes
-    # are held out here; the gpt-oss windows are in the coverage table only: their eltwise adds take 40-82 us for
+    # of the other models' reports (MORE_REPORTS) Muse Glimmer's prefill and the traced Gemma-4 / Phi-3.5 /
+    # Llama-3.2-1B decodes are held out here; the gpt-oss windows are in the coverage table only: their eltwise adds take 40-82 us for
     # 90 tiles (25-50x the other reports' time per tile for the same op), which no mechanism here explains, and
     # as held-out rows they would set the discrepancy of every class; Qwen3.6's eight binary rows carry a stale
     # shape (its SOURCES.md section), priced -44% to -83% at the shape listed
@@ -224,8 +225,8 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
     ov, kinds = val["overall"], val["kinds"]
     worst = worst_distinct_rows([e for e in val["rows"] if e["role"] != "scope_gap"])
     results["source_holdout"] = {"overall": ov, "kinds": kinds, "reports": [p.name for p in reports],
-                                 "worst": [{k: e[k] for k in ("source", "name", "kind", "target", "predicted", "lo", "hi",
-                                                              "inside")} | {"copies": n} for e, n in worst]}
+                                 "worst": [{k: e[k] for k in ("source", "name", "kind", "target", "predicted", "lo",
+                                                              "hi", "inside")} | {"copies": n} for e, n in worst]}
     met = sum(k["meets"] for k in kinds.values())
     unreachable = sum(not k["band_reachable"] for k in kinds.values())
     rows = [[kind, k["n"], k["shapes"], k["sources"], f"{100 * k['mape']:.1f}%", f"{100 * k['bias']:+.0f}%",
@@ -250,17 +251,6 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
                      [[e["source"], e["name"], e["kind"], n, f"{e['target']:.2f}", f"{e['predicted']:.2f}",
                        f"{100 * (e['predicted'] / e['target'] - 1):+.0f}%", f"[{e['lo']:.2f}, {e['hi']:.2f}]",
                        "yes" if e["inside"] else "no"] for e, n in worst])]
-
-
-def worst_distinct_rows(entries: list[dict], top: int = 8) -> list[tuple[dict, int]]:
-    """The ``top`` held-out rows with the largest |log error| (``validate_rows``' entries), each with the
-    number of rows it stands for: those of the same source and op kind priced the same to 4 significant
-    figures (one op's repeats in a layer, a trace's replays), so one repeated miss is listed once."""
-    groups: dict[tuple, list[dict]] = {}
-    for e in entries:
-        groups.setdefault((e["source"], e["kind"], f"{e['predicted']:.4g}"), []).append(e)
-    firsts = [(max(g, key=lambda e: abs(e["residual"])), len(g)) for g in groups.values()]
-    return sorted(firsts, key=lambda t: -abs(t[0]["residual"]))[:top]
 
 
 # issue 26: the share of each single-chip transformer report's device time the model should price
