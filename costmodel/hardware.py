@@ -24,6 +24,12 @@ Sources (see shared REFERENCE.md §2/§3):
               bfloat16 accurate exp 672 cycles/tile), tenstorrent/tt-llk pull request #834 (2025-11-13:
               reciprocal 5 cycles per 32 lanes on Float32, 3 on bfloat16); the kernels as at tenstorrent/
               tt-llk tt_llk_blackhole/common/inc/sfpu/ckernel_sfpu_exp.h @ 36b092e8
+  [BH-noc-est] tenstorrent/tt-metal tests/tt_metal/tt_metal/data_movement/noc_estimator/noc_latencies.yaml @ 795d9149
+              (the NoC estimator's table, "based on empirical measurements from the data movement test suite",
+              README @ 1aed94cc): median profiler-zone cycles of N back-to-back unicast transactions and their
+              barrier (noc_estimator_tests/kernels/reader.cpp @ 00b0fa3f: the barrier inside the zone), between
+              two Tensix cores in different rows and columns; the Blackhole entries are ``arch: 1``
+              (common/types.hpp @ 795d9149: WORMHOLE_B0, BLACKHOLE), reads ``pattern: 0`` (ONE_FROM_ONE)
   [ADR-0060]  kernbench ADR-0003/0004/0017/0023 numbers quoted in seeds/ADR-0060-...md
   [assumed]   not public; a documented default, to be replaced by a measurement
 """
@@ -121,7 +127,20 @@ class Blackhole:
         "cycles", "[assumed] the issuing RISC's time per small noc_async_write: address generation, the command-"
         "buffer-ready poll and ncrisc_noc_fast_write's ~7 command-buffer register stores and counter updates "
         "(tenstorrent/tt-metal tt_metal/hw/inc/blackhole/noc_nonblocking_api.h); an order of magnitude, not a "
-        "measurement; bounds: 2 cycles (a header and a data flit injected) to 1000", default=64.0, bounds=(2.0, 1e3))
+        "measurement. [BH-noc-est]'s back-to-back 64 B writes to one core, with no address generated from a page "
+        "id, take 23 cycles each ((6229 - 359) / 255, its Blackhole ONE_TO_ONE L1 entries): these kernels' "
+        "writes, which generate an address per write, take at least that; bounds: 2 cycles (a header and a data "
+        "flit injected) to 1000", default=64.0, bounds=(2.0, 1e3))
+    noc_l1_read_round_trip_cycles: float = spec(
+        "cycles", "[BH-noc-est] one 64 B NoC read of another core's L1 and its barrier: 373 cycles (the Blackhole "
+        "ONE_FROM_ONE L1 entry, 1 transaction; 405 at 2 KB); the Wormhole entries of the same table differ by ~90 "
+        "cycles between cores in another row and column and cores on one axis, the torus ring's extra hops, so "
+        "these are round trips; bounds: 2 x 9 cycles (one hop each way) to 1e4 [assumed]", default=373.0,
+        bounds=(18.0, 1e4))
+    noc_l1_read_issue_cycles: float = spec(
+        "cycles", "[BH-noc-est] each further 64 B L1 read issued before the same barrier: (9279 - 373) / 255 = 34.9 "
+        "cycles (the 256- and 1-transaction Blackhole ONE_FROM_ONE L1 entries; the 16- and 64-transaction ones "
+        "give 33.9 and 34.7 from the same start); bounds: 1 to 1e3 [assumed]", default=34.9, bounds=(1.0, 1e3))
     sfpu_exp_cycles_per_tile: float = spec(
         "cycles", "[BH-sfpu] the accurate exponential (exp_tile<false>, math_approx_mode=0) on a Float32 Dest "
         "(fp32_dest_acc_en=1: ``_sfpu_exp_fp32_accurate_``, Cody-Waite reduction and a degree-7 polynomial, "

@@ -108,13 +108,12 @@ def test_the_phi_decode_window_is_priced_where_its_ops_have_a_kind_and_its_large
 LLAMA = "bh_llama3_2_1b_advisor_incumbent_decode.csv"
 
 
-def test_the_llama_decode_window_prices_its_five_dram_sharded_matmuls_and_names_every_skip():
-    """Llama-3.2-1B's batch-32 decode (traced, added with this test): 72.8% of its window priced, the five
-    DRAM-sharded bfp8 matmuls (QKV, o_proj, gate, up, down). Every other row is skipped with a reason
-    naming what it lacks: the paged cache update and concat-heads decode (no kind), the SDPA decode whose
-    ``k_chunk_size`` 0 lets its kernels size each chunk from the decode position (a device tensor),
-    create-heads decode from L1, the width-sharded binary ops and RMSNorms, ``rotary_embedding_llama`` and
-    three sharding conversions."""
+def test_the_llama_decode_window_prices_its_dram_sharded_matmuls_and_l1_create_heads_and_names_every_skip():
+    """Llama-3.2-1B's batch-32 decode (traced): 77% of its window priced, the five DRAM-sharded bfp8 matmuls
+    (QKV, o_proj, gate, up, down) and the create-heads decode from L1. Every other row is skipped with a
+    reason naming what it lacks: the paged cache update and concat-heads decode (no kind), the SDPA decode
+    whose ``k_chunk_size`` 0 lets its kernels size each chunk from the decode position (a device tensor),
+    the width-sharded binary ops and RMSNorms, ``rotary_embedding_llama`` and three sharding conversions."""
     share, from_csv = _window_share(LLAMA)
     assert share == pytest.approx(from_csv)
     start, end = WINDOWS[LLAMA]
@@ -122,8 +121,11 @@ def test_the_llama_decode_window_prices_its_five_dram_sharded_matmuls_and_names_
     rows = rep.timed_rows()
     assert len(rows) == 20
     priced = [r for r in rows if r.status == MODELLED]
-    assert [r.op_code for r in priced] == ["MatmulDeviceOperation"] * 5
-    assert all(inner(r.spec).cfg.kind == DRAM_SHARDED and inner(r.spec).weight_dtype == "bfp8" for r in priced)
+    matmuls = [r for r in priced if r.op_code == "MatmulDeviceOperation"]
+    assert len(matmuls) == 5 and len(priced) == 6
+    assert all(inner(r.spec).cfg.kind == DRAM_SHARDED and inner(r.spec).weight_dtype == "bfp8" for r in matmuls)
+    (heads,) = [r for r in priced if r not in matmuls]
+    assert heads.op_code == "NLPCreateQKVHeadsDecodeDeviceOperation" and inner(heads.spec).in_l1
     cov = coverage(rep)
     reasons = {reason.split(" (")[0].split(";")[0] for reason in cov.skipped}
     assert any(r.startswith("SDPA decode with k_chunk_size 0") for r in reasons), reasons
@@ -141,7 +143,7 @@ def test_the_llama_dram_sharded_matmuls_are_priced_within_15_percent():
     rep = read_report(MORE / LLAMA).between(start, end)
     fit = load_calibration().params
     for r in rep.timed_rows():
-        if r.status == MODELLED:
+        if r.status == MODELLED and r.op_code == "MatmulDeviceOperation":
             t = float(KernelSpec(r.spec).us(rep.hw, fit))  # the device kernel time, as the rows measure it
             assert abs(t / r.duration_us - 1) <= 0.15, (r.line, t, r.duration_us)
 

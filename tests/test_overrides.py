@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import pathlib
 
 import pytest
 
@@ -100,8 +101,8 @@ def test_not_modelled_ahbm_fields_change_nothing_and_every_settable_field_change
 
 def test_not_modelled_blackhole_fields_change_nothing_and_every_settable_field_changes_something():
     """Every settable field moves the port's step or, for an op kind the port does not run, the
-    price of a row of a real op report (the CLIP encoder's: reshape, transpose, softmax, ...); a
-    field refused as not modelled moves neither."""
+    price of a row of a real op report (the CLIP encoder's: reshape, transpose, softmax, ...; Llama-3.2-1B's
+    decode: the create-heads decode from L1); a field refused as not modelled moves neither."""
     from _shared_data import need_file, profiler_reports_dir
 
     from costmodel.blackhole.opspecs import KernelSpec
@@ -113,7 +114,9 @@ def test_not_modelled_blackhole_fields_change_nothing_and_every_settable_field_c
     port = BlackholeConfig.for_expert(cfg)
     base = bh_evaluate(blackhole_p150a(), cal.params, port, cfg=cfg)["step_ms"]
     # the ops themselves (a report row's spec prices on its own board: ChipSpec ignores ``hw``)
-    specs = {getattr(r.spec, "inner", r.spec) for r in read_report(clip).timed_rows() if r.status == MODELLED}
+    llama = pathlib.Path(__file__).parent / "data" / "profiler_more" / "bh_llama3_2_1b_advisor_incumbent_decode.csv"
+    specs = {getattr(r.spec, "inner", r.spec) for path in (clip, llama) for r in read_report(path).timed_rows()
+             if r.status == MODELLED}
 
     def report_prices(hw):
         return [float(KernelSpec(s).us(hw, cal.params)) for s in sorted(specs, key=repr)]

@@ -8,7 +8,7 @@ import dataclasses
 import math
 
 from costmodel.blackhole.kinds.data_movement import data_movement_us
-from costmodel.blackhole.ops import launch_us, us_of
+from costmodel.blackhole.ops import cycles_us, launch_us, us_of
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import (
     ReportLine,
@@ -61,34 +61,48 @@ class HeadsSpec:
 
 
 def heads_decode_us(hw: Blackhole, fit: FitParams, *, users: int, q_heads: int, kv_heads: int, head_dim: int,
-                    relax: Relax | None = None):
-    """``nlp_create_qkv_heads_decode`` of a DRAM-interleaved fused QKV [1, 1, users, (q + 2 kv) x head_dim]
-    (bf16) into the height-sharded Q, K and V heads, us.
+                    in_l1: bool = False, relax: Relax | None = None):
+    """``nlp_create_qkv_heads_decode`` of an interleaved fused QKV [1, 1, users, (q + 2 kv) x head_dim]
+    (bf16; ``in_l1``: L1-interleaved, else in DRAM) into the height-sharded Q, K and V heads, us.
 
     The interleaved factory (tt-metal ``nlp_create_qkv_heads_decode_interleaved_program_factory.cpp`` @
     08041dd9) runs one core per user, its two data-movement RISCs each copying one half (one face
     column) of every tile. Per head each RISC issues one sub-tile-line read (16 elements) per tile of
     the head and then waits for them (``reader_interleaved_tm_tile_layout_nlp_create_qkv_heads_decode.cpp``
-    @ 00b0fa3f: ``noc_async_read`` per tile, ``noc_async_read_barrier`` per head): head_dim / 32
-    requests at the core's page-request rate [core_read_tiles_per_s], then the last one's DRAM round
-    trip [dram_latency_us]; q + 2 kv heads one after another. A few bytes per request: no bandwidth
-    term. Newer versions stage DRAM reads below the DRAM alignment through an L1 scratch (a second
-    round trip per head); the real rows here price as the direct path.
+    @ 00b0fa3f: ``noc_async_read`` per tile, ``noc_async_read_barrier`` per head); q + 2 kv heads one
+    after another. A few bytes per request: no bandwidth term.
+
+    From DRAM: head_dim / 32 requests at the core's page-request rate [core_read_tiles_per_s], then
+    the last one's DRAM round trip [dram_latency_us]. Newer versions stage DRAM reads below the DRAM
+    alignment through an L1 scratch (a second round trip per head); the real rows here price as the
+    direct path.
+
+    From L1 (the kernel's direct path: its aligned path is for DRAM inputs only): the head's reads go to
+    other cores' L1 banks, one NoC round trip for the first [noc_l1_read_round_trip_cycles] and each
+    further read issued before the same barrier [noc_l1_read_issue_cycles], both measured on Blackhole
+    by tt-metal's NoC estimator ([BH-noc-est] in ``costmodel.hardware``; 64 B reads, the nearest size to
+    these 32 B lines, between cores in another row and column, as most banks of an interleaved tensor
+    are); no fitted parameter but the op class's fixed time.
     """
-    per_head = fit.dram_latency_us + us_of((head_dim // TILE) / fit.core_read_tiles_per_s)
+    reads = head_dim // TILE
+    if in_l1:
+        per_head = cycles_us(hw, hw.noc_l1_read_round_trip_cycles + (reads - 1) * hw.noc_l1_read_issue_cycles)
+    else:
+        per_head = fit.dram_latency_us + us_of(reads / fit.core_read_tiles_per_s)
     return launch_us(fit, users, fit.launch_heads_us) + (q_heads + 2 * kv_heads) * per_head
 
 
 @dataclasses.dataclass(frozen=True)
 class HeadsDecodeSpec:
-    """``nlp_create_qkv_heads_decode`` of ``users`` rows of a DRAM-interleaved fused QKV (bf16) into
-    ``q_heads`` + 2 x ``kv_heads`` heads of ``head_dim``."""
+    """``nlp_create_qkv_heads_decode`` of ``users`` rows of an interleaved fused QKV (bf16; ``in_l1``:
+    L1-interleaved, else in DRAM) into ``q_heads`` + 2 x ``kv_heads`` heads of ``head_dim``."""
 
     users: int
     q_heads: int
     kv_heads: int
     head_dim: int
     act_dtype: str = "bf16"
+    in_l1: bool = False
     op_class = "heads"
 
     def __post_init__(self):
@@ -104,23 +118,22 @@ class HeadsDecodeSpec:
             raise ValueError(f"users={self.users}; the op takes at most {TILE} users (one tile row)")
         if self.act_dtype != "bf16":
             raise ValueError(f"act_dtype={self.act_dtype!r}; the model prices bf16 (16-element lines of 32 B)")
+        if self.in_l1 is not True and self.in_l1 is not False:
+            raise ValueError(f"in_l1={self.in_l1!r}; expected a bool (the input L1-interleaved, else in DRAM)")
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return heads_decode_us(hw, fit, users=self.users, q_heads=self.q_heads, kv_heads=self.kv_heads,
-                               head_dim=self.head_dim, relax=relax)
+                               head_dim=self.head_dim, in_l1=self.in_l1, relax=relax)
 
 
 # ---- their op-report rows ------------------------------------------------------------------------------
 def read_decode(ln: ReportLine) -> HeadsDecodeSpec:
     """An ``NLPCreateQKVHeadsDecodeDeviceOperation`` row as a ``HeadsDecodeSpec``: the interleaved factory
-    from DRAM; a sharded or L1 input, sub-core grids or a slice are skipped with the reason."""
+    from DRAM or L1; a sharded input, sub-core grids or a slice are skipped with the reason."""
     mem = ln.memory("INPUT_0")
     if "SHARDED" in mem:
         raise Skip(f"create-heads decode from a sharded input ({mem.removeprefix('DEV_0_')}: the sharded "
                    "factory, not modelled)")
-    if l1_resident(ln, "INPUT_0"):
-        raise Skip("create-heads decode from an L1-interleaved input (its sub-tile reads from L1 banks have no "
-                   "measured request rate here)")
     for key, expected in (("input_on_subcoregrids", "false"), ("slice_size", "std::nullopt"),
                           ("overlap_qk_coregrid", "true")):
         if (ln.attr(key) or expected) != expected:
@@ -138,7 +151,7 @@ def read_decode(ln: ReportLine) -> HeadsDecodeSpec:
         raise ln.fail(ln.dim_col("INPUT_0", "X"), f"width {x[3]} != (num_q_heads {nq} + 2 x num_kv_heads {nkv}) x "
                                                   f"head_dim {hd}")
     try:
-        return HeadsDecodeSpec(logical[2], nq, nkv, hd, act)
+        return HeadsDecodeSpec(logical[2], nq, nkv, hd, act, in_l1=l1_resident(ln, "INPUT_0"))
     except ValueError as e:
         raise ln.fail("ATTRIBUTES", str(e)) from None
 
@@ -200,9 +213,12 @@ def record(spec: HeadsSpec | HeadsDecodeSpec, hw: Blackhole, heads: tuple[int, i
 
 
 def record_decode(spec: HeadsDecodeSpec):
-    """The row of a create-heads decode: the fused QKV in DRAM, Q / K / V height-sharded, one user per core."""
+    """The row of a create-heads decode: the fused QKV interleaved in DRAM (or L1), Q / K / V height-sharded,
+    one user per core."""
     width = (spec.q_heads + 2 * spec.kv_heads) * spec.head_dim
-    x = dataclasses.replace(tensor((1, 1, TILE, width), spec.act_dtype), logical=(1, 1, spec.users, width))
+    memory = "DEV_0_L1_INTERLEAVED" if spec.in_l1 else "DEV_0_DRAM_INTERLEAVED"
+    x = dataclasses.replace(tensor((1, 1, TILE, width), spec.act_dtype, memory=memory),
+                            logical=(1, 1, spec.users, width))
     outs = [tensor((1, spec.users, TILE, spec.head_dim), spec.act_dtype, memory="DEV_0_L1_HEIGHT_SHARDED")
             for _ in range(3 if spec.kv_heads else 1)]
     attrs = {"head_dim": str(spec.head_dim), "num_q_heads": str(spec.q_heads), "num_kv_heads": str(spec.kv_heads),
