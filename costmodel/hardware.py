@@ -141,6 +141,18 @@ class Blackhole:
         "cycles", "[BH-noc-est] each further 64 B L1 read issued before the same barrier: (9279 - 373) / 255 = 34.9 "
         "cycles (the 256- and 1-transaction Blackhole ONE_FROM_ONE L1 entries; the 16- and 64-transaction ones "
         "give 33.9 and 34.7 from the same start); bounds: 1 to 1e3 [assumed]", default=34.9, bounds=(1.0, 1e3))
+    noc_write_round_trip_cycles: float = spec(
+        "cycles", "[BH-noc-est] one 64 B NoC write to another core's L1 and its barrier (the write's "
+        "acknowledgement): 359 cycles (the Blackhole ONE_TO_ONE L1 entry, 1 transaction); bounds: 2 x 9 cycles to "
+        "1e4 [assumed]", default=359.0, bounds=(18.0, 1e4))
+    noc_mcast_cycles: float = spec(
+        "cycles", "[BH-noc-est] one 64 B multicast write to a rectangle of 4 cores and its barrier (every "
+        "destination's acknowledgement): 397 cycles (the Blackhole MULTICAST ONE_TO_ALL entry, 1 transaction, 4 "
+        "subordinates); bounds: 2 x 9 cycles to 1e4 [assumed]", default=397.0, bounds=(18.0, 1e4))
+    noc_mcast_cycles_per_destination: float = spec(
+        "cycles", "[BH-noc-est] a multicast's further cycles per destination core: (779 - 397) / (110 - 4) = 3.6 "
+        "(the 4- and 110-subordinate Blackhole MULTICAST ONE_TO_ALL entries at 64 B; the 25-subordinate one, 493, "
+        "is 4% above the line); bounds: 0 to 1e3 [assumed]", default=3.6, bounds=(0.0, 1e3))
     sfpu_exp_cycles_per_tile: float = spec(
         "cycles", "[BH-sfpu] the accurate exponential (exp_tile<false>, math_approx_mode=0) on a Float32 Dest "
         "(fp32_dest_acc_en=1: ``_sfpu_exp_fp32_accurate_``, Cody-Waite reduction and a degree-7 polynomial, "

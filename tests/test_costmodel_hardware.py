@@ -64,7 +64,7 @@ def test_ahbm_derived_numbers():
 def test_leaves_are_floats_and_grid_is_static():
     hw = H.blackhole_p150a()
     leaves = jax.tree_util.tree_leaves(hw)
-    assert len(leaves) == 14 and all(isinstance(v, float) for v in leaves)
+    assert len(leaves) == 17 and all(isinstance(v, float) for v in leaves)
     doubled = jax.tree_util.tree_map(lambda v: 2 * v, hw)
     assert doubled.grid_x == 11 and doubled.dram_peak_bytes_per_s == 1024e9
 

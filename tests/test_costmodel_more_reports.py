@@ -108,12 +108,13 @@ def test_the_phi_decode_window_is_priced_where_its_ops_have_a_kind_and_its_large
 LLAMA = "bh_llama3_2_1b_advisor_incumbent_decode.csv"
 
 
-def test_the_llama_decode_window_prices_its_dram_sharded_matmuls_and_l1_create_heads_and_names_every_skip():
-    """Llama-3.2-1B's batch-32 decode (traced): 77% of its window priced, the five DRAM-sharded bfp8 matmuls
-    (QKV, o_proj, gate, up, down) and the create-heads decode from L1. Every other row is skipped with a
-    reason naming what it lacks: the paged cache update and concat-heads decode (no kind), the SDPA decode
-    whose ``k_chunk_size`` 0 lets its kernels size each chunk from the decode position (a device tensor),
-    the width-sharded binary ops and RMSNorms, ``rotary_embedding_llama`` and three sharding conversions."""
+def test_the_llama_decode_window_prices_its_matmuls_create_heads_and_norms_and_names_every_skip():
+    """Llama-3.2-1B's batch-32 decode (traced): 80% of its window priced, the five DRAM-sharded bfp8 matmuls
+    (QKV, o_proj, gate, up, down), the create-heads decode from L1 and the two width-sharded RMSNorms. Every
+    other row is skipped with a reason naming what it lacks: the paged cache update and concat-heads decode
+    (no kind), the SDPA decode whose ``k_chunk_size`` 0 lets its kernels size each chunk from the decode
+    position (a device tensor), the width-sharded binary ops, ``rotary_embedding_llama`` and three sharding
+    conversions."""
     share, from_csv = _window_share(LLAMA)
     assert share == pytest.approx(from_csv)
     start, end = WINDOWS[LLAMA]
@@ -121,15 +122,19 @@ def test_the_llama_decode_window_prices_its_dram_sharded_matmuls_and_l1_create_h
     rows = rep.timed_rows()
     assert len(rows) == 20
     priced = [r for r in rows if r.status == MODELLED]
-    matmuls = [r for r in priced if r.op_code == "MatmulDeviceOperation"]
-    assert len(matmuls) == 5 and len(priced) == 6
-    assert all(inner(r.spec).cfg.kind == DRAM_SHARDED and inner(r.spec).weight_dtype == "bfp8" for r in matmuls)
-    (heads,) = [r for r in priced if r not in matmuls]
-    assert heads.op_code == "NLPCreateQKVHeadsDecodeDeviceOperation" and inner(heads.spec).in_l1
+    by_code = {}
+    for r in priced:
+        by_code.setdefault(r.op_code, []).append(inner(r.spec))
+    assert {code: len(v) for code, v in by_code.items()} == {
+        "MatmulDeviceOperation": 5, "NLPCreateQKVHeadsDecodeDeviceOperation": 1, "LayerNormDeviceOperation": 2}
+    assert all(s.cfg.kind == DRAM_SHARDED and s.weight_dtype == "bfp8" for s in by_code["MatmulDeviceOperation"])
+    assert by_code["NLPCreateQKVHeadsDecodeDeviceOperation"][0].in_l1
+    assert {(s.grid, s.block_w) for s in by_code["LayerNormDeviceOperation"]} == {((8, 4), 2)}
     cov = coverage(rep)
     reasons = {reason.split(" (")[0].split(";")[0] for reason in cov.skipped}
     assert any(r.startswith("SDPA decode with k_chunk_size 0") for r in reasons), reasons
     assert "op not modelled" in reasons and any(r.startswith("sharded operand") for r in reasons), reasons
+    assert not any("LayerNormSharded" in r for r in reasons), reasons
     assert sum(us for _, us in cov.skipped.values()) == pytest.approx(cov.device_us * (1 - share))
 
 

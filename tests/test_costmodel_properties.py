@@ -113,9 +113,9 @@ def test_grad_matches_central_differences(mode):
         f0 = float(f(args))
         grads = jax.tree_util.tree_leaves(jit(jax.grad(step), fast=True)(args))
         leaves, treedef = jax.tree_util.tree_flatten(args)
-        # hardware (with dram_request_cycles, noc_write_issue_cycles, the two SFPU costs and the two L1 read costs),
-        # fit, config leaves
-        assert len(leaves) == 14 + len(PARAM_NAMES) + 2 + 15 + 3
+        # hardware (with dram_request_cycles, noc_write_issue_cycles, the two SFPU costs and the five NoC estimator
+        # costs), fit, config leaves
+        assert len(leaves) == 17 + len(PARAM_NAMES) + 2 + 15 + 3
         nonzero = 0
         for i, (x, g) in enumerate(zip(leaves, grads)):
             h = 1e-6 * abs(float(x))

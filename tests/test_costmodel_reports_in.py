@@ -291,8 +291,10 @@ def test_program_config_kinds_are_told_apart(tmp_path):
     status = {r.op_code: r.status for r in rep.rows}
     mm = next(r for r in rep.rows if r.op_code == "MatmulDeviceOperation")
     assert status["MatmulDeviceOperation"] == MODELLED and mm.spec.cfg.kind == "dram_sharded"
-    assert status["LayerNormDeviceOperation"] == ("program-config kind not modelled: "
-                                                  "LayerNormShardedMultiCoreProgramConfig")
+    # its width-sharded RMSNorm (8x4 grid, 4 tiles a core, Float32 intermediates) is the sharded program's
+    norm = next(r for r in rep.rows if r.op_code == "LayerNormDeviceOperation")
+    assert status["LayerNormDeviceOperation"] == MODELLED
+    assert (norm.spec.grid, norm.spec.block_w, norm.spec.fp32_dest_acc) == ((8, 4), 4, True)
     # its paged cache holds 128 chunks of 32 rows per user over 2 cores per head: the position sets the work
     assert status["SdpaDecodeDeviceOperation"].startswith("paged or contiguous cache of 128 k chunks over 2 cores")
     assert status["BinaryNgDeviceOperation"].startswith("sharded operand")

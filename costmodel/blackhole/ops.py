@@ -116,6 +116,31 @@ def l1_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, *, relax: Relax | N
     return smax(us_of(tiles / fit.core_read_tiles_per_s), us_of(nbytes / hw.noc_link_bytes_per_s), relax=relax)
 
 
+# The transaction size tt-metal's NoC estimator quotes its round trips at ([BH-noc-est] in costmodel.hardware,
+# its smallest size): a larger transfer adds its bytes past these at one NoC link's rate.
+NOC_EST_BYTES = 64
+
+
+def noc_reads_cycles(hw: Blackhole, reads, nbytes):
+    """One core issuing ``reads`` NoC reads of ``nbytes`` each from other cores' L1 back to back, then waiting
+    for them (``noc_async_read_barrier``), cycles: one round trip [noc_l1_read_round_trip_cycles], its bytes
+    past ``NOC_EST_BYTES`` at a link's rate, and each further read at its issue cost [noc_l1_read_issue_cycles]
+    or its transfer, whichever is longer (the estimator's back-to-back 2 KB reads take 34.9 cycles each, as
+    its 64 B ones do)."""
+    link = hw.noc_bytes_per_cycle_per_link
+    first = hw.noc_l1_read_round_trip_cycles + jnp.maximum(nbytes - NOC_EST_BYTES, 0) / link
+    return first + (reads - 1) * jnp.maximum(hw.noc_l1_read_issue_cycles, nbytes / link)
+
+
+def noc_mcast_cycles(hw: Blackhole, destinations, nbytes):
+    """One multicast write of ``nbytes`` to ``destinations`` cores and its barrier (every destination's
+    acknowledgement), cycles: [noc_mcast_cycles] at the estimator's 4 destinations, [noc_mcast_cycles_per_
+    destination] for each further one (the line through its 4- and 110-destination entries, also below 4), its
+    bytes past ``NOC_EST_BYTES`` at a link's rate."""
+    return (hw.noc_mcast_cycles + hw.noc_mcast_cycles_per_destination * (destinations - 4)
+            + jnp.maximum(nbytes - NOC_EST_BYTES, 0) / hw.noc_bytes_per_cycle_per_link)
+
+
 def read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, others=(), relax: Relax | None):
     """One core reading ``tiles`` pages (``nbytes`` bytes) while ``readers`` cores read the same amount, us:
     its own page-request rate, its NoC link, or its share of the achievable aggregate bandwidth for
@@ -222,6 +247,8 @@ __all__ = [
     "kernel_only",
     "l1_read_us",
     "launch_us",
+    "noc_mcast_cycles",
+    "noc_reads_cycles",
     "overlap",
     "read_us",
     "row_op_us",

@@ -13,6 +13,8 @@ to ``KINDS``, and its rows in the tests.
     matmul           matmul                                 MatmulSpec
     minimal_matmul   minimal_matmul                         MinimalMatmulSpec
     norm             norm (RMSNorm, LayerNorm)              NormSpec
+    norm_sharded     (norm's rows with the sharded program  NormShardedSpec
+                     config: the norm reader hands them on)
     softmax          softmax                                SoftmaxSpec
     eltwise          eltwise (binary_ng add / mul)          EltwiseSpec
     unary            unary (SFPU op chains: silu, neg ...)  UnarySpec
@@ -37,6 +39,7 @@ from costmodel.blackhole.kinds import (
     matmul,
     minimal_matmul,
     norm,
+    norm_sharded,
     rope,
     sdpa,
     softmax,
@@ -46,7 +49,7 @@ from costmodel.blackhole.report_line import ReportLine
 from costmodel.blackhole.report_schema import OpRecord
 from costmodel.hardware import Blackhole
 
-KINDS = (matmul, minimal_matmul, norm, softmax, eltwise, unary, heads, rope, fill_cache, sdpa, data_movement, dram_read)
+KINDS = (matmul, minimal_matmul, norm, norm_sharded, softmax, eltwise, unary, heads, rope, fill_cache, sdpa, data_movement, dram_read)
 OP_CODES: dict[str, tuple[str, ...]] = {cls: codes for k in KINDS for cls, codes in k.OP_CLASSES.items()}
 CLASS_OF_CODE = {code: cls for cls, codes in OP_CODES.items() for code in codes}
 KIND_OF_CLASS = {cls: k for k in KINDS for cls in k.OP_CLASSES}

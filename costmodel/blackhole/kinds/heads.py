@@ -8,7 +8,7 @@ import dataclasses
 import math
 
 from costmodel.blackhole.kinds.data_movement import data_movement_us
-from costmodel.blackhole.ops import cycles_us, launch_us, us_of
+from costmodel.blackhole.ops import cycles_us, launch_us, noc_reads_cycles, us_of
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import (
     ReportLine,
@@ -22,8 +22,8 @@ from costmodel.hardware import TILE, Blackhole
 from costmodel.smooth import Relax
 from jaxref.vocabulary import ActivationFormat
 
-
 # ---- their prices ----------------------------------------------------------------------------------
+SUBTILE_LINE_BYTES = 32  # a create-heads decode read: one face row of a bf16 tile, 16 elements
 def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, act_dtype: str = "bf16",
              in_l1: bool = False, relax: Relax | None = None):
     """``nlp_create_qkv_heads`` / ``nlp_concat_heads`` on a [rows, tiles_per_row*32] tensor, us.
@@ -86,7 +86,7 @@ def heads_decode_us(hw: Blackhole, fit: FitParams, *, users: int, q_heads: int, 
     """
     reads = head_dim // TILE
     if in_l1:
-        per_head = cycles_us(hw, hw.noc_l1_read_round_trip_cycles + (reads - 1) * hw.noc_l1_read_issue_cycles)
+        per_head = cycles_us(hw, noc_reads_cycles(hw, reads, SUBTILE_LINE_BYTES))
     else:
         per_head = fit.dram_latency_us + us_of(reads / fit.core_read_tiles_per_s)
     return launch_us(fit, users, fit.launch_heads_us) + (q_heads + 2 * kv_heads) * per_head

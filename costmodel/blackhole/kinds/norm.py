@@ -8,6 +8,8 @@ import math
 
 import jax.numpy as jnp
 
+from costmodel.blackhole.kinds import norm_sharded
+from costmodel.blackhole.kinds.norm_sharded import NormShardedSpec
 from costmodel.blackhole.ops import (
     SFPU_ROWS_PER_TILE,
     intermediate_pass_cycles,
@@ -222,12 +224,15 @@ class NormSpec:
                            fp32_dest_acc=self.fp32_dest_acc, relax=relax)
 
 
-def read(ln: ReportLine, hw: Blackhole, cls: str = "norm") -> NormSpec:
-    """A LayerNorm device-operation row (RMSNorm or LayerNorm) as a ``NormSpec``."""
+def read(ln: ReportLine, hw: Blackhole, cls: str = "norm") -> NormSpec | NormShardedSpec:
+    """A LayerNorm device-operation row (RMSNorm or LayerNorm) as a ``NormSpec``, or with the sharded program
+    config as ``norm_sharded``'s ``NormShardedSpec``."""
     kind = ln.attr("norm_type")
     if kind not in ("LayerNormType::RMSNORM", "LayerNormType::LAYERNORM"):
         raise Skip(f"norm type not modelled ({kind or 'no norm_type'}; the model covers RMSNorm and LayerNorm)")
     pc = ln.attr("program_config") or ""
+    if pc.startswith(norm_sharded.PROGRAM_CONFIG):
+        return norm_sharded.read(ln, hw)
     if pc and not pc.startswith("LayerNormDefaultProgramConfig"):
         raise Skip(f"program-config kind not modelled: {pc.split('(')[0]}")
     x = ln.shape("INPUT_0")  # a row-wise op: batch dims are more rows
