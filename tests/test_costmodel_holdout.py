@@ -285,7 +285,14 @@ def test_per_kind_summary_against_hand_counts():
     assert out["a"]["band_reachable"] and not out["b"]["band_reachable"]
     assert holdout.target_verdict(out["a"]) == "met" and holdout.target_verdict(out["b"]) == (
         "missed (6 rows: no k/6 in 85-95%)")
-    assert holdout.target_verdict({**out["b"], "band_reachable": True}) == "missed"
+    wide = {**out["b"], "band_reachable": True}
+    assert holdout.target_verdict(wide) == "missed (coverage 100% > 95%: intervals wider than its errors)"
+    assert holdout.priced_within_target_but_wide(wide) and not holdout.priced_within_target_but_wide(out["a"])
+    # both targets missed: each named with its number
+    bad = {**out["a"], "mape": 0.226, "coverage": 0.40, "meets": False}
+    assert holdout.target_verdict(bad) == ("missed (MAPE 22.6% > 15%; coverage 40% < 85%: intervals narrower "
+                                           "than its errors)")
+    assert not holdout.priced_within_target_but_wide(bad)
 
 
 @pytest.mark.parametrize("n,reachable", [(1, False), (4, False), (5, False), (6, False), (7, True), (8, True),
