@@ -49,7 +49,8 @@ from costmodel.blackhole.report_line import ReportLine
 from costmodel.blackhole.report_schema import OpRecord
 from costmodel.hardware import Blackhole
 
-KINDS = (matmul, minimal_matmul, norm, norm_sharded, softmax, eltwise, unary, heads, rope, fill_cache, sdpa, data_movement, dram_read)
+KINDS = (matmul, minimal_matmul, norm, norm_sharded, softmax, eltwise, unary, heads, rope, fill_cache, sdpa,
+         data_movement, dram_read)
 OP_CODES: dict[str, tuple[str, ...]] = {cls: codes for k in KINDS for cls, codes in k.OP_CLASSES.items()}
 CLASS_OF_CODE = {code: cls for cls, codes in OP_CODES.items() for code in codes}
 KIND_OF_CLASS = {cls: k for k in KINDS for cls in k.OP_CLASSES}

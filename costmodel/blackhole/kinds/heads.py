@@ -24,6 +24,8 @@ from jaxref.vocabulary import ActivationFormat
 
 # ---- their prices ----------------------------------------------------------------------------------
 SUBTILE_LINE_BYTES = 32  # a create-heads decode read: one face row of a bf16 tile, 16 elements
+
+
 def heads_us(hw: Blackhole, fit: FitParams, *, rows: int, tiles_per_row: int, act_dtype: str = "bf16",
              in_l1: bool = False, relax: Relax | None = None):
     """``nlp_create_qkv_heads`` / ``nlp_concat_heads`` on a [rows, tiles_per_row*32] tensor, us.
