@@ -250,7 +250,7 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "norm") -> NormSpec | NormSha
                     fp32_dest_acc=row_fp32_dest_acc(ln))
 
 
-OP_CLASSES = {"norm": ("LayerNormDeviceOperation", "LayerNorm")}  # first: written
+OP_CLASSES = {"norm": norm_sharded.LAYERNORM_CODES}  # first: written
 SPECS = (NormSpec,)
 
 

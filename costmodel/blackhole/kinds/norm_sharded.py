@@ -14,8 +14,9 @@ one tile row (block_h 1) width-sharded over a gx x gy grid, block_w tiles per co
   the grid (a barrier over every core's partial);
 * the first-stage reducers, column x = 0 (one per grid row; the sender alone on a one-row grid), read the
   partial tiles of their row (gx, or all n on a one-row grid), back to back and one barrier, and reduce them;
-  with more than one row (the two-stage reduce: ``should_use_two_stage_reduce``) each row reducer then
-  increments a second semaphore on the sender, which reads the gy - 1 row results and reduces them;
+  with more than one row (the two-stage reduce: ``should_use_two_stage_reduce``, which also asks for a row-major
+  shard orientation; a report row does not show the orientation, so row-major is assumed) each row reducer
+  then increments a second semaphore on the sender, which reads the gy - 1 row results and reduces them;
 * the sender adds epsilon and takes the reciprocal square root (one tile), reads that tile back into the
   global buffer over the NoC (one read and barrier), and multicasts it, then a semaphore, to the other n - 1
   cores;
@@ -52,6 +53,9 @@ from costmodel.smooth import Relax, smax
 from jaxref.vocabulary import ActivationFormat
 
 PROGRAM_CONFIG = "LayerNormShardedMultiCoreProgramConfig"
+# the LayerNorm device operation's op codes (the first written): the norm kind's op class (kinds.norm.OP_CLASSES),
+# declared here, where this program's rows are written too, since the norm kind imports this module
+LAYERNORM_CODES = ("LayerNormDeviceOperation", "LayerNorm")
 SEMAPHORE_BYTES = 4  # a semaphore multicast: one 32-bit word
 
 
@@ -156,9 +160,6 @@ def cores(spec: NormShardedSpec, hw: Blackhole) -> int:
 
 def record(spec: NormShardedSpec, hw: Blackhole):
     """(op code, attributes, inputs, outputs, fidelity) of ``spec``'s report row."""
-    # the norm kind's op code; imported here because that module imports this one to hand it its rows
-    from costmodel.blackhole.kinds.norm import OP_CLASSES as NORM_OP_CLASSES
-
     gx, gy = spec.grid
     x = tensor((1, 1, TILE, spec.width), spec.act_dtype, memory="DEV_0_L1_WIDTH_SHARDED")
     gamma = tensor((1, 1, spec.width // TILE, TILE), spec.act_dtype, "ROW_MAJOR")
@@ -169,4 +170,4 @@ def record(spec: NormShardedSpec, hw: Blackhole):
         ckc = ckc.replace("fp32_dest_acc_en=0", "fp32_dest_acc_en=1")
     attrs = {"norm_type": "LayerNormType::RMSNORM", "eps": "1e-05", "program_config": pc,
              "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED", "compute_kernel_config": ckc}
-    return NORM_OP_CLASSES["norm"][0], attrs, [x, gamma], [x], "HiFi4"
+    return LAYERNORM_CODES[0], attrs, [x, gamma], [x], "HiFi4"
