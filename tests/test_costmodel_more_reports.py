@@ -75,7 +75,7 @@ def test_the_layer_windows_are_priced_to_80_percent_of_their_device_time(name):
     of ~69 ms each) outside the window. The Qwen3.6-27B functional full-attention prefill of 33 tokens
     (added with the same check): 96.9% (56.9% for the whole file, whose weight tilizes lie outside the
     window). Gemma-4 31B's traced decode: 97.2% (74.7% before its LoFi matmul with a fused approximate
-    GELU was priced, 94.6% before its L1 create-heads decode and sharded RMSNorms). Llama-3.2-1B's traced
+    GELU was priced, 95.3% before its L1 create-heads decode and sharded RMSNorms). Llama-3.2-1B's traced
     decode: 80.2% (72.8% with its DRAM-sharded matmuls alone, 77.1% with its L1 create-heads decode)."""
     share, from_csv = _window_share(name)
     assert share == pytest.approx(from_csv)
