@@ -1,5 +1,5 @@
 """Real op reports of other models (``tests/data/profiler_more``: gpt-oss-20b decode and prefill, Muse
-Glimmer 30B prefill, Qwen3.6-27B prefill, Gemma-4 31B, Phi-3.5-mini and Llama-3.2-1B decodes; SOURCES.md):
+Glimmer 30B prefill, Qwen3.6-27B prefill, Gemma-4 31B, Phi-3.5-mini, Llama-3.2-1B and Qwen3-4B decodes; SOURCES.md):
 read without error, the CORE COUNT of every modelled row is the cores the model prices, and the share of
 each layer window's device time the model prices, against a sum straight from the CSV."""
 
@@ -24,6 +24,7 @@ from costmodel.blackhole.report_reader import MODELLED, model_cores, read_report
 MORE = pathlib.Path(__file__).parent / "data" / "profiler_more"
 WINDOWS = {name: tuple(w) for name, w in json.loads((MORE / "windows.json").read_text())["windows"].items()}
 LLAMA = "bh_llama3_2_1b_advisor_incumbent_decode.csv"
+QWEN3 = "bh_qwen3_4b_optimized_decode.csv"
 
 
 @pytest.mark.parametrize("name", sorted(WINDOWS))
@@ -67,7 +68,7 @@ def _window_share(name: str) -> tuple[float, float]:
 
 @pytest.mark.parametrize("name", ["bh_gpt_oss_20b_fused_decode_b1.csv", "bh_gpt_oss_20b_fused_prefill_s17.csv",
                                   "bh_qwen3_6_27b_functional_full_attention_prefill_s33.csv",
-                                  "bh_gemma4_31b_fused_full_decode.csv", LLAMA])
+                                  "bh_gemma4_31b_fused_full_decode.csv", LLAMA, QWEN3])
 def test_the_layer_windows_are_priced_to_80_percent_of_their_device_time(name):
     """The layer window (the signposts tt-perf-report reads): >= 80% of its device time priced (gpt-oss
     decode 86.1%, prefill 91.4%; 82.8% and 88.7% before the SFPU-path multiplies were priced, 84.9% and
@@ -76,7 +77,9 @@ def test_the_layer_windows_are_priced_to_80_percent_of_their_device_time(name):
     (added with the same check): 96.9% (56.9% for the whole file, whose weight tilizes lie outside the
     window). Gemma-4 31B's traced decode: 97.2% (74.7% before its LoFi matmul with a fused approximate
     GELU was priced, 95.3% before its L1 create-heads decode and sharded RMSNorms). Llama-3.2-1B's traced
-    decode: 80.2% (72.8% with its DRAM-sharded matmuls alone, 77.1% with its L1 create-heads decode)."""
+    decode: 80.2% (72.8% with its DRAM-sharded matmuls alone, 77.1% with its L1 create-heads decode). Qwen3-4B's
+    traced decode, a model family added after every mechanism it is priced with: 80.9% (45.1% before its
+    ``transpose_b`` matmuls were read as the same program with the weight stored [N, K])."""
     share, from_csv = _window_share(name)
     assert share == pytest.approx(from_csv)
     assert share >= 0.80
@@ -235,3 +238,43 @@ def test_calibrating_on_a_layer_window_moves_the_port_step_at_most_5_percent(nam
     assert fitted.info["held_at_prior"]
     for k in fitted.info["held_at_prior"]:
         assert getattr(fitted.params, k) == pytest.approx(getattr(stored.params, k), rel=1e-5), k
+
+
+def _gate_projection(r):  # Qwen3-4B's first gate / up matmul: bfp4 weights stored [N, K] = [9728, 2560]
+    return (r["OP CODE"] == "MatmulDeviceOperation" and "'transpose_b': 'true'" in r["ATTRIBUTES"]
+            and r["INPUT_1_Y_PAD[LOGICAL]"] == "9728[9728]")
+
+
+def test_a_transpose_b_matmul_is_the_same_program_as_its_weight_stored_k_by_n(tmp_path):
+    """``transpose_b`` (Qwen3-4B's gate / up projections, weights [9728, 2560]): the 1D program's in1 reader reads
+    the same tiles at strided page ids and the unpacker transposes each one as the matmul unpacks it, no pass of
+    its own (kinds.matmul.read's sources), so the row reads as the spec of the same call with the weight stored
+    [2560, 9728] and transpose_b false: written here by editing the line."""
+    line, _ = one_line(MORE / QWEN3, tmp_path / "tb.csv", _gate_projection)
+    assert line.status == MODELLED
+    spec = inner(line.spec)
+    assert (spec.M, spec.K, spec.N, spec.weight_dtype) == (32, 2560, 9728, "bfp4")
+
+    def stored_k_by_n(r):
+        r["ATTRIBUTES"] = r["ATTRIBUTES"].replace("'transpose_b': 'true'", "'transpose_b': 'false'")
+        r["INPUT_1_Y_PAD[LOGICAL]"], r["INPUT_1_X_PAD[LOGICAL]"] = r["INPUT_1_X_PAD[LOGICAL]"], r["INPUT_1_Y_PAD[LOGICAL]"]
+    plain, _ = one_line(MORE / QWEN3, tmp_path / "plain.csv", _gate_projection, stored_k_by_n)
+    assert plain.status == MODELLED and inner(plain.spec) == spec
+
+
+def test_a_transpose_a_matmul_is_skipped_with_the_reason(tmp_path):
+    """transpose_a: ttnn transposes the activation tiles in a pass of their own first, which the model does not
+    price (the activation given as [K, M] here)."""
+    def transposed_a(r):
+        r["ATTRIBUTES"] = r["ATTRIBUTES"].replace("'transpose_a': 'false'", "'transpose_a': 'true'")
+        r["INPUT_0_Y_PAD[LOGICAL]"], r["INPUT_0_X_PAD[LOGICAL]"] = "2560[2560]", "32[1]"
+    line, _ = one_line(MORE / QWEN3, tmp_path / "ta.csv", _gate_projection, transposed_a)
+    assert line.status != MODELLED and "matmul with transpose_a=true" in line.status, line.status
+
+
+def test_a_transpose_b_row_whose_weight_is_not_n_by_k_is_refused_naming_the_column(tmp_path):
+    def wrong_k(r):
+        r["INPUT_1_X_PAD[LOGICAL]"] = "4096[4096]"
+    with pytest.raises(ValueError, match=r"INPUT_1_X.*K=4096 of the weights \(transpose_b\) != K=2560 of the "
+                                         r"activations"):
+        one_line(MORE / QWEN3, tmp_path / "tk.csv", _gate_projection, wrong_k)

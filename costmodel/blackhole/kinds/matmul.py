@@ -480,9 +480,22 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "matmul") -> MatmulSpec:
     if name != "std::nullopt" and not name.startswith("MatmulMultiCoreReuse"):
         raise Skip(f"program-config kind not modelled: {name}")
     act, wdt = ln.dtype("INPUT_0", ActivationFormat), ln.dtype("INPUT_1", WeightFormat)
-    M, K, N = x[2], x[3], w[3]
-    if w[2] != K:
-        raise ln.fail(ln.dim_col("INPUT_1", "Y"), f"K={w[2]} of the weights != K={K} of the activations")
+    # transpose_a / transpose_b (ttnn.matmul's flags): the operand is stored [K, M] / [N, K]. With transpose_b the
+    # in1 reader reads the same tiles, one page each, at strided page ids (in1_tensor_stride_w = K tiles), and the
+    # unpacker transposes each tile as the matmul unpacks it (IN1_TRANSPOSE_TILE: matmul_block's transpose flag,
+    # no pass of its own): the same price as the weight stored [K, N] (tt-metal matmul_multicore_reuse_mcast_1d_
+    # program_factory.cpp @ 00629f0f, utilities/matmul_utilities.cpp @ 001cea9a, compute
+    # bmm_large_block_zm_fused_bias_activation.cpp @ 01647ce5). transpose_a runs transpose_tile_block into a
+    # buffer of its own first, a pass the model does not price.
+    ta, tb = ((ln.attr(f"transpose_{o}") or "false") == "true" for o in "ab")
+    (M, K), (Kw, N) = (x[3:1:-1] if ta else x[2:]), (w[3:1:-1] if tb else w[2:])
+    if Kw != K:
+        raise ln.fail(ln.dim_col("INPUT_1", "X" if tb else "Y"),
+                      f"K={Kw} of the weights{' (transpose_b)' if tb else ''} != K={K} of the activations"
+                      f"{' (transpose_a)' if ta else ''}")
+    if ta:
+        raise Skip("matmul with transpose_a=true (its activation tiles transposed in a pass of their own first, "
+                   "not modelled)")
     if name == "std::nullopt":
         memories = [ln.memory(p) for p in ("INPUT_0", "INPUT_1", "OUTPUT_0")]
         grid = (hw.grid_x, hw.grid_y)
@@ -505,6 +518,9 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "matmul") -> MatmulSpec:
         if "is not a matmul config this project models" in str(e):
             raise Skip(f"program-config kind not modelled: {name}") from None
         raise ln.fail("ATTRIBUTES", str(e)) from None
+    if tb and cfg.kind not in (MCAST_1D_IN0, MCAST_1D_IN1):
+        raise Skip(f"transpose_b on a {KIND_NAMES[cfg.kind]} matmul (the model reads the 1D program's transposed "
+                   "in1 only)")
     batch = max(ba, bb)
     if batch > 1 and cfg.kind == DRAM_SHARDED:
         raise Skip("batched operands on a DRAM-sharded matmul")
