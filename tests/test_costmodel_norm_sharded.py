@@ -98,6 +98,9 @@ def _is_norm(r):
     (lambda r: r.update(INPUT_1_LAYOUT="TILE"), "a tiled or L1 gamma"),
     (lambda r: r.update(OUTPUT_0_MEMORY="DEV_0_DRAM_INTERLEAVED"), "OUTPUT_0 DRAM_INTERLEAVED"),
     (lambda r: r.update(INPUT_0_MEMORY="DEV_0_L1_BLOCK_SHARDED"), "INPUT_0 L1_BLOCK_SHARDED"),
+    (lambda r: r.update(ATTRIBUTES=r["ATTRIBUTES"].replace("compute_with_storage_grid_size=8-4",
+                                                           "compute_with_storage_grid_size=1-1").replace(
+        "block_w=2", "block_w=64"), **{"INPUT_0_X_PAD[LOGICAL]": "2048[2048]"}), "sharded RMSNorm on one core"),
 ])
 def test_other_forms_are_skipped_with_the_reason(tmp_path, edit, reason):
     line, _ = one_line(LLAMA, tmp_path / "n.csv", _is_norm, edit)
@@ -115,6 +118,7 @@ def test_a_row_whose_width_is_not_its_grid_times_its_block_is_refused_naming_the
     ({"grid": (8, 0)}, r"grid=\(8, 0\); expected \(gx, gy\), two positive ints"),
     ({"grid": [8, 4]}, r"grid=\[8, 4\]"),
     ({"grid": (8, True)}, r"grid=\(8, True\)"),
+    ({"grid": (1, 1)}, r"grid=\(1, 1\); expected at least two cores"),
     ({"block_w": 0}, r"block_w=0; expected a positive int"),
     ({"block_w": 2.0}, r"block_w=2.0"),
 ])

@@ -103,6 +103,8 @@ class NormShardedSpec:
         if (not isinstance(g, tuple) or len(g) != 2
                 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in g)):
             raise ValueError(f"grid={g!r}; expected (gx, gy), two positive ints")
+        if g == (1, 1):
+            raise ValueError("grid=(1, 1); expected at least two cores (the priced chain reduces across cores)")
         if not isinstance(self.block_w, int) or isinstance(self.block_w, bool) or self.block_w < 1:
             raise ValueError(f"block_w={self.block_w!r}; expected a positive int (tiles per core)")
 
@@ -142,6 +144,8 @@ def read(ln: ReportLine, hw: Blackhole) -> NormShardedSpec:
     grid = ln.config_grid(pc, hw)
     if grid is None:
         raise ln.fail("ATTRIBUTES", f"{PROGRAM_CONFIG} without compute_with_storage_grid_size")
+    if grid == (1, 1):
+        raise Skip("sharded RMSNorm on one core (no reduce across cores: the price's handshakes would not run)")
     block_w = ln.config_int(pc, "block_w")
     if grid[0] * grid[1] * block_w * TILE != x[3]:
         raise ln.fail(ln.dim_col("INPUT_0", "X"), f"width {x[3]} != {grid[0]} x {grid[1]} cores x block_w "
