@@ -293,6 +293,9 @@ def test_per_kind_summary_against_hand_counts():
     assert holdout.target_verdict(bad) == ("missed (MAPE 22.6% > 15%; coverage 40% < 85%: intervals narrower "
                                            "than its errors)")
     assert not holdout.priced_within_target_but_wide(bad)
+    # a met, b too few rows for the band; with b's band reachable it is the one priced within target but wide
+    assert holdout.target_counts(out) == (1, 1, 0)
+    assert holdout.target_counts({**out, "b": wide}) == (1, 0, 1)
 
 
 @pytest.mark.parametrize("n,reachable", [(1, False), (4, False), (5, False), (6, False), (7, True), (8, True),

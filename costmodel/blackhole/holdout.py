@@ -314,6 +314,14 @@ def priced_within_target_but_wide(k: dict) -> bool:
     return k["mape"] <= KIND_MAPE_MAX and k["band_reachable"] and k["coverage"] > KIND_COVERAGE[1]
 
 
+def target_counts(kinds: dict[str, dict]) -> tuple[int, int, int]:
+    """(kinds meeting both targets, kinds whose row count no share k/n puts in 85-95%, kinds priced within the
+    MAPE target with intervals wider than their errors) of a ``kind_summary``."""
+    ks = kinds.values()
+    return (sum(k["meets"] for k in ks), sum(not k["band_reachable"] for k in ks),
+            sum(priced_within_target_but_wide(k) for k in ks))
+
+
 def format_validation(result: dict) -> str:
     """Text table of ``validate_rows``: every row, the per-class / per-role summary, the worst rows."""
     lines = [(f"{'row':34s} {'class':10s} {'measured':>10s} {'in-sample':>10s} {'held-out':>10s} "
@@ -335,9 +343,7 @@ def format_validation(result: dict) -> str:
                      f"{100 * s['coverage']:12.0f}% {s['median_width']:13.2f}")
     kinds = result.get("kinds", {})
     if kinds:
-        met = sum(k["meets"] for k in kinds.values())
-        unreachable = sum(not k["band_reachable"] for k in kinds.values())
-        wide = sum(priced_within_target_but_wide(k) for k in kinds.values())
+        met, unreachable, wide = target_counts(kinds)
         lines += ["", (f"per op kind with >= {KIND_MIN_ROWS} rows ({met} of {len(kinds)} meet MAPE <= "
                        f"{100 * KIND_MAPE_MAX:.0f}% and coverage {100 * KIND_COVERAGE[0]:.0f}-"
                        f"{100 * KIND_COVERAGE[1]:.0f}%; {unreachable} have too few rows for any share k/n in that "

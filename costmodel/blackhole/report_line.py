@@ -182,9 +182,10 @@ def tensor(shape, dtype: str, layout: str = "TILE", memory: str = "DEV_0_DRAM_IN
     return TensorDesc(tuple(int(d) for d in shape), TTNN_OF_DTYPE[dtype], layout, memory)
 
 
-def compute_kernel(fidelity: str) -> str:
+def compute_kernel(fidelity: str, *, fp32_dest_acc: bool = False) -> str:
+    """A row's compute kernel config, as the profiler writes it."""
     return format_config("ComputeKernelConfig", [("math_fidelity", fidelity), ("math_approx_mode", 0),
-                                                 ("fp32_dest_acc_en", 0), ("packer_l1_acc", 1),
+                                                 ("fp32_dest_acc_en", int(fp32_dest_acc)), ("packer_l1_acc", 1),
                                                  ("dst_full_sync_en", 0)])
 
 

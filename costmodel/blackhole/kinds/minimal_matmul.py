@@ -377,7 +377,7 @@ def record(spec: MinimalMatmulSpec, hw: Blackhole):
         ("M_block_size", spec.m_block), ("K_block_size", spec.k_block), ("N_block_size", spec.n_block),
         ("subblock_h", spec.subblock_h), ("subblock_w", spec.subblock_w),
         ("compute_with_storage_grid_size", f"(x={spec.grid_x};y={spec.grid_y})")])
-    ckc = compute_kernel(spec.fidelity).replace("fp32_dest_acc_en=0", f"fp32_dest_acc_en={int(spec.fp32_dest_acc)}")
+    ckc = compute_kernel(spec.fidelity, fp32_dest_acc=spec.fp32_dest_acc)
     attrs = {"compute_kernel_config": ckc, "config": cfg, "fused_activation": "std::nullopt"}
     ins = [tensor((1, 1, spec.M, spec.K), spec.act_dtype), tensor((1, 1, spec.K, spec.N), spec.weight_dtype)]
     if spec.bias:

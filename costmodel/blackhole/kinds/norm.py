@@ -267,6 +267,6 @@ def record(spec: NormSpec, hw: Blackhole):
              "program_config": "LayerNormDefaultProgramConfig(legacy_reduction=0;legacy_rsqrt=0;use_welford=0)",
              "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED"}
     if spec.fp32_dest_acc:
-        attrs["compute_kernel_config"] = compute_kernel("HiFi4").replace("fp32_dest_acc_en=0", "fp32_dest_acc_en=1")
+        attrs["compute_kernel_config"] = compute_kernel("HiFi4", fp32_dest_acc=True)
     ins = [x, x, gamma] if spec.fused_residual else [x, gamma]
     return OP_CLASSES["norm"][0], attrs, ins + ([gamma] if spec.layernorm else []), [x], "HiFi4"

@@ -169,9 +169,7 @@ def record(spec: NormShardedSpec, hw: Blackhole):
     gamma = tensor((1, 1, spec.width // TILE, TILE), spec.act_dtype, "ROW_MAJOR")
     pc = (f"{PROGRAM_CONFIG}(compute_with_storage_grid_size={gx}-{gy};subblock_w={spec.block_w};block_h=1;"
           f"block_w={spec.block_w};inplace=0;legacy_reduction=0;legacy_rsqrt=0;use_welford=0)")
-    ckc = compute_kernel("HiFi4")
-    if spec.fp32_dest_acc:
-        ckc = ckc.replace("fp32_dest_acc_en=0", "fp32_dest_acc_en=1")
     attrs = {"norm_type": "LayerNormType::RMSNORM", "eps": "1e-05", "program_config": pc,
-             "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED", "compute_kernel_config": ckc}
+             "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED",
+             "compute_kernel_config": compute_kernel("HiFi4", fp32_dest_acc=spec.fp32_dest_acc)}
     return LAYERNORM_CODES[0], attrs, [x, gamma], [x], "HiFi4"

@@ -139,7 +139,7 @@ def record(spec: SoftmaxSpec, hw: Blackhole):
     """(op code, attributes, inputs, outputs, fidelity) of ``spec``'s report row."""
     x = dataclasses.replace(tensor((1, 1, spec.rows, spec.width), spec.act_dtype),
                             logical=(1, 1, spec.rows, spec.width - spec.pad_cols))
-    ckc = compute_kernel("HiFi4").replace("fp32_dest_acc_en=0", f"fp32_dest_acc_en={int(spec.fp32_dest_acc)}")
+    ckc = compute_kernel("HiFi4", fp32_dest_acc=spec.fp32_dest_acc)
     attrs = {"compute_kernel_config": ckc, "dim": "3", "inplace": "false", "is_causal_mask": "false",
              "numeric_stable": "true", "program_config": "SoftmaxDefaultProgramConfig()", "scale": "std::nullopt",
              "softmax_type": "SoftmaxOperationType::Softmax"}

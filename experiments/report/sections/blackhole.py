@@ -23,8 +23,8 @@ from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.holdout import (
     KIND_COVERAGE,
     KIND_MAPE_MAX,
-    priced_within_target_but_wide,
     report_rows,
+    target_counts,
     target_verdict,
     validate_rows,
     worst_distinct_rows,
@@ -229,9 +229,7 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
     results["source_holdout"] = {"overall": ov, "kinds": kinds, "reports": [p.name for p in reports],
                                  "worst": [{k: e[k] for k in ("source", "name", "kind", "target", "predicted", "lo",
                                                               "hi", "inside")} | {"copies": n} for e, n in worst]}
-    met = sum(k["meets"] for k in kinds.values())
-    unreachable = sum(not k["band_reachable"] for k in kinds.values())
-    wide = sum(priced_within_target_but_wide(k) for k in kinds.values())
+    met, unreachable, wide = target_counts(kinds)
     rows = [[kind, k["n"], k["shapes"], k["sources"], f"{100 * k['mape']:.1f}%", f"{100 * k['bias']:+.0f}%",
              f"{100 * k['unfitted']:.0f}%", f"{100 * k['coverage']:.0f}%", f"{k['median_width']:.2f}",
              target_verdict(k)] for kind, k in kinds.items()]
