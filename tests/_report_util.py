@@ -17,9 +17,10 @@ from costmodel.blackhole.report_reader import read_report
 from costmodel.hardware import FIDELITY_PASSES
 
 
-def op_rows(path, code: str):
-    """``read_report``'s rows of op code ``code`` that carry a device time (a trace capture's have none)."""
-    return [r for r in read_report(path).rows if r.op_code == code and r.status != "invalid device duration"]
+def op_rows(path, code: str, **kwargs):
+    """``read_report``'s rows (``kwargs`` to it) of op code ``code`` that carry a device time (a trace
+    capture's have none)."""
+    return [r for r in read_report(path, **kwargs).rows if r.op_code == code and r.status != "invalid device duration"]
 
 
 def records(path) -> list[dict]:
@@ -55,9 +56,9 @@ def traced_gap_median_ns() -> float:
     return statistics.median(g for path in TRACED_DECODE for g in traced_gaps_ns(path))
 
 
-def one_line(src, dst, pick, edit=lambda r: None):
+def one_line(src, dst, pick, edit=lambda r: None, **kwargs):
     """A report (written to ``dst``) of the first line of ``src`` that ``pick`` accepts, edited by
-    ``edit``; returns (the line as ``read_report`` reads it, the edited record)."""
+    ``edit``; returns (the line as ``read_report`` reads it, ``kwargs`` to it; the edited record)."""
     recs = records(src)
     rec = next(r for r in recs if pick(r))
     edit(rec)
@@ -65,7 +66,7 @@ def one_line(src, dst, pick, edit=lambda r: None):
         w = csv.DictWriter(f, fieldnames=list(recs[0]))
         w.writeheader()
         w.writerow(rec)
-    (line,) = read_report(dst).rows
+    (line,) = read_report(dst, **kwargs).rows
     return line, rec
 
 

@@ -23,6 +23,8 @@ from costmodel.blackhole.report_reader import MODELLED, model_cores, read_report
 
 MORE = pathlib.Path(__file__).parent / "data" / "profiler_more"
 WINDOWS = {name: tuple(w) for name, w in json.loads((MORE / "windows.json").read_text())["windows"].items()}
+# the decode position each traced decode ran at, from its harness (decode_positions.json quotes them)
+POSITIONS = {name: e["cur_pos"] for name, e in json.loads((MORE / "decode_positions.json").read_text())["positions"].items()}
 LLAMA = "bh_llama3_2_1b_advisor_incumbent_decode.csv"
 QWEN3 = "bh_qwen3_4b_optimized_decode.csv"
 
@@ -30,7 +32,7 @@ QWEN3 = "bh_qwen3_4b_optimized_decode.csv"
 @pytest.mark.parametrize("name", sorted(WINDOWS))
 def test_every_modelled_row_prices_the_cores_it_ran_on_and_a_finite_time(name):
     path = MORE / name
-    rep = read_report(path)
+    rep = read_report(path, decode_position=POSITIONS.get(name))
     recs = records(path)
     fit = load_calibration().params
     rows = [r for r in rep.rows if r.status == MODELLED]
@@ -94,12 +96,12 @@ def test_the_muse_prefill_window_is_priced_to_99_percent_of_its_device_time():
 
 
 def test_the_phi_decode_window_is_priced_where_its_ops_have_a_kind_and_its_largest_skip_is_the_paged_sdpa():
-    """Phi-3.5-mini's batch-32 decode: 38% of its window priced. Its paged SDPA decode (31% of the window)
-    runs 32 users x 32 kv heads on 110 cores, 11 (user, head) pairs per core one after another (ttnn's
-    decode factory), each a chain of small reads and compute steps the model has no term for, and it reads
-    the cache up to the decode position, a device tensor that is not a column of the report; most of the
-    remainder is layout and sharding conversions (untilize / tilize, interleaved <-> sharded, 16%), the
-    paged cache update and the sharded create-heads."""
+    """Phi-3.5-mini's batch-32 decode, read without its decode position: 40% of its window priced. Its
+    paged SDPA decode (31% of the window) runs 32 users x 32 kv heads on 110 cores, 11 (user, head) pairs
+    per core one after another (ttnn's decode factory), each reading the cache up to the decode position,
+    a device tensor that is not a column of the report; most of the remainder is layout and sharding
+    conversions (untilize / tilize, interleaved <-> sharded, 16%), the paged cache update and the sharded
+    create-heads."""
     name = "bh_phi35_mini_advisor_candidate_decode.csv"
     share, from_csv = _window_share(name)
     assert share == pytest.approx(from_csv)
@@ -109,6 +111,20 @@ def test_the_phi_decode_window_is_priced_where_its_ops_have_a_kind_and_its_large
     assert reason.startswith("SDPA decode with 11 (batch, kv head) pairs per core") and rows == 1
     assert us / cov.device_us > 0.25
 
+
+
+@pytest.mark.parametrize("name", sorted(POSITIONS))
+def test_with_its_decode_position_a_window_prices_its_sdpa_decode_too(name):
+    """Read at the position its harness ran (decode_positions.json), a traced decode window prices its
+    SDPA decode rows as well, and nothing else changes: the share grows by exactly their time."""
+    start, end = WINDOWS[name]
+    without = coverage(read_report(MORE / name).between(start, end))
+    rep = read_report(MORE / name, decode_position=POSITIONS[name]).between(start, end)
+    with_pos = coverage(rep)
+    sdpa = [r for r in rep.timed_rows() if r.op_code == "SdpaDecodeDeviceOperation"]
+    assert sdpa and all(r.status == MODELLED for r in sdpa)
+    assert with_pos.modelled_us == pytest.approx(without.modelled_us + sum(r.duration_us for r in sdpa))
+    assert {k: v for k, v in without.skipped.items() if "SDPA decode" not in k} == with_pos.skipped
 
 
 def test_the_llama_decode_window_prices_its_matmuls_create_heads_and_norms_and_names_every_skip():
@@ -278,3 +294,14 @@ def test_a_transpose_b_row_whose_weight_is_not_n_by_k_is_refused_naming_the_colu
     with pytest.raises(ValueError, match=r"INPUT_1_X.*K=4096 of the weights \(transpose_b\) != K=2560 of the "
                                          r"activations"):
         one_line(MORE / QWEN3, tmp_path / "tk.csv", _gate_projection, wrong_k)
+
+
+def test_the_report_reads_each_window_at_its_harness_position():
+    """The main report's coverage table and held-out validation read the traced decodes at the positions
+    decode_positions.json quotes (every one a report here, an integer >= 0, with its source)."""
+    from experiments.report.sections.blackhole import report_positions
+
+    doc = json.loads((MORE / "decode_positions.json").read_text())["positions"]
+    assert all((MORE / name).is_file() and "@" in e["source"] for name, e in doc.items())
+    assert report_positions() == {str(MORE / name): pos for name, pos in POSITIONS.items()}
+    assert all(isinstance(pos, int) and pos >= 0 for pos in POSITIONS.values())

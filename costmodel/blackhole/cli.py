@@ -255,6 +255,7 @@ def calibrate(argv: list[str]) -> dict:
                                                                     "stored rows)")
     add_device_id_argument(p, lead="with --ops-csv: the DEVICE ID to fit, ")
     add_signpost_arguments(p)
+    add_decode_position_argument(p)
     p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS),
                    help="Blackhole board (default: from the report's DEVICE ARCH)")
     p.add_argument("--force-arch", action="store_true", help="fit a report of another architecture (Wormhole) "
@@ -321,7 +322,8 @@ def _calibrate(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict:
     try:
         hw = None if args.board is None else blackhole(args.board)
         if args.ops_csv is not None:
-            report = window(read_report(args.ops_csv, hw=hw, force_arch=args.force_arch, device_id=args.device_id),
+            report = window(read_report(args.ops_csv, hw=hw, force_arch=args.force_arch, device_id=args.device_id,
+                                        decode_position=args.decode_position),
                             args)
             if not args.json:
                 _print_summary(report)
@@ -399,6 +401,22 @@ def add_device_id_argument(p: argparse.ArgumentParser, *, allow_all: bool = True
                         "tt-perf-report merges devices)" + (", 'all'" if allow_all else "") + " or an id")
 
 
+def decode_position(text: str) -> int:
+    """``--decode-position`` parsed: an integer >= 0, else an argparse error naming the value."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"--decode-position={text!r}: expected an integer >= 0 (the cur_pos of the "
+                                         "report's decode)")
+    return int(text)
+
+
+def add_decode_position_argument(p: argparse.ArgumentParser) -> None:
+    """``--decode-position``: the cur_pos the reports' causal SDPA decode ran at (a device tensor, not a
+    column of the report); without it the rows whose price depends on it are skipped with that reason."""
+    p.add_argument("--decode-position", type=decode_position, default=None, metavar="POS",
+                   help="the decode position (cur_pos, the same for every user) of the reports' causal SDPA decode "
+                        "rows: prices the rows that depend on it (default: those rows are skipped)")
+
+
 def add_signpost_arguments(p: argparse.ArgumentParser) -> None:
     """``--start-signpost`` / ``--end-signpost`` (tt-perf-report's options): the rows of a signpost
     window of each report read (``Report.between``; apply it with ``window``)."""
@@ -441,6 +459,7 @@ def predict_main(argv: list[str]) -> int:
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     add_device_id_argument(p)
     add_signpost_arguments(p)
+    add_decode_position_argument(p)
     p.add_argument("--board", default=None, choices=sorted(BLACKHOLE_PRESETS),
                    help="Blackhole board (default: from the report's DEVICE ARCH)")
     p.add_argument("--force-arch", action="store_true", help="read a report of another architecture anyway")
@@ -452,7 +471,8 @@ def predict_main(argv: list[str]) -> int:
     def body(args) -> int:
         cal = calibration_of(args)
         (report,) = read_reports(args.ops_csv, hw=None if args.board is None else blackhole(args.board),
-                                 force_arch=args.force_arch, device_id=args.device_id)
+                                 force_arch=args.force_arch, device_id=args.device_id,
+                                 decode_position=args.decode_position)
         rows = rp.predict_report(window(report, args), cal)
         if args.csv is not None:
             rp.write_rows_csv(args.csv, rows)
@@ -530,13 +550,14 @@ def report_plan_main(argv: list[str]) -> int:
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     add_device_id_argument(p, allow_all=False)
     add_signpost_arguments(p)
+    add_decode_position_argument(p)
     p.add_argument("--target-ms", type=positive_float, default=None, help="report P(device time <= target)")
     p.add_argument("--top", type=positive_int, default=15, help="rows shown")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
         cal = calibration_of(args)
-        (report,) = read_reports(args.ops_csv, device_id=args.device_id)
+        (report,) = read_reports(args.ops_csv, device_id=args.device_id, decode_position=args.decode_position)
         report = window(report, args)
         result = rp.plan_search(report, cal)
         print(dumps_strict(rp.plan_json(report, result, cal, target_ms=args.target_ms), indent=1) if args.json else
@@ -565,12 +586,14 @@ def diff_main(argv: list[str]) -> int:
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     add_device_id_argument(p, allow_all=False)
     add_signpost_arguments(p)
+    add_decode_position_argument(p)
     p.add_argument("--top", type=positive_int, default=15, help="deltas shown, by measured movement")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
         cal = calibration_of(args)
-        a, b = (window(r, args) for r in read_reports(args.before, args.after, device_id=args.device_id))
+        a, b = (window(r, args) for r in read_reports(args.before, args.after, device_id=args.device_id,
+                                                                 decode_position=args.decode_position))
         d = rd.diff_reports(a, b, cal)
         print(dumps_strict(rd.diff_json(d), indent=1) if args.json else rd.format_diff(d, top=args.top))
         return 0
@@ -590,11 +613,13 @@ def coverage_main(argv: list[str]) -> int:
     p.add_argument("reports", nargs="+", metavar="OPS_CSV", help="ops_perf_results CSV files")
     add_device_id_argument(p)
     add_signpost_arguments(p)
+    add_decode_position_argument(p)
     p.add_argument("--force-arch", action="store_true", help="read a report of another architecture anyway")
     p.add_argument("--json", action="store_true", help="print JSON")
 
     def body(args) -> int:
-        reports = read_reports(*args.reports, device_id=args.device_id, force_arch=args.force_arch)
+        reports = read_reports(*args.reports, device_id=args.device_id, force_arch=args.force_arch,
+                               decode_position=args.decode_position)
         covs = [coverage(window(r, args)) for r in reports]
         print(dumps_strict([c.to_json() for c in covs], indent=1) if args.json else format_coverage(covs))
         return 0

@@ -77,6 +77,8 @@ def op_kind(spec) -> str:
             parts.append(f.name)
         elif f.name == "batch" and v != 1:  # a batched matmul: its K loop runs once per batch
             parts.append("batched")
+        elif f.name == "pairs_per_core" and v != 1:  # a decode core running several pairs one after another
+            parts.append("pairs")
         elif isinstance(getattr(v, "kind", None), str):  # a program config: its kind (1D, 2D, ...)
             parts.append(f"{f.name}.kind={v.kind}")
     return f"{type(spec).__name__}[{','.join(parts)}]"

@@ -17,6 +17,7 @@ import re
 import jax.numpy as jnp
 import numpy as np
 
+from costmodel.blackhole.cli import decode_position
 from costmodel.blackhole.discrepancy import (
     DISCREPANCY_PATH,
     Discrepancy,
@@ -368,16 +369,17 @@ def format_validation(result: dict) -> str:
     return "\n".join(lines)
 
 
-def report_rows(paths: list[str]) -> list[Row]:
+def report_rows(paths: list[str], *, positions: dict[str, int] | None = None) -> list[Row]:
     """The modelled rows of real op reports as validation rows, each report its own table (source), or
     its model's where the model's reports are fitted (``rows.report_sources``). Priced on p150a, as
-    every stored row: a report of another board is refused."""
+    every stored row: a report of another board is refused. ``positions``: {path: the decode position
+    its causal SDPA decode ran at} where known (``read_report``'s ``decode_position``)."""
     from costmodel.blackhole.report_reader import read_report
 
     sources = report_sources()
     out = []
     for path in paths:
-        rep = read_report(path, hw=blackhole_p150a())
+        rep = read_report(path, hw=blackhole_p150a(), decode_position=(positions or {}).get(str(path)))
         stem = pathlib.Path(path).stem
         # a report of a model whose reports are fitted (``rows.report_calibration_rows``) is that model's
         # source: held out with its fitted rows and the model's other reports
@@ -404,6 +406,9 @@ def validate_main(argv: list[str]) -> dict:
                         "report at a time: no row is predicted by a fit that saw its source)")
     p.add_argument("--with-reports", nargs="+", default=[], metavar="OPS_CSV",
                    help="also predict the modelled rows of these real op reports (validation rows, one source each)")
+    p.add_argument("--decode-position", type=decode_position, default=None, metavar="POS",
+                   help="the decode position (cur_pos) of the --with-reports reports' causal SDPA decode rows "
+                        "(default: the rows that depend on it are skipped)")
     p.add_argument("--write", action="store_true", help=f"store the estimated discrepancy in {DISCREPANCY_PATH}")
     p.add_argument("--out", default=None, type=output_file, metavar="FILE",
                    help="store the estimated discrepancy here instead")
@@ -416,7 +421,9 @@ def _validate(args: argparse.Namespace) -> dict:
         raise ValueError(f"steps={args.steps} must be >= 1")
     out = chosen_output(args.out, args.write, DISCREPANCY_PATH)  # before the refits: a bad path should not cost them
     full = load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
-    result = validate_rows(load_rows() + report_rows(args.with_reports), full, steps=args.steps, unit=args.by)
+    positions = {} if args.decode_position is None else dict.fromkeys(args.with_reports, args.decode_position)
+    result = validate_rows(load_rows() + report_rows(args.with_reports, positions=positions), full, steps=args.steps,
+                           unit=args.by)
     if out is not None:
         write_discrepancy(result["discrepancy"], out)
     doc = {"level": result["level"], "summary": result["summary"], "overall": result["overall"],

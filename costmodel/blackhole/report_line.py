@@ -39,8 +39,9 @@ class ReportLine:
     """One data row; V1 / V2 column names; errors name the file, line and column. Reads only the
     columns of a row's signature (``SIGNATURE``, INPUT_* / OUTPUT_*), on which classification is cached."""
 
-    def __init__(self, cols, cells: list[str], line: int, path: str):
+    def __init__(self, cols, cells: list[str], line: int, path: str, *, decode_position: int | None = None):
         self.cols, self.cells, self.line, self.path = cols, cells, line, path
+        self.decode_position = decode_position  # the run's cur_pos where the caller knows it (a device tensor)
         self.v2 = cols.v2
         self.attrs = self.get("ATTRIBUTES")
 

@@ -241,7 +241,8 @@ DEVICE_ID_WORDS = ("first", "all", "max")  # read_report's device_id besides a D
 
 
 def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device_id: int | str = "first",
-                force_arch: bool = False, require_durations: bool = True) -> Report:
+                force_arch: bool = False, require_durations: bool = True,
+                decode_position: int | None = None) -> Report:
     """Read and classify a profiler op report, streamed in one pass (nothing of a row kept but its
     ``ReportRow``; rows equal in op, attributes and tensors are classified once).
 
@@ -251,12 +252,19 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
         tt-perf-report merges a multi-device report: ``slowest_device_rows``), or a DEVICE ID.
       force_arch: fit a report of another architecture (Wormhole) with the Blackhole model anyway.
       require_durations: False classifies rows without a usable duration too (``duration_us`` None).
+      decode_position: the decode position (cur_pos, the same for every user) the report's causal
+        SDPA decode rows ran at: a device tensor, not in the report; without it the rows whose price
+        depends on it are skipped with that reason.
     Raises ValueError naming the file (and line / column) for unusable input.
     """
     if device_id not in DEVICE_ID_WORDS and not (isinstance(device_id, int) and not isinstance(device_id, bool)
                                                  and device_id >= 0):
         raise ValueError(f"device_id={device_id!r}: expected one of {list(DEVICE_ID_WORDS)} or a DEVICE ID "
                          "(an integer >= 0)")
+    if decode_position is not None and (isinstance(decode_position, bool) or not isinstance(decode_position, int)
+                                        or decode_position < 0):
+        raise ValueError(f"decode_position={decode_position!r}: expected None or an integer >= 0 (the cur_pos "
+                         "of the report's decode)")
     path = pathlib.Path(path)
     records = _records(path)
     header = _header(path, next(records, None))
@@ -313,7 +321,7 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
         key = hashlib.blake2b("\x1f".join([cells[j] if j < len(cells) else "" for j in cols.signature]).encode(),
                               digest_size=16).digest()
         if key not in seen:
-            ln = ReportLine(cols, cells, n, str(path))
+            ln = ReportLine(cols, cells, n, str(path), decode_position=decode_position)
             seen[key] = (*_classified(ln, fitted, code), tt_perf_report_ideal_us(ln, fitted))
         spec, status, ideal = seen[key]
         rows.append(ReportRow(n, code, dev, status, spec, us, ideal))

@@ -53,7 +53,8 @@ def decode_cores_per_user(hw: Blackhole, attn: SdpaProgramConfig, *, users: int,
 
 def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, smax_rows, users: int, q_rows: int,
                    head_dim: int, kv_dtype: str, mask_dtype: str | None, act_dtype: str = "bf16",
-                   fidelity: str = "HiFi2", grid_cores: int | None = None, relax: Relax | None = None):
+                   fidelity: str = "HiFi2", grid_cores: int | None = None, pairs_per_core: int = 1,
+                   relax: Relax | None = None):
     """``scaled_dot_product_attention_decode`` over ``smax_rows`` cache rows, us.
 
     The port views the cache as ``users`` = kv heads with one head each and the q heads x tokens
@@ -66,7 +67,16 @@ def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, sm
     (QK^T and PV tile products, online softmax over the score tiles). Then A-1 workers send their
     partial (output + max/sum stats) to the reducer over the NoC and it merges them one by one:
     the NoC-reduction slope when chunks < C, the DRAM slope once every core is busy.
+
+    ``pairs_per_core`` > 1: more pairs than cores (ttnn gives a batch grid // batch cores and each core
+    ceil(kv heads / those) heads), so each core runs its pairs one after another, every chunk of a pair
+    on that one core (C = 1), while users / pairs_per_core cores read alike.
     """
+    if not (isinstance(pairs_per_core, int) and pairs_per_core >= 1):
+        raise ValueError(f"pairs_per_core={pairs_per_core!r}; expected an integer >= 1")
+    if pairs_per_core > 1 and users <= (hw.grid_cores if grid_cores is None else grid_cores):
+        raise ValueError(f"pairs_per_core={pairs_per_core} with {users} users on a grid of as many cores or more: "
+                         "ttnn runs several pairs on a core only when the pairs outnumber the cores")
     act, kv = tile_bytes(act_dtype), tile_bytes(kv_dtype)
     mk, mask_rows = (0, 0) if mask_dtype is None else (tile_bytes(mask_dtype), q_rows // TILE)
     qt, ht = q_rows // TILE, head_dim // TILE
@@ -78,7 +88,7 @@ def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, sm
     chunk_tiles, chunk_bytes = 2 * kc * ht + mask_rows * kc, 2 * kc * ht * kv + mask_rows * kc * mk
     # the chunks split unevenly (64 over 13 cores: 5 on the critical core, 4.9 on average); the
     # critical core shares DRAM with the average number of busy readers over its run
-    readers = users * chunks / chunks_per_core
+    readers = users * chunks / chunks_per_core / pairs_per_core
     t_read = read_us(hw, fit, chunk_tiles, chunk_bytes, readers, relax=relax)
     t_math = chunk_math_us(hw, fit, q_tiles=qt, k_tiles=kc, head_tiles=ht, masked=mask_dtype is not None,
                            fidelity=fidelity)
@@ -89,9 +99,9 @@ def sdpa_decode_us(hw: Blackhole, fit: FitParams, attn: SdpaProgramConfig, *, sm
     t_merge = (us_of(partial_bytes / hw.noc_link_bytes_per_s) + cycles_us(hw, hops * hw.noc_hop_cycles)
                + cycles_us(hw, (qt * ht + 2 * qt) * SDPA_COMBINE_PASSES * fit.eltwise_cycles_per_tile))
     t_final = cycles_us(hw, qt * ht * fit.eltwise_cycles_per_tile)  # 1/sum normalisation
-    return (launch_us(fit, users * cores, fit.launch_sdpa_us) + fit.dram_latency_us + t_q
-            + chunks_per_core * t_chunk
-            + (active - 1.0) * t_merge + t_final)
+    return (launch_us(fit, users * cores / pairs_per_core, fit.launch_sdpa_us) + fit.dram_latency_us + t_q
+            + pairs_per_core * (chunks_per_core * t_chunk + t_final)
+            + (active - 1.0) * t_merge)
 
 
 # get_barrier_read_threshold<q_tile_bytes, num_cores>() of ttnn's SDPA readers (tt-metal

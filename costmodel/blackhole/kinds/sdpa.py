@@ -26,7 +26,8 @@ from jaxref.vocabulary import ActivationFormat, CacheFormat, MaskFormat
 @dataclasses.dataclass(frozen=True)
 class SdpaDecodeSpec:
     """``scaled_dot_product_attention_decode``: ``users`` (batch x kv heads) of ``q_rows`` rows over
-    ``smax_rows`` cache rows; ``mask_dtype=None`` is causal decode without a mask."""
+    ``smax_rows`` cache rows; ``mask_dtype=None`` is causal decode without a mask; ``pairs_per_core`` > 1:
+    more pairs than cores, each core runs that many one after another (``decode_split``)."""
 
     attn: SdpaProgramConfig
     smax_rows: float
@@ -38,13 +39,14 @@ class SdpaDecodeSpec:
     act_dtype: str = "bf16"
     fidelity: str = "HiFi2"
     grid_cores: int | None = None
+    pairs_per_core: int = 1
     op_class = "attention"
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return sdpa_decode_us(hw, fit, self.attn, smax_rows=self.smax_rows, users=self.users, q_rows=self.q_rows,
                               head_dim=self.head_dim, kv_dtype=self.kv_dtype, mask_dtype=self.mask_dtype,
                               act_dtype=self.act_dtype, fidelity=self.fidelity, grid_cores=self.grid_cores,
-                              relax=relax)
+                              pairs_per_core=self.pairs_per_core, relax=relax)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,19 +128,29 @@ def decode_split(*, grid_cores: int, max_cores_per_head: int, batch: int, kv_hea
     return max(1, per_batch // kv_heads), max(1, math.ceil(kv_heads / max(per_batch, 1)))
 
 
+def dynamic_chunk_tiles(cur_pos: int, *, fp32_dest_acc: bool) -> int:
+    """Tiles of K rows per chunk the decode kernels pick when ``k_chunk_size`` is 0: the next power of two
+    of cur_pos // 32 + 1, at most the Destination register's tiles (4 with fp32 accumulation, else 8)
+    (``rt_args_common.hpp`` @ 0cb8f4da79a217558a0e6f6e06dcdbb2d97005b4: ``nearest_pow_of_2_up_to_8``)."""
+    need = cur_pos // TILE + 1
+    return min(4 if fp32_dest_acc else 8, 1 << (need - 1).bit_length())
+
+
 def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
     """A causal flash-decode row (the position ``cur_pos`` a device tensor, contiguous or paged cache) as a
-    ``SdpaDecodeSpec`` without a mask, priced over the cache's capacity: its rows, or a paged cache's
-    blocks per user (the page table's width) x block rows.
+    ``SdpaDecodeSpec`` without a mask.
 
-    The position is not in the report; it sets how many k chunks of that capacity each (batch, kv head)
-    pair reads. Where the capacity is one chunk, the price does not depend on it; where its chunks
-    are fewer than the pair's cores, each chunk runs on a core of its own and the position only sets
-    how many partials the reducer merges (priced at the capacity: an upper bound). Rows whose chunks
-    would queue on a core, or whose cores run several pairs one after another, are skipped with the
-    reason; so are the forms the model has no term for (a sink or mask input, MLA, a shared cache). Q
-    and the output may be sharded (the decode program reads each user's few Q tiles once, priced as one
-    DRAM read per user)."""
+    The position sets how many k chunks each (batch, kv head) pair reads, up to and including the one
+    holding cur_pos (every tile of that chunk is read), and, with ``k_chunk_size`` 0, the chunk's size
+    (``dynamic_chunk_tiles``). Where the caller gives it (``ln.decode_position``, the same for every
+    user) the row is priced at it. Without it, the row is priced over the cache's capacity (its rows,
+    or a paged cache's blocks per user x block rows) where that does not depend on the position: the
+    capacity is one chunk, or its chunks are no more than the pair's cores, each then on a core of its
+    own, the position only setting how many partials the reducer merges (an upper bound); the rows whose
+    chunks would queue on a core, whose cores run several pairs one after another, or whose chunk size
+    is dynamic are skipped with that reason. So are the forms the model has no term for (a sink or mask
+    input, MLA, a shared cache). Q and the output may be sharded (the decode program reads each user's
+    few Q tiles once, priced as one DRAM read per user)."""
     for name in ("use_mla", "share_cache"):
         if (ln.attr(name) or "std::nullopt") not in ("std::nullopt", "false"):
             raise Skip(f"SDPA decode with {name}={ln.attr(name)}")
@@ -170,13 +182,20 @@ def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
     window = ln.attr("sliding_window_size") or "std::nullopt"
     if window != "std::nullopt":
         raise Skip(f"SDPA decode with a sliding window of {window} rows")
+    pos = ln.decode_position
+    if pos is not None and pos >= capacity:
+        raise ValueError(f"decode_position={pos}: the cache of line {ln.line} of {ln.path} holds {capacity} rows "
+                         f"per user; expected a position below {capacity}")
+    unknown = "the decode position, a device tensor not in the report (give it: --decode-position)"
     text = ln.attr("k_chunk_size") or "0"
     if not text.isdigit():
         raise ln.fail("ATTRIBUTES", f"k_chunk_size={text!r}; expected a non-negative integer")
     k_chunk = int(text)
     if k_chunk == 0:  # the paged path's default when the program config gives none either
-        raise Skip("SDPA decode with k_chunk_size 0: its kernels size each k chunk from the decode position, a device "
-                   "tensor not in the report (32 x min(8, the next power of 2 of cur_pos / 32 + 1) rows)")
+        if pos is None:
+            raise Skip(f"SDPA decode with k_chunk_size 0: its kernels size each k chunk from {unknown} (32 x "
+                       "min(8, the next power of 2 of cur_pos / 32 + 1) rows)")
+        k_chunk = TILE * dynamic_chunk_tiles(pos, fp32_dest_acc=ln.fp32_dest_acc())
     if k_chunk % TILE:
         raise Skip(f"SDPA decode with k_chunk_size {k_chunk} (the model prices whole-tile chunks)")
     pc = ln.attr("program_config") or "std::nullopt"
@@ -186,20 +205,24 @@ def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
                                                                            default=MAX_CORES_PER_HEAD)
     per_pair, pairs_per_core = decode_split(grid_cores=grid_cores, max_cores_per_head=max_per_head, batch=batch,
                                             kv_heads=kv_heads)
-    if pairs_per_core > 1:
-        raise Skip(f"SDPA decode with {pairs_per_core} (batch, kv head) pairs per core, one after another (the "
-                   "per-pair chain is not modelled)")
-    chunks = math.ceil(capacity / k_chunk)
-    if chunks > per_pair:
-        raise Skip(f"paged or contiguous cache of {chunks} k chunks over {per_pair} cores per head: the decode "
-                   "position, a device tensor not in the report, sets how many each core reads")
-    if chunks > MAX_CORES_PER_HEAD:  # ttnn gives them a core each; the price (sdpa_decode_us) splits over at most 16
-        raise Skip(f"{chunks} k chunks on as many cores per head: the price splits a head over at most "
-                   f"{MAX_CORES_PER_HEAD} cores")
+    if pos is None:
+        chunks = math.ceil(capacity / k_chunk)
+        if pairs_per_core > 1:
+            raise Skip(f"SDPA decode with {pairs_per_core} (batch, kv head) pairs per core, one after another, each "
+                       f"reading the k chunks up to {unknown}")
+        if chunks > per_pair:
+            raise Skip(f"paged or contiguous cache of {chunks} k chunks over {per_pair} cores per head: {unknown}, "
+                       "sets how many each core reads")
+    else:
+        chunks = (pos + 1 + k_chunk - 1) // k_chunk  # up to the chunk holding cur_pos
+    if min(chunks, per_pair) > MAX_CORES_PER_HEAD:  # ttnn gives each its core; the price splits over at most 16
+        raise Skip(f"{min(chunks, per_pair)} k chunks on as many cores per head: the price splits a head over at "
+                   f"most {MAX_CORES_PER_HEAD} cores")
     attn = SdpaProgramConfig(float(k_chunk), 32.0, float(min(max_per_head, MAX_CORES_PER_HEAD)))
     cores = None if grid is None or grid == (hw.grid_x, hw.grid_y) else grid_cores
     return SdpaDecodeSpec(attn, float(chunks * k_chunk), batch * kv_heads, x[2], x[3], ln.dtype("INPUT_1", CacheFormat),
-                          None, ln.dtype("INPUT_0", ActivationFormat), ln.fidelity(), grid_cores=cores)
+                          None, ln.dtype("INPUT_0", ActivationFormat), ln.fidelity(), grid_cores=cores,
+                          pairs_per_core=pairs_per_core)
 
 
 # q and k chunk rows of an SDPA op without a program config (sdpa_program_factory.cpp and the device

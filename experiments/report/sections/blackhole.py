@@ -210,6 +210,16 @@ def report_windows() -> dict[str, tuple[str, str]]:
     return {str(MORE_REPORTS / name): tuple(w) for name, w in json.loads(path.read_text())["windows"].items()}
 
 
+def report_positions() -> dict[str, int]:
+    """{report path: the decode position its causal SDPA decode ran at} (``MORE_REPORTS/decode_positions.json``,
+    each from the harness that made the report): a device tensor the report does not hold."""
+    path = MORE_REPORTS / "decode_positions.json"
+    if not path.is_file():
+        return {}
+    return {str(MORE_REPORTS / name): int(e["cur_pos"])
+            for name, e in json.loads(path.read_text())["positions"].items()}
+
+
 def source_holdout_lines(results: dict, cal) -> list[str]:
     """``python -m costmodel.blackhole validate --by source --with-reports``: every measured row (port
     tables, public sets, the real reports beside the checkout, the repository's report pairs and
@@ -223,7 +233,8 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
     # binary rows carry a stale shape (its SOURCES.md section), priced -44% to -83% at the shape listed
     reports = real_report_paths(more=False) + [MORE_REPORTS / name for name in HELD_OUT_MORE
                                                if (MORE_REPORTS / name).is_file()]
-    val = validate_rows(load_rows() + report_rows([str(p) for p in reports]), cal, unit="source")
+    val = validate_rows(load_rows() + report_rows([str(p) for p in reports], positions=report_positions()), cal,
+                        unit="source")
     ov, kinds = val["overall"], val["kinds"]
     worst = worst_distinct_rows([e for e in val["rows"] if e["role"] != "scope_gap"])
     results["source_holdout"] = {"overall": ov, "kinds": kinds, "reports": [p.name for p in reports],
@@ -328,8 +339,9 @@ def coverage_lines(results: dict) -> list[str]:
     reports = real_report_paths()
     if not reports:
         return ["", f"Real op reports: none found at `{REAL_REPORTS}`, so no coverage table."]
-    windows = report_windows()
-    covs = [coverage(read_report(p).between(*windows.get(str(p), (None, None)))) for p in reports]
+    windows, positions = report_windows(), report_positions()
+    covs = [coverage(read_report(p, decode_position=positions.get(str(p))).between(*windows.get(str(p), (None, None))))
+            for p in reports]
     results["real_report_coverage"] = [c.to_json() for c in covs]
     rows = [[pathlib.Path(c.path).name, c.rows, f"{c.device_us / 1e3:.2f}", f"{c.collective_us / 1e3:.2f}",
              c.modelled_rows, f"{100 * c.share:.1f}%",
