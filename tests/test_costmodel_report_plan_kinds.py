@@ -270,3 +270,19 @@ def test_cli_help_and_bad_input(tmp_path, capsys):
     assert "error:" in capsys.readouterr().err
     assert main(["plan", "--ops-csv", str(tmp_path / "missing.csv"), "--top", "0"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_an_add_before_a_width_sharded_norm_is_no_fusion_the_plan_prices():
+    """Phi-3.5's decode window: its residual adds feed width-sharded RMSNorms (``NormShardedSpec``); the
+    fused residual norm is priced for the interleaved program only, so each such pair is a skip with that
+    reason (the plan once stopped on the sharded norm's missing ``fused_residual``)."""
+    import pathlib
+
+    from costmodel.blackhole.report_plan import fusion_pairs
+
+    more = pathlib.Path(__file__).parent / "data" / "profiler_more"
+    rep = read_report(more / "bh_phi35_mini_advisor_candidate_decode.csv").between("PERF_DECODE", "PERF_DECODE_END")
+    pairs, skips = fusion_pairs(rep)
+    sharded = [s for s in skips if "NormShardedSpec" in s.reason]
+    assert not pairs and sharded
+    assert all("the fused residual norm of the interleaved program only" in s.reason for s in sharded)

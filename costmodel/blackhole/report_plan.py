@@ -68,6 +68,7 @@ from costmodel.blackhole.opspecs import (
     EltwiseSpec,
     KernelSpec,
     MatmulSpec,
+    NormSpec,
     SdpaCausalSpec,
     SdpaDecodeSpec,
     SdpaStandardSpec,
@@ -182,7 +183,8 @@ def _searched_matmul(r: ReportRow) -> bool:
 
 def _is_sdpa(r: ReportRow) -> bool:
     """A searched SDPA row: decode with a mask or standard. A causal decode (no mask) is priced at its
-    cache's capacity, an upper bound of the position the report does not carry: no ground for a change."""
+    cache's capacity, an upper bound of the position the report does not carry, or at the position its
+    caller gave (``decode_position``): the search has no k-chunk or core change for it."""
     inner = _inner(r.spec)
     return isinstance(inner, SdpaStandardSpec) or (isinstance(inner, SdpaDecodeSpec) and inner.mask_dtype is not None)
 
@@ -216,7 +218,8 @@ def unsearched_rows(report: Report) -> list[Skip]:
         elif kind == "sdpa":
             inner = _inner(r.spec)
             what = ("causal SDPA" if isinstance(inner, SdpaCausalSpec) else "causal SDPA decode, priced at its cache's "
-                    "capacity" if isinstance(inner, SdpaDecodeSpec) else type(inner).__name__)
+                    "capacity or at the decode position given" if isinstance(inner, SdpaDecodeSpec)
+                    else type(inner).__name__)
             reason = (f"priced but not searched: {what} (the plan searches masked decode and non-causal SDPA "
                       "chunks)")
         else:
@@ -243,6 +246,10 @@ def fusion_pairs(report: Report) -> tuple[list[tuple[ReportRow, ReportRow, objec
         ea, nn = _inner(a.spec), _inner(n.spec)
         if a.status == MODELLED and not (isinstance(ea, EltwiseSpec) and ea.kind == "add"):
             continue  # a mul before a norm: nothing to fuse
+        if n.status == MODELLED and not isinstance(nn, NormSpec):
+            skips.append(Skip(lines, code, "fusion", f"the norm row is a {type(nn).__name__}: the model prices the "
+                                                     "fused residual norm of the interleaved program only"))
+            continue
         if n.status == MODELLED and nn.fused_residual:
             continue  # the norm has its residual fused already
         why = None
