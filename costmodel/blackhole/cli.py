@@ -43,7 +43,7 @@ from costmodel.blackhole.intervals import LEVEL, delta_intervals, intervals
 from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.params import CALIBRATION_PATH, PARAM_NAMES, param_info
 from costmodel.blackhole.port import MATMULS
-from costmodel.blackhole.report_reader import DEVICE_ID_WORDS, read_report, write_csv
+from costmodel.blackhole.report_reader import DEVICE_ID_WORDS, decode_position, read_report, write_csv
 from costmodel.blackhole.rows import load_rows
 from costmodel.hardware import BLACKHOLE_PRESETS, Blackhole, blackhole
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
@@ -399,14 +399,6 @@ def add_device_id_argument(p: argparse.ArgumentParser, *, allow_all: bool = True
     p.add_argument("--device-id", type=parse, default="first",
                    help=f"{lead}'first' (the lowest DEVICE ID; default), 'max' (each op's slowest device, as "
                         "tt-perf-report merges devices)" + (", 'all'" if allow_all else "") + " or an id")
-
-
-def decode_position(text: str) -> int:
-    """``--decode-position`` parsed: an integer >= 0, else an argparse error naming the value."""
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"--decode-position={text!r}: expected an integer >= 0 (the cur_pos of the "
-                                         "report's decode)")
-    return int(text)
 
 
 def add_decode_position_argument(p: argparse.ArgumentParser) -> None:

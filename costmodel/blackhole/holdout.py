@@ -17,7 +17,6 @@ import re
 import jax.numpy as jnp
 import numpy as np
 
-from costmodel.blackhole.cli import decode_position
 from costmodel.blackhole.discrepancy import (
     DISCREPANCY_PATH,
     Discrepancy,
@@ -32,6 +31,7 @@ from costmodel.blackhole.discrepancy import (
 from costmodel.blackhole.fit import Calibration, fit, load_calibration, residuals_and_jacobian
 from costmodel.blackhole.intervals import LEVEL, kept_grad, op_error_var, param_var, quantile
 from costmodel.blackhole.params import CALIBRATION_PATH
+from costmodel.blackhole.report_reader import decode_position
 from costmodel.blackhole.rows import Row, load_rows, report_sources
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig

@@ -17,6 +17,7 @@ with the reason (op not modelled, program-config kind not modelled, batched oper
 
 from __future__ import annotations
 
+import argparse
 import collections
 import csv
 import dataclasses
@@ -238,6 +239,15 @@ def _is_device_op(op_type: str, code: str) -> bool:
 
 
 DEVICE_ID_WORDS = ("first", "all", "max")  # read_report's device_id besides a DEVICE ID
+
+
+def decode_position(text: str) -> int:
+    """The command lines' ``--decode-position`` parsed (an argparse type): an integer >= 0, else an
+    argparse error naming the value."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"--decode-position={text!r}: expected an integer >= 0 (the cur_pos of the "
+                                         "report's decode)")
+    return int(text)
 
 
 def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device_id: int | str = "first",
