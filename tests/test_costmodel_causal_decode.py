@@ -233,3 +233,15 @@ def test_coverage_takes_the_position_and_refuses_one_that_is_no_number(capsys):
     assert with_pos["skipped"] == without["skipped"]
     assert main(["coverage", str(PHI), "--decode-position", "x"]) == 2
     assert "--decode-position='x': expected an integer >= 0" in capsys.readouterr().err
+
+
+def test_whatif_prices_a_cache_format_change_at_the_position_and_says_what_it_needs_without(capsys):
+    """Phi's SDPA row (line 205, the traced window's) with its bfp8 cache made bf16: twice the bytes per
+    page, so at cur_pos 127 the change costs time (its interval above zero); without the position the row
+    is not priced, and the error says which option prices it."""
+    argv = ["whatif", "--ops-csv", str(PHI), "--line", "205", "--change", "kv_dtype=bf16", "--json"]
+    assert main([*argv, "--decode-position", "127"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["after_us"] > res["predicted_us"] and res["delta_interval_us"][0] > 0, res
+    assert main(argv) == 2
+    assert "give it: --decode-position" in capsys.readouterr().err

@@ -494,6 +494,7 @@ def whatif_main(argv: list[str]) -> int:
                         f"{list(rp.MINIMAL_CONFIG_FIELDS)} (the subblock kept where it divides the new blocks, else "
                         f"ttnn's choice), or in0_memory "
                         f"(a 1D / 2D multicast matmul's activation: one of {list(rp.IN0_MEMORY)})")
+    add_decode_position_argument(p)
     p.add_argument("--calibration", default=None, help="calibration JSON (default: the stored one)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -507,7 +508,7 @@ def whatif_main(argv: list[str]) -> int:
                 raise ValueError(f"--change {item!r}: {key.strip()} given twice")
             changes[key.strip()] = value.strip()
         cal = calibration_of(args)
-        (report,) = read_reports(args.ops_csv)
+        (report,) = read_reports(args.ops_csv, decode_position=args.decode_position)
         res = rp.whatif_row(report, args.line, changes, cal)
         if args.json:
             print(dumps_strict(res, indent=1))
