@@ -230,8 +230,9 @@ def test_a_fused_approximate_gelu_costs_its_sfpu_lookup_per_output_tile(tmp_path
 @pytest.mark.parametrize("name", sorted(WINDOWS))
 def test_calibrating_on_a_layer_window_moves_the_port_step_at_most_5_percent(name, tmp_path, capsys):
     """Issue 26: calibrating on any one real report moves the port's predicted step by <= 5% and leaves the
-    parameters its rows do not pin at the stored values. ``calibrate --ops-csv`` on each window; the step is
-    computed here from the two calibrations (``evaluate``), not read from the command's guard."""
+    parameters its rows do not pin at the stored values. ``calibrate --ops-csv`` on each window (a traced
+    decode at its harness's position, so its SDPA decode rows are fitted too); the step is computed here
+    from the two calibrations (``evaluate``), not read from the command's guard."""
     from costmodel.blackhole import BlackholeConfig, evaluate
     from costmodel.blackhole.cli import main
     from costmodel.hardware import blackhole
@@ -239,8 +240,9 @@ def test_calibrating_on_a_layer_window_moves_the_port_step_at_most_5_percent(nam
 
     start, end = WINDOWS[name]
     out = tmp_path / "cal.json"
+    position = ["--decode-position", str(POSITIONS[name])] if name in POSITIONS else []
     main(["calibrate", "--ops-csv", str(MORE / name), "--start-signpost", start, "--end-signpost", end,
-          "--out", str(out), "--steps", "30"])
+          "--out", str(out), "--steps", "30", *position])
     err = capsys.readouterr().err
     cfg, hw = ExpertConfig.alpamayo_tt(), blackhole("p150a")
     stored, fitted = load_calibration(), load_calibration(out)
