@@ -348,9 +348,11 @@ def coverage_lines(results: dict) -> list[str]:
              "; ".join(f"{k} {100 * us / max(c.device_us - c.collective_us, 1e-12):.0f}%"
                        for k, (_, us) in [(k, v) for k, v in c.skipped.items() if k != COLLECTIVE][:3])]
             for c in covs]
+    at = ", ".join(f"{pathlib.Path(p).name.removesuffix('.csv')} at {pos}" for p, pos in positions.items())
     return ["", ("Real Blackhole op reports (nobody here wrote them; `python -m costmodel.blackhole coverage`): share "
                  "of one-chip device time the model prices, collectives across chips apart, and the largest skipped "
-                 "shares by reason."), "",
+                 "shares by reason. The traced decodes whose harness fixes the decode position (a device tensor no "
+                 f"report column holds) are read at it (`--decode-position`; {at or 'none'})."), "",
             md_table(["report", "rows", "device ms", "collectives ms", "modelled rows", "modelled time",
                       "largest skipped"], rows),
             "", (f"Below issue 26's target of {100 * COVERAGE_TARGET:.0f}% of each report's one-chip device time: "
