@@ -35,7 +35,7 @@ from costmodel.blackhole.graph import (
     layer_op_specs,
     step_breakdown,
 )
-from costmodel.blackhole.kinds.sdpa import decode_split, dynamic_chunk_tiles
+from costmodel.blackhole.kinds.sdpa import chunk_rows, decode_split, position_chunks
 from costmodel.blackhole.opspecs import (
     ChipSpec,
     DramReadSpec,
@@ -51,7 +51,7 @@ from costmodel.blackhole.program_config import DRAM_SHARDED, MCAST_2D, MatmulPro
 from costmodel.blackhole.report_reader import read_report
 from costmodel.blackhole.row import Row
 from costmodel.blackhole.sdpa_program_config import MAX_CORES_PER_HEAD, SdpaProgramConfig
-from costmodel.hardware import GRID, TILE, Blackhole, blackhole_p150a
+from costmodel.hardware import GRID, Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
 
 NOTES_FILES = ("op_times.json", "matmul_table.json", "attention_table.json", "step_times.json")
@@ -148,12 +148,11 @@ def _public_op_spec(kind: str, g: dict, r: dict):
                               r["kv_dtype"], None)
     if kind == "sdpa_decode_causal":  # at a decode position: the reader's chunk rule and core split
         grid, batch, kv_heads, pos = int(g["grid_cores"]), int(g["batch"]), int(g["kv_heads"]), int(r["pos"])
-        k_chunk = int(g["k_chunk"]) or TILE * dynamic_chunk_tiles(pos, fp32_dest_acc=bool(g["fp32_dest_acc"]))
+        k_chunk = chunk_rows(int(g["k_chunk"]), pos, fp32_dest_acc=bool(g["fp32_dest_acc"]))
         _, pairs = decode_split(grid_cores=grid, max_cores_per_head=int(g["max_cores_per_head"]), batch=batch,
                                 kv_heads=kv_heads)
         attn = SdpaProgramConfig(float(k_chunk), 32.0, float(min(int(g["max_cores_per_head"]), MAX_CORES_PER_HEAD)))
-        rows = (pos + k_chunk) // k_chunk * k_chunk  # the chunks up to the one holding cur_pos
-        return SdpaDecodeSpec(attn, float(rows), batch * kv_heads, int(g["q_rows"]), int(g["head_dim"]), g["kv_dtype"],
+        return SdpaDecodeSpec(attn, float(position_chunks(pos, k_chunk) * k_chunk), batch * kv_heads, int(g["q_rows"]), int(g["head_dim"]), g["kv_dtype"],
                               None, fidelity=g["fidelity"], grid_cores=None if grid == GRID[0] * GRID[1] else grid,
                               pairs_per_core=pairs)
     raise ValueError(f"public_ops group {g['group']!r}: kind={kind!r} unknown; expected rms_norm, eltwise_add, "

@@ -136,6 +136,17 @@ def dynamic_chunk_tiles(cur_pos: int, *, fp32_dest_acc: bool) -> int:
     return min(4 if fp32_dest_acc else 8, 1 << (need - 1).bit_length())
 
 
+def chunk_rows(k_chunk_size: int, cur_pos: int, *, fp32_dest_acc: bool) -> int:
+    """K rows per chunk of a causal decode at ``cur_pos``: ``k_chunk_size``, or where it is 0 the kernels'
+    own (``dynamic_chunk_tiles``)."""
+    return k_chunk_size or TILE * dynamic_chunk_tiles(cur_pos, fp32_dest_acc=fp32_dest_acc)
+
+
+def position_chunks(cur_pos: int, k_chunk: int) -> int:
+    """K chunks each pair reads at ``cur_pos``: up to and including the one holding it."""
+    return cur_pos // k_chunk + 1
+
+
 def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
     """A causal flash-decode row (the position ``cur_pos`` a device tensor, contiguous or paged cache) as a
     ``SdpaDecodeSpec`` without a mask.
@@ -195,7 +206,7 @@ def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
         if pos is None:
             raise Skip(f"SDPA decode with k_chunk_size 0: its kernels size each k chunk from {unknown} (32 x "
                        "min(8, the next power of 2 of cur_pos / 32 + 1) rows)")
-        k_chunk = TILE * dynamic_chunk_tiles(pos, fp32_dest_acc=ln.fp32_dest_acc())
+        k_chunk = chunk_rows(k_chunk, pos, fp32_dest_acc=ln.fp32_dest_acc())
     if k_chunk % TILE:
         raise Skip(f"SDPA decode with k_chunk_size {k_chunk} (the model prices whole-tile chunks)")
     pc = ln.attr("program_config") or "std::nullopt"
@@ -214,7 +225,7 @@ def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
             raise Skip(f"paged or contiguous cache of {chunks} k chunks over {per_pair} cores per head: {unknown}, "
                        "sets how many each core reads")
     else:
-        chunks = (pos + 1 + k_chunk - 1) // k_chunk  # up to the chunk holding cur_pos
+        chunks = position_chunks(pos, k_chunk)
     if min(chunks, per_pair) > MAX_CORES_PER_HEAD:  # ttnn gives each its core; the price splits over at most 16
         raise Skip(f"{min(chunks, per_pair)} k chunks on as many cores per head: the price splits a head over at "
                    f"most {MAX_CORES_PER_HEAD} cores")
