@@ -43,7 +43,12 @@ from costmodel.blackhole.intervals import LEVEL, delta_intervals, intervals
 from costmodel.blackhole.opspecs import KernelSpec
 from costmodel.blackhole.params import CALIBRATION_PATH, PARAM_NAMES, param_info
 from costmodel.blackhole.port import MATMULS
-from costmodel.blackhole.report_reader import DEVICE_ID_WORDS, decode_position, read_report, write_csv
+from costmodel.blackhole.report_reader import (
+    DEVICE_ID_WORDS,
+    add_decode_position_argument,
+    read_report,
+    write_csv,
+)
 from costmodel.blackhole.rows import load_rows
 from costmodel.hardware import BLACKHOLE_PRESETS, Blackhole, blackhole
 from costmodel.overrides import add_set_argument, apply_overrides, parse_overrides
@@ -399,14 +404,6 @@ def add_device_id_argument(p: argparse.ArgumentParser, *, allow_all: bool = True
     p.add_argument("--device-id", type=parse, default="first",
                    help=f"{lead}'first' (the lowest DEVICE ID; default), 'max' (each op's slowest device, as "
                         "tt-perf-report merges devices)" + (", 'all'" if allow_all else "") + " or an id")
-
-
-def add_decode_position_argument(p: argparse.ArgumentParser) -> None:
-    """``--decode-position``: the cur_pos the reports' causal SDPA decode ran at (a device tensor, not a
-    column of the report); without it the rows whose price depends on it are skipped with that reason."""
-    p.add_argument("--decode-position", type=decode_position, default=None, metavar="POS",
-                   help="the decode position (cur_pos, the same for every user) of the reports' causal SDPA decode "
-                        "rows: prices the rows that depend on it (default: those rows are skipped)")
 
 
 def add_signpost_arguments(p: argparse.ArgumentParser) -> None:

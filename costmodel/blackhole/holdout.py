@@ -31,7 +31,7 @@ from costmodel.blackhole.discrepancy import (
 from costmodel.blackhole.fit import Calibration, fit, load_calibration, residuals_and_jacobian
 from costmodel.blackhole.intervals import LEVEL, kept_grad, op_error_var, param_var, quantile
 from costmodel.blackhole.params import CALIBRATION_PATH
-from costmodel.blackhole.report_reader import decode_position
+from costmodel.blackhole.report_reader import add_decode_position_argument
 from costmodel.blackhole.rows import Row, load_rows, report_sources
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
@@ -406,9 +406,7 @@ def validate_main(argv: list[str]) -> dict:
                         "report at a time: no row is predicted by a fit that saw its source)")
     p.add_argument("--with-reports", nargs="+", default=[], metavar="OPS_CSV",
                    help="also predict the modelled rows of these real op reports (validation rows, one source each)")
-    p.add_argument("--decode-position", type=decode_position, default=None, metavar="POS",
-                   help="the decode position (cur_pos) of the --with-reports reports' causal SDPA decode rows "
-                        "(default: the rows that depend on it are skipped)")
+    add_decode_position_argument(p, of="the --with-reports reports'")
     p.add_argument("--write", action="store_true", help=f"store the estimated discrepancy in {DISCREPANCY_PATH}")
     p.add_argument("--out", default=None, type=output_file, metavar="FILE",
                    help="store the estimated discrepancy here instead")

@@ -250,6 +250,15 @@ def decode_position(text: str) -> int:
     return int(text)
 
 
+def add_decode_position_argument(p: argparse.ArgumentParser, *, of: str = "the reports'") -> None:
+    """``--decode-position`` (parsed by ``decode_position``): the cur_pos ``of`` causal SDPA decode rows ran at
+    (a device tensor, not a column of the report); without it the rows whose price depends on it are skipped
+    with that reason."""
+    p.add_argument("--decode-position", type=decode_position, default=None, metavar="POS",
+                   help=f"the decode position (cur_pos, the same for every user) {of} causal SDPA decode rows ran "
+                        "at: prices the rows that depend on it (default: those rows are skipped)")
+
+
 def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device_id: int | str = "first",
                 force_arch: bool = False, require_durations: bool = True,
                 decode_position: int | None = None) -> Report:

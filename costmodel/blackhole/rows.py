@@ -35,7 +35,7 @@ from costmodel.blackhole.graph import (
     layer_op_specs,
     step_breakdown,
 )
-from costmodel.blackhole.kinds.sdpa import chunk_rows, decode_split, position_chunks
+from costmodel.blackhole.kinds.sdpa import causal_decode_spec, chunk_rows, decode_split, position_chunks
 from costmodel.blackhole.opspecs import (
     ChipSpec,
     DramReadSpec,
@@ -50,7 +50,7 @@ from costmodel.blackhole.params import DATA_DIR, FitParams
 from costmodel.blackhole.program_config import DRAM_SHARDED, MCAST_2D, MatmulProgramConfig
 from costmodel.blackhole.report_reader import read_report
 from costmodel.blackhole.row import Row
-from costmodel.blackhole.sdpa_program_config import MAX_CORES_PER_HEAD, SdpaProgramConfig
+from costmodel.blackhole.sdpa_program_config import SdpaProgramConfig
 from costmodel.hardware import GRID, Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
 
@@ -146,15 +146,16 @@ def _public_op_spec(kind: str, g: dict, r: dict):
         attn = SdpaProgramConfig(float(g["k_chunk"]), 32.0, float(g["cores_per_head"]))
         return SdpaDecodeSpec(attn, float(r["cache_rows"]), int(g["users"]), int(g["q_rows"]), int(g["head_dim"]),
                               r["kv_dtype"], None)
-    if kind == "sdpa_decode_causal":  # at a decode position: the reader's chunk rule and core split
+    if kind == "sdpa_decode_causal":  # at a decode position: the reader's chunk rule, core split and spec
         grid, batch, kv_heads, pos = int(g["grid_cores"]), int(g["batch"]), int(g["kv_heads"]), int(r["pos"])
         k_chunk = chunk_rows(int(g["k_chunk"]), pos, fp32_dest_acc=bool(g["fp32_dest_acc"]))
         _, pairs = decode_split(grid_cores=grid, max_cores_per_head=int(g["max_cores_per_head"]), batch=batch,
                                 kv_heads=kv_heads)
-        attn = SdpaProgramConfig(float(k_chunk), 32.0, float(min(int(g["max_cores_per_head"]), MAX_CORES_PER_HEAD)))
-        return SdpaDecodeSpec(attn, float(position_chunks(pos, k_chunk) * k_chunk), batch * kv_heads, int(g["q_rows"]), int(g["head_dim"]), g["kv_dtype"],
-                              None, fidelity=g["fidelity"], grid_cores=None if grid == GRID[0] * GRID[1] else grid,
-                              pairs_per_core=pairs)
+        return causal_decode_spec(k_chunk=k_chunk, chunks=position_chunks(pos, k_chunk), batch=batch,
+                                  kv_heads=kv_heads, q_rows=int(g["q_rows"]), head_dim=int(g["head_dim"]),
+                                  kv_dtype=g["kv_dtype"], act_dtype="bf16", fidelity=g["fidelity"],
+                                  max_cores_per_head=int(g["max_cores_per_head"]),
+                                  grid_cores=None if grid == GRID[0] * GRID[1] else grid, pairs_per_core=pairs)
     raise ValueError(f"public_ops group {g['group']!r}: kind={kind!r} unknown; expected rms_norm, eltwise_add, "
                      "eltwise_mul, heads, matmul_2d, matmul_dram_sharded, sdpa_decode or sdpa_decode_causal")
 

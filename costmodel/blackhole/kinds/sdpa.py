@@ -147,6 +147,17 @@ def position_chunks(cur_pos: int, k_chunk: int) -> int:
     return cur_pos // k_chunk + 1
 
 
+def causal_decode_spec(*, k_chunk: int, chunks: int, batch: int, kv_heads: int, q_rows: int, head_dim: int,
+                       kv_dtype: str, act_dtype: str, fidelity: str, max_cores_per_head: int, grid_cores: int | None,
+                       pairs_per_core: int) -> SdpaDecodeSpec:
+    """The ``SdpaDecodeSpec`` of a causal decode reading ``chunks`` chunks of ``k_chunk`` rows per (batch, kv
+    head) pair, split over at most ``max_cores_per_head`` cores (the price's at most ``MAX_CORES_PER_HEAD``);
+    ``grid_cores``: the program's own grid where it is smaller than the chip's, else None."""
+    attn = SdpaProgramConfig(float(k_chunk), 32.0, float(min(max_cores_per_head, MAX_CORES_PER_HEAD)))
+    return SdpaDecodeSpec(attn, float(chunks * k_chunk), batch * kv_heads, q_rows, head_dim, kv_dtype, None,
+                          act_dtype, fidelity, grid_cores=grid_cores, pairs_per_core=pairs_per_core)
+
+
 def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
     """A causal flash-decode row (the position ``cur_pos`` a device tensor, contiguous or paged cache) as a
     ``SdpaDecodeSpec`` without a mask.
@@ -229,11 +240,12 @@ def read_causal_decode(ln: ReportLine, hw: Blackhole) -> SdpaDecodeSpec:
     if min(chunks, per_pair) > MAX_CORES_PER_HEAD:  # ttnn gives each its core; the price splits over at most 16
         raise Skip(f"{min(chunks, per_pair)} k chunks on as many cores per head: the price splits a head over at "
                    f"most {MAX_CORES_PER_HEAD} cores")
-    attn = SdpaProgramConfig(float(k_chunk), 32.0, float(min(max_per_head, MAX_CORES_PER_HEAD)))
-    cores = None if grid is None or grid == (hw.grid_x, hw.grid_y) else grid_cores
-    return SdpaDecodeSpec(attn, float(chunks * k_chunk), batch * kv_heads, x[2], x[3], ln.dtype("INPUT_1", CacheFormat),
-                          None, ln.dtype("INPUT_0", ActivationFormat), ln.fidelity(), grid_cores=cores,
-                          pairs_per_core=pairs_per_core)
+    return causal_decode_spec(k_chunk=k_chunk, chunks=chunks, batch=batch, kv_heads=kv_heads, q_rows=x[2],
+                              head_dim=x[3], kv_dtype=ln.dtype("INPUT_1", CacheFormat),
+                              act_dtype=ln.dtype("INPUT_0", ActivationFormat), fidelity=ln.fidelity(),
+                              max_cores_per_head=max_per_head,
+                              grid_cores=None if grid is None or grid == (hw.grid_x, hw.grid_y) else grid_cores,
+                              pairs_per_core=pairs_per_core)
 
 
 # q and k chunk rows of an SDPA op without a program config (sdpa_program_factory.cpp and the device
