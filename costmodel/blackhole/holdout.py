@@ -31,7 +31,7 @@ from costmodel.blackhole.discrepancy import (
 from costmodel.blackhole.fit import Calibration, fit, load_calibration, residuals_and_jacobian
 from costmodel.blackhole.intervals import LEVEL, kept_grad, op_error_var, param_var, quantile
 from costmodel.blackhole.params import CALIBRATION_PATH
-from costmodel.blackhole.report_reader import add_decode_position_argument
+from costmodel.blackhole.report_reader import add_decode_position_argument, read_report
 from costmodel.blackhole.rows import Row, load_rows, report_sources
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
@@ -374,8 +374,6 @@ def report_rows(paths: list[str], *, positions: dict[str, int] | None = None) ->
     its model's where the model's reports are fitted (``rows.report_sources``). Priced on p150a, as
     every stored row: a report of another board is refused. ``positions``: {path: the decode position
     its causal SDPA decode ran at} where known (``read_report``'s ``decode_position``)."""
-    from costmodel.blackhole.report_reader import read_report
-
     sources = report_sources()
     out = []
     for path in paths:
