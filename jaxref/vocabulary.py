@@ -13,6 +13,8 @@ Number formats (``jaxref.numerics``; on the device, ttnn's ``float32`` / ``bfloa
   MaskFormat        the additive attention mask
   ActivationFormat  op outputs of the device graph (ttnn's interleaved bf16 activations)
   NormWeightFormat  RMSNorm gammas on the device
+  LayoutFormat      tensors a tilize / untilize converts between row-major sticks and tiles (the Blackhole
+                    model prices bf16 and fp32 ones)
 
 Kernels and configs:
   AttnMode          'decode' (flash-decode over the users' view) / 'standard' (SDPA over q heads)
@@ -32,6 +34,7 @@ CacheFormat = Literal["bf16", "bfp8", "bfp4"]
 MaskFormat = Literal["bf16", "bfp8", "bfp4"]
 ActivationFormat = Literal["bf16"]
 NormWeightFormat = Literal["bf16"]
+LayoutFormat = Literal["bf16", "fp32"]
 
 AttnMode = Literal["decode", "standard"]
 MathFidelity = Literal["LoFi", "HiFi2", "HiFi3", "HiFi4"]
@@ -39,5 +42,5 @@ MatmulKind = Literal["mcast_1d_in0", "mcast_1d_in1", "mcast_2d", "dram_sharded"]
 MatmulChoice = Literal["tuned", "default"]
 ReduceKind = Literal["tree", "all_to_all", "all_reduce"]
 
-__all__ = ["ActivationFormat", "AttnMode", "CacheFormat", "MaskFormat", "MathFidelity", "MatmulChoice", "MatmulKind",
-           "NormWeightFormat", "NumberFormat", "ReduceKind", "WeightFormat"]
+__all__ = ["ActivationFormat", "AttnMode", "CacheFormat", "LayoutFormat", "MaskFormat", "MathFidelity", "MatmulChoice",
+           "MatmulKind", "NormWeightFormat", "NumberFormat", "ReduceKind", "WeightFormat"]

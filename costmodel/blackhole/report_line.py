@@ -31,8 +31,11 @@ def finite(text: str) -> float | None:
 
 
 # The columns an op's classification reads, besides its tensors' INPUT_* / OUTPUT_* columns: rows
-# equal in these are classified once (a real report repeats each layer's ops thousands of times).
-SIGNATURE = ("OP CODE", "ATTRIBUTES", "MATH FIDELITY", "CORE COUNT", "AVAILABLE WORKER CORE COUNT")
+# equal in these are classified once (a real report repeats each layer's ops thousands of times). The
+# dataflow kernels name the program a factory chose (tilize / untilize: split-rows or block), which the
+# shapes and attributes fix, so they split no signature.
+SIGNATURE = ("OP CODE", "ATTRIBUTES", "MATH FIDELITY", "CORE COUNT", "AVAILABLE WORKER CORE COUNT",
+             "DATA MOVEMENT KERNEL SOURCE")
 
 
 class ReportLine:

@@ -25,6 +25,7 @@ to ``KINDS``, and its rows in the tests.
     sdpa             sdpa_decode, sdpa                      SdpaDecodeSpec, SdpaStandardSpec, SdpaCausalSpec
     data_movement    data_movement/<reshape, transpose,     DataMovementSpec
                      concat, slice>
+    layout           layout/<tilize, untilize>              LayoutSpec
     dram_read        (none: a microbenchmark)               DramReadSpec
 """
 
@@ -36,6 +37,7 @@ from costmodel.blackhole.kinds import (
     eltwise,
     fill_cache,
     heads,
+    layout,
     matmul,
     minimal_matmul,
     norm,
@@ -50,7 +52,7 @@ from costmodel.blackhole.report_schema import OpRecord
 from costmodel.hardware import Blackhole
 
 KINDS = (matmul, minimal_matmul, norm, norm_sharded, softmax, eltwise, unary, heads, rope, fill_cache, sdpa,
-         data_movement, dram_read)
+         data_movement, layout, dram_read)
 OP_CODES: dict[str, tuple[str, ...]] = {cls: codes for k in KINDS for cls, codes in k.OP_CLASSES.items()}
 CLASS_OF_CODE = {code: cls for cls, codes in OP_CODES.items() for code in codes}
 KIND_OF_CLASS = {cls: k for k in KINDS for cls in k.OP_CLASSES}

@@ -1,7 +1,8 @@
-"""Tiled data-movement ops of ttnn (reshape, transpose, concat, slice): one spec for the family, the
-work unit and reads per unit of each op from its kernels, priced by ``data_movement_us``.
+"""Data-movement ops of ttnn (tiled reshape, transpose, concat, slice; the last-dim concat of row-major
+tensors): one spec for the family, the work unit and reads per unit of each op from its kernels, priced by
+``data_movement_us`` (``stick_concat_us`` for the row-major concat).
 
-All move 32x32 tiles between interleaved tensors with a reader kernel that waits for each page it
+The tiled ones move 32x32 tiles between interleaved tensors with a reader kernel that waits for each page it
 reads (``noc_async_read_barrier`` per page) and a writer kernel; the factories split a work unit
 over the cores. Per op (tenstorrent/tt-metal, ttnn/cpp/ttnn/operations/data_movement/, files the
 report rows name in DATA MOVEMENT KERNEL SOURCE):
@@ -44,6 +45,13 @@ report rows name in DATA MOVEMENT KERNEL SOURCE):
                 start_id.cpp @ 01656bf7); output tiles over the cores; the writer is eltwise/unary's (the
                 rows' DATA MOVEMENT KERNEL SOURCE, bh_qwen3_6_27b_functional_full_attention_prefill_s33.csv)
   slice         one read per output tile (tile-aligned slices read only the tiles they keep)
+  concat_sticks a concat along the last dim of ROW_MAJOR tensors (concat_program_factory.cpp @ d95c1ad5:
+                WIDTH_CONCAT, one output stick a unit, ``split_work_to_cores`` over the grid, a circular
+                buffer of 2 sticks): per stick the reader reads each input's piece and waits once
+                (reader_concat_stick_layout_interleaved_start_id.cpp, every stored version), the writer
+                writes the stick and waits for it (ttnn/cpp/ttnn/kernel/dataflow/writer_unary_stick_layout_
+                interleaved_start_id.cpp @ 02032f92: ``noc_async_write_barrier`` per stick); with the
+                reader at most two sticks ahead, a stick costs the overlap of the two round trips
 
 Op class 'data_movement' (the launch is [launch_heads_us], the fixed time of a data-movement
 program, which the heads ops share). Three of the family are built as ttnn's unary streaming program
@@ -63,9 +71,11 @@ import dataclasses
 import math
 import re
 
+import jax.numpy as jnp
 import numpy as np
 
 from costmodel.blackhole.ops import (
+    NOC_EST_BYTES,
     barrier_read_us,
     cycles_us,
     dram_us,
@@ -78,13 +88,13 @@ from costmodel.hardware import TILE, Blackhole, tile_bytes
 from costmodel.smooth import Relax, smax
 from jaxref.vocabulary import ActivationFormat
 
-KINDS = ("reshape", "transpose_hc", "transpose_wh", "concat", "slice")
+KINDS = ("reshape", "transpose_hc", "transpose_wh", "concat", "slice", "concat_sticks")
 OP_CODES = {"ReshapeDeviceOperation": "reshape", "ReshapeViewDeviceOperation": "reshape",
             "TransposeDeviceOperation": "transpose", "ConcatDeviceOperation": "concat",
             "SliceDeviceOperation": "slice"}
 # kinds whose program is ttnn's unary streaming program (reader, optional one-tile compute, unary writer):
 # priced with the eltwise programs' fixed time [launch_eltwise_us]
-UNARY_PROGRAM_KINDS = ("transpose_wh", "concat", "slice")
+UNARY_PROGRAM_KINDS = ("transpose_wh", "concat", "slice", "concat_sticks")
 # output tiles above which a reshape's tile map is not enumerated (the map is per output tile x row)
 RESHAPE_MAP_MAX_TILES = 200_000
 # blocking tile writes per reshape output tile: writer_reshape_tiled.cpp writes the scratch page out with a
@@ -110,6 +120,8 @@ class DataMovementSpec:
       core_loads: (units, blocking reads, sub-tile writes) of the cores that may bind, each a core's totals
         over its own units (``busiest_core_loads``; reshape, whose output tiles differ in reads and writes);
         empty: every core does ceil(units / cores) mean units.
+      stick_bytes: concat_sticks: bytes of an output stick (its units are sticks, its reads per unit the
+        inputs' pieces); 0 for the tiled kinds.
     """
 
     kind: str
@@ -122,6 +134,7 @@ class DataMovementSpec:
     pad_units: int = 0
     small_writes_per_pad_unit: float = 0.0
     core_loads: tuple[tuple[float, float, float], ...] = ()
+    stick_bytes: int = 0
     op_class = "data_movement"
 
     def __post_init__(self):
@@ -139,6 +152,9 @@ class DataMovementSpec:
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name}={v!r} must be finite and >= 0")
+        if (self.kind == "concat_sticks") != (isinstance(self.stick_bytes, int) and self.stick_bytes >= 1):
+            raise ValueError(f"stick_bytes={self.stick_bytes!r}: expected an integer >= 1 for concat_sticks "
+                             "(row-major output sticks) and 0 for the tiled kinds")
         for load in self.core_loads:
             if len(load) != 3 or not all(math.isfinite(x) and x >= 0 for x in load):
                 raise ValueError(f"core_loads entry {load!r} must be (units, reads, writes), finite and >= 0")
@@ -163,6 +179,8 @@ class DataMovementSpec:
         return fit.launch_eltwise_us if self.kind in UNARY_PROGRAM_KINDS else fit.launch_heads_us
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        if self.kind == "concat_sticks":
+            return stick_concat_us(hw, fit, self, relax=relax)
         loads = self.core_loads or None
         writes = tuple(w for _, _, w in loads) if loads else self.small_writes_per_core(hw)
         return data_movement_us(hw, fit, units=self.units, reads_per_unit=self.reads_per_unit,
@@ -361,6 +379,24 @@ def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dr
     return launch_us(fit, cores, fixed) + smax(*chains, t_agg, relax=relax)
 
 
+def stick_concat_us(hw: Blackhole, fit: FitParams, spec: DataMovementSpec, relax: Relax | None = None):
+    """A concat along the last dim of ROW_MAJOR tensors (``concat_sticks``), us: the launch
+    ([launch_eltwise_us]) and the busiest core's sticks, each the reader's blocking read of the inputs'
+    pieces (``barrier_read_us``) and the writer's write round trip (``hw.noc_write_round_trip_cycles``,
+    the bytes past ``NOC_EST_BYTES`` at a link's rate); the first stick pays both, each further one their
+    overlap (the two-stick buffer lets the reader run ahead); or the DRAM traffic where every core streams."""
+    cores = spec.cores(hw)
+    n = math.ceil(spec.units / cores)
+    piece = spec.stick_bytes / spec.reads_per_unit
+    read = barrier_read_us(hw, fit, spec.reads_per_unit, spec.stick_bytes, cores, groups=1, in_l1=spec.in_l1,
+                           relax=relax)
+    write = cycles_us(hw, hw.noc_write_round_trip_cycles
+                      + jnp.maximum(spec.stick_bytes - NOC_EST_BYTES, 0) / hw.noc_bytes_per_cycle_per_link)
+    chain = read + write + (n - 1) * overlap(fit, read, write)
+    floor = dram_us(hw, fit, spec.dram_tiles, spec.dram_tiles * piece) if spec.dram_tiles else 0.0
+    return launch_us(fit, cores, spec.kernel_fixed_us(fit)) + smax(chain, floor, relax=relax)
+
+
 # ---- its op-report row (read only: the expert's graph writes none of these) ----------------------------
 OP_CLASSES = {f"data_movement/{kind}": tuple(c for c, k in OP_CODES.items() if k == kind)
               for kind in dict.fromkeys(OP_CODES.values())}
@@ -377,6 +413,9 @@ def read(ln: ReportLine, hw: Blackhole, cls: str) -> DataMovementSpec:
     kind = cls.removeprefix("data_movement/")
     ins = [p for p in ("INPUT_0", "INPUT_1", "INPUT_2") if ln.has(p)]
     no_sharding(ln, *ins, "OUTPUT_0")
+    layouts = {ln.get(f"{pre}_LAYOUT") for pre in (*ins, "OUTPUT_0")}
+    if kind == "concat" and layouts == {"ROW_MAJOR"}:
+        return read_stick_concat(ln, ins)
     for pre in (*ins, "OUTPUT_0"):
         if ln.get(f"{pre}_LAYOUT") not in ("TILE", ""):
             raise Skip(f"{kind} of a {ln.get(f'{pre}_LAYOUT')} tensor (the model moves tiles)")
@@ -421,6 +460,27 @@ def read(ln: ReportLine, hw: Blackhole, cls: str) -> DataMovementSpec:
     return DataMovementSpec("slice", out, 1.0, (0 if in_l1 else out) + out_dram, act, in_l1)
 
 
+def read_stick_concat(ln: ReportLine, ins: list[str]) -> DataMovementSpec:
+    """A concat of ROW_MAJOR tensors along their last dim as a ``concat_sticks`` spec: one unit per
+    output stick, one read per input per stick (each input's piece of equal size, as the rows have it)."""
+    dim = ln.attr("dim") or ""
+    out = ln.shape("OUTPUT_0")
+    if dim not in ("3", "-1"):
+        raise Skip(f"concat of ROW_MAJOR tensors along dim {dim or '?'} (the model prices the last-dim concat)")
+    act = ln.dtype("INPUT_0", ActivationFormat)
+    for pre in ins[1:]:
+        if ln.get(f"{pre}_DATATYPE") != ln.get("INPUT_0_DATATYPE"):
+            raise Skip("concat of tensors of different formats")
+    widths = {ln.shape(p)[-1] for p in ins}
+    if len(widths) != 1:
+        raise Skip(f"concat of ROW_MAJOR pieces of different widths {sorted(widths)} (the model prices equal pieces)")
+    elem = tile_bytes(act) // (TILE * TILE)
+    sticks = out[0] * out[1] * out[2]
+    in_l1 = all(l1_resident(ln, p) for p in ins)
+    pages = (0 if in_l1 else sticks * len(ins)) + (0 if l1_resident(ln, "OUTPUT_0") else sticks * len(ins))
+    return DataMovementSpec("concat_sticks", sticks, float(len(ins)), pages, act, in_l1, stick_bytes=out[-1] * elem)
+
+
 __all__ = [
     "KINDS",
     "OP_CLASSES",
@@ -433,10 +493,12 @@ __all__ = [
     "busiest_core_loads",
     "cores",
     "read",
+    "read_stick_concat",
     "reshape_copies_per_tile",
     "reshape_reads_per_tile",
     "reshape_tile_work",
     "split_work_ranges",
+    "stick_concat_us",
     "tiles",
     "transpose_hc_writes",
 ]
