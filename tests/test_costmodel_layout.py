@@ -184,3 +184,14 @@ def test_a_layout_row_without_kernel_names_is_read_by_its_op_code(tmp_path):
     # an older report without DATA MOVEMENT KERNEL SOURCE: untilize_with_unpadding's writer waits per stick
     line, _ = one_line(PHI, tmp_path / "u.csv", is_unpad, lambda r: r.update({"DATA MOVEMENT KERNEL SOURCE": ""}))
     assert line.status == MODELLED and inner(line.spec).stick_barrier
+
+
+@pytest.mark.xfail(strict=True, reason="the fixed time is the eltwise programs' [launch_eltwise_us] (0.93 us, fitted on "
+                   "binary_ng rows); a one-stick untilize_with_unpadding runs 1.1 us in all, its writer thread 1.02 us "
+                   "of it (the row's BRISC duration) for a tile read, one pass and one stick write: priced 1.65 us, "
+                   "+45%. The 17-stick rows of the same program are within 10%, so the miss is the fixed part")
+def test_a_one_stick_untilize_is_priced_within_20_percent():
+    (spec, times), = [(s, t) for s, t in modelled("bh_gpt_oss_20b_fused_decode_b1.csv",
+                                                  "UntilizeWithUnpaddingDeviceOperation").items()
+                      if s.sticks == 1 and s.stick_bytes == 64]
+    assert price(spec) == pytest.approx(min(times), rel=0.2)
