@@ -12,6 +12,7 @@ from _report_util import inner, one_line, records
 
 from costmodel.blackhole.fit import load_calibration
 from costmodel.blackhole.kinds import layout
+from costmodel.blackhole.kinds.data_movement import DataMovementSpec
 from costmodel.blackhole.ops import kernel_only
 from costmodel.blackhole.report_reader import MODELLED, model_cores, read_report
 from costmodel.hardware import blackhole_p150a
@@ -25,11 +26,12 @@ def rows_of(name: str, code: str):
     return [r for r in read_report(MORE / name).rows if r.op_code == code]
 
 
-def modelled(name: str, code: str):
-    """{spec: [measured us]} of the modelled rows of op ``code`` in report ``name``."""
+def modelled(name: str, code: str, spec_type=layout.LayoutSpec):
+    """{spec: [measured us]} of the modelled rows of op ``code`` in report ``name`` whose spec is a
+    ``spec_type`` (the split-rows programs' by default)."""
     out: dict = {}
     for r in rows_of(name, code):
-        if r.status == MODELLED:
+        if r.status == MODELLED and isinstance(inner(r.spec), spec_type):
             out.setdefault(inner(r.spec), []).append(r.duration_us)
     return out
 
@@ -61,10 +63,10 @@ def test_every_layout_row_of_the_reports_runs_on_the_cores_priced():
             continue
         recs = records(path)
         for r in read_report(path).rows:
-            if r.status == MODELLED and isinstance(inner(r.spec), layout.LayoutSpec):
+            if r.status == MODELLED and isinstance(inner(r.spec), layout.SPECS):
                 checked += 1
                 assert model_cores(inner(r.spec), HW) == int(float(recs[r.line - 2]["CORE COUNT"])), (path.name, r.line)
-    assert checked >= 60
+    assert checked >= 100
     rep = read_report(MORE / "bh_llama3_2_1b_advisor_incumbent_decode.csv")
     fp32 = [inner(r.spec) for r in rep.rows if r.status == MODELLED and r.op_code == "TilizeDeviceOperation"
             and inner(r.spec).act_dtype == "fp32" and inner(r.spec).blocks == 512]
@@ -110,15 +112,14 @@ def test_a_one_row_tilize_with_padding_is_its_padding_fill(name, cols):
     assert price(spec) == pytest.approx(sorted(times)[len(times) // 2], rel=0.15)
 
 
-def test_the_block_programs_and_a_sharded_tilize_are_skipped_with_the_reason():
-    reasons = {r.status for r in rows_of("bh_gpt_oss_20b_fused_decode_b1.csv", "UntilizeWithUnpaddingDeviceOperation")}
-    assert any("block program (writer_unary_stick_layout_wh_multicore" in s for s in reasons)
+def test_a_sharded_tilize_is_skipped_with_the_reason():
     llama = rows_of("bh_llama3_2_1b_advisor_incumbent_decode.csv", "TilizeDeviceOperation")
     assert any("not modelled (kernels ['writer_unary_sharded', 'reader_unary_sharded'])" in r.status for r in llama)
 
 
 def test_phi_row_major_concat_is_one_stick_per_unit_and_priced_within_15_percent():
-    (spec, times), = modelled("bh_phi35_mini_advisor_candidate_decode.csv", "ConcatDeviceOperation").items()
+    (spec, times), = modelled("bh_phi35_mini_advisor_candidate_decode.csv", "ConcatDeviceOperation",
+                                      DataMovementSpec).items()
     assert (spec.kind, spec.units, spec.reads_per_unit, spec.stick_bytes, spec.in_l1) == ("concat_sticks", 1024, 2.0,
                                                                                          192, True)
     assert model_cores(spec, HW) == 110
@@ -169,8 +170,6 @@ def is_unpad(r):
     (lambda r: r.update(OUTPUT_0_LAYOUT="TILE"), "untilize with OUTPUT_0 in TILE layout (expected ROW_MAJOR)"),
     (lambda r: r.update(INPUT_0_DATATYPE="BFLOAT8_B", OUTPUT_0_DATATYPE="BFLOAT8_B"),
      "data type not modelled (INPUT_0 BFLOAT8_B)"),
-    (lambda r: r.update({"DATA MOVEMENT KERNEL SOURCE": "['x/writer_unary_stick_layout_wh_multicore.cpp']"}),
-     "untilize on the block program (writer_unary_stick_layout_wh_multicore"),
     (lambda r: r.update({"DATA MOVEMENT KERNEL SOURCE": "['x/writer_other.cpp'; 'x/reader_other.cpp']"}),
      "untilize program not modelled (kernels ['writer_other', 'reader_other'])"),
     (lambda r: r.update(OUTPUT_0_MEMORY="DEV_0_L1_WIDTH_SHARDED"), "untilize with a sharded row-major side"),
@@ -195,3 +194,45 @@ def test_a_one_stick_untilize_is_priced_within_20_percent():
                                                   "UntilizeWithUnpaddingDeviceOperation").items()
                       if s.sticks == 1 and s.stick_bytes == 64]
     assert price(spec) == pytest.approx(min(times), rel=0.2)
+
+
+def test_block_edge_is_ttnn_compute_ncores_wh():
+    # the block programs' square block edge s: the first s from isqrt(ceil(tiles / grid)) up with
+    # ceil(W / s) x ceil(H / s) < grid; the rows' CORE COUNTs: Qwen3.6's 5120 x 12288 tilize 105 cores
+    # (s = 26: 15 x 7), its 1 -> 32 x 5120 padded tilize 80 (s = 2), gpt-oss's 2880 x 5760 untilize 98 per
+    # slice of 90 tile rows (s = 13: 14 x 7)
+    assert layout.block_edge(384, 160, 110) == 26
+    assert layout.block_edge(160, 1, 110) == 2
+    assert layout.block_edge(180, 90, 110) == 13
+    spec = layout.LayoutBlockSpec("untilize", 180, 90, 32, 2880, 11520)
+    assert spec.cores(HW) == 98
+
+
+def test_an_untilize_edited_to_the_block_writer_reads_as_the_block_program(tmp_path):
+    line, _ = one_line(PHI, tmp_path / "u.csv", is_unpad, lambda r: r.update(
+        {"DATA MOVEMENT KERNEL SOURCE": "['x/writer_unary_stick_layout_wh_multicore.cpp'; "
+                                        "'x/reader_unary_interleaved_wh_multicore.cpp']"}))
+    assert line.status == MODELLED
+    spec = inner(line.spec)
+    assert isinstance(spec, layout.LayoutBlockSpec) and (spec.width_tiles, spec.height_tiles, spec.slices) == (2, 1, 32)
+
+
+def test_the_block_tilize_waits_for_each_stick():
+    # gpt-oss's tilize_with_val_padding of [1, 32, 17, 2880] on the block program: 90 cores of one tile
+    # column, each reading 32 slices x 17 sticks, one DRAM round trip each; priced within 10%
+    (spec, times), = [(s, t) for s, t in modelled("bh_gpt_oss_20b_fused_prefill_s17.csv",
+                                                  "TilizeWithValPaddingDeviceOperation", layout.LayoutBlockSpec).items()
+                      if s.rows == 17]
+    assert spec.cores(HW) == 90
+    assert price(spec) == pytest.approx(sorted(times)[len(times) // 2], rel=0.1)
+
+
+@pytest.mark.xfail(strict=True, reason="the block programs' one-row tilize_with_val_padding fills 31 padding rows "
+                   "per slice; priced with 32-bit stores at RISC_STORE_LOOP_CYCLES (the count fill_with_val takes) "
+                   "it comes out 29-39% under on gpt-oss, Qwen3.6 and Muse: the both-dims reader's fill runs at about "
+                   "half that rate, which no source here explains")
+def test_the_block_one_row_padded_tilize_is_priced_within_20_percent():
+    (spec, times), = [(s, t) for s, t in modelled("bh_gpt_oss_20b_fused_prefill_s17.csv",
+                                                  "TilizeWithValPaddingDeviceOperation", layout.LayoutBlockSpec).items()
+                      if s.rows == 1]
+    assert price(spec) == pytest.approx(sorted(times)[len(times) // 2], rel=0.2)

@@ -25,7 +25,7 @@ to ``KINDS``, and its rows in the tests.
     sdpa             sdpa_decode, sdpa                      SdpaDecodeSpec, SdpaStandardSpec, SdpaCausalSpec
     data_movement    data_movement/<reshape, transpose,     DataMovementSpec
                      concat, slice>
-    layout           layout/<tilize, untilize>              LayoutSpec
+    layout           layout/<tilize, untilize>              LayoutSpec, LayoutBlockSpec
     dram_read        (none: a microbenchmark)               DramReadSpec
 """
 

@@ -28,13 +28,16 @@ data_movement/, the files a row's DATA MOVEMENT KERNEL SOURCE names):
   unpadding     and waited for (``noc_async_write_barrier`` in the stick loop), so each costs a NoC
                 write round trip; padding rows are not written
 
-The block programs (square blocks of tiles, ``_wh`` / ``both_dims`` kernels, which the factories pick
-for wide tensors) and the tilize of a sharded tensor are not priced: the reader says so.
+The block programs (``LayoutBlockSpec``), which the factories pick for wide tensors, cut each slice into
+square blocks of tiles, one per core (``block_edge``: the factories' ``compute_ncores_wh``), and their
+row-major side waits for each stick: the both-dims tilize reader after each stick read, the wh untilize
+writer after each stick write. The tilize of a sharded tensor is not priced: the reader says so.
 
 Known misses (held-out rows: tests/test_costmodel_layout.py and the report's held-out table): a version
 of the padding reader filled with element-sized (16-bit) stores, twice the 32-bit count (the CLIP
-report's older build); an fp32 tilize, whose writer and compute threads run longer than a pass and a
-write per tile; and the fixed time, the eltwise programs' [launch_eltwise_us], which exceeds a one-block
+report's older build), and the block programs' one-row tilize_with_val_padding, whose padding fill takes
+about twice the 32-bit stores' time (fill_with_val in the both-dims reader); an fp32 tilize, whose writer
+and compute threads run longer than a pass and a write per tile; and the fixed time, the eltwise programs' [launch_eltwise_us], which exceeds a one-block
 program's.
 
 Op class 'layout' (the launch is [launch_eltwise_us]: these are ttnn's unary streaming programs, a
@@ -75,6 +78,8 @@ STICK_READERS = ("reader_unary_stick_layout_split_rows_multicore", "reader_unary
 TILE_READERS = ("reader_unary_start_id", "reader_unary_interleaved_start_id", "reader_unary_sharded")
 STICK_WRITERS = {"writer_unary_stick_layout_split_rows_multi_core": False,  # one barrier per block
                  "writer_unary_stick_layout_split_rows_multicore": True}  # a barrier per stick
+# the block programs' row-major-side kernels (the both-dims tilize reader, the wh untilize writer)
+BLOCK_KERNELS = ("reader_unary_pad_multicore_both_dims", "writer_unary_stick_layout_wh_multicore")
 FILL_BYTES_PER_STORE = 4  # fill_l1_range's interior stores are 32-bit
 
 
@@ -148,6 +153,91 @@ def split_blocks(blocks: int, grid_cores: int) -> tuple[int, int]:
     return per_core, math.ceil(blocks / per_core)
 
 
+def block_edge(width_tiles: int, height_tiles: int, grid_cores: int) -> int:
+    """The block programs' square block edge in tiles (``compute_ncores_wh`` / ``closest_square_larger_
+    than_b``, work_split_tilize.hpp @ 02ed05c7): from the floor of the square root of ceil(tiles /
+    grid) up, the first edge s whose ceil(W / s) x ceil(H / s) blocks are fewer than the grid's cores
+    (1 if none is)."""
+    per_core = math.ceil(width_tiles * height_tiles / grid_cores)
+    root = math.isqrt(per_core)
+    fits = lambda e: math.ceil(width_tiles / e) * math.ceil(height_tiles / e) < grid_cores
+    if root * root == per_core and fits(root):
+        return root
+    return next((e for e in range(root + 1, width_tiles * height_tiles + 1) if fits(e)), 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class LayoutBlockSpec:
+    """One tilize or untilize on the block program: each [H, W]-tile slice cut into square blocks of
+    ``block_edge`` tiles (cliff blocks at the right and bottom edges), one block per core, every core
+    running its block in every slice (tilize_with_val_padding / tilize block factories,
+    untilize(_with_unpadding) block factories; kernels ``reader_unary_pad_multicore_both_dims.cpp``,
+    ``writer_unary_interleaved_start_id_wh.cpp``, ``reader_unary_interleaved_wh_multicore.cpp``,
+    ``writer_unary_stick_layout_wh_multicore.cpp``: the row-major side's reader or writer waits for
+    each stick, a block's width of it).
+
+    Attributes:
+      kind: 'tilize' or 'untilize'.
+      width_tiles, height_tiles: tiles across and tile rows down one slice (the padded [-1] and [-2]).
+      slices: the product of the leading dims.
+      rows: real rows of a slice (the logical [-2]).
+      stick_bytes: bytes of one real row (the logical width).
+      act_dtype, sticks_in_l1, tiles_in_l1: as ``LayoutSpec``'s.
+      pad: the tilize fills the padding (tilize_with_val_padding).
+    """
+
+    kind: str
+    width_tiles: int
+    height_tiles: int
+    slices: int
+    rows: int
+    stick_bytes: int
+    act_dtype: str = "bf16"
+    sticks_in_l1: bool = False
+    tiles_in_l1: bool = False
+    pad: bool = False
+    op_class = "layout"
+
+    def __post_init__(self):
+        check_choice("kind", self.kind, KINDS)
+        check_choice("act_dtype", self.act_dtype, LayoutFormat)
+        for name in ("width_tiles", "height_tiles", "slices", "rows", "stick_bytes"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+                raise ValueError(f"{name}={v!r} must be an integer >= 1")
+        if self.rows > TILE * self.height_tiles:
+            raise ValueError(f"rows={self.rows} exceed the {self.height_tiles} tile rows of a slice")
+        if self.pad and self.kind != "tilize":
+            raise ValueError("pad is a property of tilize_with_val_padding")
+
+    def edge(self, hw: Blackhole) -> int:
+        return block_edge(self.width_tiles, self.height_tiles, hw.grid_cores)
+
+    def cores(self, hw: Blackhole) -> int:
+        """One block per core: ceil(W / s) x ceil(H / s)."""
+        e = self.edge(hw)
+        return math.ceil(self.width_tiles / e) * math.ceil(self.height_tiles / e)
+
+    def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
+        """The launch and the top-left block's core (a full block, holding the slice's first, real rows),
+        or the DRAM floor (``dram_floor_us``)."""
+        e, cores = self.edge(hw), self.cores(hw)
+        elem = tile_bytes(self.act_dtype) // (TILE * TILE)
+        tile_rows, row_tiles = min(e, self.height_tiles), min(e, self.width_tiles)
+        real = sum(min(TILE, max(0, self.rows - TILE * j)) for j in range(tile_rows))
+        width = row_tiles * TILE * elem
+        stick = min(width, self.stick_bytes)
+        pad = (real * (width - stick) + (TILE * tile_rows - real) * width) if self.pad else 0
+        chain = chain_us(hw, fit, kind=self.kind, act_dtype=self.act_dtype, blocks=tile_rows * self.slices,
+                         row_tiles=row_tiles, sticks=real * self.slices, stick_bytes=stick, pad_bytes=pad * self.slices,
+                         sticks_in_l1=self.sticks_in_l1, tiles_in_l1=self.tiles_in_l1, tile_reads=True,
+                         stick_barrier=True, cores=cores, relax=relax)
+        floor = dram_floor_us(hw, fit, sticks=self.rows * self.slices, stick_bytes=self.stick_bytes,
+                              tiles=self.width_tiles * self.height_tiles * self.slices, act_dtype=self.act_dtype,
+                              sticks_in_l1=self.sticks_in_l1, tiles_in_l1=self.tiles_in_l1)
+        return launch_us(fit, cores, fit.launch_eltwise_us) + smax(chain, floor, relax=relax)
+
+
 def block_sticks(logical: tuple[int, ...], padded: tuple[int, ...]) -> np.ndarray:
     """Real sticks of each block (tile row) of a tensor of logical / padded [W, Z, Y, X], in order:
     min(32, Y - 32 j) for the j-th tile row of each [Y, X] slice."""
@@ -172,47 +262,76 @@ def core_loads(sticks: np.ndarray, *, per_core: int, stick_bytes: int, padded_st
 
 
 # ---- its price -------------------------------------------------------------------------------------
-def core_us(hw: Blackhole, fit: FitParams, spec: LayoutSpec, load: tuple[int, int, int], cores: int,
-            relax: Relax | None):
-    """One core's time on its ``load`` = (blocks, real sticks, padding bytes), us.
+def chain_us(hw: Blackhole, fit: FitParams, *, kind: str, act_dtype: str, blocks: int, row_tiles: int, sticks: int,
+             stick_bytes: int, pad_bytes: int, sticks_in_l1: bool, tiles_in_l1: bool, tile_reads: bool,
+             stick_barrier: bool, cores: int, relax: Relax | None):
+    """One core's time on ``blocks`` tile rows of ``row_tiles`` tiles, ``sticks`` real sticks of
+    ``stick_bytes`` and ``pad_bytes`` of padding filled, us.
 
     Per block the reader, the compute pass and the writer run one after another (the circular buffers
     hold one block), and successive blocks overlap: the first block costs the sum of its stages, each
     further one their overlap (``overlap``).
-      reader (tilize): the sticks issued back to back at ``hw.noc_l1_read_issue_cycles`` each or a link's
-      rate, and per block one round trip (a DRAM round trip [dram_latency_us], or ``hw.noc_l1_read_round_
-      trip_cycles`` from L1) overlapped with the block's padding fill (``RISC_STORE_LOOP_CYCLES`` per
-      32-bit store), which the reader runs before it waits;
+      reader (tilize): the sticks issued back to back at ``hw.noc_write_issue_cycles`` each (an address
+      generated and a command-buffer issue, as a write's) or a link's rate, and per block one round trip
+      (a DRAM round trip [dram_latency_us], or ``hw.noc_l1_read_round_trip_cycles`` from L1) overlapped
+      with the block's padding fill (``RISC_STORE_LOOP_CYCLES`` per 32-bit store), which the reader runs
+      before it waits; where the reader waits for each stick (``stick_barrier``: the block programs), a
+      round trip per stick and the fill after it;
       reader (untilize): a blocking tile read per tile (``barrier_read_us``), none from a shard;
       compute: one pass per tile ([eltwise_cycles_per_tile], scaled by the tile's bytes for fp32);
       writer (tilize): one tile write per tile at ``hw.noc_write_issue_cycles`` or a link's rate;
       writer (untilize): the sticks at that rate, then a write round trip (``hw.noc_write_round_trip_
       cycles``, a stick's bytes past ``NOC_EST_BYTES`` at a link's rate) per block; where the writer waits
-      for each stick, a round trip per stick.
+      for each stick (``stick_barrier``), a round trip per stick.
     """
-    blocks, sticks, pad_bytes = load
     link = hw.noc_bytes_per_cycle_per_link
-    act = tile_bytes(spec.act_dtype)
-    tiles = blocks * spec.block_tiles
+    act = tile_bytes(act_dtype)
+    tiles = blocks * row_tiles
     compute = cycles_us(hw, tiles * fit.eltwise_cycles_per_tile * act / tile_bytes("bf16"))
-    if spec.kind == "tilize":
-        issue = cycles_us(hw, sticks * jnp.maximum(hw.noc_write_issue_cycles, spec.stick_bytes / link))
-        trip = cycles_us(hw, hw.noc_l1_read_round_trip_cycles) if spec.sticks_in_l1 else fit.dram_latency_us
-        # the fills run between issuing a block's reads and waiting for them, so they hide its round trip
-        fill = cycles_us(hw, RISC_STORE_LOOP_CYCLES * pad_bytes / FILL_BYTES_PER_STORE / blocks)
-        stages = (issue + blocks * overlap(fit, trip, fill), compute,
-                  cycles_us(hw, tiles * jnp.maximum(hw.noc_write_issue_cycles, act / link)))
+    if kind == "tilize":
+        trip = cycles_us(hw, hw.noc_l1_read_round_trip_cycles) if sticks_in_l1 else fit.dram_latency_us
+        fill = cycles_us(hw, RISC_STORE_LOOP_CYCLES * pad_bytes / FILL_BYTES_PER_STORE)
+        if stick_barrier:
+            reads = sticks * (trip + cycles_us(hw, stick_bytes / link)) + fill
+        else:
+            issue = cycles_us(hw, sticks * jnp.maximum(hw.noc_write_issue_cycles, stick_bytes / link))
+            # the fills run between issuing a block's reads and waiting for them, so they hide its round trip
+            reads = issue + blocks * overlap(fit, trip, fill / blocks)
+        stages = (reads, compute, cycles_us(hw, tiles * jnp.maximum(hw.noc_write_issue_cycles, act / link)))
     else:
-        reads = 0.0 if spec.shard_cores else tiles * barrier_read_us(hw, fit, 1, act, cores, groups=1,
-                                                                      in_l1=spec.tiles_in_l1, relax=relax)
+        reads = tiles * barrier_read_us(hw, fit, 1, act, cores, groups=1, in_l1=tiles_in_l1, relax=relax) \
+            if tile_reads else 0.0
         # a write waited for costs its round trip (the estimator's write and barrier, issue included)
-        trip = cycles_us(hw, hw.noc_write_round_trip_cycles + jnp.maximum(spec.stick_bytes - NOC_EST_BYTES, 0) / link)
-        if spec.stick_barrier:
+        trip = cycles_us(hw, hw.noc_write_round_trip_cycles + jnp.maximum(stick_bytes - NOC_EST_BYTES, 0) / link)
+        if stick_barrier:
             writes = sticks * trip
         else:
-            writes = cycles_us(hw, sticks * jnp.maximum(hw.noc_write_issue_cycles, spec.stick_bytes / link)) + blocks * trip
+            writes = cycles_us(hw, sticks * jnp.maximum(hw.noc_write_issue_cycles, stick_bytes / link)) + blocks * trip
         stages = (reads, compute, writes)
     return (sum(stages) + (blocks - 1) * overlap(fit, *stages)) / blocks
+
+
+def core_us(hw: Blackhole, fit: FitParams, spec: LayoutSpec, load: tuple[int, int, int], cores: int,
+            relax: Relax | None):
+    """One core of a split-rows program on its ``load`` = (blocks, real sticks, padding bytes), us
+    (``chain_us``)."""
+    blocks, sticks, pad_bytes = load
+    return chain_us(hw, fit, kind=spec.kind, act_dtype=spec.act_dtype, blocks=blocks, row_tiles=spec.block_tiles,
+                    sticks=sticks, stick_bytes=spec.stick_bytes, pad_bytes=pad_bytes, sticks_in_l1=spec.sticks_in_l1,
+                    tiles_in_l1=spec.tiles_in_l1, tile_reads=not spec.shard_cores, stick_barrier=spec.stick_barrier,
+                    cores=cores, relax=relax)
+
+
+def dram_floor_us(hw: Blackhole, fit: FitParams, *, sticks: int, stick_bytes: int, tiles: int, act_dtype: str,
+                  sticks_in_l1: bool, tiles_in_l1: bool):
+    """Where every core streams at once: the DRAM-resident side(s) at the achievable bandwidth of their
+    page size (sticks, tiles), us."""
+    floor = 0.0
+    if not sticks_in_l1:
+        floor = floor + dram_us(hw, fit, sticks, sticks * stick_bytes)
+    if not tiles_in_l1:
+        floor = floor + dram_us(hw, fit, tiles, tiles * tile_bytes(act_dtype))
+    return floor
 
 
 def layout_us(hw: Blackhole, fit: FitParams, spec: LayoutSpec, relax: Relax | None = None):
@@ -221,22 +340,18 @@ def layout_us(hw: Blackhole, fit: FitParams, spec: LayoutSpec, relax: Relax | No
     DRAM-resident side(s) at the achievable bandwidth of their page size (sticks, tiles)."""
     cores = spec.cores(hw)
     chains = [core_us(hw, fit, spec, load, cores, relax) for load in spec.core_loads]
-    floor = 0.0
-    if not spec.sticks_in_l1:
-        floor = floor + dram_us(hw, fit, spec.sticks, spec.sticks * spec.stick_bytes)
-    if not spec.tiles_in_l1:
-        tiles = spec.blocks * spec.block_tiles
-        floor = floor + dram_us(hw, fit, tiles, tiles * tile_bytes(spec.act_dtype))
+    floor = dram_floor_us(hw, fit, sticks=spec.sticks, stick_bytes=spec.stick_bytes, tiles=spec.blocks * spec.block_tiles,
+                          act_dtype=spec.act_dtype, sticks_in_l1=spec.sticks_in_l1, tiles_in_l1=spec.tiles_in_l1)
     return launch_us(fit, cores, fit.launch_eltwise_us) + smax(*chains, floor, relax=relax)
 
 
 # ---- its op-report row (read only: the expert's graph runs no layout conversion) -------------------------
 OP_CLASSES = {f"layout/{kind}": tuple(c for c, k in OP_CODES.items() if k == kind) for kind in KINDS}
-SPECS = (LayoutSpec,)
+SPECS = (LayoutSpec, LayoutBlockSpec)
 
 
-def cores(spec: LayoutSpec, hw: Blackhole) -> int:
-    """The cores the program runs on (``LayoutSpec.cores``), as priced."""
+def cores(spec: LayoutSpec | LayoutBlockSpec, hw: Blackhole) -> int:
+    """The cores the program runs on (the spec's ``cores``), as priced."""
     return spec.cores(hw)
 
 
@@ -245,8 +360,23 @@ def kernel_stems(ln: ReportLine) -> list[str]:
     return re.findall(r"([A-Za-z0-9_]+)\.cpp", ln.get("DATA MOVEMENT KERNEL SOURCE"))
 
 
-def read(ln: ReportLine, hw: Blackhole, cls: str) -> LayoutSpec:
-    """A tilize / untilize row (``cls``: 'layout/<kind>') on the split-rows program as a ``LayoutSpec``."""
+def read_block(ln: ReportLine, kind: str, act: str, padded, logical, sticks_pre: str, tiles_pre: str) -> LayoutBlockSpec:
+    """A row on the block program (its kernels name it) as a ``LayoutBlockSpec``."""
+    if logical[:-2] != padded[:-2] or logical[-1] > padded[-1] or logical[-2] > padded[-2]:
+        raise Skip(f"{kind} with padding outside the last two dims ({logical} in {padded})")
+    for pre in (sticks_pre, tiles_pre):
+        if "SHARDED" in ln.memory(pre):
+            raise Skip(f"{kind} on the block program with a sharded operand ({ln.memory(pre).removeprefix('DEV_0_')})")
+    elem = tile_bytes(act) // (TILE * TILE)
+    return LayoutBlockSpec(kind, padded[-1] // TILE, padded[-2] // TILE, math.prod(padded[:-2]), logical[-2],
+                           logical[-1] * elem, act, sticks_in_l1=l1_resident(ln, sticks_pre),
+                           tiles_in_l1=l1_resident(ln, tiles_pre),
+                           pad=ln.get("OP CODE") == "TilizeWithValPaddingDeviceOperation")
+
+
+def read(ln: ReportLine, hw: Blackhole, cls: str) -> LayoutSpec | LayoutBlockSpec:
+    """A tilize / untilize row (``cls``: 'layout/<kind>') as a ``LayoutSpec`` (the split-rows programs) or a
+    ``LayoutBlockSpec`` (the block programs, which its kernels name)."""
     kind = cls.removeprefix("layout/")
     code = ln.get("OP CODE")
     sticks_pre, tiles_pre = ("INPUT_0", "OUTPUT_0") if kind == "tilize" else ("OUTPUT_0", "INPUT_0")
@@ -257,10 +387,9 @@ def read(ln: ReportLine, hw: Blackhole, cls: str) -> LayoutSpec:
     if ln.dtype("OUTPUT_0", LayoutFormat) != act:
         raise Skip(f"{kind} with a format conversion ({ln.get('INPUT_0_DATATYPE')} -> {ln.get('OUTPUT_0_DATATYPE')})")
     stems = kernel_stems(ln)
-    block = [s for s in stems if s.endswith("_wh") or "_wh_" in s or "both_dims" in s]
-    if block:
-        raise Skip(f"{kind} on the block program ({block[0]}: square blocks of tiles, not modelled)")
     padded, logical = ln.shape(tiles_pre), ln.logical(sticks_pre)
+    if set(stems) & set(BLOCK_KERNELS):
+        return read_block(ln, kind, act, padded, logical, sticks_pre, tiles_pre)
     # the program's row-major side (tilize: the stick reader; untilize: the stick writer and a tile reader)
     known = [STICK_READERS] if kind == "tilize" else [tuple(STICK_WRITERS), TILE_READERS]
     if stems and not all(set(stems) & set(names) for names in known):
@@ -296,6 +425,7 @@ def read(ln: ReportLine, hw: Blackhole, cls: str) -> LayoutSpec:
 
 
 __all__ = [
+    "BLOCK_KERNELS",
     "KINDS",
     "OP_CLASSES",
     "OP_CODES",
@@ -303,12 +433,17 @@ __all__ = [
     "STICK_READERS",
     "STICK_WRITERS",
     "TILE_READERS",
+    "LayoutBlockSpec",
     "LayoutSpec",
+    "block_edge",
     "block_sticks",
+    "chain_us",
     "core_loads",
     "cores",
+    "dram_floor_us",
     "kernel_stems",
     "layout_us",
     "read",
+    "read_block",
     "split_blocks",
 ]
