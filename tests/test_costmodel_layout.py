@@ -236,3 +236,15 @@ def test_the_block_one_row_padded_tilize_is_priced_within_20_percent():
                                                   "TilizeWithValPaddingDeviceOperation", layout.LayoutBlockSpec).items()
                       if s.rows == 1]
     assert price(spec) == pytest.approx(sorted(times)[len(times) // 2], rel=0.2)
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("kind", "reshape", "kind='reshape' unknown"),
+    ("width_tiles", 0, "width_tiles=0 must be an integer >= 1"),
+    ("rows", 65, "rows=65 exceed the 2 tile rows of a slice"),
+    ("pad", True, "pad is a property of tilize_with_val_padding"),
+])
+def test_a_bad_block_spec_is_refused_naming_the_field(field, value, match):
+    good = {"kind": "untilize", "width_tiles": 90, "height_tiles": 2, "slices": 1, "rows": 33, "stick_bytes": 5760}
+    with pytest.raises(ValueError, match=match):
+        layout.LayoutBlockSpec(**{**good, field: value})
