@@ -132,6 +132,12 @@ def noc_reads_cycles(hw: Blackhole, reads, nbytes):
     return first + (reads - 1) * jnp.maximum(hw.noc_l1_read_issue_cycles, nbytes / link)
 
 
+def noc_write_wait_cycles(hw: Blackhole, nbytes):
+    """One NoC write of ``nbytes`` and its barrier (the acknowledgement), cycles: the estimator's write round
+    trip [noc_write_round_trip_cycles], issue included, and its bytes past ``NOC_EST_BYTES`` at a link's rate."""
+    return hw.noc_write_round_trip_cycles + jnp.maximum(nbytes - NOC_EST_BYTES, 0) / hw.noc_bytes_per_cycle_per_link
+
+
 def noc_mcast_cycles(hw: Blackhole, destinations, nbytes):
     """One multicast write of ``nbytes`` to ``destinations`` cores and its barrier (every destination's
     acknowledgement), cycles: [noc_mcast_cycles] at the estimator's 4 destinations, [noc_mcast_cycles_per_
@@ -249,6 +255,7 @@ __all__ = [
     "launch_us",
     "noc_mcast_cycles",
     "noc_reads_cycles",
+    "noc_write_wait_cycles",
     "overlap",
     "read_us",
     "row_op_us",

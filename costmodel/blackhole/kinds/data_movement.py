@@ -71,15 +71,14 @@ import dataclasses
 import math
 import re
 
-import jax.numpy as jnp
 import numpy as np
 
 from costmodel.blackhole.ops import (
-    NOC_EST_BYTES,
     barrier_read_us,
     cycles_us,
     dram_us,
     launch_us,
+    noc_write_wait_cycles,
     overlap,
 )
 from costmodel.blackhole.params import FitParams
@@ -390,8 +389,7 @@ def stick_concat_us(hw: Blackhole, fit: FitParams, spec: DataMovementSpec, relax
     piece = spec.stick_bytes / spec.reads_per_unit
     read = barrier_read_us(hw, fit, spec.reads_per_unit, spec.stick_bytes, cores, groups=1, in_l1=spec.in_l1,
                            relax=relax)
-    write = cycles_us(hw, hw.noc_write_round_trip_cycles
-                      + jnp.maximum(spec.stick_bytes - NOC_EST_BYTES, 0) / hw.noc_bytes_per_cycle_per_link)
+    write = cycles_us(hw, noc_write_wait_cycles(hw, spec.stick_bytes))
     chain = read + write + (n - 1) * overlap(fit, read, write)
     floor = dram_us(hw, fit, spec.dram_tiles, spec.dram_tiles * piece) if spec.dram_tiles else 0.0
     return launch_us(fit, cores, spec.kernel_fixed_us(fit)) + smax(chain, floor, relax=relax)
@@ -413,6 +411,8 @@ def read(ln: ReportLine, hw: Blackhole, cls: str) -> DataMovementSpec:
     kind = cls.removeprefix("data_movement/")
     ins = [p for p in ("INPUT_0", "INPUT_1", "INPUT_2") if ln.has(p)]
     no_sharding(ln, *ins, "OUTPUT_0")
+    if kind == "concat" and any(ln.get(f"{pre}_DATATYPE") != ln.get("INPUT_0_DATATYPE") for pre in ins[1:]):
+        raise Skip("concat of tensors of different formats")
     layouts = {ln.get(f"{pre}_LAYOUT") for pre in (*ins, "OUTPUT_0")}
     if kind == "concat" and layouts == {"ROW_MAJOR"}:
         return read_stick_concat(ln, ins)
@@ -448,9 +448,6 @@ def read(ln: ReportLine, hw: Blackhole, cls: str) -> DataMovementSpec:
         return DataMovementSpec(sub, n, 1.0, (0 if in_l1 else n) + out_dram, act, in_l1, small_writes_per_unit=per_tile,
                                 pad_units=pad, small_writes_per_pad_unit=per_pad)
     if kind == "concat":
-        for pre in ins[1:]:
-            if ln.get(f"{pre}_DATATYPE") != ln.get("INPUT_0_DATATYPE"):
-                raise Skip("concat of tensors of different formats")
         read_dram = sum(tiles(ln.shape(p)) for p in ins if not l1_resident(ln, p))
         return DataMovementSpec("concat", out, 1.0, read_dram + out_dram, act, all(l1_resident(ln, p) for p in ins))
     step = ln.attr("step") or "Shape([1; 1; 1; 1])"
@@ -468,9 +465,6 @@ def read_stick_concat(ln: ReportLine, ins: list[str]) -> DataMovementSpec:
     if dim not in ("3", "-1"):
         raise Skip(f"concat of ROW_MAJOR tensors along dim {dim or '?'} (the model prices the last-dim concat)")
     act = ln.dtype("INPUT_0", ActivationFormat)
-    for pre in ins[1:]:
-        if ln.get(f"{pre}_DATATYPE") != ln.get("INPUT_0_DATATYPE"):
-            raise Skip("concat of tensors of different formats")
     widths = {ln.shape(p)[-1] for p in ins}
     if len(widths) != 1:
         raise Skip(f"concat of ROW_MAJOR pieces of different widths {sorted(widths)} (the model prices equal pieces)")

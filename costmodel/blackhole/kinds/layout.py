@@ -54,12 +54,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from costmodel.blackhole.ops import (
-    NOC_EST_BYTES,
     RISC_STORE_LOOP_CYCLES,
     barrier_read_us,
     cycles_us,
     dram_us,
     launch_us,
+    noc_write_wait_cycles,
     overlap,
 )
 from costmodel.blackhole.params import FitParams
@@ -302,7 +302,7 @@ def chain_us(hw: Blackhole, fit: FitParams, *, kind: str, act_dtype: str, blocks
         reads = tiles * barrier_read_us(hw, fit, 1, act, cores, groups=1, in_l1=tiles_in_l1, relax=relax) \
             if tile_reads else 0.0
         # a write waited for costs its round trip (the estimator's write and barrier, issue included)
-        trip = cycles_us(hw, hw.noc_write_round_trip_cycles + jnp.maximum(stick_bytes - NOC_EST_BYTES, 0) / link)
+        trip = cycles_us(hw, noc_write_wait_cycles(hw, stick_bytes))
         if stick_barrier:
             writes = sticks * trip
         else:
