@@ -97,6 +97,42 @@ def test_extrapolating_rows_get_their_family_term():
         Discrepancy.from_json({k: v for k, v in d.to_json().items() if k != "tau_extrap_family"})
 
 
+def test_a_kind_seen_in_other_sources_gets_its_own_term_shrunk_by_its_sources():
+    """The finest tier (issue 26: a discrepancy per op kind): a kind's held-out rows give its own tau,
+    shrunk towards its family's (or class's) term with SHRINK_ROWS pseudo-sources, counted in sources
+    (a source's rows repeat a few shapes), not rows; a kind no held-out row had keeps the term above."""
+    dom = Domain.of([(NormSpec(64, 1536), 17.3)])
+    rng = np.random.default_rng(5)
+    fam = op_family(NormSpec(64, 1536))
+    narrow, wide = op_kind(NormSpec(64, 1536, act_dtype="bfp8")), op_kind(NormSpec(64, 1536, fused_residual=True))
+
+    def rows(n, sd, kind, unit):
+        return [{"class": "norm", "family": fam, "kind": kind, "unit": unit, "residual": float(x),
+                 "base_var": 0.001, "extrap": "new"} for x in sd * rng.standard_normal(n)]
+
+    # 30 rows of a badly priced kind from 4 sources, 60 of a well priced one from one source
+    held = [r for u in "abcd" for r in rows(30, 0.6, wide, u)] + rows(60, 0.02, narrow, "e")
+    d = estimate(held, dom)
+    above = d.sd("norm", fam, True)
+    assert d.kind_sources == {wide: 4, narrow: 1}
+    t_w = tau_mle([h["residual"] for h in held[:120]], [0.001] * 120)
+    assert d.tau_kind[wide] == pytest.approx(t_w)
+    assert d.sd("norm", fam, True, wide) == pytest.approx(math.sqrt((4 * t_w**2 + 3 * above**2) / 7))
+    t_n = d.tau_kind[narrow]
+    assert t_n < 0.05 < above
+    # one source moves the term a quarter of the way: never below half of it, however narrow its rows
+    assert d.sd("norm", fam, True, narrow) == pytest.approx(math.sqrt((t_n**2 + 3 * above**2) / 4))
+    assert d.sd("norm", fam, True, narrow) > above / 2
+    assert d.sd("norm", fam, True, "NormSpec[act_dtype=bfp4]") == above  # never held out: the term above
+    assert d.var(NormSpec(64, 1536, act_dtype="bfp8"), 17.0) == pytest.approx(d.sd("norm", fam, True, narrow) ** 2)
+    assert Discrepancy.from_json(json.loads(json.dumps(d.to_json()))) == d
+    bad = {**d.to_json(), "kind_sources": {wide: 4}}
+    with pytest.raises(ValueError, match="tau_kind and kind_sources"):
+        Discrepancy.from_json(bad)
+    with pytest.raises(ValueError, match="has no 'unit'"):
+        estimate([{k: v for k, v in held[0].items() if k != "unit"}], dom)
+
+
 def test_intervals_widen_where_the_model_extrapolates():
     cal = fit.load_calibration()
     rel = {}

@@ -26,6 +26,15 @@ tau_extrap measures what that share only assumed)
   does not (the unary ops' fixed time) gets wide ones, and a family never held out gets its
   class's or the pooled term. It replaces the class term, which is measured on rows of fitted
   kinds only.
+* ``tau_kind`` (per op kind, ``op_kind``: the finest tier) is the same estimate over every held-out
+  row of one kind, interpolating or not, and ``kind_sources`` the number of sources those rows come
+  from. A row of a kind so seen gets it shrunk towards the term above (its class's or its family's)
+  with ``SHRINK_ROWS`` pseudo-sources: the rows of one source repeat a few shapes per layer and share
+  one build and one run, so it is the sources, not the rows, that are independent. A kind seen in
+  one source moves the term a quarter of the way; a kind no held-out row had keeps the term above.
+
+  var(log t) = param_var + sigma^2 + tau^2,
+  tau^2 = (n tau_kind^2 + SHRINK_ROWS tau_above^2) / (n + SHRINK_ROWS),  n = kind_sources[kind]
 
 The estimates are stored in ``data/discrepancy.json`` (``python -m costmodel.blackhole validate
 --write``) with the kinds and ranges they were judged against; ``intervals`` reads them. Held-out
@@ -181,6 +190,8 @@ class Discrepancy:
       tau_extrap_family: config family (``op_family``) -> tau of its extrapolating rows (shrunk to
         its class's).
       domain: the fitted rows' kinds and ranges (what "extrapolating" is judged against).
+      tau_kind: op kind (``op_kind``) -> tau of all its held-out rows (not shrunk: ``sd`` shrinks it).
+      kind_sources: op kind -> the number of sources (validation units) its held-out rows come from.
       info: counts and method, for the report.
     """
 
@@ -190,35 +201,49 @@ class Discrepancy:
     domain: Domain
     tau_extrap_class: dict[str, float] = dataclasses.field(default_factory=dict)
     tau_extrap_family: dict[str, float] = dataclasses.field(default_factory=dict)
+    tau_kind: dict[str, float] = dataclasses.field(default_factory=dict)
+    kind_sources: dict[str, int] = dataclasses.field(default_factory=dict)
     info: dict = dataclasses.field(default_factory=dict)
 
-    def sd(self, cls: str, family: str, extrap: bool) -> float:
-        """tau of a row of op class ``cls`` and config family ``family``, inside the fitted rows or
-        not (``extrap``): the interpolation term of its class, or the extrapolation term of its
-        family, else of its class, else the pooled one."""
+    def sd(self, cls: str, family: str, extrap: bool, kind: str | None = None) -> float:
+        """tau of a row of op class ``cls``, config family ``family`` and op kind ``kind``, inside the
+        fitted rows or not (``extrap``): the interpolation term of its class, or the extrapolation term
+        of its family, else of its class, else the pooled one; then, where held-out rows of ``kind``
+        were seen, their tau shrunk towards that term by ``SHRINK_ROWS`` pseudo-sources."""
         if extrap:
-            return self.tau_extrap_family.get(family, self.tau_extrap_class.get(cls, self.tau_extrap))
-        return self.tau_class.get(cls, self.tau_pooled)
+            above = self.tau_extrap_family.get(family, self.tau_extrap_class.get(cls, self.tau_extrap))
+        else:
+            above = self.tau_class.get(cls, self.tau_pooled)
+        if kind is None or kind not in self.tau_kind:
+            return above
+        n = self.kind_sources[kind]
+        return math.sqrt((n * self.tau_kind[kind] ** 2 + SHRINK_ROWS * above**2) / (n + SHRINK_ROWS))
 
     def var(self, spec, us: float) -> float:
         """Discrepancy variance (log space) of one op spec predicted at ``us``."""
-        return self.sd(op_class(spec), op_family(spec), self.domain.extrapolates(spec, us) is not None) ** 2
+        extrap = self.domain.extrapolates(spec, us) is not None
+        return self.sd(op_class(spec), op_family(spec), extrap, op_kind(spec)) ** 2
 
     def to_json(self) -> dict:
         return {"tau_class": self.tau_class, "tau_pooled": self.tau_pooled, "tau_extrap": self.tau_extrap,
                 "tau_extrap_class": self.tau_extrap_class, "tau_extrap_family": self.tau_extrap_family,
+                "tau_kind": self.tau_kind, "kind_sources": self.kind_sources,
                 "domain": self.domain.to_json(), "info": self.info}
 
     @classmethod
     def from_json(cls, doc: dict) -> Discrepancy:
-        for key in ("tau_class", "tau_pooled", "tau_extrap", "tau_extrap_class", "tau_extrap_family", "domain"):
+        for key in ("tau_class", "tau_pooled", "tau_extrap", "tau_extrap_class", "tau_extrap_family", "tau_kind",
+                    "kind_sources", "domain"):
             if key not in doc:
                 raise ValueError(f"discrepancy JSON lacks key {key!r}; write it with "
                                  "`python -m costmodel.blackhole validate --write`")
         floats = lambda d: {k: float(v) for k, v in d.items()}
+        if set(doc["tau_kind"]) != set(doc["kind_sources"]):
+            raise ValueError("discrepancy JSON: tau_kind and kind_sources name different op kinds")
         return cls(floats(doc["tau_class"]), float(doc["tau_pooled"]), float(doc["tau_extrap"]),
                    Domain.from_json(doc["domain"]), floats(doc["tau_extrap_class"]),
-                   floats(doc["tau_extrap_family"]), doc.get("info", {}))
+                   floats(doc["tau_extrap_family"]), floats(doc["tau_kind"]),
+                   {k: int(v) for k, v in doc["kind_sources"].items()}, doc.get("info", {}))
 
 
 def _tiers(rows: list[dict], key: str, prior: float | None) -> tuple[float, dict[str, float]]:
@@ -238,7 +263,8 @@ def estimate(held_out: list[dict], domain: Domain) -> Discrepancy | None:
     """Discrepancy from held-out predictions: dicts with "class", "family" (``op_family``),
     "residual" (log pred / measured), "base_var" (param var + sigma^2: ``intervals.param_var``, so an
     extrapolating row's without the weak prior's share) and "extrap" (reason or None, judged against
-    the fold's own fitted rows); ``domain`` is stored with it (what later predictions are judged
+    the fold's own fitted rows), and optionally "kind" (``op_kind``) with "unit" (the source it was
+    held out with) for the kind tier; ``domain`` is stored with it (what later predictions are judged
     against). Returns None for an empty list."""
     if not held_out:
         return None
@@ -249,13 +275,23 @@ def estimate(held_out: list[dict], domain: Domain) -> Discrepancy | None:
     x_family = {}
     for c, t_c in x_class.items():  # a family's rows are of one class (its spec type's)
         x_family.update(_tiers([h for h in extrap if h["class"] == c], "family", t_c)[1])
+    kinds: dict[str, list[dict]] = {}  # the finest tier: every held-out row of a kind, by source
+    for h in held_out:
+        if h.get("kind") is not None:
+            if "unit" not in h:
+                raise ValueError(f"held-out row of kind {h['kind']!r} has no 'unit': the kind tier counts sources")
+            kinds.setdefault(h["kind"], []).append(h)
     info = {"n_interpolating": len(interp), "n_extrapolating": len(extrap),
             "n_per_class": {c: sum(h["class"] == c for h in interp) for c in per_class},
             "n_extrapolating_per_family": {f: sum(h["family"] == f for h in extrap) for f in x_family},
+            "n_per_kind": {k: sum(h.get("kind") == k for h in held_out) for k in kinds},
             "method": "maximum likelihood on held-out log residuals (leave-one-group-out refits for "
                       f"calibration groups, the full fit for validation rows); classes shrunk with {SHRINK_ROWS:g} "
-                      "pseudo-rows of the pooled tau, extrapolation families with as many of their class's"}
-    return Discrepancy(per_class, pooled, tau_x, domain, x_class, x_family, info)
+                      "pseudo-rows of the pooled tau, extrapolation families with as many of their class's; "
+                      "op kinds (all their rows) with as many pseudo-sources of the term above them"}
+    return Discrepancy(per_class, pooled, tau_x, domain, x_class, x_family,
+                       {k: tau_mle([h["residual"] for h in hs], [h["base_var"] for h in hs]) for k, hs in kinds.items()},
+                       {k: len({h["unit"] for h in hs}) for k, hs in kinds.items()}, info)
 
 
 def load_discrepancy(path: str | pathlib.Path = DISCREPANCY_PATH) -> Discrepancy | None:

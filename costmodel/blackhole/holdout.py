@@ -195,7 +195,7 @@ def _interval(e: dict, tau2: float | None) -> tuple[float, float, bool]:
 def _tau2(d: Discrepancy | None, e: dict) -> float:
     if d is None:
         return 0.0
-    return d.sd(e["class"], e["family"], bool(e["extrap"])) ** 2
+    return d.sd(e["class"], e["family"], bool(e["extrap"]), e["kind"]) ** 2
 
 
 def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,

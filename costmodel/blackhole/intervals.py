@@ -163,7 +163,8 @@ def _discrepancy(d):
 def op_error_var(cal: Calibration, disc: Discrepancy | None, spec, value: float) -> float:
     """Model-error variance of one op (log space): sigma^2 + the discrepancy's tau^2 (its class's
     interpolation term, or its config family's extrapolation term where the op lies outside the
-    fitted rows: ``Discrepancy.var``)."""
+    fitted rows, shrunk towards its op kind's where held-out rows of that kind were seen:
+    ``Discrepancy.var``)."""
     return cal.sigma**2 + (0.0 if disc is None else disc.var(spec, value))
 
 
