@@ -60,6 +60,18 @@ def tile_bytes(fmt: str) -> int:
     return TILE_BYTES[fmt]
 
 
+# Formats a ROW_MAJOR tensor can hold: one scalar per element (the block-float ones exist only as tiles, their
+# exponents shared per 16-element row of a face)
+STICK_FORMATS = ("fp32", "bf16")
+
+
+def element_bytes(fmt: str) -> int:
+    """Bytes of one element of a ROW_MAJOR tensor (a stick's width x this = its bytes) in ``fmt``
+    ('fp32' | 'bf16'); a block-float format has no per-element size and is refused."""
+    check_choice("dtype", fmt, STICK_FORMATS)
+    return TILE_BYTES[fmt] // (TILE * TILE)
+
+
 def fidelity_passes(fidelity: str) -> int:
     """Matrix-engine passes per tile for a math fidelity ('LoFi' | 'HiFi2' | 'HiFi3' | 'HiFi4')."""
     check_choice("fidelity", fidelity, FIDELITY_PASSES)

@@ -3,6 +3,7 @@
 import dataclasses
 
 import jax
+import numpy as np
 import pytest
 
 from costmodel import hardware as H
@@ -144,3 +145,17 @@ def test_ahbm_commands_must_hold_the_composite_and_nothing_unknown():
             dataclasses.replace(H.ahbm_sip(), commands=bad)
     hw = dataclasses.replace(H.ahbm_sip(), commands=("composite", "ex_composite"), mask_ops_per_partial_tile=0)
     assert jax.jit(lambda h: h.cube_noc_bytes_per_s)(hw) == hw.cube_noc_bytes_per_s  # still a pytree
+
+
+def test_element_bytes_are_the_stick_formats_itemsizes_and_block_floats_are_refused():
+    """A ROW_MAJOR stick's bytes per element (the layout and row-major concat kinds): numpy's / ml_dtypes'
+    itemsize of the format; a block-float format (exponent shared per 16 elements) has none."""
+    import jax.numpy as jnp
+
+    from costmodel.hardware import STICK_FORMATS, element_bytes
+
+    assert {f: element_bytes(f) for f in STICK_FORMATS} == {"fp32": np.dtype(np.float32).itemsize,
+                                                            "bf16": np.dtype(jnp.bfloat16).itemsize}
+    for bad in ("bfp8", "bfp4", "int8"):
+        with pytest.raises(ValueError, match=f"dtype={bad!r} unknown"):
+            element_bytes(bad)

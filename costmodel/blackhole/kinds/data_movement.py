@@ -83,7 +83,7 @@ from costmodel.blackhole.ops import (
 )
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import ReportLine, Skip, l1_resident, no_sharding
-from costmodel.hardware import TILE, Blackhole, tile_bytes
+from costmodel.hardware import STICK_FORMATS, TILE, Blackhole, element_bytes, tile_bytes
 from costmodel.smooth import Relax, smax
 from jaxref.vocabulary import ActivationFormat
 
@@ -465,10 +465,12 @@ def read_stick_concat(ln: ReportLine, ins: list[str]) -> DataMovementSpec:
     if dim not in ("3", "-1"):
         raise Skip(f"concat of ROW_MAJOR tensors along dim {dim or '?'} (the model prices the last-dim concat)")
     act = ln.dtype("INPUT_0", ActivationFormat)
+    if act not in STICK_FORMATS:  # ttnn keeps block-float tensors tiled: a row like this is not one ttnn writes
+        raise Skip(f"concat of ROW_MAJOR {ln.get('INPUT_0_DATATYPE')} tensors (sticks hold {list(STICK_FORMATS)})")
     widths = {ln.shape(p)[-1] for p in ins}
     if len(widths) != 1:
         raise Skip(f"concat of ROW_MAJOR pieces of different widths {sorted(widths)} (the model prices equal pieces)")
-    elem = tile_bytes(act) // (TILE * TILE)
+    elem = element_bytes(act)
     sticks = out[0] * out[1] * out[2]
     in_l1 = all(l1_resident(ln, p) for p in ins)
     pages = (0 if in_l1 else sticks * len(ins)) + (0 if l1_resident(ln, "OUTPUT_0") else sticks * len(ins))

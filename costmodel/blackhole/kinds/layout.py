@@ -64,7 +64,7 @@ from costmodel.blackhole.ops import (
 )
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import ReportLine, Skip, l1_resident
-from costmodel.hardware import TILE, Blackhole, tile_bytes
+from costmodel.hardware import TILE, Blackhole, element_bytes, tile_bytes
 from costmodel.smooth import Relax, smax
 from jaxref.validation import check_choice
 from jaxref.vocabulary import LayoutFormat
@@ -222,7 +222,7 @@ class LayoutBlockSpec:
         """The launch and the top-left block's core (a full block, holding the slice's first, real rows),
         or the DRAM floor (``dram_floor_us``)."""
         e, cores = self.edge(hw), self.cores(hw)
-        elem = tile_bytes(self.act_dtype) // (TILE * TILE)
+        elem = element_bytes(self.act_dtype)
         tile_rows, row_tiles = min(e, self.height_tiles), min(e, self.width_tiles)
         real = sum(min(TILE, max(0, self.rows - TILE * j)) for j in range(tile_rows))
         width = row_tiles * TILE * elem
@@ -367,7 +367,7 @@ def read_block(ln: ReportLine, kind: str, act: str, padded, logical, sticks_pre:
     for pre in (sticks_pre, tiles_pre):
         if "SHARDED" in ln.memory(pre):
             raise Skip(f"{kind} on the block program with a sharded operand ({ln.memory(pre).removeprefix('DEV_0_')})")
-    elem = tile_bytes(act) // (TILE * TILE)
+    elem = element_bytes(act)
     return LayoutBlockSpec(kind, padded[-1] // TILE, padded[-2] // TILE, math.prod(padded[:-2]), logical[-2],
                            logical[-1] * elem, act, sticks_in_l1=l1_resident(ln, sticks_pre),
                            tiles_in_l1=l1_resident(ln, tiles_pre),
@@ -407,7 +407,7 @@ def read(ln: ReportLine, hw: Blackhole, cls: str) -> LayoutSpec | LayoutBlockSpe
             raise Skip(f"{kind} with a {mem[tiles_pre].removeprefix('DEV_0_')} tiled side (the model reads an "
                        "untilize's height-sharded input only)")
         shard_cores = int(float(ln.get("CORE COUNT") or 0))
-    elem = tile_bytes(act) // (TILE * TILE)
+    elem = element_bytes(act)
     sticks = block_sticks(logical, padded)
     blocks = len(sticks)
     if shard_cores and blocks % shard_cores:
