@@ -47,7 +47,7 @@ from costmodel._pytree import pytree_dataclass, static_field
 # the Tenstorrent format constants, defined once in jaxref.numerics.formats. [tile]
 from jaxref.numerics.formats import TILE, TILE_BYTES
 from jaxref.validation import check_choice, choices_of
-from jaxref.vocabulary import MathFidelity
+from jaxref.vocabulary import LayoutFormat, MathFidelity
 
 # Math fidelity -> passes of the matrix engine per tile (HiFiN = 1/N of the LoFi rate: LoFi 1 ...
 # HiFi4 4, the vocabulary's order). [BH-gemm]
@@ -60,9 +60,9 @@ def tile_bytes(fmt: str) -> int:
     return TILE_BYTES[fmt]
 
 
-# Formats a ROW_MAJOR tensor can hold: one scalar per element (the block-float ones exist only as tiles, their
-# exponents shared per 16-element row of a face)
-STICK_FORMATS = ("fp32", "bf16")
+# Formats a ROW_MAJOR tensor can hold (the vocabulary's LayoutFormat): one scalar per element; the block-float
+# ones exist only as tiles, their exponents shared per 16-element row of a face
+STICK_FORMATS = choices_of(LayoutFormat)
 
 
 def element_bytes(fmt: str) -> int:
