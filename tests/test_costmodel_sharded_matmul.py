@@ -43,11 +43,18 @@ def test_the_out_projection_line_is_read_as_an_in0_sharded_1d_matmul(tmp_path, p
 
 
 # Over-priced by +27% (54.0 us against 42.4 / 41.6 measured: its weights stream faster than the fitted
-# dram_eff), the row is inside its interval [41.5, 70.3] only because that interval carries the
-# extrapolation term of the 1D-matmul family (0.141: the row's kernel-only kind is one no stored row has),
-# measured on held-out rows of such kinds; with the matmul class term plus one pooled extrapolation term
-# (sd 0.106) it lay below, a strict xfail. The margin is small (41.6 against 41.5).
-@pytest.mark.parametrize("path", TRACED_DECODE, ids=["functional", "fused"])
+# dram_eff), the row is inside its interval only because that interval carries the extrapolation term of
+# the 1D-matmul family (0.139: the row's kernel-only kind is one no stored row has), measured on held-out
+# rows of such kinds; with the matmul class term plus one pooled extrapolation term (sd 0.106) both lay
+# below. The fused window's row sits on the edge: inside [41.50, 70.3] until the kernel-only rows' repeat
+# spread was taken out of the taus (discrepancy.repeat_var), which narrowed that term from 0.1397 to 0.1390
+# and put the lower end at 41.60, 0.013 us above the 41.59 measured: a strict xfail on the model's miss.
+FUSED_EDGE = pytest.mark.xfail(strict=True, reason="priced +30% (53.9 vs 41.59 us: the weights stream faster than "
+                               "the fitted dram_eff); its interval's lower end is 41.60 us, 0.013 us above")
+
+
+@pytest.mark.parametrize("path", [TRACED_DECODE[0], pytest.param(TRACED_DECODE[1], marks=FUSED_EDGE)],
+                         ids=["functional", "fused"])
 def test_the_out_projection_is_priced_inside_its_interval(tmp_path, path):
     """The measured DEVICE KERNEL DURATION lies inside the 90% interval that ``predict`` gives the row
     (stored calibration and discrepancy). The model over-predicts it (~54 vs ~42 us): the row streams

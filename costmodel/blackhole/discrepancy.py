@@ -35,6 +35,16 @@ tau_extrap measures what that share only assumed)
 
   var(log t) = param_var + sigma^2 + tau^2,
   tau^2 = (n tau_kind^2 + SHRINK_ROWS tau_above^2) / (n + SHRINK_ROWS),  n = kind_sources[kind]
+* ``repeat_sd_us``: a report runs the same op (the same spec: shapes, formats, config) once per layer,
+  and its kernel time still differs between the repeats by a few tenths of a us: the cores' start skew
+  (the reports' DEVICE KERNEL FIRST TO LAST START: ~0.2 us after a host gap, ~1.1 us when the op follows
+  the previous one back to back) and other run-to-run effects. No op model can price that, whatever its
+  mechanisms: it is an additive error of every kernel-only row (a report's DEVICE KERNEL DURATION,
+  ``opspecs.KernelSpec``), (repeat_sd_us / predicted us)^2 in log space (``repeat_var``): large for a
+  1-2 us op, nothing for a matmul. It is measured, not fitted: the pooled within-spec sd of the
+  repeats of ops of at most ``REPEAT_MAX_US`` in the real reports (``repeat_sd``, from each source's
+  ``repeat_stats``), and it is added to the base variance of the held-out rows before the taus above
+  are estimated, so the taus keep only what the repeats do not explain.
 
 The estimates are stored in ``data/discrepancy.json`` (``python -m costmodel.blackhole validate
 --write``) with the kinds and ranges they were judged against; ``intervals`` reads them. Held-out
@@ -55,6 +65,8 @@ from costmodel.blackhole.params import DATA_DIR
 from jaxref.validation import atomic_write_text, dumps_strict
 
 DISCREPANCY_PATH = DATA_DIR / "discrepancy.json"
+REPEATS_PATH = DATA_DIR / "repeat_spreads.json"  # per real report source: its ops' repeat spread
+REPEAT_MAX_US = 5.0  # ops up to this long give the additive spread (``repeat_stats``)
 SHRINK_ROWS = 3.0  # pseudo-rows of the pooled tau in each class estimate
 RANGE_FACTOR = 2.0  # a time this far outside its class's fitted range counts as extrapolation
 TAU_GRID = np.linspace(0.0, 3.0, 3001)  # log-space sd candidates of the 1-D likelihood search
@@ -159,6 +171,59 @@ class Domain:
         return cls(frozenset(doc["kinds"]), {k: (float(a), float(b)) for k, (a, b) in doc["ranges_us"].items()})
 
 
+def is_kernel_only(spec) -> bool:
+    """Whether ``spec`` prices a report's DEVICE KERNEL DURATION (an ``opspecs.KernelSpec`` in its chain)."""
+    while spec is not None:
+        if getattr(spec, "scope", None) == "kernel":
+            return True
+        spec = getattr(spec, "inner", None)
+    return False
+
+
+def repeat_var(repeat_sd_us: float, kernel_only: bool, us: float) -> float:
+    """Log-space variance of the repeats' spread on a row predicted at ``us`` (0 unless ``kernel_only``):
+    (repeat_sd_us / us)^2, the delta method's for an additive error."""
+    if not kernel_only or repeat_sd_us == 0:
+        return 0.0
+    if not (math.isfinite(us) and us > 0):
+        raise ValueError(f"us={us!r}: a kernel-only row's predicted time must be finite and > 0")
+    return (repeat_sd_us / us) ** 2
+
+
+def repeat_stats(groups) -> dict:
+    """{"df", "ss_us2"} of one source: the degrees of freedom and the within-group sum of squares (us^2)
+    of its groups of repeats (each group: the kernel times, us, of one op spec run several times) whose
+    mean is at most ``REPEAT_MAX_US`` (larger ops' spread is a share of their time, not additive)."""
+    df, ss = 0, 0.0
+    for g in groups:
+        v = np.asarray(g, np.float64)
+        if not np.all(np.isfinite(v) & (v > 0)):
+            raise ValueError("repeat times must be finite and > 0 (us)")
+        if v.size >= 2 and v.mean() <= REPEAT_MAX_US:
+            df, ss = df + v.size - 1, ss + float(((v - v.mean()) ** 2).sum())
+    return {"df": df, "ss_us2": ss}
+
+
+def repeat_sd(stats_by_source: dict[str, dict], exclude: str | None = None) -> float:
+    """Pooled within-spec sd (us) of the repeats of every source but ``exclude`` (``repeat_stats``; 0
+    without any)."""
+    df = sum(st["df"] for src, st in stats_by_source.items() if src != exclude)
+    ss = sum(st["ss_us2"] for src, st in stats_by_source.items() if src != exclude)
+    return math.sqrt(ss / df) if df else 0.0
+
+
+def load_repeat_stats(path: str | pathlib.Path | None = None) -> dict[str, dict]:
+    """The stored per-source repeat statistics (``REPEATS_PATH``: {source: ``repeat_stats``}, written by
+    ``holdout.write_repeat_stats`` from the real reports the project holds)."""
+    doc = json.loads(pathlib.Path(REPEATS_PATH if path is None else path).read_text())
+    out = {}
+    for src, st in doc["sources"].items():
+        if set(st) - {"reports"} != {"df", "ss_us2"}:
+            raise ValueError(f"{REPEATS_PATH.name}: source {src!r} needs df and ss_us2")
+        out[src] = {"df": int(st["df"]), "ss_us2": float(st["ss_us2"])}
+    return out
+
+
 def tau_mle(residuals, base_var) -> float:
     """Maximum-likelihood tau >= 0 of r_i ~ N(0, base_var_i + tau^2) (grid search; 0 without rows).
 
@@ -192,6 +257,8 @@ class Discrepancy:
       domain: the fitted rows' kinds and ranges (what "extrapolating" is judged against).
       tau_kind: op kind (``op_kind``) -> tau of all its held-out rows (not shrunk: ``sd`` shrinks it).
       kind_sources: op kind -> the number of sources (validation units) its held-out rows come from.
+      repeat_sd_us: the pooled sd of one op's kernel time over its repeats in the real reports
+        (``repeat_sd``): the additive error of a kernel-only row (``repeat_var``).
       info: counts and method, for the report.
     """
 
@@ -203,6 +270,7 @@ class Discrepancy:
     tau_extrap_family: dict[str, float] = dataclasses.field(default_factory=dict)
     tau_kind: dict[str, float] = dataclasses.field(default_factory=dict)
     kind_sources: dict[str, int] = dataclasses.field(default_factory=dict)
+    repeat_sd_us: float = 0.0
     info: dict = dataclasses.field(default_factory=dict)
 
     def sd(self, cls: str, family: str, extrap: bool, kind: str | None = None) -> float:
@@ -219,21 +287,26 @@ class Discrepancy:
         n = self.kind_sources[kind]
         return math.sqrt((n * self.tau_kind[kind] ** 2 + SHRINK_ROWS * above**2) / (n + SHRINK_ROWS))
 
-    def var(self, spec, us: float) -> float:
-        """Discrepancy variance (log space) of one op spec predicted at ``us``."""
+    def form_var(self, spec, us: float) -> float:
+        """The model-form part of ``var``: tau^2 (``sd``), an error the rows of one op kind share."""
         extrap = self.domain.extrapolates(spec, us) is not None
         return self.sd(op_class(spec), op_family(spec), extrap, op_kind(spec)) ** 2
+
+    def var(self, spec, us: float) -> float:
+        """Discrepancy variance (log space) of one op spec predicted at ``us``: its tau^2 (``form_var``)
+        and, for a kernel-only spec, the repeats' spread (``repeat_var``), each row's own."""
+        return self.form_var(spec, us) + repeat_var(self.repeat_sd_us, is_kernel_only(spec), us)
 
     def to_json(self) -> dict:
         return {"tau_class": self.tau_class, "tau_pooled": self.tau_pooled, "tau_extrap": self.tau_extrap,
                 "tau_extrap_class": self.tau_extrap_class, "tau_extrap_family": self.tau_extrap_family,
                 "tau_kind": self.tau_kind, "kind_sources": self.kind_sources,
-                "domain": self.domain.to_json(), "info": self.info}
+                "repeat_sd_us": self.repeat_sd_us, "domain": self.domain.to_json(), "info": self.info}
 
     @classmethod
     def from_json(cls, doc: dict) -> Discrepancy:
         for key in ("tau_class", "tau_pooled", "tau_extrap", "tau_extrap_class", "tau_extrap_family", "tau_kind",
-                    "kind_sources", "domain"):
+                    "kind_sources", "repeat_sd_us", "domain"):
             if key not in doc:
                 raise ValueError(f"discrepancy JSON lacks key {key!r}; write it with "
                                  "`python -m costmodel.blackhole validate --write`")
@@ -243,7 +316,8 @@ class Discrepancy:
         return cls(floats(doc["tau_class"]), float(doc["tau_pooled"]), float(doc["tau_extrap"]),
                    Domain.from_json(doc["domain"]), floats(doc["tau_extrap_class"]),
                    floats(doc["tau_extrap_family"]), floats(doc["tau_kind"]),
-                   {k: int(v) for k, v in doc["kind_sources"].items()}, doc.get("info", {}))
+                   {k: int(v) for k, v in doc["kind_sources"].items()}, float(doc["repeat_sd_us"]),
+                   doc.get("info", {}))
 
 
 def _tiers(rows: list[dict], key: str, prior: float | None) -> tuple[float, dict[str, float]]:
@@ -259,15 +333,20 @@ def _tiers(rows: list[dict], key: str, prior: float | None) -> tuple[float, dict
     return pooled, out
 
 
-def estimate(held_out: list[dict], domain: Domain) -> Discrepancy | None:
+def estimate(held_out: list[dict], domain: Domain, repeat_sd_us: float = 0.0) -> Discrepancy | None:
     """Discrepancy from held-out predictions: dicts with "class", "family" (``op_family``),
     "residual" (log pred / measured), "base_var" (param var + sigma^2: ``intervals.param_var``, so an
     extrapolating row's without the weak prior's share) and "extrap" (reason or None, judged against
     the fold's own fitted rows), and optionally "kind" (``op_kind``) with "unit" (the source it was
-    held out with) for the kind tier; ``domain`` is stored with it (what later predictions are judged
-    against). Returns None for an empty list."""
+    held out with) for the kind tier, and "kernel_only" with "predicted" (us) for the repeats' spread
+    (``repeat_var`` with ``repeat_sd_us``), added to "base_var" before any tau is estimated;
+    ``domain`` is stored with it (what later predictions are judged against). Returns None for an
+    empty list."""
     if not held_out:
         return None
+    held_out = [dict(h, base_var=h["base_var"] + repeat_var(repeat_sd_us, h.get("kernel_only", False),
+                                                            h.get("predicted", math.nan)))
+                for h in held_out]
     interp = [h for h in held_out if not h["extrap"]]
     extrap = [h for h in held_out if h["extrap"]]
     pooled, per_class = _tiers(interp, "class", None)
@@ -291,7 +370,7 @@ def estimate(held_out: list[dict], domain: Domain) -> Discrepancy | None:
                       "op kinds (all their rows) with as many pseudo-sources of the term above them"}
     return Discrepancy(per_class, pooled, tau_x, domain, x_class, x_family,
                        {k: tau_mle([h["residual"] for h in hs], [h["base_var"] for h in hs]) for k, hs in kinds.items()},
-                       {k: len({h["unit"] for h in hs}) for k, hs in kinds.items()}, info)
+                       {k: len({h["unit"] for h in hs}) for k, hs in kinds.items()}, repeat_sd_us, info)
 
 
 def load_discrepancy(path: str | pathlib.Path = DISCREPANCY_PATH) -> Discrepancy | None:

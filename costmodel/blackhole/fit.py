@@ -355,8 +355,9 @@ def kind_whitening(rows: list[Row], weights: np.ndarray, discrepancy: Discrepanc
 
     Without a ``discrepancy`` W = diag(``weights``): every fitted row an independent observation. With
     one, the fitted rows of one op kind (``discrepancy.op_kind``) share a model-form error b ~ N(0,
-    tau^2), tau^2 the largest ``Discrepancy.var`` of the kind's rows (its class, plus the
-    extrapolation term where the stored fit never saw the kind): r_i = e_i + b, e_i ~ N(0, s^2), s =
+    tau^2), tau^2 the largest ``Discrepancy.form_var`` of the kind's rows (its class, plus the
+    extrapolation term where the stored fit never saw the kind; not the start skew, which is each
+    row's own): r_i = e_i + b, e_i ~ N(0, s^2), s =
     SIGMA_REF. Their covariance s^2 I + tau^2 11^T has the whitening s C^(-1/2) = I - c 11^T / n,
     c = 1 - s / sqrt(s^2 + n tau^2): the kind's mean residual weighs as one observation of sd
     ~tau however many rows repeat it (a report runs each op once per layer), the spread within the
@@ -371,7 +372,7 @@ def kind_whitening(rows: list[Row], weights: np.ndarray, discrepancy: Discrepanc
             kinds.setdefault(op_kind(row.spec), []).append(i)
     groups = []
     for idx in kinds.values():
-        tau2 = max(discrepancy.var(rows[i].spec, rows[i].target) for i in idx)
+        tau2 = max(discrepancy.form_var(rows[i].spec, rows[i].target) for i in idx)
         c = 1.0 - SIGMA_REF / math.sqrt(SIGMA_REF**2 + len(idx) * tau2)
         groups.append((np.asarray(idx), c / len(idx)))
     return KindWhitening(weights, tuple(groups))

@@ -19,23 +19,29 @@ import numpy as np
 
 from costmodel.blackhole.discrepancy import (
     DISCREPANCY_PATH,
+    REPEATS_PATH,
     Discrepancy,
     Domain,
     estimate,
+    is_kernel_only,
     load_discrepancy,
+    load_repeat_stats,
     op_class,
     op_family,
     op_kind,
+    repeat_sd,
+    repeat_stats,
+    repeat_var,
     write_discrepancy,
 )
 from costmodel.blackhole.fit import Calibration, fit, load_calibration, residuals_and_jacobian
 from costmodel.blackhole.intervals import LEVEL, kept_grad, op_error_var, param_var, quantile
 from costmodel.blackhole.params import CALIBRATION_PATH
-from costmodel.blackhole.report_reader import add_decode_position_argument, read_report
+from costmodel.blackhole.report_reader import MODELLED, add_decode_position_argument, read_report
 from costmodel.blackhole.rows import Row, load_rows, report_sources
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
-from jaxref.validation import chosen_output, cli_run, dumps_strict, output_file
+from jaxref.validation import atomic_write_text, chosen_output, cli_run, dumps_strict, output_file
 
 
 def row_intervals(cal: Calibration, rows: list[Row], *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
@@ -166,7 +172,8 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
                 "predicted": float(pred), "full_fit": float(full_pred[i]),
                 "residual": math.log(float(pred) / row.target), "base_var0": float(pv) + cal.sigma**2,
                 "base_var": float(pv_x if extrap else pv) + cal.sigma**2, "z": quantile(cal, level),
-                "extrap": extrap, "kind_fitted": domain.has_kind(row.spec), "fold": fold}
+                "extrap": extrap, "kind_fitted": domain.has_kind(row.spec), "fold": fold,
+                "kernel_only": is_kernel_only(row.spec)}
 
     units = sorted({unit_of(r, unit) for r in rows if r.role == "calibration"})
     # by source, a validation row whose source also has calibration rows (a real report and the
@@ -186,7 +193,8 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
 
 
 def _interval(e: dict, tau2: float | None) -> tuple[float, float, bool]:
-    """``e``'s interval with the discrepancy variance ``tau2``, or without a discrepancy (None)."""
+    """``e``'s interval with the discrepancy variance ``tau2`` (its taus and repeat spread), or without
+    a discrepancy (None)."""
     sd = math.sqrt(e["base_var0"] if tau2 is None else e["base_var"] + tau2)
     lo, hi = e["predicted"] * math.exp(-e["z"] * sd), e["predicted"] * math.exp(e["z"] * sd)
     return lo, hi, bool(lo <= e["measured_hi"] and e["measured_lo"] <= hi)
@@ -199,7 +207,8 @@ def _tau2(d: Discrepancy | None, e: dict) -> float:
 
 
 def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
-                  steps: int = 20, level: float = LEVEL, unit: str = "group") -> dict:
+                  steps: int = 20, level: float = LEVEL, unit: str = "group",
+                  repeats: dict[str, dict] | None = None) -> dict:
     """The validation table: every row held out (``held_out_predictions``), its ``level`` interval
     without and with the model-discrepancy term, and the discrepancy to store.
 
@@ -210,16 +219,22 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
     per role {n, mape, coverage0, coverage, median_width} ('scope_gap' rows apart, as "outside
     scope"), "overall": the same over all held-out in-scope rows, "worst": the 8 in-scope rows
     with the largest |log error|}. 'scope_gap' rows never enter the discrepancy estimate.
+    ``repeats``: {source: ``discrepancy.repeat_stats`` of its reports} (default: the stored ones,
+    ``discrepancy.load_repeat_stats``); a kernel-only row's additive term (``discrepancy.repeat_var``)
+    pools every other source's repeats, so no row's own report sets it.
     """
     entries = held_out_predictions(rows, full, hw=hw, cfg=cfg, steps=steps, level=level, unit=unit)
     dom = _domain(rows)
     in_scope = [e for e in entries if e["role"] != "scope_gap"]
-    final = estimate(in_scope, dom)
+    stats = load_repeat_stats() if repeats is None else repeats
+    final = estimate(in_scope, dom, repeat_sd(stats))
     for e in entries:
-        nested = estimate([x for x in in_scope if x["unit"] != e["unit"]], dom)
+        s = repeat_sd(stats, exclude=e["source"])
+        nested = estimate([x for x in in_scope if x["unit"] != e["unit"]], dom, s)
         e["lo0"], e["hi0"], e["inside0"] = _interval(e, None)
         e["tau"] = math.sqrt(_tau2(nested, e))
-        e["lo"], e["hi"], e["inside"] = _interval(e, e["tau"] ** 2)
+        e["repeat_var"] = repeat_var(s, e["kernel_only"], e["predicted"])
+        e["lo"], e["hi"], e["inside"] = _interval(e, e["tau"] ** 2 + e["repeat_var"])
 
     summary = {f"class {c}": summarise([e for e in in_scope if e["class"] == c])
                for c in sorted({e["class"] for e in in_scope})}
@@ -388,6 +403,53 @@ def report_rows(paths: list[str], *, positions: dict[str, int] | None = None) ->
     return out
 
 
+def repeat_groups(path: str) -> list[list[float]]:
+    """The kernel times (us) of each op spec a report runs more than once (its modelled timed rows
+    grouped by spec: the same op, shapes, formats and config, once per layer)."""
+    groups: dict[object, list[float]] = {}
+    for r in read_report(path, hw=blackhole_p150a()).timed_rows():
+        if r.status == MODELLED:
+            groups.setdefault(r.spec, []).append(r.duration_us)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+# reports whose rows of one spec are not repeats of one op, by stem, with the reason
+REPEATS_EXCLUDED = {
+    "bh_qwen3_6_27b_functional_full_attention_prefill_s33": "eight binary rows list the stale shape of the rope "
+    "tensors (tests/data/profiler_more/SOURCES.md), so ops of three shapes read as repeats of one",
+}
+
+
+def repeat_spreads(paths: list[str]) -> dict[str, dict]:
+    """{source: ``discrepancy.repeat_stats`` of its reports among ``paths``}, each under the source
+    ``report_rows`` gives its rows (a model's reports together); ``REPEATS_EXCLUDED`` left out."""
+    sources = report_sources()
+    groups: dict[str, list[list[float]]] = {}
+    for path in dict.fromkeys(map(str, paths)):
+        stem = pathlib.Path(path).stem
+        if stem in REPEATS_EXCLUDED:
+            continue
+        groups.setdefault(sources.get(stem, f"report:{stem}"), []).extend(repeat_groups(path))
+    return {src: repeat_stats(g) for src, g in groups.items()}
+
+
+def write_repeat_stats(paths: list[str], path: str | pathlib.Path = REPEATS_PATH) -> dict[str, dict]:
+    """Store ``repeat_spreads(paths)`` (``discrepancy.REPEATS_PATH``), naming each source's reports."""
+    stats, sources, named = repeat_spreads(paths), report_sources(), {}
+    for p in dict.fromkeys(map(str, paths)):
+        stem = pathlib.Path(p).stem
+        if stem in REPEATS_EXCLUDED:
+            continue
+        named.setdefault(sources.get(stem, f"report:{stem}"), []).append(pathlib.Path(p).name)
+    doc = {"description": "Per source, the spread of one op's kernel time over its repeats in its reports (ops of "
+                          "at most discrepancy.REPEAT_MAX_US): degrees of freedom and within-spec sum of squares "
+                          "(us^2); costmodel.blackhole.discrepancy.repeat_sd pools them",
+           "sources": {src: {"reports": named[src], **st} for src, st in sorted(stats.items())},
+           "excluded": {f"{stem}.csv": why for stem, why in REPEATS_EXCLUDED.items()}}
+    atomic_write_text(path, dumps_strict(doc, indent=1) + "\n")
+    return stats
+
+
 def validate_main(argv: list[str]) -> dict:
     """``python -m costmodel.blackhole validate``: print the validation table; ``--write`` stores the
     discrepancy the intervals use (``data/discrepancy.json``). Bad input exits 2 with ``error: ...``."""
@@ -419,7 +481,7 @@ def _validate(args: argparse.Namespace) -> dict:
     full = load_calibration(CALIBRATION_PATH if args.calibration is None else args.calibration)
     positions = {} if args.decode_position is None else dict.fromkeys(args.with_reports, args.decode_position)
     result = validate_rows(load_rows() + report_rows(args.with_reports, positions=positions), full, steps=args.steps,
-                           unit=args.by)
+                           unit=args.by, repeats=load_repeat_stats() | repeat_spreads(args.with_reports))
     if out is not None:
         write_discrepancy(result["discrepancy"], out)
     doc = {"level": result["level"], "summary": result["summary"], "overall": result["overall"],
