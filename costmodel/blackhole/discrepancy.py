@@ -363,7 +363,7 @@ def estimate(held_out: list[dict], domain: Domain, repeat_sd_us: float = 0.0) ->
     info = {"n_interpolating": len(interp), "n_extrapolating": len(extrap),
             "n_per_class": {c: sum(h["class"] == c for h in interp) for c in per_class},
             "n_extrapolating_per_family": {f: sum(h["family"] == f for h in extrap) for f in x_family},
-            "n_per_kind": {k: sum(h.get("kind") == k for h in held_out) for k in kinds},
+            "n_per_kind": {k: len(hs) for k, hs in kinds.items()},
             "method": "maximum likelihood on held-out log residuals (leave-one-group-out refits for "
                       f"calibration groups, the full fit for validation rows); classes shrunk with {SHRINK_ROWS:g} "
                       "pseudo-rows of the pooled tau, extrapolation families with as many of their class's; "

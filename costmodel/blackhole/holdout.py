@@ -228,9 +228,13 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
     in_scope = [e for e in entries if e["role"] != "scope_gap"]
     stats = load_repeat_stats() if repeats is None else repeats
     final = estimate(in_scope, dom, repeat_sd(stats))
+    folds: dict[tuple[str, str], tuple[float, Discrepancy | None]] = {}  # (unit, source): its nested estimate
     for e in entries:
-        s = repeat_sd(stats, exclude=e["source"])
-        nested = estimate([x for x in in_scope if x["unit"] != e["unit"]], dom, s)
+        key = (e["unit"], e["source"])
+        if key not in folds:
+            s = repeat_sd(stats, exclude=e["source"])
+            folds[key] = s, estimate([x for x in in_scope if x["unit"] != e["unit"]], dom, s)
+        s, nested = folds[key]
         e["lo0"], e["hi0"], e["inside0"] = _interval(e, None)
         e["tau"] = math.sqrt(_tau2(nested, e))
         e["repeat_var"] = repeat_var(s, e["kernel_only"], e["predicted"])
@@ -384,6 +388,13 @@ def format_validation(result: dict) -> str:
     return "\n".join(lines)
 
 
+def report_source(path: str | pathlib.Path, sources: dict[str, str] | None = None) -> str:
+    """The source a report's rows belong to: its model's where the model's reports are fitted
+    (``rows.report_sources``, or ``sources`` as read from it), else 'report:<stem>'."""
+    stem = pathlib.Path(path).stem
+    return (report_sources() if sources is None else sources).get(stem, f"report:{stem}")
+
+
 def report_rows(paths: list[str], *, positions: dict[str, int] | None = None) -> list[Row]:
     """The modelled rows of real op reports as validation rows, each report its own table (source), or
     its model's where the model's reports are fitted (``rows.report_sources``). Priced on p150a, as
@@ -396,7 +407,7 @@ def report_rows(paths: list[str], *, positions: dict[str, int] | None = None) ->
         stem = pathlib.Path(path).stem
         # a report of a model whose reports are fitted (``rows.report_calibration_rows``) is that model's
         # source: held out with its fitted rows and the model's other reports
-        src = sources.get(stem, f"report:{stem}")
+        src = report_source(path, sources)
         where = src if src == f"report:{stem}" else f"{src}/{stem}"
         out += [dataclasses.replace(r, table=src, group=f"{where}/{r.spec.op_class}", role="validation")
                 for r in rep.measured_rows()]
@@ -423,24 +434,24 @@ REPEATS_EXCLUDED = {
 def repeat_spreads(paths: list[str]) -> dict[str, dict]:
     """{source: ``discrepancy.repeat_stats`` of its reports among ``paths``}, each under the source
     ``report_rows`` gives its rows (a model's reports together); ``REPEATS_EXCLUDED`` left out."""
-    sources = report_sources()
     groups: dict[str, list[list[float]]] = {}
-    for path in dict.fromkeys(map(str, paths)):
-        stem = pathlib.Path(path).stem
-        if stem in REPEATS_EXCLUDED:
-            continue
-        groups.setdefault(sources.get(stem, f"report:{stem}"), []).extend(repeat_groups(path))
+    for path, src in _repeat_sources(paths).items():
+        groups.setdefault(src, []).extend(repeat_groups(path))
     return {src: repeat_stats(g) for src, g in groups.items()}
+
+
+def _repeat_sources(paths: list[str]) -> dict[str, str]:
+    """{path: ``report_source``} of ``paths`` (each once), ``REPEATS_EXCLUDED`` left out."""
+    sources = report_sources()
+    return {p: report_source(p, sources) for p in dict.fromkeys(map(str, paths))
+            if pathlib.Path(p).stem not in REPEATS_EXCLUDED}
 
 
 def write_repeat_stats(paths: list[str], path: str | pathlib.Path = REPEATS_PATH) -> dict[str, dict]:
     """Store ``repeat_spreads(paths)`` (``discrepancy.REPEATS_PATH``), naming each source's reports."""
-    stats, sources, named = repeat_spreads(paths), report_sources(), {}
-    for p in dict.fromkeys(map(str, paths)):
-        stem = pathlib.Path(p).stem
-        if stem in REPEATS_EXCLUDED:
-            continue
-        named.setdefault(sources.get(stem, f"report:{stem}"), []).append(pathlib.Path(p).name)
+    stats, named = repeat_spreads(paths), {}
+    for p, src in _repeat_sources(paths).items():
+        named.setdefault(src, []).append(pathlib.Path(p).name)
     doc = {"description": "Per source, the spread of one op's kernel time over its repeats in its reports (ops of "
                           "at most discrepancy.REPEAT_MAX_US): degrees of freedom and within-spec sum of squares "
                           "(us^2); costmodel.blackhole.discrepancy.repeat_sd pools them",
