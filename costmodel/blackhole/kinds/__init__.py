@@ -69,6 +69,12 @@ def kind_of(spec):
     raise ValueError(f"{type(spec).__name__} is not an op kind of costmodel.blackhole.kinds")
 
 
+def kind_name(spec) -> str:
+    """The name of the kind module that prices an op spec ('matmul', 'norm', 'data_movement', ...):
+    the ttnn op kind it is, whatever its formats, program config or board (``kind_of``)."""
+    return kind_of(spec).__name__.rsplit(".", 1)[-1]
+
+
 def read(line: ReportLine, hw: Blackhole, cls: str):
     """The op spec of a report row of op class ``cls`` (``CLASS_OF_CODE``), by its kind's reader."""
     return KIND_OF_CLASS[cls].read(line, hw, cls)

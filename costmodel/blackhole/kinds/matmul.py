@@ -25,12 +25,14 @@ from costmodel.blackhole.ops import (
 )
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.program_config import (
+    DEST_TILES,
     DRAM_SHARDED,
     IN0_SHARD_LAYOUT,
     MCAST_1D_IN0,
     MCAST_1D_IN1,
     MCAST_2D,
     MatmulProgramConfig,
+    ttnn_subblock,
 )
 from costmodel.blackhole.report_line import (
     ReportLine,
@@ -347,50 +349,70 @@ def dram_sharded_workers(hw: Blackhole, cfg: MatmulProgramConfig) -> int:
     return hw.dram_banks * cfg.num_workers_per_dram_bank
 
 
+def dram_sharded_compute_n(hw: Blackhole, cfg: MatmulProgramConfig, *, N: int) -> int:
+    """Output tiles per worker the DRAM-sharded compute kernel runs (``per_core_N_compute``): ceil(N
+    tiles / workers), padded where ttnn's subblock for it is one tile high and narrower than the
+    destination registers allow, to the subblock width that needs the fewest subblocks
+    (matmul_op_multi_core_reuse_mcast_dram_sharded_program_factory.cpp @ 01840686: "it is bad for
+    compute, pad per_core_N_compute"; 36 tiles run as 5 subblocks of 8, 40 tiles). With bf16
+    destination accumulation (8 tiles; the DRAM-sharded rows of every report here run with
+    fp32_dest_acc_en=0, and the reader refuses the others)."""
+    pcn = math.ceil(N // TILE / dram_sharded_workers(hw, cfg))
+    h, w = ttnn_subblock(cfg.per_core_M, pcn, fp32_dest_acc=False)
+    max_w = DEST_TILES[False]
+    if h != 1 or w >= max_w:
+        return pcn
+    n_sub, best_w = pcn // w, w
+    for new_w in range(w + 1, max_w + 1):
+        if math.ceil(pcn / new_w) < n_sub:
+            n_sub, best_w = math.ceil(pcn / new_w), new_w
+    return best_w * n_sub
+
+
 def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
                            weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
                            relax: Relax | None = None):
     """``linear([M,K], [K,N])`` with ``MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig``, us.
 
-    The factory (matmul_multicore_reuse_mcast_dram_sharded_program_factory.cpp) width-shards the
-    weight over the DRAM banks and gives each bank ``num_workers_per_dram_bank`` bank-adjacent
-    workers (W = banks x workers in all); each computes per_core_N_compute = ceil(N/32 / W) output
-    tiles (the config's ``per_core_N`` only sets the output's storage shard). Per K block
-    (in0_block_w tiles) a worker reads its in1 block (in0_block_w x per_core_N_compute tiles) from its
-    own bank, the next block in flight while one lands (reader_bmm_tile_layout_in1_sender_dram_sharded.cpp:
-    one transaction id per block, so the round trip is paid once, not per block), at the bank's peak
-    (``dram_peak / banks``, shared by the bank's workers: no interleaved NoC crossing, so [dram_eff]
-    of an interleaved stream does not apply; multi-tile pages, so no per-tile request cost); the
-    activation block (per_core_M x in0_block_w tiles) comes from the in0 core whose L1 shard holds
-    it, multicast over one NoC link; and the tile products run on the worker. Successive blocks come
-    from different in0 cores, and the price takes each handshake as overlapping the previous block's
-    work: one [mm_block_sync_us] fill, not one per block. A block costs the q-norm overlap of its
-    three stages. Shapes: M, K, N in elements (tile multiples); output L1-sharded (no DRAM write).
+    The factory (matmul_multicore_reuse_mcast_dram_sharded_program_factory.cpp @ 01840686) width-shards
+    the weight over the DRAM banks and gives each bank ``num_workers_per_dram_bank`` bank-adjacent
+    workers (W = banks x workers in all); each reads per_core_N = ceil(N/32 / W) weight tiles per K
+    row and computes ``dram_sharded_compute_n`` output tiles (the config's ``per_core_N`` only sets the
+    output's storage shard). Per K block (in0_block_w tiles) a worker reads its in1 block from its own
+    bank, the next blocks in flight while one lands (reader_bmm_tile_layout_in1_sender_dram_sharded.cpp
+    @ b7c30ff0: one transaction id per block, a three-block buffer), at the bank's peak
+    (``dram_peak / banks``, shared by the bank's workers: no interleaved NoC crossing, so [dram_eff] of
+    an interleaved stream does not apply; multi-tile pages, so no per-tile request cost). That stream
+    runs on its own RISC beside the block's chain: the worker's in0 handshake (its semaphore
+    increment reaching the block's sender and the sender's multicast and VALID flag coming back, one
+    NoC write round trip: reader_bmm_tile_layout_in0_sender_dram_sharded.cpp @ 09bff5d7, every worker
+    in lock step), the activation block (per_core_M x in0_block_w tiles over one NoC link) and the
+    block's tile products, one after the other. The chain is taken as serial from the public sweep
+    (tenstorrent/tt-metal tests/ttnn/unit_tests/benchmarks/test_dram_sharded_decode_matmul.py run2.log,
+    ``public_ops.json``): at K = N = 2048 halving the weight bytes (bf16 -> bfp8) saves 6% of the
+    time and the blocks take ~0.6 us where the weight stream alone needs 0.27-0.51 us, so the blocks
+    are not stream-bound; at 4096 they are (bf16 1.99 us per block for 2.05 us of stream). Why the
+    handshake of block b+1 does not hide behind block b's products, although the in0 buffer holds two
+    blocks, is not read from the kernels here. A block costs the larger of the stream and the chain;
+    the first block also waits for its weights' DRAM round trip and one [mm_block_sync_us] fill.
+    Shapes: M, K, N in elements (tile multiples); output L1-sharded (no DRAM write).
 
-    What the kernels do that this price leaves out (tt-metal: factory @ 01502698, in1 reader @
-    b7c30ff0, in0 reader reader_bmm_tile_layout_in0_sender_dram_sharded.cpp @ 09bff5d7, compute
-    bmm_large_block_zm_fused_bias_activation.cpp @ 01647ce5): the in1 buffer holds 3 blocks and the
-    reader waits on the previous block's transaction id after issuing each, so at most 2 are in
-    flight (pages of up to 16 KB on Blackhole); each K block's in0 sender waits for every worker's
-    semaphore increment before it multicasts the block and its VALID flag to the whole grid, so the
-    workers run the blocks in lock step; and the compute packs its per_core_N partials every block
-    (L1 accumulation, a read-modify-write). No sourced cost prices these per-block steps; the
-    held-out real rows (Phi-3.5 bfp4, Llama-3.2-1B bfp8: tests/test_costmodel_more_reports.py) are
-    priced under their measurements.
+    Not priced: the compute packs its partials every block (L1 accumulation, a read-modify-write).
     """
     if cfg.kind != "dram_sharded":
         raise ValueError(f"matmul_dram_sharded_us prices kind='dram_sharded'; got kind={cfg.kind!r}")
     Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
     act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
     workers = dram_sharded_workers(hw, cfg)
-    pcn = math.ceil(Nt / workers)  # per_core_N_compute
+    pcn = math.ceil(Nt / workers)  # weight tiles a worker reads per K row
     blocks = Kt / cfg.in0_block_w
     bank_bytes_per_s = hw.dram_peak_bytes_per_s / hw.dram_banks / cfg.num_workers_per_dram_bank
-    in1_block_bytes = cfg.in0_block_w * pcn * w
-    t_in1 = us_of(in1_block_bytes / bank_bytes_per_s)
+    t_in1 = us_of(cfg.in0_block_w * pcn * w / bank_bytes_per_s)
+    t_handshake = cycles_us(hw, hw.noc_write_round_trip_cycles)
     t_in0 = us_of(Mt * cfg.in0_block_w * act / hw.noc_link_bytes_per_s)
-    t_math = cycles_us(hw, Mt * cfg.in0_block_w * pcn * hw.tile_matmul_cycles(fidelity))
-    t_block = overlap(fit, t_in1, t_in0, t_math)
+    t_math = cycles_us(hw, Mt * cfg.in0_block_w * dram_sharded_compute_n(hw, cfg, N=N)
+                       * hw.tile_matmul_cycles(fidelity))
+    t_block = smax(t_in1, t_handshake + t_in0 + t_math, relax=relax)
     t_fill = fit.dram_latency_us + fit.mm_block_sync_us
     return launch_us(fit, workers, fit.launch_matmul_us) + t_fill + blocks * t_block
 
@@ -529,6 +551,9 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "matmul") -> MatmulSpec:
             raise Skip("fuse_batch with batched weights (ttnn folds the batch into M only for unbatched weights)")
         M, batch = M * ba, 1  # the batch folded into M: one matmul of ba*M rows
     if cfg.kind == DRAM_SHARDED:  # activation and output L1-sharded, weights DRAM width-sharded, by construction
+        if ln.fp32_dest_acc():
+            raise Skip("DRAM-sharded matmul with fp32_dest_acc_en=1 (its compute width is padded for bf16 "
+                       "destination accumulation only: dram_sharded_compute_n)")
         if "SHARDED" not in ln.memory("INPUT_1") or "DRAM" not in ln.memory("INPUT_1"):
             raise Skip(f"DRAM-sharded config with weights in {ln.memory('INPUT_1').removeprefix('DEV_0_')} "
                         "(expected DRAM width-sharded)")
