@@ -259,6 +259,13 @@ def test_validate_cli_held_out_coverage(tmp_path, capsys):
     assert doc["summary"]["public rows"]["coverage"] >= 0.75
     mape = np.mean([abs(r["predicted"] / r["target"] - 1) for r in rows])
     assert doc["overall"]["mape"] == pytest.approx(mape)
+    # the per-ttnn-op-kind summary, recounted from the rows: every op kind with >= 5 rows, its rows and MAPE
+    counts = {op: sum(r["op"] == op for r in rows) for op in {r["op"] for r in rows}}
+    assert set(doc["ops"]) == {op for op, n in counts.items() if n >= holdout.KIND_MIN_ROWS}
+    for op, k in doc["ops"].items():
+        es = [r for r in rows if r["op"] == op]
+        assert k["n"] == len(es) and k["mape"] == pytest.approx(np.mean([abs(r["predicted"] / r["target"] - 1)
+                                                                         for r in es]))
     stored, fresh = load_discrepancy(), load_discrepancy(out)
     assert stored.tau_extrap == pytest.approx(fresh.tau_extrap, abs=1e-3)
     assert stored.tau_class == pytest.approx(fresh.tau_class, abs=1e-3)

@@ -509,7 +509,7 @@ def _validate(args: argparse.Namespace) -> dict:
     if out is not None:
         write_discrepancy(result["discrepancy"], out)
     doc = {"level": result["level"], "summary": result["summary"], "overall": result["overall"],
-           "kinds": result["kinds"], "discrepancy": result["discrepancy"].to_json(),
+           "ops": result["ops"], "kinds": result["kinds"], "discrepancy": result["discrepancy"].to_json(),
            "rows": [{k: v for k, v in e.items() if k != "z"} for e in result["rows"]]}
     if args.json:
         print(dumps_strict(doc, indent=1))
