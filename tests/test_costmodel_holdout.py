@@ -417,6 +417,8 @@ def test_per_kind_summary_against_hand_counts():
     assert list(ops) == ["x"] and (ops["x"]["n"], ops["x"]["shapes"], ops["x"]["sources"]) == (26, 4, 2)
     assert ops["x"]["mape"] == pytest.approx((20 * mape_a + 6 * (1 - 1 / 1.05)) / 26)
     assert ops["x"]["coverage"] == pytest.approx(25 / 26) and not ops["x"]["meets"]  # 96%
+    with pytest.raises(ValueError, match=r"key='class'; expected one of \('kind', 'op'\)"):
+        kind_summary(a, key="class")
 
 
 @pytest.mark.parametrize("n,reachable", [(1, False), (4, False), (5, False), (6, False), (7, True), (8, True),

@@ -294,6 +294,9 @@ def coverage_band_reachable(n: int) -> bool:
     return any(KIND_COVERAGE[0] <= k / n <= KIND_COVERAGE[1] for k in range(n + 1))
 
 
+SUMMARY_KEYS = ("kind", "op")  # a held-out entry's op kind and config family (op_kind), its ttnn op kind
+
+
 def kind_summary(entries: list[dict], key: str = "kind") -> dict[str, dict]:
     """{op kind (the entries' ``key``: "kind", ``op_kind``'s op kind and config family, or "op", the ttnn
     op kind of ``ttnn_op_kind``): summary + 'shapes' (distinct held-out predictions: rows the model cannot tell apart,
@@ -303,6 +306,8 @@ def kind_summary(entries: list[dict], key: str = "kind") -> dict[str, dict]:
     the extrapolation term), 'meets' (MAPE <= 15% and coverage in 85-95%), 'band_reachable' (whether
     its row count allows a coverage in 85-95% at all: ``coverage_band_reachable``)} for each kind with
     >= 5 rows, worst MAPE first."""
+    if key not in SUMMARY_KEYS:
+        raise ValueError(f"key={key!r}; expected one of {SUMMARY_KEYS}")
     out = {}
     for kind in sorted({e[key] for e in entries}):
         es = [e for e in entries if e[key] == kind]
