@@ -383,8 +383,8 @@ def format_validation(result: dict) -> str:
         met, unreachable, wide = target_counts(kinds)
         lines += ["", (f"per {label} with >= {KIND_MIN_ROWS} rows ({met} of {len(kinds)} meet MAPE <= "
                        f"{100 * KIND_MAPE_MAX:.0f}% and coverage {100 * KIND_COVERAGE[0]:.0f}-"
-                       f"{100 * KIND_COVERAGE[1]:.0f}%; {unreachable} have too few rows for any share k/n in that "
-                       f"band; {wide} more are priced within the MAPE target with intervals wider than their "
+                       f"{100 * KIND_COVERAGE[1]:.0f}%; {unreachable} {'has' if unreachable == 1 else 'have'} too "
+                       f"few rows for any share k/n in that band; {wide} more are priced within the MAPE target with intervals wider than their "
                        "errors; 'shapes': distinct predictions; 'unfitted': rows whose fold fitted no row of "
                        "their op kind and config family):"),
                   (f"  {label:78s} {'n':>4s} {'shapes':>6s} {'sources':>7s} {'MAPE':>7s} {'bias':>6s} "

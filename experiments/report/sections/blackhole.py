@@ -246,6 +246,7 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
     header = ["rows", "shapes", "sources", "MAPE", "bias", "unfitted", "coverage", "median hi/lo", "target"]
     targets = (f"MAPE <= {100 * KIND_MAPE_MAX:.0f}%, coverage {100 * KIND_COVERAGE[0]:.0f}-"
                f"{100 * KIND_COVERAGE[1]:.0f}%")
+    have = lambda n: "has" if n == 1 else "have"
     met_ops, unreachable_ops, wide_ops = target_counts(ops)
     met, unreachable, wide = target_counts(kinds)
     return ["", (f"Held out by source (`python -m costmodel.blackhole validate --by source --with-reports ...`: a "
@@ -253,15 +254,16 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
                  f"{100 * ov['mape']:.1f}%, {100 * ov['coverage']:.0f}% inside their 90% interval (median hi/lo "
                  f"{ov['median_width']:.2f}). Per ttnn op kind (one kind module of `costmodel/blackhole/kinds/` "
                  f"each, every format, program config and board of it together) with >= 5 rows, {met_ops} of "
-                 f"{len(ops)} meet the targets ({targets}); {unreachable_ops} have too few rows for any share k/n "
-                 f"of them to lie in that band and {wide_ops} more are priced within {100 * KIND_MAPE_MAX:.0f}% "
+                 f"{len(ops)} meet the targets ({targets}); {unreachable_ops} {have(unreachable_ops)} too few rows "
+                 f"for any share k/n of them to lie in that band and {wide_ops} more are priced within "
+                 f"{100 * KIND_MAPE_MAX:.0f}% "
                  "with intervals wider than their errors ('bias': median predicted / measured - 1, a systematic "
                  "miss where it is near the MAPE; 'unfitted': the share of its rows whose fold fitted no row of "
                  "their op kind and config family):"), "",
             md_table(["ttnn op kind", *header], table(ops)),
             "", (f"Split by config family (formats, flags, program config, board: the key of the per-kind "
-                 f"discrepancy), {met} of {len(kinds)} meet the same targets; {unreachable} have too few rows for "
-                 f"the band and {wide} more are priced within {100 * KIND_MAPE_MAX:.0f}% with intervals wider "
+                 f"discrepancy), {met} of {len(kinds)} meet the same targets; {unreachable} {have(unreachable)} too "
+                 f"few rows for the band and {wide} more are priced within {100 * KIND_MAPE_MAX:.0f}% with intervals wider "
                  "than their errors. Most of these come from one report, which repeats a few shapes per layer, "
                  "so holding that report out leaves them unfitted, priced from other kinds' parameters with the "
                  "extrapolation term: their coverage is then decided shape by shape, near 0% or 100%:"), "",
