@@ -1,6 +1,6 @@
 """Shared pytest setup. Tests run on CPU; nothing here needs a Blackhole chip.
 
-Three things only make the run faster and never change what a test checks:
+Four things only make the run faster or lighter and never change what a test checks:
 
 * one JAX persistent compilation cache per pytest run (``jax_compilation_cache_dir``), made by the
   controlling process in a fresh temporary folder and removed when the run ends. The xdist workers and
@@ -119,9 +119,10 @@ def release_compiled_programs():
     if "jax" in sys.modules:
         sys.modules["jax"].clear_caches()
     gc.collect()
-    libc = ctypes.util.find_library("c")
-    if libc is not None and hasattr(ctypes.CDLL(libc), "malloc_trim"):  # glibc only
-        ctypes.CDLL(libc).malloc_trim(0)
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name is not None else None
+    if hasattr(libc, "malloc_trim"):  # glibc only
+        libc.malloc_trim(0)
 
 
 def pytest_collection_modifyitems(config, items):

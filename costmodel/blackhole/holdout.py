@@ -169,7 +169,8 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
         extrap = domain.extrapolates(row.spec, float(pred))
         return {"table": row.table, "name": row.name, "group": row.group, "source": source_of(row),
                 "unit": unit_of(row, unit), "role": row.role, "class": op_class(row.spec), "family": op_family(row.spec),
-                "kind": op_kind(row.spec), "op": ttnn_op_kind(row.spec), "measured_lo": row.lo, "measured_hi": row.hi, "target": row.target,
+                "kind": op_kind(row.spec), "op": ttnn_op_kind(row.spec), "measured_lo": row.lo,
+                "measured_hi": row.hi, "target": row.target,
                 "predicted": float(pred), "full_fit": float(full_pred[i]),
                 "residual": math.log(float(pred) / row.target), "base_var0": float(pv) + cal.sigma**2,
                 "base_var": float(pv_x if extrap else pv) + cal.sigma**2, "z": quantile(cal, level),
@@ -299,8 +300,8 @@ SUMMARY_KEYS = ("kind", "op")  # a held-out entry's op kind and config family (o
 
 def kind_summary(entries: list[dict], key: str = "kind") -> dict[str, dict]:
     """{op kind (the entries' ``key``: "kind", ``op_kind``'s op kind and config family, or "op", the ttnn
-    op kind of ``ttnn_op_kind``): summary + 'shapes' (distinct held-out predictions: rows the model cannot tell apart,
-    as a report's one shape per layer, count once), 'sources', 'bias' (median predicted / measured - 1:
+    op kind of ``ttnn_op_kind``): summary + 'shapes' (distinct held-out predictions: rows the model cannot
+    tell apart, as a report's one shape per layer, count once), 'sources', 'bias' (median predicted / measured - 1:
     a systematic miss has a bias near its MAPE, scatter a bias near 0), 'unfitted' (the share of its
     rows whose op kind no row of their fold's fit has: priced from other kinds' parameters alone, with
     the extrapolation term), 'meets' (MAPE <= 15% and coverage in 85-95%), 'band_reachable' (whether
@@ -384,8 +385,8 @@ def format_validation(result: dict) -> str:
         lines += ["", (f"per {label} with >= {KIND_MIN_ROWS} rows ({met} of {len(kinds)} meet MAPE <= "
                        f"{100 * KIND_MAPE_MAX:.0f}% and coverage {100 * KIND_COVERAGE[0]:.0f}-"
                        f"{100 * KIND_COVERAGE[1]:.0f}%; {unreachable} {'has' if unreachable == 1 else 'have'} too "
-                       f"few rows for any share k/n in that band; {wide} more are priced within the MAPE target with intervals wider than their "
-                       "errors; 'shapes': distinct predictions; 'unfitted': rows whose fold fitted no row of "
+                       f"few rows for any share k/n in that band; {wide} more are priced within the MAPE target "
+                       "with intervals wider than their errors; 'shapes': distinct predictions; 'unfitted': rows whose fold fitted no row of "
                        "their op kind and config family):"),
                   (f"  {label:78s} {'n':>4s} {'shapes':>6s} {'sources':>7s} {'MAPE':>7s} {'bias':>6s} "
                    f"{'unfitted':>8s} {'coverage':>8s} {'hi/lo':>6s}  target")]

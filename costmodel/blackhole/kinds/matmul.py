@@ -349,15 +349,21 @@ def dram_sharded_workers(hw: Blackhole, cfg: MatmulProgramConfig) -> int:
     return hw.dram_banks * cfg.num_workers_per_dram_bank
 
 
+def dram_sharded_read_n(hw: Blackhole, cfg: MatmulProgramConfig, *, N: int) -> int:
+    """Weight tiles a DRAM-sharded worker reads per K row (the factory's per_core_N_in1_sender): ceil(N
+    tiles / workers)."""
+    return math.ceil(N // TILE / dram_sharded_workers(hw, cfg))
+
+
 def dram_sharded_compute_n(hw: Blackhole, cfg: MatmulProgramConfig, *, N: int) -> int:
-    """Output tiles per worker the DRAM-sharded compute kernel runs (``per_core_N_compute``): ceil(N
-    tiles / workers), padded where ttnn's subblock for it is one tile high and narrower than the
+    """Output tiles per worker the DRAM-sharded compute kernel runs (``per_core_N_compute``): the tiles it
+    reads per K row (``dram_sharded_read_n``), padded where ttnn's subblock for it is one tile high and narrower than the
     destination registers allow, to the subblock width that needs the fewest subblocks
     (matmul_op_multi_core_reuse_mcast_dram_sharded_program_factory.cpp @ 01840686: "it is bad for
     compute, pad per_core_N_compute"; 36 tiles run as 5 subblocks of 8, 40 tiles). With bf16
     destination accumulation (8 tiles; the DRAM-sharded rows of every report here run with
     fp32_dest_acc_en=0, and the reader refuses the others)."""
-    pcn = math.ceil(N // TILE / dram_sharded_workers(hw, cfg))
+    pcn = dram_sharded_read_n(hw, cfg, N=N)
     h, w = ttnn_subblock(cfg.per_core_M, pcn, fp32_dest_acc=False)
     max_w = DEST_TILES[False]
     if h != 1 or w >= max_w:
@@ -376,8 +382,8 @@ def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConf
 
     The factory (matmul_multicore_reuse_mcast_dram_sharded_program_factory.cpp @ 01840686) width-shards
     the weight over the DRAM banks and gives each bank ``num_workers_per_dram_bank`` bank-adjacent
-    workers (W = banks x workers in all); each reads per_core_N = ceil(N/32 / W) weight tiles per K
-    row and computes ``dram_sharded_compute_n`` output tiles (the config's ``per_core_N`` only sets the
+    workers (W = banks x workers in all); each reads ``dram_sharded_read_n`` = ceil(N/32 / W) weight
+    tiles per K row and computes ``dram_sharded_compute_n`` output tiles (the config's ``per_core_N`` only sets the
     output's storage shard). Per K block (in0_block_w tiles) a worker reads its in1 block from its own
     bank, the next blocks in flight while one lands (reader_bmm_tile_layout_in1_sender_dram_sharded.cpp
     @ b7c30ff0: one transaction id per block, a three-block buffer), at the bank's peak
@@ -401,10 +407,10 @@ def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConf
     """
     if cfg.kind != "dram_sharded":
         raise ValueError(f"matmul_dram_sharded_us prices kind='dram_sharded'; got kind={cfg.kind!r}")
-    Mt, Kt, Nt = M // TILE, K // TILE, N // TILE
+    Mt, Kt = M // TILE, K // TILE
     act, w = tile_bytes(act_dtype), tile_bytes(weight_dtype)
     workers = dram_sharded_workers(hw, cfg)
-    pcn = math.ceil(Nt / workers)  # weight tiles a worker reads per K row
+    pcn = dram_sharded_read_n(hw, cfg, N=N)
     blocks = Kt / cfg.in0_block_w
     bank_bytes_per_s = hw.dram_peak_bytes_per_s / hw.dram_banks / cfg.num_workers_per_dram_bank
     t_in1 = us_of(cfg.in0_block_w * pcn * w / bank_bytes_per_s)

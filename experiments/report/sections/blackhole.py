@@ -237,12 +237,14 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
                         unit="source")
     ov, ops, kinds = val["overall"], val["ops"], val["kinds"]
     worst = worst_distinct_rows([e for e in val["rows"] if e["role"] != "scope_gap"])
-    results["source_holdout"] = {"overall": ov, "ops": ops, "kinds": kinds, "reports": [p.name for p in reports],
+    results["source_holdout"] = {"overall": ov, "ops": ops, "kinds": kinds,
+                                 "reports": [p.name for p in reports],
                                  "worst": [{k: e[k] for k in ("source", "name", "kind", "target", "predicted", "lo",
                                                               "hi", "inside")} | {"copies": n} for e, n in worst]}
     table = lambda summary: [[kind, k["n"], k["shapes"], k["sources"], f"{100 * k['mape']:.1f}%",
-                              f"{100 * k['bias']:+.0f}%", f"{100 * k['unfitted']:.0f}%", f"{100 * k['coverage']:.0f}%",
-                              f"{k['median_width']:.2f}", target_verdict(k)] for kind, k in summary.items()]
+                              f"{100 * k['bias']:+.0f}%", f"{100 * k['unfitted']:.0f}%",
+                              f"{100 * k['coverage']:.0f}%", f"{k['median_width']:.2f}", target_verdict(k)]
+                             for kind, k in summary.items()]
     header = ["rows", "shapes", "sources", "MAPE", "bias", "unfitted", "coverage", "median hi/lo", "target"]
     targets = (f"MAPE <= {100 * KIND_MAPE_MAX:.0f}%, coverage {100 * KIND_COVERAGE[0]:.0f}-"
                f"{100 * KIND_COVERAGE[1]:.0f}%")
@@ -263,8 +265,8 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
             md_table(["ttnn op kind", *header], table(ops)),
             "", (f"Split by config family (formats, flags, program config, board: the key of the per-kind "
                  f"discrepancy), {met} of {len(kinds)} meet the same targets; {unreachable} {have(unreachable)} too "
-                 f"few rows for the band and {wide} more are priced within {100 * KIND_MAPE_MAX:.0f}% with intervals wider "
-                 "than their errors. Most of these come from one report, which repeats a few shapes per layer, "
+                 f"few rows for the band and {wide} more are priced within {100 * KIND_MAPE_MAX:.0f}% with "
+                 "intervals wider than their errors. Most of these come from one report, which repeats a few shapes per layer, "
                  "so holding that report out leaves them unfitted, priced from other kinds' parameters with the "
                  "extrapolation term: their coverage is then decided shape by shape, near 0% or 100%:"), "",
             md_table(["op kind / config family", *header], table(kinds)),
