@@ -460,8 +460,8 @@ def test_an_unfitted_kernel_kind_gets_the_measured_spread_not_the_prior_width():
     add the dispatch to it, and the weak prior's factor-10 width made it span > 5.) CLIP's kinds (an
     8x8 grid) still extrapolate (no row of theirs is fitted), so the weak prior's share of their
     parameter variance is replaced by the discrepancy's measured terms: each interval's log sd at most
-    twice the pooled discrepancy (with the repeats' spread on these 1.5-3 us rows: ``repeat_var``), and
-    the measured time inside it."""
+    twice the extrapolation term these rows take (with the repeats' spread on these 1.5-3 us rows:
+    ``repeat_var``), and the measured time inside it."""
     from costmodel.blackhole.discrepancy import repeat_var
     from costmodel.blackhole.holdout import row_intervals
     from costmodel.blackhole.intervals import kept_grad, param_var
@@ -475,7 +475,7 @@ def test_an_unfitted_kernel_kind_gets_the_measured_spread_not_the_prior_width():
     for row, p0, p in zip(picks, plain, with_disc, strict=True):
         assert p0["hi"] / p0["lo"] < 1.5  # the parameter term + sigma: pinned by the North-mini rows
         sd = math.log(p["hi"] / p["lo"]) / (2 * z)
-        assert sd <= math.sqrt((2 * disc.tau_pooled) ** 2 + repeat_var(disc.repeat_sd_us, True, p["predicted"])), (
+        assert sd <= math.sqrt((2 * disc.tau_extrap) ** 2 + repeat_var(disc.repeat_sd_us, True, p["predicted"])), (
             row.name, sd)
         assert p["inside"] and p["predicted"] == pytest.approx(p0["predicted"])
     # the weak prior's share dominates these rows' parameter variance; param_var drops exactly it

@@ -193,7 +193,9 @@ def test_qwen_large_tensor_rmsnorm_counts_the_kernels_passes_and_sfpu_square():
     """With the DRAM and the NoC out of the way, no launch and a 100-cycle pass, the large-tensor RMSNorm
     row costs what layernorm_large_tensor.cpp's RMSNORM path runs per tile: copy + square_tile (SFPU: 5
     instructions x 32 rows) packed to cb_xmm2, the reduce, copy packed to cb_xmm, x * rstd, * gamma (5
-    passes, not the small kernel's 4), and per row 19 copies of the running sum (20 blocks of 8 tiles)."""
+    passes, not the small kernel's 4), and per row 19 copies of the running sum (20 blocks of 8 tiles); at the
+    row's HiFi4, the reduce's and the two multiplies' math past their unpacker's time per tile (tt-llk's
+    Blackhole math-thread measurements: 49.07 - 37.28 and 2 x (82.52 - 37.91) cycles)."""
     rep, rows = _qwen_large_norm_rows()
     assert len(rows) == 4
     spec = inner(rows[0].spec.inner)
@@ -201,17 +203,19 @@ def test_qwen_large_tensor_rmsnorm_counts_the_kernels_passes_and_sfpu_square():
     assert bool(norm_large_tensor(rep.hw, width=5120, act_dtype="bf16", fp32_dest_acc=False))
     fast = dataclasses.replace(FAST, l1_bytes_per_core=rep.hw.l1_bytes_per_core)
     us = float(spec.us(fast, ideal_fit(eltwise_cycles_per_tile=100.0)))
-    cycles = 160 * (5 * 100.0 + 5 * 32) + 19 * 100.0
+    assert spec.fidelity == "HiFi4"
+    cycles = 160 * (5 * 100.0 + 5 * 32 + (49.07 - 37.28) + 2 * (82.52 - 37.91)) + 19 * 100.0
     assert us == pytest.approx(cycles / fast.clock_hz * 1e6, rel=1e-3)
 
 
-def test_qwen_large_tensor_rmsnorm_rows_priced_within_20_percent():
+def test_qwen_large_tensor_rmsnorm_rows_priced_within_10_percent():
     """The 4 measured rows (85.2-86.2 us, DEVICE KERNEL DURATION; the TRISCs bind, 84.1-85.3 us, the
-    reader NCRISC 72.7-73.6 us) under the stored calibration: 71.6 us (-16%); the small kernel's 4 passes
-    without the square priced them at 44.1 us (-48%). The rest is not in the count (see rms_norm_us)."""
+    reader NCRISC 72.7-73.6 us) under the stored calibration: 83.2 us (-2%) with the HiFi4 math of the
+    multiplies and the reduce past their unpacker's, 71.6 (-16%) without it; the small kernel's 4 passes
+    without the square priced them at 44.1 us (-48%)."""
     _, rows = _qwen_large_norm_rows()
     fit = load_calibration().params
     measured = statistics.median(r.target for r in rows)
     assert 85.0 < measured < 86.5
     pred = float(rows[0].spec.us(blackhole_p150a(), fit))
-    assert 0.8 * measured < pred < measured
+    assert 0.9 * measured < pred < 1.1 * measured

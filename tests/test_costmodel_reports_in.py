@@ -341,8 +341,8 @@ def test_norm_binary_and_fill_cache_types_are_read(tmp_path):
                 y, x = (int(rec[f"INPUT_0_{d}_PAD[LOGICAL]"].split("[")[0]) for d in "YX")
                 layer = _attr(rec, "norm_type") == "LayerNormType::LAYERNORM"
                 fp32 = "fp32_dest_acc_en=1" in rec["ATTRIBUTES"]
-                assert r.status == MODELLED and getattr(r.spec, "inner", r.spec) == NormSpec(y, x, layernorm=layer,
-                                                                                             fp32_dest_acc=fp32)
+                want = NormSpec(y, x, layernorm=layer, fp32_dest_acc=fp32, fidelity=rec["MATH FIDELITY"])
+                assert r.status == MODELLED and getattr(r.spec, "inner", r.spec) == want
             if rec["OP CODE"] == "BinaryNgDeviceOperation" and r.status == MODELLED:
                 kind = _attr(rec, "binary_op_type").split("::")[1].lower()
                 spec = getattr(r.spec, "inner", r.spec)  # CLIP ran on a 64-core grid: a ChipSpec

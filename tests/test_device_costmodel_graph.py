@@ -52,7 +52,7 @@ def spec_of_call(call):
     name = call.name
     fid = at["compute_kernel_config"].math_fidelity.name if "compute_kernel_config" in at else None
     if name == "rms_norm":
-        return NormSpec(_rows(x), x[-1], act)
+        return NormSpec(_rows(x), x[-1], act, fidelity=fid)
     if name == "linear":
         w, wd = ins[1]
         pc = MatmulProgramConfig.from_ttnn(at["program_config"])

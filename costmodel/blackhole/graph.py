@@ -139,6 +139,7 @@ def layer_op_specs(bc: BlackholeConfig, *, cfg: ExpertConfig) -> dict[str, OpSpe
     T, D, N, K, H = cfg.num_tokens, cfg.hidden, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
     port, prec = bc.port, bc.port.precision
     act, kv = prec.activations, prec.cache
+    fid = port.compute.fidelity  # the one compute-kernel config the port passes its matmuls, norms and SDPA
     shapes = matmul_shapes(cfg)
 
     def mm(name, fused_activation=False):
@@ -146,11 +147,11 @@ def layer_op_specs(bc: BlackholeConfig, *, cfg: ExpertConfig) -> dict[str, OpSpe
         return MatmulSpec(M, Kd, Nd, port.matmuls[name], prec.weights, act, port.compute.fidelity, fused_activation)
 
     specs = {
-        "rms_norm": NormSpec(T, D, act),
+        "rms_norm": NormSpec(T, D, act, fidelity=fid),
         "wqkv": mm("wqkv"),
         "nlp_create_qkv_heads": HeadsSpec("create", T, (N + 2 * K) * H // TILE, act, H),
-        "q_norm": NormSpec(N * T, H, act),
-        "k_norm": NormSpec(K * T, H, act),
+        "q_norm": NormSpec(N * T, H, act, fidelity=fid),
+        "k_norm": NormSpec(K * T, H, act, fidelity=fid),
         "rope_q": RopeSpec(N, T, H, act),
         "rope_k": RopeSpec(K, T, H, act),
         "fill_cache_k": FillCacheSpec(K, T, H, kv, act),
@@ -159,7 +160,7 @@ def layer_op_specs(bc: BlackholeConfig, *, cfg: ExpertConfig) -> dict[str, OpSpe
         "concat_heads": HeadsSpec("concat", T, N * H // TILE, act, H),
         "wo": mm("wo"),
         "add": EltwiseSpec("add", T, D, act),
-        "rms_norm2": NormSpec(T, D, act),
+        "rms_norm2": NormSpec(T, D, act, fidelity=fid),
         "w1": mm("w1", fused_activation="w1" in FUSED_ACTIVATION),
         "w3": mm("w3"),
         "mul": EltwiseSpec("mul", T, cfg.ffn, act),
@@ -168,8 +169,8 @@ def layer_op_specs(bc: BlackholeConfig, *, cfg: ExpertConfig) -> dict[str, OpSpe
     }
     if not bc.fuse_add_norm:
         return specs
-    specs["add_rms_norm2"] = NormSpec(T, D, act, fused_residual=True)
-    specs["add2_rms_norm"] = NormSpec(T, D, act, fused_residual=True)
+    specs["add_rms_norm2"] = NormSpec(T, D, act, fused_residual=True, fidelity=fid)
+    specs["add2_rms_norm"] = NormSpec(T, D, act, fused_residual=True, fidelity=fid)
     return {name: specs[name] for name in FUSED_LAYER_OPS}
 
 
@@ -198,7 +199,8 @@ def step_breakdown(hw: Blackhole, fit: FitParams, bc: BlackholeConfig, *, cfg: E
     layer_trace_us = layer_us - len(ops) * fit.trace_overlap_us
     # the final RMSNorm (or, with fused add+norm, the first layer's input norm) stands alone
     prec = bc.port.precision
-    lone_norm_us = evaluate_op(NormSpec(cfg.num_tokens, cfg.hidden, prec.activations)) - fit.trace_overlap_us
+    lone_norm_us = evaluate_op(NormSpec(cfg.num_tokens, cfg.hidden, prec.activations,
+                                        fidelity=bc.port.compute.fidelity)) - fit.trace_overlap_us
     step_device_us = cfg.num_layers * layer_trace_us + lone_norm_us
     act_elem_bytes = tile_bytes(prec.activations) / TILE**2
     io_bytes = 2 * cfg.num_tokens * cfg.hidden * act_elem_bytes  # bf16 upload of emb + download of hidden

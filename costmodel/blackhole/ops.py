@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 
 from costmodel.blackhole.params import FitParams
-from costmodel.hardware import TILE, Blackhole, tile_bytes
+from costmodel.hardware import TILE, Blackhole, fidelity_passes, tile_bytes
 from costmodel.smooth import Relax, smax
 
 # The padding mask tile: the writer kernel (BRISC) zeroes it with one volatile 16-bit store per element (its
@@ -169,13 +169,13 @@ def barrier_read_us(hw: Blackhole, fit: FitParams, tiles, nbytes, readers, *, gr
                     relax: Relax | None):
     """One core reading ``tiles`` pages (``nbytes`` bytes) in ``groups`` equal groups, each issued and
     then waited for (``noc_async_read_barrier``), while ``readers`` cores read the same amount, us:
-    each group costs the overlap of a DRAM round trip and its read (``read_us``; ``in_l1``: pages of an
-    L1-interleaved tensor, ``l1_read_us``), so a reader that barriers every few pages is bound by the
-    round trip, not by the bandwidth."""
+    each group costs the overlap of a DRAM round trip and its read (``read_us``), so a reader that
+    barriers every few pages is bound by the round trip, not by the bandwidth. ``in_l1``: pages of an
+    L1-interleaved tensor, which no DRAM bank serves: each group is a NoC read round trip from another
+    core's L1 and its further reads (``noc_reads_cycles``, the NoC estimator's L1 entries)."""
     if in_l1:
-        read = l1_read_us(hw, fit, tiles / groups, nbytes / groups, relax=relax)
-    else:
-        read = read_us(hw, fit, tiles / groups, nbytes / groups, readers, relax=relax)
+        return groups * cycles_us(hw, noc_reads_cycles(hw, tiles / groups, nbytes / tiles))
+    read = read_us(hw, fit, tiles / groups, nbytes / groups, readers, relax=relax)
     return groups * overlap(fit, fit.dram_latency_us, read)
 
 
@@ -194,17 +194,51 @@ def overlap(fit: FitParams, *stage_us):
     return m * sum((jnp.asarray(t) / m) ** q for t in stage_us) ** (1.0 / q)
 
 
-def intermediate_pass_cycles(fit: FitParams, *, fp32_dest_acc: bool):
+def intermediate_pass_cycles(fit: FitParams, *, fp32_dest_acc: bool, fidelity_cycles=0.0):
     """Cycles of one elementwise pass over a tile of a compute kernel's intermediate circular buffer, which
     the factories keep in the Destination register's format: Float32 with ``fp32_dest_acc`` (twice the
     bytes of bf16 to unpack and pack, ``tile_bytes``), else Float16_b, on which [eltwise_cycles_per_tile]
-    is fitted."""
-    return fit.eltwise_cycles_per_tile * (tile_bytes("fp32") / tile_bytes("bf16") if fp32_dest_acc else 1.0)
+    is fitted.
+
+    ``fidelity_cycles``: the cycles per tile the pass's math runs past the unpacker at its fidelity
+    (``fidelity_tile_cycles``), which lengthen it; Float32 lengthens it by its extra unpack and pack bytes.
+    The two run on different threads (math; unpack and pack), so the pass takes the longer of the two
+    extras, not their sum. Checked on the real reports' one-core RMSNorm rows: gemma-4's [32, 512] bf16
+    HiFi4 and gpt-oss's [32, 2880] Float32 HiFi4 (tests/test_costmodel_norm_fidelity.py)."""
+    base = fit.eltwise_cycles_per_tile
+    fp32_extra = base * (tile_bytes("fp32") / tile_bytes("bf16") - 1.0) if fp32_dest_acc else 0.0
+    return base + jnp.maximum(fp32_extra, fidelity_cycles)
+
+
+# The FPU passes whose math runs fidelity phases, by their FPU op: (math-thread cycles per 32x32 tile at LoFi, at
+# HiFi4, the unpacker's cycles per tile: the "Unpack bound"), tenstorrent/tt-metal tt_metal/tt-llk/docs/performance/
+# blackhole_fpu_math_kernel_measurements.md @ 526c32d1 (Blackhole p300a, Float16_b -> Float16_b, dest_acc off, the
+# math thread isolated): "eltwise mul | LoFi | 16.62", "| HiFi4 | 82.52", unpack bound 37.91; "reduce row · sum |
+# LoFi | 12.08", "| HiFi4 | 49.07", 37.28. The doc solves its per-instruction costs from each LoFi / HiFi4 pair,
+# the phase count being "the sole difference between the two builds" (llk_math_eltwise_binary.h issues 2 ELWMUL
+# per face per phase), so each phase past the first adds a third of the difference; and "a math-side saving
+# only shows up end to end where math was the limiter": a pass's math costs time only past the unpacker's.
+# Element-wise add / sub, copies and max reductions run no fidelity phases (tech_reports/matrix_engine/
+# matrix_engine.md): not listed.
+FPU_MATH_CYCLES = {"mul": (16.62, 82.52, 37.91), "reduce_sum": (12.08, 49.07, 37.28)}
+
+
+def fidelity_tile_cycles(fpu_ops, fidelity: str) -> float:
+    """Cycles per tile that the math of the FPU passes ``fpu_ops`` (one op name per pass) at ``fidelity`` runs
+    past the unpacker, which the fitted pass already waits for (``FPU_MATH_CYCLES``; ops without fidelity
+    phases, and LoFi, HiFi2 math below the unpack bound, add nothing)."""
+    extra = 0.0
+    for op in fpu_ops:
+        if op in FPU_MATH_CYCLES:
+            lofi, hifi4, unpack = FPU_MATH_CYCLES[op]
+            math_cycles = lofi + (fidelity_passes(fidelity) - 1) * (hifi4 - lofi) / 3
+            extra += max(0.0, math_cycles - unpack)
+    return extra
 
 
 def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n_in: int = 1, n_out: int = 1,
               act_dtype: str = "bf16", fp32_dest_acc: bool = False, launch_cores=None, sfpu_cycles_per_row=0.0,
-              act_passes=0, start_us=None, relax: Relax | None = None):
+              act_passes=0, fidelity_cycles_per_tile=0.0, start_us=None, relax: Relax | None = None):
     """A row-wise op (norms, softmax) over [rows, width] interleaved tensors, us: tile rows split
     over min(rows/32, grid) cores, each reading its rows of ``n_in`` inputs (at its rate or its share
     of the bandwidth) while running ``passes`` elementwise passes per tile, bounded by all
@@ -219,6 +253,10 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
     intermediate buffer), priced at that format's bytes, never below the fitted bf16 pass, whatever
     ``fp32_dest_acc``.
 
+    ``fidelity_cycles_per_tile``: the cycles per tile the passes' math runs past the unpacker at their
+    fidelity (``fidelity_tile_cycles``), spread over the intermediate passes (``intermediate_pass_cycles``:
+    the longer of that and Float32's extra bytes).
+
     ``sfpu_cycles_per_row``: SFPU work per tile row (cycles) on the same compute thread as the passes
     (softmax: the exp of every tile and the reciprocal of the row sum).
 
@@ -232,7 +270,8 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
     cores = min(tile_rows, hw.grid_cores)
     rows_per_core = math.ceil(tile_rows / cores)
     bf16 = tile_bytes("bf16")
-    pass_cycles = intermediate_pass_cycles(fit, fp32_dest_acc=fp32_dest_acc)
+    pass_cycles = intermediate_pass_cycles(fit, fp32_dest_acc=fp32_dest_acc,
+                                           fidelity_cycles=fidelity_cycles_per_tile / jnp.maximum(passes, 1))
     act_pass_cycles = fit.eltwise_cycles_per_tile * max(act, bf16) / bf16
     t_read = read_us(hw, fit, rows_per_core * wt * n_in, rows_per_core * wt * n_in * act, cores, relax=relax)
     t_math = cycles_us(hw, rows_per_core * (wt * (passes * pass_cycles + act_passes * act_pass_cycles)
@@ -244,11 +283,13 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
 
 
 __all__ = [
+    "FPU_MATH_CYCLES",
     "RISC_STORE_LOOP_CYCLES",
     "agg_bytes_per_s",
     "cycles_us",
     "dram_us",
     "endpoint_slowdown",
+    "fidelity_tile_cycles",
     "intermediate_pass_cycles",
     "kernel_only",
     "l1_read_us",

@@ -125,8 +125,8 @@ def _public_rows(data_dir: pathlib.Path) -> list[Row]:
 
 def _public_op_spec(kind: str, g: dict, r: dict):
     """The op spec of one row of ``public_ops.json`` (``kind`` of its group)."""
-    if kind == "rms_norm":
-        return NormSpec(int(r["rows"]), int(r["width"]))
+    if kind == "rms_norm":  # at the group's math fidelity (its 'fidelity_source' says where from)
+        return NormSpec(int(r["rows"]), int(r["width"]), fidelity=g["fidelity"])
     if kind == "heads":
         return HeadsSpec(r["heads_kind"], int(r["rows"]), int(r["tiles_per_row"]), head_dim=int(r["head_dim"]))
     if kind in ("eltwise_add", "eltwise_mul"):

@@ -346,7 +346,7 @@ def data_movement_us(hw: Blackhole, fit: FitParams, *, units, reads_per_unit, dr
     trip and its transfer, and the compute kernel (if any) runs ``passes`` elementwise passes per read
     tile alongside. With many units every core streams at once and the op is bounded by its
     ``dram_tiles`` DRAM tiles (read + written) at the achievable aggregate bandwidth (``dram_us``).
-    ``in_l1``: the reads come from L1-interleaved pages (over the NoC at the reader's rate).
+    ``in_l1``: the reads come from L1-interleaved pages (NoC round trips, ``barrier_read_us``, no DRAM bank).
     ``small_writes_per_core``: sub-tile NoC writes (face rows, tens of bytes) the busiest core's writer
     issues on the same chain as its reads, each ``hw.noc_write_issue_cycles`` of the issuing RISC
     (reshape: one single-page circular buffer between reader and writer; transpose_hc: at most one

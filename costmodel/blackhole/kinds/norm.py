@@ -12,6 +12,7 @@ from costmodel.blackhole.kinds import norm_sharded
 from costmodel.blackhole.kinds.norm_sharded import NormShardedSpec
 from costmodel.blackhole.ops import (
     SFPU_ROWS_PER_TILE,
+    fidelity_tile_cycles,
     intermediate_pass_cycles,
     row_op_us,
 )
@@ -24,7 +25,7 @@ from costmodel.blackhole.report_line import (
     row_fp32_dest_acc,
     tensor,
 )
-from costmodel.hardware import TILE, Blackhole, tile_bytes
+from costmodel.hardware import TILE, Blackhole, fidelity_passes, tile_bytes
 from costmodel.smooth import Relax
 from jaxref.vocabulary import ActivationFormat
 
@@ -34,43 +35,46 @@ from jaxref.vocabulary import ActivationFormat
 # compute/layernorm.cpp @ 9438a76b, the use_welford=0 path), per tile of a row; each pass is named by the circular
 # buffers it streams per tile: "inter" when it unpacks or packs a tile of the factory's intermediate format (cb_x of
 # a fused residual, cb_xmm, cb_xmm2, cb_fusion: Float32 with fp32_dest_acc_en, layernorm_op_multi_core.cpp
-# @ 015365c6), "act" when it streams only tiles of the activation format. The per-row rsqrt is one tile, ignored.
+# @ 015365c6), "act" when it streams only tiles of the activation format; and by its FPU op, whose fidelity
+# phases the math thread runs ("mul", "reduce_sum": ``ops.FIDELITY_PHASE_CYCLES``; "add", "copy": none). The
+# per-row rsqrt is one tile, ignored.
 NORM_TILE_PASSES = (
-    "inter",  # x^2: mul_tiles(cb_in, cb_in), packed to cb_xmm2
-    "inter",  # the row reduce of cb_xmm2 (reduce_tile; one pack per row)
-    "inter",  # x * rstd: mul_tiles_bcast_cols, packed to cb_fusion
-    "inter",  # * gamma: mul_tiles_bcast_rows of cb_fusion, packed to cb_out
+    ("inter", "mul"),  # x^2: mul_tiles(cb_in, cb_in), packed to cb_xmm2
+    ("inter", "reduce_sum"),  # the row reduce of cb_xmm2 (reduce_tile; one pack per row)
+    ("inter", "mul"),  # x * rstd: mul_tiles_bcast_cols, packed to cb_fusion
+    ("inter", "mul"),  # * gamma: mul_tiles_bcast_rows of cb_fusion, packed to cb_out
 )
 
 
-NORM_RESIDUAL_TILE_PASS = "inter"  # x = a + b: add_tiles(cb_in, cb_inb), packed to cb_x
+NORM_RESIDUAL_TILE_PASS = ("inter", "add")  # x = a + b: add_tiles(cb_in, cb_inb), packed to cb_x
 
 
 # The large-tensor RMSNorm kernel (layernorm_large_tensor.cpp @ 9438a76b, unchanged in structure @ 00d78d63, the
 # RMSNORM path), per tile of a row; it streams x from DRAM twice (the variance, then the output) and packs more:
 NORM_LARGE_TENSOR_TILE_PASSES = (
-    "inter",  # copy_tile(cb_in) + square_tile (SFPU, ``SFPU_SQUARE_CYCLES``), packed to cb_xmm2
-    "inter",  # the row reduce of cb_xmm2 (reduce_tile into one Dest tile per block)
-    "inter",  # copy_tile(cb_in), packed to cb_xmm ("We shouldn't have to pack to intermediate CB ... tt-llk #868")
-    "inter",  # x * rstd: mul_tiles(cb_xmm, cb_ex2pe) (cb_ex2pe broadcast to a full tile per row), to cb_fusion
-    "inter",  # * gamma: mul_tiles_bcast_rows(cb_fusion, cb_gamma), packed to cb_out
+    ("inter", "copy"),  # copy_tile(cb_in) + square_tile (SFPU, ``SFPU_SQUARE_CYCLES``), packed to cb_xmm2
+    ("inter", "reduce_sum"),  # the row reduce of cb_xmm2 (reduce_tile into one Dest tile per block)
+    ("inter", "copy"),  # copy_tile(cb_in), packed to cb_xmm ("We shouldn't have to pack to intermediate CB ... #868")
+    ("inter", "mul"),  # x * rstd: mul_tiles(cb_xmm, cb_ex2pe) (cb_ex2pe broadcast to a full tile per row), to cb_fusion
+    ("inter", "mul"),  # * gamma: mul_tiles_bcast_rows(cb_fusion, cb_gamma), packed to cb_out
 )
 
 
 # its LayerNorm path: E[x] (row_wise_mean of cb_in), then x - E[x] (sub_tiles_bcast_cols) in place of each
 # copy_tile above, + beta (add_tiles_bcast_rows of cb_fusion) after gamma: the 7 passes of the small kernel, one
 # more SFPU square per tile
-LAYERNORM_LARGE_TENSOR_TILE_PASSES = ("act",) + NORM_LARGE_TENSOR_TILE_PASSES + ("inter",)
+LAYERNORM_LARGE_TENSOR_TILE_PASSES = (("act", "reduce_sum"),) + tuple(
+    ("inter", "add") if op == "copy" else (buf, op) for buf, op in NORM_LARGE_TENSOR_TILE_PASSES) + (("inter", "add"),)
 
 
 LAYERNORM_TILE_PASSES = (
-    "act",  # E[x]: the row reduce of x straight from cb_in (bf16), one pack per row (cb_x, "inter", with a residual)
-    "inter",  # x - E[x]: sub_tiles_bcast_cols, packed to cb_xmm
-    "inter",  # (x - E[x])^2: mul_tiles(cb_xmm, cb_xmm), packed to cb_xmm2
-    "inter",  # Var[x]: the row reduce of cb_xmm2
-    "inter",  # * rstd: mul_tiles_bcast_cols of cb_xmm, packed to cb_fusion
-    "inter",  # * gamma: mul_tiles_bcast_rows of cb_fusion, packed to cb_fusion
-    "inter",  # + beta: add_tiles_bcast_rows of cb_fusion, packed to cb_out
+    ("act", "reduce_sum"),  # E[x]: the row reduce of x from cb_in (bf16), one pack per row (cb_x with a residual)
+    ("inter", "add"),  # x - E[x]: sub_tiles_bcast_cols, packed to cb_xmm
+    ("inter", "mul"),  # (x - E[x])^2: mul_tiles(cb_xmm, cb_xmm), packed to cb_xmm2
+    ("inter", "reduce_sum"),  # Var[x]: the row reduce of cb_xmm2
+    ("inter", "mul"),  # * rstd: mul_tiles_bcast_cols of cb_xmm, packed to cb_fusion
+    ("inter", "mul"),  # * gamma: mul_tiles_bcast_rows of cb_fusion, packed to cb_fusion
+    ("inter", "add"),  # + beta: add_tiles_bcast_rows of cb_fusion, packed to cb_out
 )
 
 
@@ -83,7 +87,7 @@ SFPU_SQUARE_CYCLES = 5 * SFPU_ROWS_PER_TILE
 # ---- row-parallel and tile-parallel small ops ------------------------------------------------------
 def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dtype: str = "bf16",
                 fused_residual: bool = False, layernorm: bool = False, fp32_dest_acc: bool = False,
-                relax: Relax | None = None):
+                fidelity: str = "HiFi4", relax: Relax | None = None):
     """``ttnn.rms_norm`` (``layernorm``: ``ttnn.layer_norm``) over [rows, width] (interleaved), us.
 
     The reduction runs along a row, so the factory splits tile rows (rows/32) across cores: the
@@ -110,9 +114,8 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     and packs one tile per row, so it is an activation-format pass (``act_passes``) even then: 13 bf16
     pass-equivalents per tile, not 14. Checked on CLIP's [32, 768] one-core LayerNorm rows (HiFi4,
     fp32_dest_acc_en=1; shared/data/profiler_reports/bh_64_clip_encoder_1.csv, 50 rows, 19.1-19.5 us):
-    22.8 us before, 21.3 after; the rest of the gap is not in the count (x - E[x] and + beta are ELWSUB /
-    ELWADD, which the LLK runs without the HiFi4 fidelity loop of ELWMUL and the reduce, but the fitted
-    pass has no fidelity-dependent part to take off).
+    22.8 us before, 21.3 after (HiFi4 adds nothing there: ``fidelity`` below, Float32's extra bytes are
+    longer).
 
     The large-tensor kernel (``norm_large_tensor``) runs other passes: ``norm_tile_passes(large_tensor=True)``,
     5 per tile for RMSNorm (x is copied through Dest twice, once squared on the SFPU, once packed to cb_xmm
@@ -120,10 +123,14 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     one copy of the variance's running sum per block after the first. Checked on Qwen3.6-27B's [64(33),
     5120] bf16 rows (2 cores, 160 tiles each, HiFi4, fp32_dest_acc_en=0; tests/data/profiler_more/
     bh_qwen3_6_27b_functional_full_attention_prefill_s33.csv line 16 and 3 more, 85.2-86.2 us, the TRISCs
-    binding): 44.1 us before (-48%), 71.6 after (-16%). Not counted, and maybe the rest: each block's
-    sub-steps there (copy -> cb_xmm -> * rstd -> cb_fusion -> * gamma) wait for the previous one's pack of
-    the same block, so unpack, math and pack of a block run one after the other; the fitted pass prices
-    them overlapped. Muse's [8192, 6656] large-tensor rows stay DRAM-bound (unchanged).
+    binding): 44.1 us before (-48%), 71.6 after (-16%), 83.2 (-2%) with their HiFi4 math (``fidelity``).
+    Muse's [8192, 6656] large-tensor rows stay DRAM-bound (unchanged).
+
+    ``fidelity`` (the compute kernel config's math fidelity; ttnn's rms_norm / layer_norm default HiFi4,
+    layernorm.cpp's ``init_device_compute_kernel_config``): each multiply and sum-reduce pass runs its
+    fidelity phases on the math thread, which costs what it runs past the unpacker per tile
+    (``ops.fidelity_tile_cycles``, measured on Blackhole: HiFi4 only, HiFi2's math is within the unpacker's
+    time), or Float32's extra bytes where those are longer (``ops.intermediate_pass_cycles``).
     """
     n_in, n_out = (2, 2) if fused_residual else (1, 1)
     # where, not if: the board's L1 may be a tracer
@@ -141,17 +148,26 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     blocks = -(-(width // TILE) // NORM_BLOCK_TILES[bool(fp32_dest_acc)])
     large_row_cycles = ((width // TILE) * SFPU_SQUARE_CYCLES
                         + (blocks - 1) * intermediate_pass_cycles(fit, fp32_dest_acc=fp32_dest_acc))
+    def count(passes, buffer):
+        return sum(buf == buffer for buf, _ in passes)
+
+    def fid(passes):
+        return fidelity_tile_cycles([op for _, op in passes], fidelity)
+
     return row_op_us(hw, fit, rows=rows, width=width,
-                     passes=jnp.where(large, big.count("inter"), small.count("inter")),
-                     act_passes=jnp.where(large, big.count("act"), small.count("act")),
+                     passes=jnp.where(large, count(big, "inter"), count(small, "inter")),
+                     act_passes=jnp.where(large, count(big, "act"), count(small, "act")),
+                     fidelity_cycles_per_tile=jnp.where(large, fid(big), fid(small)),
                      sfpu_cycles_per_row=jnp.where(large, large_row_cycles, 0.0),
                      n_in=n_in, n_out=n_out, act_dtype=act_dtype, fp32_dest_acc=fp32_dest_acc, relax=relax)
 
 
-def norm_tile_passes(*, layernorm: bool, fused_residual: bool, large_tensor: bool = False) -> tuple[str, ...]:
+def norm_tile_passes(*, layernorm: bool, fused_residual: bool,
+                     large_tensor: bool = False) -> tuple[tuple[str, str], ...]:
     """The per-tile passes of the norm compute kernel (``NORM_TILE_PASSES`` / ``LAYERNORM_TILE_PASSES``;
     ``large_tensor``: layernorm_large_tensor.cpp's ``NORM_LARGE_TENSOR_TILE_PASSES`` /
-    ``LAYERNORM_LARGE_TENSOR_TILE_PASSES``), each "inter" or "act" by the tiles it streams. A fused residual
+    ``LAYERNORM_LARGE_TENSOR_TILE_PASSES``), each (buffer, FPU op): "inter" or "act" by the tiles it streams,
+    and the op whose fidelity phases it runs. A fused residual
     adds the pre-add pass, whose sum lands in cb_x (an intermediate buffer), so LayerNorm's E[x] reduce then
     reads intermediate tiles. The large-tensor kernel instead adds b to every read of x in Dest
     (binary_dest_reuse_tiles ELWADD, or row_wise_mean_with_pre_add for E[x]): one pass per read of x."""
@@ -160,12 +176,12 @@ def norm_tile_passes(*, layernorm: bool, fused_residual: bool, large_tensor: boo
         if not fused_residual:
             return base
         if layernorm:  # E[x] then reads the sum, not bf16 x alone
-            base = ("inter",) + base[1:]
+            base = (("inter", base[0][1]),) + base[1:]
         return (NORM_RESIDUAL_TILE_PASS,) * (3 if layernorm else 2) + base
     if not layernorm:
         return ((NORM_RESIDUAL_TILE_PASS,) if fused_residual else ()) + NORM_TILE_PASSES
     if fused_residual:
-        return (NORM_RESIDUAL_TILE_PASS, "inter") + LAYERNORM_TILE_PASSES[1:]
+        return (NORM_RESIDUAL_TILE_PASS, ("inter", LAYERNORM_TILE_PASSES[0][1])) + LAYERNORM_TILE_PASSES[1:]
     return LAYERNORM_TILE_PASSES
 
 
@@ -208,7 +224,8 @@ def norm_large_tensor(hw: Blackhole, *, width: int, act_dtype: str = "bf16", fus
 class NormSpec:
     """``ttnn.rms_norm`` over [rows, width] (``fused_residual``: add + rms_norm in one op;
     ``layernorm``: ``ttnn.layer_norm``, mean statistic and beta as well; ``fp32_dest_acc``: the
-    compute kernel config's ``fp32_dest_acc_en``, Float32 intermediates)."""
+    compute kernel config's ``fp32_dest_acc_en``, Float32 intermediates; ``fidelity``: its math
+    fidelity, ttnn's default HiFi4)."""
 
     rows: int
     width: int
@@ -216,12 +233,16 @@ class NormSpec:
     fused_residual: bool = False
     layernorm: bool = False
     fp32_dest_acc: bool = False
+    fidelity: str = "HiFi4"
     op_class = "norm"
+
+    def __post_init__(self):
+        fidelity_passes(self.fidelity)  # ValueError naming the field for anything but a MathFidelity name
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return rms_norm_us(hw, fit, rows=self.rows, width=self.width, act_dtype=self.act_dtype,
                            fused_residual=self.fused_residual, layernorm=self.layernorm,
-                           fp32_dest_acc=self.fp32_dest_acc, relax=relax)
+                           fp32_dest_acc=self.fp32_dest_acc, fidelity=self.fidelity, relax=relax)
 
 
 def read(ln: ReportLine, hw: Blackhole, cls: str = "norm") -> NormSpec | NormShardedSpec:
@@ -247,7 +268,7 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "norm") -> NormSpec | NormSha
     if fused and ln.logical("INPUT_0")[2] == 1:
         fused = ln.has("INPUT_3" if layernorm else "INPUT_2")
     return NormSpec(x[0] * x[1] * x[2], x[3], act, fused, layernorm=layernorm,
-                    fp32_dest_acc=row_fp32_dest_acc(ln))
+                    fp32_dest_acc=row_fp32_dest_acc(ln), fidelity=ln.fidelity())
 
 
 OP_CLASSES = {"norm": norm_sharded.LAYERNORM_CODES}  # first: written
@@ -267,6 +288,6 @@ def record(spec: NormSpec, hw: Blackhole):
              "program_config": "LayerNormDefaultProgramConfig(legacy_reduction=0;legacy_rsqrt=0;use_welford=0)",
              "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED"}
     if spec.fp32_dest_acc:
-        attrs["compute_kernel_config"] = compute_kernel("HiFi4", fp32_dest_acc=True)
+        attrs["compute_kernel_config"] = compute_kernel(spec.fidelity, fp32_dest_acc=True)
     ins = [x, x, gamma] if spec.fused_residual else [x, gamma]
-    return OP_CLASSES["norm"][0], attrs, ins + ([gamma] if spec.layernorm else []), [x], "HiFi4"
+    return OP_CLASSES["norm"][0], attrs, ins + ([gamma] if spec.layernorm else []), [x], spec.fidelity

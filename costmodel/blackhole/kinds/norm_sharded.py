@@ -31,8 +31,9 @@ two passes); each NoC step at tt-metal's NoC estimator's Blackhole measurements 
 ``costmodel.hardware``): a semaphore increment as a write and its acknowledgement [noc_write_round_trip_cycles]
 (the waiting core sees it one way, so an upper bound), a multicast and its acknowledgements
 (``ops.noc_mcast_cycles``), the gathers and the read-back (``ops.noc_reads_cycles``); gamma's sticks at the
-fitted DRAM round trip [dram_latency_us]. Not priced: the fidelity of the FPU passes (the fitted pass has no
-fidelity part), the atomic increments queuing at the sender.
+fitted DRAM round trip [dram_latency_us]; the x^2, reduce, * rstd and * gamma passes' math past the unpacker
+at their fidelity (``ops.fidelity_tile_cycles``, as the interleaved norm's). Not priced: the atomic increments
+queuing at the sender.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import dataclasses
 
 from costmodel.blackhole.ops import (
     cycles_us,
+    fidelity_tile_cycles,
     intermediate_pass_cycles,
     launch_us,
     noc_mcast_cycles,
@@ -48,7 +50,7 @@ from costmodel.blackhole.ops import (
 )
 from costmodel.blackhole.params import FitParams
 from costmodel.blackhole.report_line import ReportLine, Skip, compute_kernel, row_fp32_dest_acc, tensor
-from costmodel.hardware import TILE, Blackhole, tile_bytes
+from costmodel.hardware import TILE, Blackhole, fidelity_passes, tile_bytes
 from costmodel.smooth import Relax, smax
 from jaxref.vocabulary import ActivationFormat
 
@@ -61,7 +63,7 @@ SEMAPHORE_BYTES = 4  # a semaphore multicast: one 32-bit word
 
 # ---- its price -------------------------------------------------------------------------------------
 def rms_norm_sharded_us(hw: Blackhole, fit: FitParams, *, grid: tuple[int, int], block_w: int,
-                        fp32_dest_acc: bool = False, relax: Relax | None = None):
+                        fp32_dest_acc: bool = False, fidelity: str = "HiFi4", relax: Relax | None = None):
     """``ttnn.rms_norm`` of one tile row width-sharded over ``grid`` (gx, gy) cores, ``block_w`` tiles each, us
     (the module docstring's chain). Every step moves or computes intermediate-format tiles (the partials,
     the statistic), whatever the activation's format."""
@@ -71,7 +73,12 @@ def rms_norm_sharded_us(hw: Blackhole, fit: FitParams, *, grid: tuple[int, int],
     first = gx if two_stage else n  # partial tiles a first-stage reducer gathers (its own among them)
     partial = tile_bytes("fp32" if fp32_dest_acc else "bf16")  # the partials live in the intermediate format
     p = intermediate_pass_cycles(fit, fp32_dest_acc=fp32_dest_acc)
-    chain = (2 * block_w * p  # x^2 and the row reduce of the core's block
+
+    def fpu(op):  # a pass whose FPU op runs fidelity phases
+        return intermediate_pass_cycles(fit, fp32_dest_acc=fp32_dest_acc,
+                                        fidelity_cycles=fidelity_tile_cycles((op,), fidelity))
+
+    chain = (block_w * (fpu("mul") + fpu("reduce_sum"))  # x^2 and the row reduce of the core's block
              + hw.noc_write_round_trip_cycles + noc_mcast_cycles(hw, n - 1, SEMAPHORE_BYTES)  # partial ready; VALID
              + noc_reads_cycles(hw, first, partial) + first * p)  # the row's partials, reduced
     if two_stage:  # the row results to the sender, reduced there
@@ -79,23 +86,25 @@ def rms_norm_sharded_us(hw: Blackhole, fit: FitParams, *, grid: tuple[int, int],
     chain = (chain + 2 * p  # + epsilon, rsqrt
              + noc_reads_cycles(hw, 1, partial)  # the statistic read back into the global buffer
              + noc_mcast_cycles(hw, n - 1, partial) + noc_mcast_cycles(hw, n - 1, SEMAPHORE_BYTES)  # to every core
-             + block_w * p)  # x * rstd
+             + block_w * fpu("mul"))  # x * rstd
     # the writer's blocking 64 B stick reads run from the kernel's start, beside the compute's fixed time
     gamma = block_w * fit.dram_latency_us
     return (launch_us(fit, n, 0.0) + smax(fit.launch_norm_us + cycles_us(hw, chain), gamma, relax=relax)
-            + cycles_us(hw, block_w * p))  # * gamma
+            + cycles_us(hw, block_w * fpu("mul")))  # * gamma
 
 
 @dataclasses.dataclass(frozen=True)
 class NormShardedSpec:
     """``ttnn.rms_norm`` of one tile row [32, gx * gy * block_w * 32] width-sharded over a ``grid`` of (gx, gy)
     cores, ``block_w`` tiles per core (``LayerNormShardedMultiCoreProgramConfig``, block_h 1), gamma a row-major
-    stick in DRAM; ``fp32_dest_acc``: Float32 intermediates."""
+    stick in DRAM; ``fp32_dest_acc``: Float32 intermediates; ``fidelity``: the math fidelity (ttnn's default
+    HiFi4)."""
 
     grid: tuple[int, int]
     block_w: int
     act_dtype: str = "bf16"
     fp32_dest_acc: bool = False
+    fidelity: str = "HiFi4"
     op_class = "norm"
 
     def __post_init__(self):
@@ -107,6 +116,7 @@ class NormShardedSpec:
             raise ValueError("grid=(1, 1); expected at least two cores (the priced chain reduces across cores)")
         if not isinstance(self.block_w, int) or isinstance(self.block_w, bool) or self.block_w < 1:
             raise ValueError(f"block_w={self.block_w!r}; expected a positive int (tiles per core)")
+        fidelity_passes(self.fidelity)  # ValueError naming the field for anything but a MathFidelity name
 
     @property
     def width(self) -> int:
@@ -114,7 +124,7 @@ class NormShardedSpec:
 
     def us(self, hw: Blackhole, fit: FitParams, relax: Relax | None = None):
         return rms_norm_sharded_us(hw, fit, grid=self.grid, block_w=self.block_w, fp32_dest_acc=self.fp32_dest_acc,
-                                   relax=relax)
+                                   fidelity=self.fidelity, relax=relax)
 
 
 # ---- its op-report row -----------------------------------------------------------------------------
@@ -150,7 +160,7 @@ def read(ln: ReportLine, hw: Blackhole) -> NormShardedSpec:
     if grid[0] * grid[1] * block_w * TILE != x[3]:
         raise ln.fail(ln.dim_col("INPUT_0", "X"), f"width {x[3]} != {grid[0]} x {grid[1]} cores x block_w "
                                                   f"{block_w} x {TILE}")
-    return NormShardedSpec(grid, block_w, ln.dtype("INPUT_0", ActivationFormat), row_fp32_dest_acc(ln))
+    return NormShardedSpec(grid, block_w, ln.dtype("INPUT_0", ActivationFormat), row_fp32_dest_acc(ln), ln.fidelity())
 
 
 OP_CLASSES: dict[str, tuple[str, ...]] = {}  # its rows are the norm kind's op class, read there
@@ -171,5 +181,5 @@ def record(spec: NormShardedSpec, hw: Blackhole):
           f"block_w={spec.block_w};inplace=0;legacy_reduction=0;legacy_rsqrt=0;use_welford=0)")
     attrs = {"norm_type": "LayerNormType::RMSNORM", "eps": "1e-05", "program_config": pc,
              "distributed_norm_stage": "DistributedLayerNormStage::NOT_DISTRIBUTED",
-             "compute_kernel_config": compute_kernel("HiFi4", fp32_dest_acc=spec.fp32_dest_acc)}
-    return LAYERNORM_CODES[0], attrs, [x, gamma], [x], "HiFi4"
+             "compute_kernel_config": compute_kernel(spec.fidelity, fp32_dest_acc=spec.fp32_dest_acc)}
+    return LAYERNORM_CODES[0], attrs, [x, gamma], [x], spec.fidelity

@@ -27,6 +27,7 @@ from costmodel.blackhole.ops import (
     cycles_us,
     dram_us,
     launch_us,
+    noc_write_wait_cycles,
     overlap,
 )
 from costmodel.blackhole.params import FitParams
@@ -94,8 +95,10 @@ def unary_us(hw: Blackhole, fit: FitParams, *, ops: tuple[str, ...], rows: int, 
     cores together move every DRAM tile in and out at the aggregate DRAM rate. The fixed time is binary_ng's
     [launch_eltwise_us] (no unary rows are fitted: the same streaming structure and dispatch), sent to
     the whole grid (``whole_grid``, the current factory) or to the cores with tiles (the older one).
-    ``in_l1`` / ``out_l1``: the input / output is L1-interleaved: its pages move over the NoC (a read at
-    the core's own rate, still one round trip per barrier) and count no DRAM bytes."""
+    ``in_l1`` / ``out_l1``: the input / output is L1-interleaved: its pages move over the NoC (each
+    barrier a NoC read round trip, the last write a NoC write round trip: the NoC estimator's L1 entries,
+    not a DRAM one) and count no DRAM bytes. The writer's last write and its barrier follow the last
+    tile's math: a round trip after the overlapped reads and math."""
     if act_dtype != "bf16":
         raise ValueError(f"{act_dtype=}: the unary SFPU costs are sourced for a bfloat16 Dest only")
     act = tile_bytes(act_dtype)
@@ -107,8 +110,11 @@ def unary_us(hw: Blackhole, fit: FitParams, *, ops: tuple[str, ...], rows: int, 
     dram_tiles = tiles * ((not in_l1) + (not out_l1))
     t_agg = dram_us(hw, fit, dram_tiles, dram_tiles * act) if dram_tiles else 0.0
     sent_to = hw.grid_cores if whole_grid else cores
-    return (launch_us(fit, sent_to, fit.launch_eltwise_us) + fit.dram_latency_us
-            + smax(overlap(fit, t_read, t_math), t_agg, relax=relax))
+    # the writer's last tile and its barrier after the last tile's math: a DRAM round trip, or the NoC
+    # estimator's write round trip into an L1-interleaved output
+    t_tail = cycles_us(hw, noc_write_wait_cycles(hw, act)) if out_l1 else fit.dram_latency_us
+    return launch_us(fit, sent_to, fit.launch_eltwise_us) + t_tail + smax(overlap(fit, t_read, t_math), t_agg,
+                                                                          relax=relax)
 
 
 @dataclasses.dataclass(frozen=True)
