@@ -475,8 +475,8 @@ def test_an_unfitted_kernel_kind_gets_the_measured_spread_not_the_prior_width():
     for row, p0, p in zip(picks, plain, with_disc, strict=True):
         assert p0["hi"] / p0["lo"] < 1.5  # the parameter term + sigma: pinned by the North-mini rows
         sd = math.log(p["hi"] / p["lo"]) / (2 * z)
-        assert sd <= math.sqrt((2 * disc.tau_extrap) ** 2 + repeat_var(disc.repeat_sd_us, True, p["predicted"])), (
-            row.name, sd)
+        bound = math.sqrt((2 * disc.tau_extrap) ** 2 + repeat_var(disc.repeat_sd_us, True, p["predicted"]))
+        assert sd <= bound, (row.name, sd)
         assert p["inside"] and p["predicted"] == pytest.approx(p0["predicted"])
     # the weak prior's share dominates these rows' parameter variance; param_var drops exactly it
     g = np.ones(len(cal.theta))

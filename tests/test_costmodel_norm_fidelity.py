@@ -1,12 +1,13 @@
-"""The math fidelity of the interleaved norm's FPU passes (``ops.fidelity_tile_cycles``), checked on real
-one-core RMSNorm rows no fit saw.
+"""The math fidelity of the norms' FPU passes (``ops.fidelity_tile_cycles``), checked on real one-core
+RMSNorm rows no fit saw.
 
 Each multiply and sum-reduce pass runs one more round of the FPU's instructions per fidelity phase; what the
-math takes past the unpacker's time per tile costs time (tt-llk's Blackhole measurements, math thread alone:
-eltwise mul 16.62 LoFi / 82.52 HiFi4, unpack bound 37.91; reduce row sum 12.08 / 49.07, 37.28). Three reports ran the same one-core program at three settings: Qwen3-4B's
-[32, 2560] at LoFi (bf16), gemma-4's [32, 512] at HiFi4 (bf16), gpt-oss's [32, 2880] at HiFi4 with Float32
-intermediates; their measured time per tile differs by 1.7x between the first two, which the fitted pass
-alone (one cost per tile whatever the fidelity) cannot give."""
+math takes past the unpacker's time per tile costs time (tt-llk's Blackhole measurements, math thread
+alone: eltwise mul 16.62 LoFi / 82.52 HiFi4, unpack bound 37.91; reduce row sum 12.08 / 49.07, 37.28).
+Three reports ran the same one-core program at three settings: Qwen3-4B's [32, 2560] at LoFi (bf16),
+gemma-4's [32, 512] at HiFi4 (bf16), gpt-oss's [32, 2880] at HiFi4 with Float32 intermediates; their
+measured time per tile differs by 1.7x between the first two, which the fitted pass alone (one cost per
+tile whatever the fidelity) cannot give."""
 
 import pathlib
 import statistics
@@ -29,21 +30,23 @@ CODE = "LayerNormDeviceOperation"
 
 
 def one_core_rows(path, width):
-    """The report's interleaved RMSNorm rows of one tile row [32, width]: (their spec, median device time us)."""
+    """The report's interleaved RMSNorm rows of one tile row [32, width]: (their spec, median time us)."""
     rows = [r for r in op_rows(path, CODE)
-            if isinstance(inner(r.spec), NormSpec) and (inner(r.spec).rows, inner(r.spec).width) == (32, width)]
+            if isinstance(inner(r.spec), NormSpec)
+            and (inner(r.spec).rows, inner(r.spec).width) == (32, width)]
     specs = {inner(r.spec) for r in rows}
     assert len(rows) >= 2 and len(specs) == 1, specs
     return specs.pop(), statistics.median(r.duration_us for r in rows)
 
 
 def test_the_phase_costs_are_the_math_past_the_unpack_bound():
-    """Per tile, HiFi4's math past the unpacker (written here from the tt-llk table); HiFi2's multiply (16.62 +
-    (82.52 - 16.62) / 3 = 38.6 cycles) just past it, its reduce and all of LoFi below it; add / copy passes run
-    no phases."""
+    """Per tile, HiFi4's math past the unpacker (written here from the tt-llk table); HiFi2's multiply
+    (16.62 + (82.52 - 16.62) / 3 = 38.6 cycles) just past it, its reduce and all of LoFi below it; add /
+    copy passes run no phases."""
     assert fidelity_tile_cycles(("mul",), "HiFi4") == pytest.approx(82.52 - 37.91)
     assert fidelity_tile_cycles(("reduce_sum",), "HiFi4") == pytest.approx(49.07 - 37.28)
-    assert fidelity_tile_cycles(("mul", "reduce_sum"), "HiFi2") == pytest.approx(16.62 + (82.52 - 16.62) / 3 - 37.91)
+    hifi2_mul = 16.62 + (82.52 - 16.62) / 3
+    assert fidelity_tile_cycles(("mul", "reduce_sum"), "HiFi2") == pytest.approx(hifi2_mul - 37.91)
     assert fidelity_tile_cycles(("mul", "reduce_sum"), "LoFi") == 0.0
     assert fidelity_tile_cycles(("add", "copy"), "HiFi4") == 0.0
 
@@ -64,7 +67,7 @@ def test_hifi4_costs_gemma_most_of_its_measured_time_per_tile_over_lofi():
     is not priced); the same two at one fidelity price the same per tile."""
     lofi, t_lofi = one_core_rows(QWEN3_4B, 2560)
     hifi, t_hifi = one_core_rows(GEMMA, 512)
-    fixed = float(NormSpec(32, 32, fidelity="LoFi").us(HW, FIT))  # one tile: the fixed time and one tile's passes
+    fixed = float(NormSpec(32, 32, fidelity="LoFi").us(HW, FIT))  # the fixed time and one tile's passes
     measured = ((t_hifi - fixed) / 15) / ((t_lofi - fixed) / 79)
     assert 1.5 < measured < 2.0, measured
 
@@ -79,7 +82,8 @@ def test_hifi4_costs_gemma_most_of_its_measured_time_per_tile_over_lofi():
 
 def test_float32_intermediates_hide_the_fidelity_phases():
     """With Float32 intermediates each pass's extra unpack and pack bytes outlast HiFi4's math past the
-    unpacker: gpt-oss's rows price the same at LoFi as at HiFi4, while a bf16 norm of the same shape pays it."""
+    unpacker: gpt-oss's rows price the same at LoFi as at HiFi4, while a bf16 norm of the same shape pays
+    it."""
     spec, _ = one_core_rows(GPT_OSS, 2880)
     lofi = NormSpec(spec.rows, spec.width, fp32_dest_acc=True, fidelity="LoFi")
     assert float(spec.us(HW, FIT)) == pytest.approx(float(lofi.us(HW, FIT)), rel=1e-6)

@@ -28,9 +28,10 @@ PHI = MORE / "bh_phi35_mini_advisor_candidate_decode.csv"
 HW = blackhole_p150a()
 FIT = kernel_only(load_calibration().params)  # the rows are DEVICE KERNEL DURATION
 CODE = "LayerNormDeviceOperation"
-# (grid, block_w) as the rows' program configs and INPUT_0 widths say: 2048 = 8 x 4 x 2 x 32, ...; the fidelity as
-# their MATH FIDELITY column
-EXPECTED = {LLAMA: NormShardedSpec((8, 4), 2, fidelity="HiFi2"), GEMMA: NormShardedSpec((8, 7), 3, fidelity="HiFi4"),
+# (grid, block_w) as the rows' program configs and INPUT_0 widths say: 2048 = 8 x 4 x 2 x 32, ...; the
+# fidelity as their MATH FIDELITY column
+EXPECTED = {LLAMA: NormShardedSpec((8, 4), 2, fidelity="HiFi2"),
+            GEMMA: NormShardedSpec((8, 7), 3, fidelity="HiFi4"),
             PHI: NormShardedSpec((8, 1), 12, fidelity="LoFi")}
 
 

@@ -89,7 +89,8 @@ def test_emulation_op_report_round_trips_and_tt_perf_report_reads_it(tmp_path):
     fp32 = bc.port.compute.fp32_dest_acc_en
     assert fp32 and all(s.fp32_dest_acc for s in specs if isinstance(s, NormSpec))
     specs = [dataclasses.replace(s, fp32_dest_acc=False) if isinstance(s, NormSpec) else s for s in specs]
-    assert specs == model * cfg.num_layers + [NormSpec(cfg.num_tokens, cfg.hidden, fidelity=bc.port.compute.fidelity)]
+    final = NormSpec(cfg.num_tokens, cfg.hidden, fidelity=bc.port.compute.fidelity)
+    assert specs == model * cfg.num_layers + [final]
     # durations supplied by the model: each row's is its spec's modelled time
     back = tt_perf_report(out / "ops.csv", tmp_path)
     assert len(back) == len(specs)

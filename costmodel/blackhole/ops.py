@@ -210,16 +210,16 @@ def intermediate_pass_cycles(fit: FitParams, *, fp32_dest_acc: bool, fidelity_cy
     return base + jnp.maximum(fp32_extra, fidelity_cycles)
 
 
-# The FPU passes whose math runs fidelity phases, by their FPU op: (math-thread cycles per 32x32 tile at LoFi, at
-# HiFi4, the unpacker's cycles per tile: the "Unpack bound"), tenstorrent/tt-metal tt_metal/tt-llk/docs/performance/
-# blackhole_fpu_math_kernel_measurements.md @ 526c32d1 (Blackhole p300a, Float16_b -> Float16_b, dest_acc off, the
-# math thread isolated): "eltwise mul | LoFi | 16.62", "| HiFi4 | 82.52", unpack bound 37.91; "reduce row · sum |
-# LoFi | 12.08", "| HiFi4 | 49.07", 37.28. The doc solves its per-instruction costs from each LoFi / HiFi4 pair,
-# the phase count being "the sole difference between the two builds" (llk_math_eltwise_binary.h issues 2 ELWMUL
-# per face per phase), so each phase past the first adds a third of the difference; and "a math-side saving
-# only shows up end to end where math was the limiter": a pass's math costs time only past the unpacker's.
-# Element-wise add / sub, copies and max reductions run no fidelity phases (tech_reports/matrix_engine/
-# matrix_engine.md): not listed.
+# The FPU passes whose math runs fidelity phases, by their FPU op: (math-thread cycles per 32x32 tile at LoFi,
+# at HiFi4, the unpacker's cycles per tile: the "Unpack bound"), tenstorrent/tt-metal
+# tt_metal/tt-llk/docs/performance/blackhole_fpu_math_kernel_measurements.md @ 526c32d1 (Blackhole p300a,
+# Float16_b -> Float16_b, dest_acc off, the math thread isolated): "eltwise mul | LoFi | 16.62", "| HiFi4 |
+# 82.52", unpack bound 37.91; "reduce row · sum | LoFi | 12.08", "| HiFi4 | 49.07", 37.28. The doc solves its
+# per-instruction costs from each LoFi / HiFi4 pair, the phase count being "the sole difference between the
+# two builds" (llk_math_eltwise_binary.h issues 2 ELWMUL per face per phase), so each phase past the first
+# adds a third of the difference; and "a math-side saving only shows up end to end where math was the
+# limiter": a pass's math costs time only past the unpacker's. Element-wise add / sub, copies and max
+# reductions run no fidelity phases (tech_reports/matrix_engine/matrix_engine.md): not listed.
 FPU_MATH_CYCLES = {"mul": (16.62, 82.52, 37.91), "reduce_sum": (12.08, 49.07, 37.28)}
 
 

@@ -36,7 +36,7 @@ from jaxref.vocabulary import ActivationFormat
 # buffers it streams per tile: "inter" when it unpacks or packs a tile of the factory's intermediate format (cb_x of
 # a fused residual, cb_xmm, cb_xmm2, cb_fusion: Float32 with fp32_dest_acc_en, layernorm_op_multi_core.cpp
 # @ 015365c6), "act" when it streams only tiles of the activation format; and by its FPU op, whose fidelity
-# phases the math thread runs ("mul", "reduce_sum": ``ops.FIDELITY_PHASE_CYCLES``; "add", "copy": none). The
+# phases the math thread runs ("mul", "reduce_sum": ``ops.FPU_MATH_CYCLES``; "add", "copy": none). The
 # per-row rsqrt is one tile, ignored.
 NORM_TILE_PASSES = (
     ("inter", "mul"),  # x^2: mul_tiles(cb_in, cb_in), packed to cb_xmm2
@@ -54,8 +54,9 @@ NORM_RESIDUAL_TILE_PASS = ("inter", "add")  # x = a + b: add_tiles(cb_in, cb_inb
 NORM_LARGE_TENSOR_TILE_PASSES = (
     ("inter", "copy"),  # copy_tile(cb_in) + square_tile (SFPU, ``SFPU_SQUARE_CYCLES``), packed to cb_xmm2
     ("inter", "reduce_sum"),  # the row reduce of cb_xmm2 (reduce_tile into one Dest tile per block)
-    ("inter", "copy"),  # copy_tile(cb_in), packed to cb_xmm ("We shouldn't have to pack to intermediate CB ... #868")
-    ("inter", "mul"),  # x * rstd: mul_tiles(cb_xmm, cb_ex2pe) (cb_ex2pe broadcast to a full tile per row), to cb_fusion
+    # copy_tile(cb_in), packed to cb_xmm ("We shouldn't have to pack to intermediate CB ... tt-llk #868")
+    ("inter", "copy"),
+    ("inter", "mul"),  # x * rstd: mul_tiles(cb_xmm, cb_ex2pe) (cb_ex2pe a full tile per row), to cb_fusion
     ("inter", "mul"),  # * gamma: mul_tiles_bcast_rows(cb_fusion, cb_gamma), packed to cb_out
 )
 
@@ -63,12 +64,14 @@ NORM_LARGE_TENSOR_TILE_PASSES = (
 # its LayerNorm path: E[x] (row_wise_mean of cb_in), then x - E[x] (sub_tiles_bcast_cols) in place of each
 # copy_tile above, + beta (add_tiles_bcast_rows of cb_fusion) after gamma: the 7 passes of the small kernel, one
 # more SFPU square per tile
-LAYERNORM_LARGE_TENSOR_TILE_PASSES = (("act", "reduce_sum"),) + tuple(
-    ("inter", "add") if op == "copy" else (buf, op) for buf, op in NORM_LARGE_TENSOR_TILE_PASSES) + (("inter", "add"),)
+LAYERNORM_LARGE_TENSOR_TILE_PASSES = ((("act", "reduce_sum"),)
+                                      + tuple(("inter", "add") if op == "copy" else (buf, op)
+                                              for buf, op in NORM_LARGE_TENSOR_TILE_PASSES)
+                                      + (("inter", "add"),))
 
 
 LAYERNORM_TILE_PASSES = (
-    ("act", "reduce_sum"),  # E[x]: the row reduce of x from cb_in (bf16), one pack per row (cb_x with a residual)
+    ("act", "reduce_sum"),  # E[x]: the row reduce of x from cb_in (bf16; cb_x with a residual), one pack a row
     ("inter", "add"),  # x - E[x]: sub_tiles_bcast_cols, packed to cb_xmm
     ("inter", "mul"),  # (x - E[x])^2: mul_tiles(cb_xmm, cb_xmm), packed to cb_xmm2
     ("inter", "reduce_sum"),  # Var[x]: the row reduce of cb_xmm2
@@ -148,6 +151,7 @@ def rms_norm_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, act_dty
     blocks = -(-(width // TILE) // NORM_BLOCK_TILES[bool(fp32_dest_acc)])
     large_row_cycles = ((width // TILE) * SFPU_SQUARE_CYCLES
                         + (blocks - 1) * intermediate_pass_cycles(fit, fp32_dest_acc=fp32_dest_acc))
+
     def count(passes, buffer):
         return sum(buf == buffer for buf, _ in passes)
 

@@ -160,7 +160,8 @@ def read(ln: ReportLine, hw: Blackhole) -> NormShardedSpec:
     if grid[0] * grid[1] * block_w * TILE != x[3]:
         raise ln.fail(ln.dim_col("INPUT_0", "X"), f"width {x[3]} != {grid[0]} x {grid[1]} cores x block_w "
                                                   f"{block_w} x {TILE}")
-    return NormShardedSpec(grid, block_w, ln.dtype("INPUT_0", ActivationFormat), row_fp32_dest_acc(ln), ln.fidelity())
+    return NormShardedSpec(grid, block_w, ln.dtype("INPUT_0", ActivationFormat), row_fp32_dest_acc(ln),
+                           ln.fidelity())
 
 
 OP_CLASSES: dict[str, tuple[str, ...]] = {}  # its rows are the norm kind's op class, read there
