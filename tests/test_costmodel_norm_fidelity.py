@@ -94,3 +94,5 @@ def test_float32_intermediates_hide_the_fidelity_phases():
 def test_a_fidelity_that_is_not_one_is_refused_naming_the_field():
     with pytest.raises(ValueError, match="fidelity='HiFi5'"):
         NormSpec(32, 512, fidelity="HiFi5")
+    with pytest.raises(ValueError, match="FPU op 'mull'"):  # a pass op without a measured or phaseless cost
+        fidelity_tile_cycles(("mul", "mull"), "HiFi4")

@@ -144,7 +144,7 @@ def layer_op_specs(bc: BlackholeConfig, *, cfg: ExpertConfig) -> dict[str, OpSpe
 
     def mm(name, fused_activation=False):
         M, Kd, Nd = shapes[name]
-        return MatmulSpec(M, Kd, Nd, port.matmuls[name], prec.weights, act, port.compute.fidelity, fused_activation)
+        return MatmulSpec(M, Kd, Nd, port.matmuls[name], prec.weights, act, fid, fused_activation)
 
     specs = {
         "rms_norm": NormSpec(T, D, act, fidelity=fid),

@@ -221,18 +221,23 @@ def intermediate_pass_cycles(fit: FitParams, *, fp32_dest_acc: bool, fidelity_cy
 # limiter": a pass's math costs time only past the unpacker's. Element-wise add / sub, copies and max
 # reductions run no fidelity phases (tech_reports/matrix_engine/matrix_engine.md): not listed.
 FPU_MATH_CYCLES = {"mul": (16.62, 82.52, 37.91), "reduce_sum": (12.08, 49.07, 37.28)}
+PHASELESS_FPU_OPS = ("add", "copy")  # element-wise add / sub and copies: no fidelity phases
 
 
 def fidelity_tile_cycles(fpu_ops, fidelity: str) -> float:
-    """Cycles per tile that the math of the FPU passes ``fpu_ops`` (one op name per pass) at ``fidelity`` runs
-    past the unpacker, which the fitted pass already waits for (``FPU_MATH_CYCLES``; ops without fidelity
-    phases, and LoFi, HiFi2 math below the unpack bound, add nothing)."""
+    """Cycles per tile that the math of the FPU passes ``fpu_ops`` (one op name per pass: a key of
+    ``FPU_MATH_CYCLES`` or of ``PHASELESS_FPU_OPS``) at ``fidelity`` runs past the unpacker, which the fitted
+    pass already waits for (phaseless ops, and LoFi, HiFi2 math below the unpack bound, add nothing)."""
+    further = fidelity_passes(fidelity) - 1  # phases past the first
+    measured = fidelity_passes("HiFi4") - 1  # those of the measured HiFi4 build
     extra = 0.0
     for op in fpu_ops:
-        if op in FPU_MATH_CYCLES:
-            lofi, hifi4, unpack = FPU_MATH_CYCLES[op]
-            math_cycles = lofi + (fidelity_passes(fidelity) - 1) * (hifi4 - lofi) / 3
-            extra += max(0.0, math_cycles - unpack)
+        if op in PHASELESS_FPU_OPS:
+            continue
+        if op not in FPU_MATH_CYCLES:
+            raise ValueError(f"FPU op {op!r}: expected one of {sorted(FPU_MATH_CYCLES)} or {PHASELESS_FPU_OPS}")
+        lofi, hifi4, unpack = FPU_MATH_CYCLES[op]
+        extra += max(0.0, lofi + further * (hifi4 - lofi) / measured - unpack)
     return extra
 
 
@@ -284,6 +289,7 @@ def row_op_us(hw: Blackhole, fit: FitParams, *, rows: int, width: int, passes, n
 
 __all__ = [
     "FPU_MATH_CYCLES",
+    "PHASELESS_FPU_OPS",
     "RISC_STORE_LOOP_CYCLES",
     "agg_bytes_per_s",
     "cycles_us",
