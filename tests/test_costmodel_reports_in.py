@@ -152,7 +152,8 @@ def test_kind_whitening_is_the_inverse_square_root_of_the_kind_covariance(clip_r
     W = fit.kind_whitening(rows, weights, disc) @ eye  # the operator applied to the identity: W itself
     keep = np.flatnonzero(weights)
     kinds = [op_kind(rows[i].spec) for i in keep]
-    tau2 = {k: max(disc.form_var(rows[i].spec, rows[i].target) for i, ki in zip(keep, kinds) if ki == k) for k in kinds}
+    tau2 = {k: max(0.0, *(disc.form_var(rows[i].spec, rows[i].target) for i, ki in zip(keep, kinds) if ki == k))
+            for k in kinds}
     # kinds whose shared term outweighs a row's own and kinds whose does not (the eltwise adds' error is
     # mostly their repeats' spread, each row's own: discrepancy.repeat_var, not in the whitening)
     assert len(tau2) >= 8 and min(tau2.values()) < fit.SIGMA_REF**2 < max(tau2.values())

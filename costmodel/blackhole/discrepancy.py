@@ -35,6 +35,11 @@ tau_extrap measures what that share only assumed)
 
   var(log t) = param_var + sigma^2 + tau^2,
   tau^2 = (n tau_kind^2 + SHRINK_ROWS tau_above^2) / (n + SHRINK_ROWS),  n = kind_sources[kind]
+* **Signed taus.** sigma is the scatter of every fitted row pooled; a tier whose held-out rows scatter
+  less (a well-priced op kind) would keep sigma's width whatever it measured, its intervals wider than
+  its errors. So a tau may be negative, down to -sqrt(``floor_var``), floor_var the fits' sigma^2: the
+  tier's variance is then param_var + sigma^2 - tau^2, never below the parameter variance (``tau_mle``,
+  ``signed_var``); the shrinkage above averages the signed variances.
 * ``repeat_sd_us``: a report runs the same op (the same spec: shapes, formats, config) once per layer,
   and its kernel time still differs between the repeats by a few tenths of a us: the cores' start skew
   (the reports' DEVICE KERNEL FIRST TO LAST START: ~0.2 us after a host gap, ~1.1 us when the op follows
@@ -224,23 +229,47 @@ def load_repeat_stats(path: str | pathlib.Path | None = None) -> dict[str, dict]
     return out
 
 
-def tau_mle(residuals, base_var) -> float:
-    """Maximum-likelihood tau >= 0 of r_i ~ N(0, base_var_i + tau^2) (grid search; 0 without rows).
+def signed_var(tau: float) -> float:
+    """The variance a (signed) tau adds: tau^2, or -tau^2 for a negative tau (``tau_mle`` with a floor)."""
+    return math.copysign(tau * tau, tau)
+
+
+def signed_sd(var: float) -> float:
+    """The signed tau of a variance adjustment ``var`` (``signed_var``'s inverse)."""
+    return math.copysign(math.sqrt(abs(var)), var)
+
+
+def tau_mle(residuals, base_var, floor_var: float = 0.0) -> float:
+    """Maximum-likelihood tau of r_i ~ N(0, base_var_i + signed_var(tau)) (grid search; 0 without rows).
+
+    With ``floor_var`` = 0, tau >= 0: the rows' error is at least ``base_var``. With ``floor_var`` > 0 (the
+    fit's sigma^2, which ``base_var`` carries), tau may be negative down to -sqrt(floor_var): rows that
+    scatter less than sigma, a pooled scatter of every fitted row, take back up to sigma^2 of their
+    variance, never their parameter variance.
 
     Args:
       residuals: [n] log(predicted / measured).
       base_var: [n] variance the intervals already carry (parameters + sigma^2).
+      floor_var: the most variance a negative tau may take back (>= 0, each base_var_i above it).
     """
     r, v = np.asarray(residuals, np.float64), np.asarray(base_var, np.float64)
     if r.shape != v.shape:
         raise ValueError(f"residuals shape {r.shape} != base_var shape {v.shape}")
     if not (np.all(np.isfinite(r)) and np.all(np.isfinite(v)) and np.all(v >= 0)):
         raise ValueError("residuals and base_var must be finite, base_var >= 0")
+    if not (math.isfinite(floor_var) and floor_var >= 0):
+        raise ValueError(f"floor_var={floor_var!r} must be finite and >= 0 (a variance the rows may give back)")
     if r.size == 0:
         return 0.0
-    tot = v[None, :] + TAU_GRID[:, None] ** 2
+    if not np.all(v >= floor_var):
+        raise ValueError(f"floor_var={floor_var!r} must not exceed any base_var (min {float(v.min())!r}): a row "
+                         "keeps its parameter variance")
+    # variance adjustments: -floor_var .. 0 on an even grid of negative taus, then the positive taus' squares
+    below = -np.linspace(math.sqrt(floor_var), 0.0, TAU_GRID.size // 3, endpoint=False) ** 2 if floor_var else []
+    grid = np.concatenate([below, TAU_GRID**2])
+    tot = v[None, :] + grid[:, None]
     ll = -0.5 * np.sum(np.log(np.maximum(tot, 1e-300)) + r[None, :] ** 2 / np.maximum(tot, 1e-300), axis=1)
-    return float(TAU_GRID[int(np.argmax(ll))])
+    return signed_sd(float(grid[int(np.argmax(ll))]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,7 +288,12 @@ class Discrepancy:
       kind_sources: op kind -> the number of sources (validation units) its held-out rows come from.
       repeat_sd_us: the pooled sd of one op's kernel time over its repeats in the real reports
         (``repeat_sd``): the additive error of a kernel-only row (``repeat_var``).
+      floor_var: the most variance a negative tau takes back (``tau_mle``): the sigma^2 of the fits the
+        held-out rows came from (their smallest), so sigma^2 + ``var`` stays >= 0 under those fits.
       info: counts and method, for the report.
+
+    Every tau is signed (``signed_var``): a negative one is a tier whose held-out rows scatter less
+    than the fit's pooled sigma, and takes that much variance back.
     """
 
     tau_class: dict[str, float]
@@ -271,13 +305,15 @@ class Discrepancy:
     tau_kind: dict[str, float] = dataclasses.field(default_factory=dict)
     kind_sources: dict[str, int] = dataclasses.field(default_factory=dict)
     repeat_sd_us: float = 0.0
+    floor_var: float = 0.0
     info: dict = dataclasses.field(default_factory=dict)
 
     def sd(self, cls: str, family: str, extrap: bool, kind: str | None = None) -> float:
         """tau of a row of op class ``cls``, config family ``family`` and op kind ``kind``, inside the
         fitted rows or not (``extrap``): the interpolation term of its class, or the extrapolation term
         of its family, else of its class, else the pooled one; then, where held-out rows of ``kind``
-        were seen, their tau shrunk towards that term by ``SHRINK_ROWS`` pseudo-sources."""
+        were seen, their tau shrunk towards that term by ``SHRINK_ROWS`` pseudo-sources (in variance,
+        ``signed_var``: the result is signed as the taus are)."""
         if extrap:
             above = self.tau_extrap_family.get(family, self.tau_extrap_class.get(cls, self.tau_extrap))
         else:
@@ -285,15 +321,16 @@ class Discrepancy:
         if kind is None or kind not in self.tau_kind:
             return above
         n = self.kind_sources[kind]
-        return math.sqrt((n * self.tau_kind[kind] ** 2 + SHRINK_ROWS * above**2) / (n + SHRINK_ROWS))
+        return signed_sd((n * signed_var(self.tau_kind[kind]) + SHRINK_ROWS * signed_var(above)) / (n + SHRINK_ROWS))
 
     def form_var(self, spec, us: float) -> float:
-        """The model-form part of ``var``: tau^2 (``sd``), an error the rows of one op kind share."""
+        """The model-form part of ``var``: signed_var(tau) (``sd``), an error the rows of one op kind share
+        (negative, at least -``floor_var``, where the kind's tiers scatter less than sigma)."""
         extrap = self.domain.extrapolates(spec, us) is not None
-        return self.sd(op_class(spec), op_family(spec), extrap, op_kind(spec)) ** 2
+        return signed_var(self.sd(op_class(spec), op_family(spec), extrap, op_kind(spec)))
 
     def var(self, spec, us: float) -> float:
-        """Discrepancy variance (log space) of one op spec predicted at ``us``: its tau^2 (``form_var``)
+        """Discrepancy variance (log space) of one op spec predicted at ``us``: its signed tau^2 (``form_var``)
         and, for a kernel-only spec, the repeats' spread (``repeat_var``), each row's own."""
         return self.form_var(spec, us) + repeat_var(self.repeat_sd_us, is_kernel_only(spec), us)
 
@@ -301,12 +338,13 @@ class Discrepancy:
         return {"tau_class": self.tau_class, "tau_pooled": self.tau_pooled, "tau_extrap": self.tau_extrap,
                 "tau_extrap_class": self.tau_extrap_class, "tau_extrap_family": self.tau_extrap_family,
                 "tau_kind": self.tau_kind, "kind_sources": self.kind_sources,
-                "repeat_sd_us": self.repeat_sd_us, "domain": self.domain.to_json(), "info": self.info}
+                "repeat_sd_us": self.repeat_sd_us, "floor_var": self.floor_var, "domain": self.domain.to_json(),
+                "info": self.info}
 
     @classmethod
     def from_json(cls, doc: dict) -> Discrepancy:
         for key in ("tau_class", "tau_pooled", "tau_extrap", "tau_extrap_class", "tau_extrap_family", "tau_kind",
-                    "kind_sources", "repeat_sd_us", "domain"):
+                    "kind_sources", "repeat_sd_us", "floor_var", "domain"):
             if key not in doc:
                 raise ValueError(f"discrepancy JSON lacks key {key!r}; write it with "
                                  "`python -m costmodel.blackhole validate --write`")
@@ -317,31 +355,37 @@ class Discrepancy:
                    Domain.from_json(doc["domain"]), floats(doc["tau_extrap_class"]),
                    floats(doc["tau_extrap_family"]), floats(doc["tau_kind"]),
                    {k: int(v) for k, v in doc["kind_sources"].items()}, float(doc["repeat_sd_us"]),
-                   doc.get("info", {}))
+                   float(doc["floor_var"]), doc.get("info", {}))
 
 
-def _tiers(rows: list[dict], key: str, prior: float | None) -> tuple[float, dict[str, float]]:
+def _tau(rows: list[dict], floor_var: float) -> float:
+    return tau_mle([h["residual"] for h in rows], [h["base_var"] for h in rows], floor_var)
+
+
+def _tiers(rows: list[dict], key: str, prior: float | None, floor_var: float) -> tuple[float, dict[str, float]]:
     """(pooled tau of ``rows``, {value of ``key``: its rows' tau shrunk towards ``prior``, default the
-    pooled tau}) with ``SHRINK_ROWS`` pseudo-rows."""
-    pooled = tau_mle([h["residual"] for h in rows], [h["base_var"] for h in rows])
+    pooled tau}) with ``SHRINK_ROWS`` pseudo-rows (in variance: signed taus, ``signed_var``)."""
+    pooled = _tau(rows, floor_var)
     centre = pooled if prior is None else prior
     out = {}
     for k in sorted({h[key] for h in rows}):
         hs = [h for h in rows if h[key] == k]
-        t = tau_mle([h["residual"] for h in hs], [h["base_var"] for h in hs])
-        out[k] = math.sqrt((len(hs) * t**2 + SHRINK_ROWS * centre**2) / (len(hs) + SHRINK_ROWS))
+        v = (len(hs) * signed_var(_tau(hs, floor_var)) + SHRINK_ROWS * signed_var(centre)) / (len(hs) + SHRINK_ROWS)
+        out[k] = signed_sd(v)
     return pooled, out
 
 
-def estimate(held_out: list[dict], domain: Domain, repeat_sd_us: float = 0.0) -> Discrepancy | None:
+def estimate(held_out: list[dict], domain: Domain, repeat_sd_us: float = 0.0,
+             floor_var: float = 0.0) -> Discrepancy | None:
     """Discrepancy from held-out predictions: dicts with "class", "family" (``op_family``),
     "residual" (log pred / measured), "base_var" (param var + sigma^2: ``intervals.param_var``, so an
     extrapolating row's without the weak prior's share) and "extrap" (reason or None, judged against
     the fold's own fitted rows), and optionally "kind" (``op_kind``) with "unit" (the source it was
     held out with) for the kind tier, and "kernel_only" with "predicted" (us) for the repeats' spread
     (``repeat_var`` with ``repeat_sd_us``), added to "base_var" before any tau is estimated;
-    ``domain`` is stored with it (what later predictions are judged against). Returns None for an
-    empty list."""
+    ``domain`` is stored with it (what later predictions are judged against). ``floor_var``: the most
+    variance a tier may take back (``tau_mle``; the smallest sigma^2 of the fits the rows were predicted
+    by, 0: every tau >= 0). Returns None for an empty list."""
     if not held_out:
         return None
     held_out = [dict(h, base_var=h["base_var"] + repeat_var(repeat_sd_us, h.get("kernel_only", False),
@@ -349,11 +393,11 @@ def estimate(held_out: list[dict], domain: Domain, repeat_sd_us: float = 0.0) ->
                 for h in held_out]
     interp = [h for h in held_out if not h["extrap"]]
     extrap = [h for h in held_out if h["extrap"]]
-    pooled, per_class = _tiers(interp, "class", None)
-    tau_x, x_class = _tiers(extrap, "class", None)
+    pooled, per_class = _tiers(interp, "class", None, floor_var)
+    tau_x, x_class = _tiers(extrap, "class", None, floor_var)
     x_family = {}
     for c, t_c in x_class.items():  # a family's rows are of one class (its spec type's)
-        x_family.update(_tiers([h for h in extrap if h["class"] == c], "family", t_c)[1])
+        x_family.update(_tiers([h for h in extrap if h["class"] == c], "family", t_c, floor_var)[1])
     kinds: dict[str, list[dict]] = {}  # the finest tier: every held-out row of a kind, by source
     for h in held_out:
         if h.get("kind") is not None:
@@ -367,10 +411,11 @@ def estimate(held_out: list[dict], domain: Domain, repeat_sd_us: float = 0.0) ->
             "method": "maximum likelihood on held-out log residuals (leave-one-group-out refits for "
                       f"calibration groups, the full fit for validation rows); classes shrunk with {SHRINK_ROWS:g} "
                       "pseudo-rows of the pooled tau, extrapolation families with as many of their class's; "
-                      "op kinds (all their rows) with as many pseudo-sources of the term above them"}
+                      "op kinds (all their rows) with as many pseudo-sources of the term above them; taus signed, "
+                      f"a negative one taking back at most floor_var = {floor_var:.6f} (sigma^2)"}
     return Discrepancy(per_class, pooled, tau_x, domain, x_class, x_family,
-                       {k: tau_mle([h["residual"] for h in hs], [h["base_var"] for h in hs]) for k, hs in kinds.items()},
-                       {k: len({h["unit"] for h in hs}) for k, hs in kinds.items()}, repeat_sd_us, info)
+                       {k: _tau(hs, floor_var) for k, hs in kinds.items()},
+                       {k: len({h["unit"] for h in hs}) for k, hs in kinds.items()}, repeat_sd_us, floor_var, info)
 
 
 def load_discrepancy(path: str | pathlib.Path = DISCREPANCY_PATH) -> Discrepancy | None:

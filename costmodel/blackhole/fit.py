@@ -372,7 +372,8 @@ def kind_whitening(rows: list[Row], weights: np.ndarray, discrepancy: Discrepanc
             kinds.setdefault(op_kind(row.spec), []).append(i)
     groups = []
     for idx in kinds.values():
-        tau2 = max(discrepancy.form_var(rows[i].spec, rows[i].target) for i in idx)
+        # a kind scattering less than sigma (a negative tau) shares no error beyond its rows' own
+        tau2 = max(0.0, *(discrepancy.form_var(rows[i].spec, rows[i].target) for i in idx))
         c = 1.0 - SIGMA_REF / math.sqrt(SIGMA_REF**2 + len(idx) * tau2)
         groups.append((np.asarray(idx), c / len(idx)))
     return KindWhitening(weights, tuple(groups))

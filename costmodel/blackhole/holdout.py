@@ -32,6 +32,7 @@ from costmodel.blackhole.discrepancy import (
     repeat_sd,
     repeat_stats,
     repeat_var,
+    signed_var,
     write_discrepancy,
 )
 from costmodel.blackhole.fit import Calibration, fit, load_calibration, residuals_and_jacobian
@@ -158,7 +159,8 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
     kind_fitted (a row of the fold's fit has the row's op kind, ``discrepancy.op_kind``), fold,
     base_var0 (parameter variance + sigma^2: the interval without a discrepancy); base_var is the
     variance the discrepancy terms add to: an extrapolating row's without the weak prior's share
-    (``intervals.param_var``: tau_extrap, estimated from these rows, stands in for it).
+    (``intervals.param_var``: tau_extrap, estimated from these rows, stands in for it); sigma2 (the
+    fold's sigma^2: what a negative tau may take back, ``discrepancy.tau_mle``).
     """
     hw = blackhole_p150a() if hw is None else hw
     cfg = ExpertConfig.alpamayo_tt() if cfg is None else cfg
@@ -173,7 +175,8 @@ def held_out_predictions(rows: list[Row], full: Calibration, *, hw: Blackhole | 
                 "measured_hi": row.hi, "target": row.target,
                 "predicted": float(pred), "full_fit": float(full_pred[i]),
                 "residual": math.log(float(pred) / row.target), "base_var0": float(pv) + cal.sigma**2,
-                "base_var": float(pv_x if extrap else pv) + cal.sigma**2, "z": quantile(cal, level),
+                "base_var": float(pv_x if extrap else pv) + cal.sigma**2, "sigma2": cal.sigma**2,
+                "z": quantile(cal, level),
                 "extrap": extrap, "kind_fitted": domain.has_kind(row.spec), "fold": fold,
                 "kernel_only": is_kernel_only(row.spec)}
 
@@ -202,17 +205,21 @@ def ttnn_op_kind(spec) -> str:
 
 
 def _interval(e: dict, tau2: float | None) -> tuple[float, float, bool]:
-    """``e``'s interval with the discrepancy variance ``tau2`` (its taus and repeat spread), or without
-    a discrepancy (None)."""
+    """``e``'s interval with the discrepancy variance ``tau2`` (its signed tau's and repeat spread), or
+    without a discrepancy (None)."""
     sd = math.sqrt(e["base_var0"] if tau2 is None else e["base_var"] + tau2)
     lo, hi = e["predicted"] * math.exp(-e["z"] * sd), e["predicted"] * math.exp(e["z"] * sd)
     return lo, hi, bool(lo <= e["measured_hi"] and e["measured_lo"] <= hi)
 
 
-def _tau2(d: Discrepancy | None, e: dict) -> float:
-    if d is None:
-        return 0.0
-    return d.sd(e["class"], e["family"], bool(e["extrap"]), e["kind"]) ** 2
+def _tau(d: Discrepancy | None, e: dict) -> float:
+    """The signed tau (``discrepancy.signed_var``) ``d`` gives entry ``e``; 0 without a discrepancy."""
+    return 0.0 if d is None else d.sd(e["class"], e["family"], bool(e["extrap"]), e["kind"])
+
+
+def _floor(entries: list[dict]) -> float:
+    """The variance a negative tau may take back from these held-out rows: their folds' smallest sigma^2."""
+    return min((e["sigma2"] for e in entries), default=0.0)
 
 
 def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = None, cfg: ExpertConfig | None = None,
@@ -236,18 +243,22 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
     dom = _domain(rows)
     in_scope = [e for e in entries if e["role"] != "scope_gap"]
     stats = load_repeat_stats() if repeats is None else repeats
-    final = estimate(in_scope, dom, repeat_sd(stats))
+    final = estimate(in_scope, dom, repeat_sd(stats), _floor(in_scope))
     folds: dict[tuple[str, str], tuple[float, Discrepancy | None]] = {}  # (unit, source): its nested estimate
     for e in entries:
         key = (e["unit"], e["source"])
         if key not in folds:
             s = repeat_sd(stats, exclude=e["source"])
-            folds[key] = s, estimate([x for x in in_scope if x["unit"] != e["unit"]], dom, s)
+            others = [x for x in in_scope if x["unit"] != e["unit"]]
+            folds[key] = s, estimate(others, dom, s, _floor(others))
         s, nested = folds[key]
         e["lo0"], e["hi0"], e["inside0"] = _interval(e, None)
-        e["tau"] = math.sqrt(_tau2(nested, e))
+        e["tau"] = _tau(nested, e)
         e["repeat_var"] = repeat_var(s, e["kernel_only"], e["predicted"])
-        e["lo"], e["hi"], e["inside"] = _interval(e, e["tau"] ** 2 + e["repeat_var"])
+        # a negative tau takes back at most the row's own fold's sigma^2, never its parameter variance (the
+        # nested estimate's floor is the other folds' smallest sigma^2, which may exceed this fold's)
+        form = max(signed_var(e["tau"]), -e["sigma2"])
+        e["lo"], e["hi"], e["inside"] = _interval(e, form + e["repeat_var"])
 
     summary = {f"class {c}": summarise([e for e in in_scope if e["class"] == c])
                for c in sorted({e["class"] for e in in_scope})}
