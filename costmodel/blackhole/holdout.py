@@ -407,7 +407,7 @@ def format_validation(result: dict) -> str:
                          f"{k['median_width']:6.2f}  {target_verdict(k)}")
     d = result["discrepancy"]
     lines.append("")
-    lines.append("model discrepancy (log-space sd), inside the fitted rows: "
+    lines.append("model discrepancy (log-space sd; a negative one takes that much of sigma back), inside the fitted rows: "
                  + ", ".join(f"{c} {t:.3f}" for c, t in d.tau_class.items()) + f"; pooled {d.tau_pooled:.3f}")
     lines.append("outside them, per config family: "
                  + ", ".join(f"{f} {t:.3f}" for f, t in d.tau_extrap_family.items()) + f"; pooled {d.tau_extrap:.3f}")
