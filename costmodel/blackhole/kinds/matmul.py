@@ -10,6 +10,7 @@ import math
 
 import jax.numpy as jnp
 
+from costmodel.blackhole.kinds.eltwise import SFPU_SILU_BF16_CYCLES
 from costmodel.blackhole.matmul_auto_config import auto_config
 from costmodel.blackhole.ops import (
     RISC_STORE_LOOP_CYCLES,
@@ -69,9 +70,6 @@ PAD_LOOP_CYCLES_PER_FACE_ROW = 3 + 4  # face-row loop instructions + the inner l
 FACE = 16  # a 32x32 tile is 2x2 faces of 16x16
 
 
-SILU_PASSES = 4  # fused SiLU epilogue on the output block: sigmoid (exp, add, reciprocal) and multiply
-
-
 # ttnn's approximate GELU (UnaryOpType::GELU, param={1}) on the SFPU, per output tile: the Blackhole wrapper runs
 # _calculate_gelu_ in approximation mode (tt-metal tt_metal/hw/ckernels/blackhole/metal/llk_api/llk_sfpu/
 # ckernel_sfpu_gelu.h @ 01105485), whose loop body per 32-lane row is SFPLOAD, the multiply by 0.5, one
@@ -82,11 +80,14 @@ SILU_PASSES = 4  # fused SiLU epilogue on the output block: sigmoid (exp, add, r
 GELU_APPROX_SFPU_CYCLES = 5 * SFPU_ROWS_PER_TILE
 
 
-def activation_tile_cycles(fit: FitParams, activation: str) -> float:
-    """Compute cycles per output tile of a matmul's fused ``activation`` ('silu': ``SILU_PASSES``
-    elementwise passes, 'gelu': ttnn's approximate GELU, ``GELU_APPROX_SFPU_CYCLES``)."""
+def activation_tile_cycles(activation: str) -> float:
+    """Compute cycles per output tile of a matmul's fused ``activation``: the compute kernel
+    (bmm_large_block_zm_fused_bias_activation.cpp, every matmul kind here) runs it on each output tile in
+    Dest after the last K block, before the pack. 'silu': silu_tile on a bfloat16 Dest, the cost the unary
+    and binary SFPU paths use (``eltwise.SFPU_SILU_BF16_CYCLES``, from a Blackhole measurement of the
+    sigmoid); 'gelu': ttnn's approximate GELU, ``GELU_APPROX_SFPU_CYCLES``."""
     if activation == "silu":
-        return SILU_PASSES * fit.eltwise_cycles_per_tile
+        return SFPU_SILU_BF16_CYCLES
     if activation == "gelu":
         return GELU_APPROX_SFPU_CYCLES
     raise ValueError(f"fused activation {activation!r}: the matmul prices 'silu' and 'gelu' (approximate)")
@@ -265,7 +266,7 @@ def matmul_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int
     t_agg = batch * (dram_us(hw, fit, Kt * Nt, Kt * Nt * w)
                      + (dram_us(hw, fit, act_tiles, act_tiles * act) if act_tiles else 0.0))
     activation = "silu" if fused_activation is True else fused_activation
-    t_act = (batch * cycles_us(hw, cfg.per_core_M * cfg.per_core_N * activation_tile_cycles(fit, activation))
+    t_act = (batch * cycles_us(hw, cfg.per_core_M * cfg.per_core_N * activation_tile_cycles(activation))
              if activation else 0.0)
     return launch_us(fit, cores, fit.launch_matmul_us) + smax(t_pipe, t_agg, relax=relax) + t_act
 
@@ -377,7 +378,7 @@ def dram_sharded_compute_n(hw: Blackhole, cfg: MatmulProgramConfig, *, N: int) -
 
 def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConfig, *, M: int, K: int, N: int,
                            weight_dtype: str, act_dtype: str = "bf16", fidelity: str = "HiFi2",
-                           relax: Relax | None = None):
+                           fused_activation: str | None = None, relax: Relax | None = None):
     """``linear([M,K], [K,N])`` with ``MatmulMultiCoreReuseMultiCastDRAMShardedProgramConfig``, us.
 
     The factory (matmul_multicore_reuse_mcast_dram_sharded_program_factory.cpp @ 01840686) width-shards
@@ -403,6 +404,14 @@ def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConf
     the first block also waits for its weights' DRAM round trip and one [mm_block_sync_us] fill.
     Shapes: M, K, N in elements (tile multiples); output L1-sharded (no DRAM write).
 
+    ``fused_activation`` ('silu', or 'gelu' as ttnn's approximate GELU; None for none): the same compute kernel
+    as the 1D kinds (bmm_large_block_zm_fused_bias_activation.cpp, the rows' COMPUTE KERNEL SOURCE) runs it
+    on each of the worker's output tiles after the last K block (``activation_tile_cycles``), after the K
+    loop, padded tiles included. Checked on a pair of Qwen3.6-27B decode rows, the same gate / up projection
+    (32 x 5120 x 17408, bfp4, LoFi: 68 weight tiles a worker, computed as 72) with and without a fused SiLU
+    (tests/data/profiler_more/bh_qwen3_6_27b_advisor_winner_full_attention_decode.csv lines 171 and 172:
+    225.2 and 159.9 us, 1225 cycles per computed tile more, against the 1279 of ``eltwise.SFPU_SILU_BF16_CYCLES``).
+
     Not priced: the compute packs its partials every block (L1 accumulation, a read-modify-write).
     """
     if cfg.kind != "dram_sharded":
@@ -420,7 +429,9 @@ def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConf
                        * hw.tile_matmul_cycles(fidelity))
     t_block = smax(t_in1, t_handshake + t_in0 + t_math, relax=relax)
     t_fill = fit.dram_latency_us + fit.mm_block_sync_us
-    return launch_us(fit, workers, fit.launch_matmul_us) + t_fill + blocks * t_block
+    t_act = (cycles_us(hw, Mt * dram_sharded_compute_n(hw, cfg, N=N) * activation_tile_cycles(fused_activation))
+             if fused_activation else 0.0)
+    return launch_us(fit, workers, fit.launch_matmul_us) + t_fill + blocks * t_block + t_act
 
 
 def matmul_weight_bytes(*, K: int, N: int, weight_dtype: str) -> int:
@@ -441,7 +452,8 @@ class MatmulSpec:
     ``in0_last_ktile_w``: logical K mod 32 of the activation (ttnn's ``in0_last_ktile_w``; 0: K tile-aligned),
     whose last K tile the 1D kinds' interleaved in0 reader zeroes past the logical K (``ktile_pad_us``).
     ``fused_activation``: the config's fused activation (``cfg.fused_activation``: 'silu', or 'gelu' as
-    ttnn's approximate GELU) runs on each output tile (1D kinds; True with no config activation: SiLU)."""
+    ttnn's approximate GELU) runs on each output tile (1D and DRAM-sharded kinds; True with no config
+    activation: SiLU)."""
 
     M: int
     K: int
@@ -478,13 +490,14 @@ class MatmulSpec:
         if c.kind == DRAM_SHARDED:
             if self.batch != 1:
                 raise ValueError(f"the dram_sharded matmul models one batch; got batch={self.batch}")
-            if self.fused_activation or self.in0_l1 or self.out_l1 or self.in0_sharded:
+            if self.in0_l1 or self.out_l1 or self.in0_sharded:
                 raise ValueError(f"the dram_sharded matmul takes its activation and output L1-sharded by "
-                                 f"construction (not flagged) and models no fused activation; got "
-                                 f"fused_activation={self.fused_activation}, in0_l1={self.in0_l1}, "
+                                 f"construction (not flagged); got in0_l1={self.in0_l1}, "
                                  f"in0_sharded={self.in0_sharded}, out_l1={self.out_l1}")
             return matmul_dram_sharded_us(hw, fit, c, M=self.M, K=self.K, N=self.N, weight_dtype=self.weight_dtype,
-                                          act_dtype=self.act_dtype, fidelity=self.fidelity, relax=relax)
+                                          act_dtype=self.act_dtype, fidelity=self.fidelity,
+                                          fused_activation=(c.fused_activation or "silu") if self.fused_activation
+                                          else None, relax=relax)
         if c.kind not in (MCAST_1D_IN0, MCAST_1D_IN1):
             raise ValueError(f"matmul program config kind={c.kind!r} is not modelled; the cost model prices "
                              f"{[MCAST_1D_IN0, MCAST_1D_IN1, MCAST_2D, DRAM_SHARDED]}")
@@ -574,7 +587,7 @@ def read(ln: ReportLine, hw: Blackhole, cls: str = "matmul") -> MatmulSpec:
     if cfg.fused_activation == "gelu" and "UnaryOpType::GELU;param={1}" not in ln.attrs:
         raise Skip("fused GELU without the approximation flag (param={1}): the accurate GELU's SFPU cost is not "
                    "sourced")
-    if cfg.kind in (MCAST_2D, DRAM_SHARDED) and cfg.fused_activation is not None:
+    if cfg.kind == MCAST_2D and cfg.fused_activation is not None:
         raise Skip(f"fused activation on a {KIND_NAMES[cfg.kind]} matmul not modelled ({cfg.fused_activation})")
     try:
         cfg.validate("matmul", hw, M=M, K=K, N=N, weight_dtype=wdt, act_dtype=act, fp32_dest_acc=ln.fp32_dest_acc())

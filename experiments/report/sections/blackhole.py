@@ -53,7 +53,8 @@ MORE_REPORTS = pathlib.Path(__file__).resolve().parents[3] / "tests" / "data" / 
 # the reports of MORE_REPORTS in the held-out validation (``source_holdout_lines``)
 HELD_OUT_MORE = ("bh_muse_glimmer_30b_optimized_prefill_full_s8192.csv", "bh_gemma4_31b_fused_full_decode.csv",
                  "bh_phi35_mini_advisor_candidate_decode.csv", "bh_llama3_2_1b_advisor_incumbent_decode.csv",
-                 "bh_qwen3_4b_optimized_decode.csv", "bh_gemma4_31b_optimized_full_prefill_s128.csv")
+                 "bh_qwen3_4b_optimized_decode.csv", "bh_gemma4_31b_optimized_full_prefill_s128.csv",
+                 "bh_qwen3_6_27b_advisor_winner_full_attention_decode.csv")
 MEASURED_SAMPLE_MS = 335.0  # seeds/EXPERT_NOTES.md 'Timing': 10-step sample() ~335 ms (data/step_times.json)
 
 
@@ -226,10 +227,11 @@ def source_holdout_lines(results: dict, cal) -> list[str]:
     ``HELD_OUT_MORE``)
     predicted by a fit that saw nothing of its source; the per-op-kind table against issue 26's
     targets."""
-    # of the other models' reports (MORE_REPORTS) Muse Glimmer's prefill and the traced Gemma-4 / Phi-3.5 /
-    # Llama-3.2-1B / Qwen3-4B decodes and Gemma-4's optimized prefill are held out here; the gpt-oss windows are in the coverage table only: their
+    # of the other models' reports (MORE_REPORTS) Muse Glimmer's prefill, the traced Gemma-4 / Phi-3.5 /
+    # Llama-3.2-1B / Qwen3-4B decodes, Gemma-4's optimized prefill and Qwen3.6's winning decode are held out
+    # here; the gpt-oss windows are in the coverage table only: their
     # eltwise adds take 40-82 us for 90 tiles (25-50x the other reports' time per tile for the same op), which no
-    # mechanism here explains, and as held-out rows they would set the discrepancy of every class; Qwen3.6's eight
+    # mechanism here explains, and as held-out rows they would set the discrepancy of every class; Qwen3.6 prefill's eight
     # binary rows carry a stale shape (its SOURCES.md section), priced -44% to -83% at the shape listed
     reports = real_report_paths(more=False) + [MORE_REPORTS / name for name in HELD_OUT_MORE
                                                if (MORE_REPORTS / name).is_file()]
