@@ -85,7 +85,9 @@ def activation_tile_cycles(activation: str) -> float:
     (bmm_large_block_zm_fused_bias_activation.cpp, every matmul kind here) runs it on each output tile in
     Dest after the last K block, before the pack. 'silu': silu_tile on a bfloat16 Dest, the cost the unary
     and binary SFPU paths use (``eltwise.SFPU_SILU_BF16_CYCLES``, from a Blackhole measurement of the
-    sigmoid); 'gelu': ttnn's approximate GELU, ``GELU_APPROX_SFPU_CYCLES``."""
+    sigmoid); 'gelu': ttnn's approximate GELU, ``GELU_APPROX_SFPU_CYCLES``. On a Float32 Dest
+    (fp32_dest_acc_en, as the port's matmuls run) no SFPU cost is sourced: priced at the bfloat16 Dest's
+    (the port's notes put its w1's SiLU at 2.9 us, 4 output tiles a core, against 3.8 priced)."""
     if activation == "silu":
         return SFPU_SILU_BF16_CYCLES
     if activation == "gelu":
@@ -406,8 +408,8 @@ def matmul_dram_sharded_us(hw: Blackhole, fit: FitParams, cfg: MatmulProgramConf
 
     ``fused_activation`` ('silu', or 'gelu' as ttnn's approximate GELU; None for none): the same compute kernel
     as the 1D kinds (bmm_large_block_zm_fused_bias_activation.cpp, the rows' COMPUTE KERNEL SOURCE) runs it
-    on each of the worker's output tiles after the last K block (``activation_tile_cycles``), after the K
-    loop, padded tiles included. Checked on a pair of Qwen3.6-27B decode rows, the same gate / up projection
+    on each of the worker's output tiles after the last K block (``activation_tile_cycles``), padded tiles
+    included. Checked on a pair of Qwen3.6-27B decode rows, the same gate / up projection
     (32 x 5120 x 17408, bfp4, LoFi: 68 weight tiles a worker, computed as 72) with and without a fused SiLU
     (tests/data/profiler_more/bh_qwen3_6_27b_advisor_winner_full_attention_decode.csv lines 171 and 172:
     225.2 and 159.9 us, 1225 cycles per computed tile more, against the 1279 of ``eltwise.SFPU_SILU_BF16_CYCLES``).
