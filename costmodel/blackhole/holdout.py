@@ -212,7 +212,7 @@ def _interval(e: dict, tau2: float | None) -> tuple[float, float, bool]:
     return lo, hi, bool(lo <= e["measured_hi"] and e["measured_lo"] <= hi)
 
 
-def _tau(d: Discrepancy | None, e: dict) -> float:
+def _entry_tau(d: Discrepancy | None, e: dict) -> float:
     """The signed tau (``discrepancy.signed_var``) ``d`` gives entry ``e``; 0 without a discrepancy."""
     return 0.0 if d is None else d.sd(e["class"], e["family"], bool(e["extrap"]), e["kind"])
 
@@ -253,7 +253,7 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
             folds[key] = s, estimate(others, dom, s, _floor(others))
         s, nested = folds[key]
         e["lo0"], e["hi0"], e["inside0"] = _interval(e, None)
-        e["tau"] = _tau(nested, e)
+        e["tau"] = _entry_tau(nested, e)
         e["repeat_var"] = repeat_var(s, e["kernel_only"], e["predicted"])
         # a negative tau takes back at most the row's own fold's sigma^2, never its parameter variance (the
         # nested estimate's floor is the other folds' smallest sigma^2, which may exceed this fold's)
