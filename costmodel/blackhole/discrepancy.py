@@ -234,6 +234,12 @@ def signed_var(tau: float) -> float:
     return math.copysign(tau * tau, tau)
 
 
+def capped_form_var(form_var: float, sigma2: float) -> float:
+    """A (signed) model-form variance as an interval adds it on top of a fit's ``sigma2``: a negative one
+    takes back at most that sigma^2, never the parameter variance."""
+    return max(form_var, -sigma2)
+
+
 def signed_sd(var: float) -> float:
     """The signed tau of a variance adjustment ``var`` (``signed_var``'s inverse)."""
     return math.copysign(math.sqrt(abs(var)), var)
@@ -329,10 +335,14 @@ class Discrepancy:
         extrap = self.domain.extrapolates(spec, us) is not None
         return signed_var(self.sd(op_class(spec), op_family(spec), extrap, op_kind(spec)))
 
-    def var(self, spec, us: float) -> float:
-        """Discrepancy variance (log space) of one op spec predicted at ``us``: its signed tau^2 (``form_var``)
-        and, for a kernel-only spec, the repeats' spread (``repeat_var``), each row's own."""
-        return self.form_var(spec, us) + repeat_var(self.repeat_sd_us, is_kernel_only(spec), us)
+    def var(self, spec, us: float, sigma2: float | None = None) -> float:
+        """Discrepancy variance (log space) of one op spec predicted at ``us``: its signed tau^2 (``form_var``;
+        with ``sigma2``, the sigma^2 the interval adds it to, capped below by ``capped_form_var``) and, for a
+        kernel-only spec, the repeats' spread (``repeat_var``), each row's own."""
+        form = self.form_var(spec, us)
+        if sigma2 is not None:
+            form = capped_form_var(form, sigma2)
+        return form + repeat_var(self.repeat_sd_us, is_kernel_only(spec), us)
 
     def to_json(self) -> dict:
         return {"tau_class": self.tau_class, "tau_pooled": self.tau_pooled, "tau_extrap": self.tau_extrap,

@@ -22,6 +22,7 @@ from costmodel.blackhole.discrepancy import (
     REPEATS_PATH,
     Discrepancy,
     Domain,
+    capped_form_var,
     estimate,
     is_kernel_only,
     load_discrepancy,
@@ -257,7 +258,7 @@ def validate_rows(rows: list[Row], full: Calibration, *, hw: Blackhole | None = 
         e["repeat_var"] = repeat_var(s, e["kernel_only"], e["predicted"])
         # a negative tau takes back at most the row's own fold's sigma^2, never its parameter variance (the
         # nested estimate's floor is the other folds' smallest sigma^2, which may exceed this fold's)
-        form = max(signed_var(e["tau"]), -e["sigma2"])
+        form = capped_form_var(signed_var(e["tau"]), e["sigma2"])
         e["lo"], e["hi"], e["inside"] = _interval(e, form + e["repeat_var"])
 
     summary = {f"class {c}": summarise([e for e in in_scope if e["class"] == c])

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from costmodel.blackhole.discrepancy import Discrepancy, is_kernel_only, load_discrepancy, repeat_var
+from costmodel.blackhole.discrepancy import Discrepancy, load_discrepancy
 from costmodel.blackhole.fit import Calibration, from_unconstrained
 from costmodel.blackhole.graph import BlackholeConfig, layer_op_specs, step_breakdown, validate
 from costmodel.compile_options import jit
@@ -167,10 +167,7 @@ def op_error_var(cal: Calibration, disc: Discrepancy | None, spec, value: float)
     ``Discrepancy.var``). A negative tau (an op kind whose held-out rows scatter less than sigma) takes
     back at most sigma^2: a calibration with a smaller sigma than the fits the discrepancy was estimated
     against (``Discrepancy.floor_var``) keeps a model error of at least 0 plus the repeats' spread."""
-    if disc is None:
-        return cal.sigma**2
-    form = max(disc.form_var(spec, value), -cal.sigma**2)
-    return cal.sigma**2 + form + repeat_var(disc.repeat_sd_us, is_kernel_only(spec), value)
+    return cal.sigma**2 + (0.0 if disc is None else disc.var(spec, value, sigma2=cal.sigma**2))
 
 
 def _innermost(spec):
