@@ -54,6 +54,30 @@ def test_eager_discrete_config_equals_the_batched_graph_bit_for_bit():
             np.testing.assert_array_equal(np.asarray(eager[key]), np.asarray(batched[key])[0], err_msg=f"{cfg} {key}")
 
 
+@pytest.mark.parametrize("cfg,relax", [
+    (AhbmConfig("decode_sp", 4099, tile=64, cubes=4, pes=2, pipeline="opt3"), None),  # a second rank's ragged sweep
+    (AhbmConfig("decode_sp", 3001, tile=64, cubes=2, pes=4, pipeline="opt1", placement="contiguous", capacity=4096),
+     None),
+    (AhbmConfig("prefill", 1000, tile=32, pipeline="opt3"), None),  # five tile kinds, ragged rows and keys
+    (AhbmConfig("prefill", 1000, tile=32, pipeline="opt3"), Relax()),  # (the descent's graph batches them too)
+    (AhbmConfig("prefill_sp", 1000, tile=32, cubes=2, pes=2, pipeline="opt3", model="alpamayo"), None),  # a ragged ring
+], ids=lambda x: f"{x.case}-{x.seq_len}-{x.placement}" if isinstance(x, AhbmConfig) else ("relaxed" if x else "exact"))
+def test_the_staged_graph_equals_the_eager_evaluation(cfg, relax):
+    """Staged for compiling (``jit``, ``make_jaxpr``), the model traces its repeated terms once,
+    batched (``cases._each``: a second rank's sweep, the tile kinds, a tile and its masked twin, the
+    ring's full and last q blocks); eagerly it calls them one by one. The staged program, run op by
+    op (``jax.core.eval_jaxpr``: no compiler rewrites), gives every output bit for bit."""
+    knobs = knobs_of(cfg) if relax is None else {**knobs_of(cfg), "w": jnp.full((3,), 1.0 / 3)}
+    fn = lambda k: case_latency(FULL_HW, k, **static_of(cfg), relax=relax)
+    closed, shape = jax.make_jaxpr(fn, return_shape=True)(knobs)
+    staged = jax.tree.unflatten(jax.tree.structure(shape),
+                                jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *jax.tree.leaves(knobs)))
+    eager = fn(knobs)
+    assert set(eager) == set(staged)
+    for key in eager:
+        np.testing.assert_array_equal(np.asarray(staged[key]), np.asarray(eager[key]), err_msg=key)
+
+
 @pytest.mark.parametrize("case,kw", [("decode", {}), ("decode_sp", {"cubes": 4, "pes": 8}), ("prefill", {}),
                                      ("prefill_sp", {"cubes": 8, "pes": 2})])
 def test_latency_monotone_in_seq_len(case, kw):

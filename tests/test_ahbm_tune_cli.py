@@ -5,7 +5,6 @@ import json
 import subprocess
 import sys
 
-import jax
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -13,13 +12,12 @@ from hypothesis import strategies as st
 
 from costmodel.ahbm import cli
 from costmodel.ahbm.config import AhbmConfig, is_tile, knob_space
-from costmodel.ahbm.model import evaluate, static_of
+from costmodel.ahbm.model import evaluate, knobs_of, static_of
 from costmodel.ahbm.sensitivity import elasticities
 from costmodel.ahbm.tune import (
     allowed_pipelines,
     exhaustive,
     latency_and_margin,
-    stack_knobs,
     tune,
     valid_configs,
 )
@@ -30,14 +28,11 @@ RAGGED_S = (1000, 3000, 50000, 777777)
 
 
 def exact_latencies(cfgs: list[AhbmConfig], hw=None) -> np.ndarray:
-    """[n] latency (us) of configs sharing their static options, inf where a constraint is violated:
-    the model op by op (not compiled), vmapped over the configs: one dispatch per op for all of them,
-    where ``evaluate`` per config pays every dispatch again."""
+    """[n] latency (us) of configs, inf where a constraint is violated: the model op by op (not
+    compiled), one config at a time, as ``evaluate`` prices it (its own pipelining option only)."""
     hw = ahbm_sip() if hw is None else hw
-    static = static_of(cfgs[0])
-    assert all(static_of(c) == static for c in cfgs)
-    lat, margin = jax.vmap(lambda k: latency_and_margin(hw, k, **static))(stack_knobs(cfgs))
-    return np.where(np.asarray(margin) <= 0, np.asarray(lat, np.float64), np.inf)
+    out = [latency_and_margin(hw, knobs_of(c), **static_of(c)) for c in cfgs]
+    return np.array([float(lat) if float(margin) <= 0 else np.inf for lat, margin in out])
 
 
 def _check_tuner(case, S, model="llama3_70b"):

@@ -252,6 +252,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
     G, d, Hkv = geom.group, geom.head_dim, geom.num_kv_heads
     S, B, tile, w = knobs["seq_len"], knobs["batch"], knobs["tile"], knobs["w"]
     C, P = knobs["cubes"], knobs["pes"]
+    traced = staged()  # compiled (jit): repeated terms traced once (``_each``)
     mn = lambda a, b: jnp.minimum(a, b) if relax is None else smin(a, b, relax=Relax(relax.tau_int, 1.0))
     out = {}
     if case in ("decode", "decode_sp"):
@@ -266,32 +267,46 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         n, k_last = tile_count(keys, te, relax=relax)
         rows = G * queries  # T query tokens x G heads M-folded (static: the engine tile padding is exact)
         tf = tile_times(hw, rows, te, d, relax=relax)
-        tr = tile_times(hw, rows, k_last, d, masked=_ragged(k_last, te), relax=relax)  # partial: padding
         pre = q_load_time(hw, rows * d * DTYPE_BYTES)
+
+        def last_tile(k):  # the partial last tile of k keys (its padding masked)
+            return tile_times(hw, rows, k, d, masked=_ragged(k, te), relax=relax)
 
         def sweep_of(tr_, n_):
             return B * (pre + _wsum(w, _per_option(hw, lambda p: visit_time(tf, tr_, n_, p, relax=relax), w)))
 
-        sweep = sweep_of(tr, n)  # the critical (first) rank's
+        # exact decode-SP: the ranks end their sweeps at their own times (ragged keys, empty ranks), so a
+        # second rank's sweep is priced next to the critical (first) one's: both in one batched trace (the
+        # full tiles' terms, which they share, traced once; the graph's size is its compile time)
+        other = case == "decode_sp" and relax is None
+        if other:
+            if contiguous:  # ranks < f full, rank f the rest, ranks > f empty
+                f = jnp.floor(S / slots)
+                k_other = S - f * slots
+            else:  # local indices < t hold q + 1 keys (the critical rank's, when t > 0), the others q
+                q = jnp.floor(S / ranks)
+                t = S - q * ranks
+                k_other = q
+            n_o, k_last_o = tile_count(jnp.maximum(k_other, 1.0), te, relax=None)  # a rank of k > 0 keys
+
+            def rank_sweep(k, n_):  # a rank's last tile (of k keys) and its sweep of n_ tiles
+                t_ = last_tile(k)
+                return t_, sweep_of(t_, n_)
+
+            (tr, sweep), (_, sweep_o) = _each(rank_sweep, [k_last, k_last_o], [n, n_o], traced=traced)
+            sweep_o = jnp.where(k_other > 0, sweep_o, 0.0)  # 0 keys: no sweep
+        else:
+            tr = last_tile(k_last)
+            sweep = sweep_of(tr, n)  # the critical (first) rank's
         post = _math_s(hw, B * rows * d) + dma_time(hw, B * rows * d * DTYPE_BYTES)
         red, link = 0.0 * S, 0.0 * S
         if case == "decode_sp":
             payload = B * rows * (d + 2) * ACC_BYTES
             post = post + ROOT_ISSUES * US * hw.cpu_issue_s
             red, link = reduce_time(hw, C, P, payload, B * rows, d, reduce, mesh, relax=relax)
-            if relax is None:  # ranks end their sweeps at their own times (ragged keys, empty ranks)
-                def sweep_keys(k):  # a rank of k > 0 keys (at most the first rank's); 0 keys: no sweep
-                    n_k, last = tile_count(jnp.maximum(k, 1.0), te, relax=None)
-                    t_last = tile_times(hw, rows, last, d, masked=_ragged(last, te), relax=None)
-                    return jnp.where(k > 0, sweep_of(t_last, n_k), 0.0)
-
-                if contiguous:  # ranks < f full, rank f the rest, ranks > f empty
-                    f = jnp.floor(S / slots)
-                    segs = [("prefix", f, sweep), ("single", f, sweep_keys(S - f * slots)), ("suffix", f + 1.0, 0.0)]
-                else:  # local indices < t hold q + 1 keys (the critical rank's, when t > 0), the others q
-                    q = jnp.floor(S / ranks)
-                    t = S - q * ranks
-                    segs = [("prefix", t, sweep), ("suffix", t, sweep_keys(q))]
+            if other:
+                segs = ([("prefix", f, sweep), ("single", f, sweep_o), ("suffix", f + 1.0, 0.0)] if contiguous
+                        else [("prefix", t, sweep), ("suffix", t, sweep_o)])
                 end = sweep_then_reduce(hw, C, P, segs, payload, B * rows, d, reduce, mesh, placement)
                 red = end - sweep
         busy = [{k: B * (v + _busy(tr, 1.0, p)[k]) for k, v in _busy(tf, n - 1.0, p).items()} for p in PIPELINES]
@@ -306,11 +321,11 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         rows, rows_r = G * te, G * r
         # a q block's diagonal tile (its last) is partial, and so is every tile computed past it
         # without the causal skip (the ragged last tile included)
-        tf = tile_times(hw, rows, te, d, relax=relax)  # full rows, full keys
-        tfm = tile_times(hw, rows, te, d, masked=1.0, relax=relax)  # ... a partial tile
-        tfr = tile_times(hw, rows, r, d, masked=1.0, relax=relax)  # full rows, ragged keys
-        trf = tile_times(hw, rows_r, te, d, relax=relax)  # ragged rows, full keys
-        trr = tile_times(hw, rows_r, r, d, masked=1.0, relax=relax)  # ragged rows, ragged keys (the diagonal)
+        # (rows, keys, masked) of: full rows, full keys; ... a partial tile; full rows, ragged keys; ragged
+        # rows, full keys; ragged rows, ragged keys (the diagonal): one batched trace for the five
+        tf, tfm, tfr, trf, trr = _each(lambda R, k, m: tile_times(hw, R, k, d, masked=m, relax=relax),
+                                       [rows, rows, rows, rows_r, rows_r], [te, te, r, te, r], [0.0, 1.0, 1.0, 0.0, 1.0],
+                                       traced=traced)
         over = lambda R: q_load_time(hw, R * d * DTYPE_BYTES) + dma_time(hw, R * d * DTYPE_BYTES) + _math_s(hw, R * d)
         nf = n - 1.0  # full-row q blocks
         # without the skip, full-row block i computes tiles i..n-2 under the mask besides the last
@@ -318,7 +333,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
 
         def one(p):
             last_block = over(rows_r) + visit_time(trf, trr, n, p, relax=relax)
-            f, fm = sweep_terms(tf, p, relax=relax), sweep_terms(tfm, p, relax=relax)
+            f, fm = _each(lambda t_: sweep_terms(t_, p, relax=relax), [tf, tfm], traced=traced)
             if causal_skip:  # q block i < n - 1 sees i + 1 full tiles, the last its diagonal one
                 full_blocks = visits_time(ending_on(f, fm), nf * n / 2, nf, jnp.minimum(nf, 1.0), over(rows))
             else:  # every block sees all n tiles, the last one ragged
@@ -388,6 +403,7 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     ``ring_recv_depth`` buffers) and starts step s once it finished step s - 1 and received the
     block. Blocks stay in TCM when they fit next to the working set, else they are staged in HBM.
     A block's work is the ``w``-weighted sum over pipelining options (exact for a one-hot ``w``)."""
+    traced = staged()  # compiled (jit): repeated terms traced once (``_each``)
     Bk = sceil(S / C, relax=relax)  # keys per ring block
     rows, te = counts.ring_tiles(S, tile, C, relax=relax)  # q block rows, KV tile (te < rows at small S)
     ex = lambda x: jnp.expand_dims(x, -1)
@@ -414,10 +430,14 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     r_rows = jnp.maximum(S - (n_q - 1.0) * rows, 1.0)
     if relax is not None:  # the relaxed surrogate (the tuner's descent) is exact at S a multiple of C x TILE,
         r_rows, r_keys = rows, jnp.broadcast_to(ex(te), r_keys.shape)  # where nothing is ragged
-    full_rows = _ring_visit_times(hw, rows, te, r_keys, fits, d, relax=relax)
     # relaxed: nothing is ragged, so the last q block's visits are the full ones and the second PE's
-    # counts are never used (traced once, not twice: the descent's graph stays small to compile)
-    last_rows = full_rows if relax is not None else _ring_visit_times(hw, r_rows, te, r_keys, fits, d, relax=relax)
+    # counts are never used (traced once, not twice: the descent's graph stays small to compile);
+    # exact: the full and the last q block's rows in one batched trace
+    if relax is not None:
+        full_rows = last_rows = _ring_visit_times(hw, rows, te, r_keys, fits, d, relax=relax, traced=traced)
+    else:
+        full_rows, last_rows = _each(lambda R: _ring_visit_times(hw, R, te, r_keys, fits, d, relax=None, traced=traced),
+                                     [rows, r_rows], traced=traced)
     blk = jnp.arange(C, dtype=jnp.result_type(float))
     pes = [counts.ring_block_counts(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top, relax=relax)
            for top in ((0,) if relax is not None else (0, 1))]
@@ -440,9 +460,11 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         # every PE's visits run the full-row tiles: their terms are traced once per option, not
         # once per PE (the graph's size is the compile time of every sweep and descent over it)
         vt = full_rows
-        f, fm = sweep_terms(vt["t"], p, relax=relax), sweep_terms(vt["t_m"], p, relax=relax)
+        # each pair in one batched trace: a tile and its masked twin share the call's structure
+        f, fm = _each(lambda t_: sweep_terms(t_, p, relax=relax), [vt["t"], vt["t_m"]], traced=traced)
         # (no D read; their full predecessor's drain precedes them)
-        r, rm = (sweep_terms(vt[k], p, relax=relax, steady=False, prev=vt["t"]) for k in ("t_r", "t_rm"))
+        r, rm = _each(lambda t_: sweep_terms(t_, p, relax=relax, steady=False, prev=vt["t"]), [vt["t_r"], vt["t_rm"]],
+                      traced=traced)
         last_of = lambda x, y: jnp.where(nb >= 1.5, x["last"] - y["last"], x["single"] - y["single"]) + x["drain"] - y["drain"]
         end_r, end_rm, mid = last_of(r, fm), last_of(rm, r), fm["D"] - f["D"]
 
@@ -458,7 +480,8 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         v_top = pes[0][4]
         a = work(pes[0], masks[0])
         if last_rows is not full_rows:  # the last q block's real rows (relaxed: they are full)
-            a = a + jnp.where(v_top >= 1, top_visit(last_rows, v_top) - top_visit(full_rows, v_top), 0.0)
+            full_top, last_top = _each(lambda vt_: top_visit(vt_, v_top), [full_rows, last_rows], traced=traced)
+            a = a + jnp.where(v_top >= 1, last_top - full_top, 0.0)
         if relax is not None:
             return a
         # (top_d = 0: that PE is the top one, whose last q block ``a`` already runs with its real rows)
@@ -516,20 +539,47 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
                           + n_final * (acc_bytes + rows * d * DTYPE_BYTES)) / hbm_rate(hw)}
 
 
-def _ring_visit_times(hw: AHBM, rows, te, r_keys, fits, d: int, *, relax: Relax | None) -> dict:
+def staged() -> bool:
+    """Whether the caller is being staged out into a program to compile (``jax.jit``, ``make_jaxpr``):
+    under JAX's omnistaging every operation then yields a tracer, even one on constants. Eagerly,
+    ``grad`` and ``vmap`` without ``jit`` included, it yields a concrete array."""
+    return isinstance(jnp.zeros(()) + 0.0, jax.core.Tracer)
+
+
+def _each(fn, *args: list, traced: bool) -> list:
+    """[fn(*a) for a in zip(*args)]: ``args`` one list per argument of ``fn``, each item a pytree of
+    the list's one structure (values that are the same for every item are closed over, not passed).
+
+    ``traced`` (the caller is ``staged``: compiled): the items are stacked and ``fn`` is traced once,
+    batched, so the program carries its operations once, not once per item (a cost-model graph's
+    size is its compile time). Else (eager, under ``grad`` or ``vmap`` too) it is called once per item:
+    an eager batched call would dispatch more operations, and more distinct ones, than it saves. Both
+    give the same numbers: ``fn`` is elementwise in its items."""
+    items = list(zip(*args, strict=True))
+    if not traced:
+        return [fn(*a) for a in items]
+    stacked = [jax.tree.map(lambda *xs: jnp.stack(jnp.broadcast_arrays(*xs)), *col) for col in args]
+    out = jax.vmap(fn)(*stacked)
+    return [jax.tree.map(lambda x, i=i: x[i], out) for i in range(len(items))]
+
+
+def _ring_visit_times(hw: AHBM, rows, te, r_keys, fits, d: int, *, relax: Relax | None, traced: bool) -> dict:
     """A ring visit's tile times for ``rows`` query rows: 't' (full tiles of ``te`` keys, [..., 1]),
     't_r' (each block's last tile, ``r_keys`` [..., C]; partial when ragged), 't_m' / 't_rm' (the
     same tiles partial: on a causal diagonal, ``counts.ring_block_masks``), K / V from TCM where ``fits`` else
     from HBM; 'over' (us: its q / (m, l, O) traffic exposed per visit) and 'io_bytes' (that
-    traffic on the controller)."""
+    traffic on the controller). ``traced``: the caller is ``staged`` (``_each``)."""
     ex = lambda x: jnp.expand_dims(x, -1)
     pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(fits[..., None], x, y), a, b)
-    t_tcm, t_hbm = (tile_times(hw, ex(rows), ex(te), d, src=src, relax=relax) for src in ("tcm", "hbm"))
-    t = pick(t_tcm, t_hbm)
-    both = lambda keys, masked: pick(*(tile_times(hw, ex(rows), keys, d, src=src, masked=masked, relax=relax)
-                                       for src in ("tcm", "hbm")))
-    t_m = both(ex(te), 1.0)
-    t_r, t_rm = both(r_keys, _ragged(r_keys, ex(te))), both(r_keys, 1.0)
+
+    def both(keys, masks):  # per mask, a tile of ``keys``: K / V from TCM where ``fits`` else from HBM, and from TCM
+        def one(m):
+            tcm = tile_times(hw, ex(rows), keys, d, src="tcm", masked=m, relax=relax)
+            return pick(tcm, tile_times(hw, ex(rows), keys, d, src="hbm", masked=m, relax=relax)), tcm
+        return _each(one, masks, traced=traced)
+
+    (t, t_tcm), (t_m, _) = both(ex(te), [0.0, 1.0])
+    (t_r, _), (t_rm, _) = both(r_keys, [_ragged(r_keys, ex(te)), 1.0])
     q_bytes, acc_bytes = rows * d * DTYPE_BYTES, rows * (d + 2) * ACC_BYTES
     # a ring visit loads q and its (m, l, O) and stores (m, l, O) after. The first Q.K^T needs q and
     # its first K sub-tile: staged K queues behind both loads on the controller (its fill carries
