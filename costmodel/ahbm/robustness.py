@@ -40,7 +40,7 @@ def at_rates(hw: AHBM, axis: str, value) -> AHBM:
     return dataclasses.replace(hw, **{f: getattr(hw, f) * value for f in AXES[axis]})
 
 
-@functools.partial(jit, static_argnames=("static", "x_axis", "y_axis"))
+@functools.partial(jit, fast=True, static_argnames=("static", "x_axis", "y_axis"))  # compile-bound: one run per decision
 def _grid(hw, knobs, xs, ys, *, static, x_axis, y_axis):
     def one(xv, yv):
         h = at_rates(at_rates(hw, x_axis, xv), y_axis, yv)
