@@ -88,13 +88,13 @@ def _attn_cost(hw, fit, k_chunk, q_chunk, *, bc, cfg, relax):
     return attention_us(hw, fit, b, cfg=cfg, relax=relax)
 
 
-@functools.partial(jit, static_argnames=("name", "bc_static", "cfg"))
+@functools.partial(jit, fast=True, static_argnames=("name", "bc_static", "cfg"))  # compile-bound: one sweep per op
 def _matmul_sweep(hw, fit, ibw, pcn, bc_leaves, *, name, bc_static, cfg):
     bc = jax.tree_util.tree_unflatten(bc_static, bc_leaves)
     return jax.vmap(lambda a, b: _matmul_cost(hw, fit, a, b, name=name, bc=bc, cfg=cfg, relax=None))(ibw, pcn)
 
 
-@functools.partial(jit, static_argnames=("bc_static", "cfg"))
+@functools.partial(jit, fast=True, static_argnames=("bc_static", "cfg"))  # compile-bound: one sweep
 def _attn_sweep(hw, fit, k, q, bc_leaves, *, bc_static, cfg):
     bc = jax.tree_util.tree_unflatten(bc_static, bc_leaves)
     return jax.vmap(lambda a, b: _attn_cost(hw, fit, a, b, bc=bc, cfg=cfg, relax=None))(k, q)
@@ -175,7 +175,7 @@ def project(op: str, relaxed: tuple[float, float], valid: list[tuple[int, int]])
     return [(c["a"], c["b"]) for c in cands]
 
 
-@functools.partial(jit, static_argnames=("bc_static", "cfg", "relax", "steps", "lr"))
+@functools.partial(jit, fast=True, static_argnames=("bc_static", "cfg", "relax", "steps", "lr"))  # compile-bound: one run per tune
 def _descend(log_knobs, hw, fit, bc_leaves, *, bc_static, cfg, relax, steps, lr):
     bc = jax.tree_util.tree_unflatten(bc_static, bc_leaves)
     return tuning.descend(lambda x: relaxed_objective(x, hw, fit, bc, cfg=cfg, relax=relax), log_knobs,
