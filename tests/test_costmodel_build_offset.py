@@ -27,14 +27,15 @@ OLDER = "bh_64_clip_encoder_1.csv"
 
 @pytest.fixture(scope="module")
 def offsets() -> dict[str, tuple[bool, int, float]]:
-    """{report: (newer build, small ops, median of measured - priced us)} over each real single-chip
-    report's modelled rows (every run in it) measured under ``SMALL_US``, priced with the stored fit."""
-    params = load_calibration().params
+    """{report: (newer build, small ops, median of measured - priced us)} over each real report's
+    modelled rows (every run in it, its first device) measured under ``SMALL_US``, priced with the stored
+    fit; reports with fewer than ``MIN_OPS`` such rows left out."""
+    params, positions = load_calibration().params, report_positions()
     out = {}
     for path in real_report_paths():
         with open(path, newline="") as f:
             newer = NEWER_BUILD_COLUMN in next(csv.reader(f))
-        report = read_report(path, decode_position=report_positions().get(str(path)))
+        report = read_report(path, decode_position=positions.get(str(path)))
         diffs = [r.duration_us - float(KernelSpec(r.spec).us(report.hw, params)) for r in report.timed_rows()
                  if r.status == MODELLED and r.duration_us < SMALL_US]
         if len(diffs) >= MIN_OPS:

@@ -252,7 +252,6 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
     G, d, Hkv = geom.group, geom.head_dim, geom.num_kv_heads
     S, B, tile, w = knobs["seq_len"], knobs["batch"], knobs["tile"], knobs["w"]
     C, P = knobs["cubes"], knobs["pes"]
-    traced = staged()  # compiled (jit): repeated terms traced once (``_each``)
     mn = lambda a, b: jnp.minimum(a, b) if relax is None else smin(a, b, relax=Relax(relax.tau_int, 1.0))
     out = {}
     if case in ("decode", "decode_sp"):
@@ -293,7 +292,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
                 t_ = last_tile(k)
                 return t_, sweep_of(t_, n_)
 
-            (tr, sweep), (_, sweep_o) = _each(rank_sweep, [k_last, k_last_o], [n, n_o], traced=traced)
+            (tr, sweep), (_, sweep_o) = _each(rank_sweep, [k_last, k_last_o], [n, n_o])
             sweep_o = jnp.where(k_other > 0, sweep_o, 0.0)  # 0 keys: no sweep
         else:
             tr = last_tile(k_last)
@@ -324,8 +323,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
         # (rows, keys, masked) of: full rows, full keys; ... a partial tile; full rows, ragged keys; ragged
         # rows, full keys; ragged rows, ragged keys (the diagonal): one batched trace for the five
         tf, tfm, tfr, trf, trr = _each(lambda R, k, m: tile_times(hw, R, k, d, masked=m, relax=relax),
-                                       [rows, rows, rows, rows_r, rows_r], [te, te, r, te, r], [0.0, 1.0, 1.0, 0.0, 1.0],
-                                       traced=traced)
+                                       [rows, rows, rows, rows_r, rows_r], [te, te, r, te, r], [0.0, 1.0, 1.0, 0.0, 1.0])
         over = lambda R: q_load_time(hw, R * d * DTYPE_BYTES) + dma_time(hw, R * d * DTYPE_BYTES) + _math_s(hw, R * d)
         nf = n - 1.0  # full-row q blocks
         # without the skip, full-row block i computes tiles i..n-2 under the mask besides the last
@@ -333,7 +331,7 @@ def case_latency(hw: AHBM, knobs: dict, *, case: str, model: str = "llama3_70b",
 
         def one(p):
             last_block = over(rows_r) + visit_time(trf, trr, n, p, relax=relax)
-            f, fm = _each(lambda t_: sweep_terms(t_, p, relax=relax), [tf, tfm], traced=traced)
+            f, fm = _each(lambda t_: sweep_terms(t_, p, relax=relax), [tf, tfm])
             if causal_skip:  # q block i < n - 1 sees i + 1 full tiles, the last its diagonal one
                 full_blocks = visits_time(ending_on(f, fm), nf * n / 2, nf, jnp.minimum(nf, 1.0), over(rows))
             else:  # every block sees all n tiles, the last one ragged
@@ -403,7 +401,6 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     ``ring_recv_depth`` buffers) and starts step s once it finished step s - 1 and received the
     block. Blocks stay in TCM when they fit next to the working set, else they are staged in HBM.
     A block's work is the ``w``-weighted sum over pipelining options (exact for a one-hot ``w``)."""
-    traced = staged()  # compiled (jit): repeated terms traced once (``_each``)
     Bk = sceil(S / C, relax=relax)  # keys per ring block
     rows, te = counts.ring_tiles(S, tile, C, relax=relax)  # q block rows, KV tile (te < rows at small S)
     ex = lambda x: jnp.expand_dims(x, -1)
@@ -434,10 +431,9 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
     # counts are never used (traced once, not twice: the descent's graph stays small to compile);
     # exact: the full and the last q block's rows in one batched trace
     if relax is not None:
-        full_rows = last_rows = _ring_visit_times(hw, rows, te, r_keys, fits, d, relax=relax, traced=traced)
+        full_rows = last_rows = _ring_visit_times(hw, rows, te, r_keys, fits, d, relax=relax)
     else:
-        full_rows, last_rows = _each(lambda R: _ring_visit_times(hw, R, te, r_keys, fits, d, relax=None, traced=traced),
-                                     [rows, r_rows], traced=traced)
+        full_rows, last_rows = _each(lambda R: _ring_visit_times(hw, R, te, r_keys, fits, d, relax=None), [rows, r_rows])
     blk = jnp.arange(C, dtype=jnp.result_type(float))
     pes = [counts.ring_block_counts(ex(S), ex(rows), ex(te), C, ex(P), blk, top=top, relax=relax)
            for top in ((0,) if relax is not None else (0, 1))]
@@ -461,10 +457,9 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         # once per PE (the graph's size is the compile time of every sweep and descent over it)
         vt = full_rows
         # each pair in one batched trace: a tile and its masked twin share the call's structure
-        f, fm = _each(lambda t_: sweep_terms(t_, p, relax=relax), [vt["t"], vt["t_m"]], traced=traced)
+        f, fm = _each(lambda t_: sweep_terms(t_, p, relax=relax), [vt["t"], vt["t_m"]])
         # (no D read; their full predecessor's drain precedes them)
-        r, rm = _each(lambda t_: sweep_terms(t_, p, relax=relax, steady=False, prev=vt["t"]), [vt["t_r"], vt["t_rm"]],
-                      traced=traced)
+        r, rm = _each(lambda t_: sweep_terms(t_, p, relax=relax, steady=False, prev=vt["t"]), [vt["t_r"], vt["t_rm"]])
         last_of = lambda x, y: jnp.where(nb >= 1.5, x["last"] - y["last"], x["single"] - y["single"]) + x["drain"] - y["drain"]
         end_r, end_rm, mid = last_of(r, fm), last_of(rm, r), fm["D"] - f["D"]
 
@@ -480,7 +475,7 @@ def ring_latency(hw: AHBM, S, tile, C: int, P, d: int, w, *, relax: Relax | None
         v_top = pes[0][4]
         a = work(pes[0], masks[0])
         if last_rows is not full_rows:  # the last q block's real rows (relaxed: they are full)
-            full_top, last_top = _each(lambda vt_: top_visit(vt_, v_top), [full_rows, last_rows], traced=traced)
+            full_top, last_top = _each(lambda vt_: top_visit(vt_, v_top), [full_rows, last_rows])
             a = a + jnp.where(v_top >= 1, last_top - full_top, 0.0)
         if relax is not None:
             return a
@@ -546,29 +541,29 @@ def staged() -> bool:
     return isinstance(jnp.zeros(()) + 0.0, jax.core.Tracer)
 
 
-def _each(fn, *args: list, traced: bool) -> list:
+def _each(fn, *args: list) -> list:
     """[fn(*a) for a in zip(*args)]: ``args`` one list per argument of ``fn``, each item a pytree of
     the list's one structure (values that are the same for every item are closed over, not passed).
 
-    ``traced`` (the caller is ``staged``: compiled): the items are stacked and ``fn`` is traced once,
-    batched, so the program carries its operations once, not once per item (a cost-model graph's
-    size is its compile time). Else (eager, under ``grad`` or ``vmap`` too) it is called once per item:
+    ``staged`` (compiled): the items are stacked and ``fn`` is traced once, batched, so the program
+    carries its operations once, not once per item (a cost-model graph's size is its compile
+    time). Else (eager, under ``grad`` or ``vmap`` too) it is called once per item:
     an eager batched call would dispatch more operations, and more distinct ones, than it saves. Both
     give the same numbers: ``fn`` is elementwise in its items."""
     items = list(zip(*args, strict=True))
-    if not traced:
+    if not staged():
         return [fn(*a) for a in items]
     stacked = [jax.tree.map(lambda *xs: jnp.stack(jnp.broadcast_arrays(*xs)), *col) for col in args]
     out = jax.vmap(fn)(*stacked)
     return [jax.tree.map(lambda x, i=i: x[i], out) for i in range(len(items))]
 
 
-def _ring_visit_times(hw: AHBM, rows, te, r_keys, fits, d: int, *, relax: Relax | None, traced: bool) -> dict:
+def _ring_visit_times(hw: AHBM, rows, te, r_keys, fits, d: int, *, relax: Relax | None) -> dict:
     """A ring visit's tile times for ``rows`` query rows: 't' (full tiles of ``te`` keys, [..., 1]),
     't_r' (each block's last tile, ``r_keys`` [..., C]; partial when ragged), 't_m' / 't_rm' (the
     same tiles partial: on a causal diagonal, ``counts.ring_block_masks``), K / V from TCM where ``fits`` else
     from HBM; 'over' (us: its q / (m, l, O) traffic exposed per visit) and 'io_bytes' (that
-    traffic on the controller). ``traced``: the caller is ``staged`` (``_each``)."""
+    traffic on the controller)."""
     ex = lambda x: jnp.expand_dims(x, -1)
     pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(fits[..., None], x, y), a, b)
 
@@ -576,7 +571,7 @@ def _ring_visit_times(hw: AHBM, rows, te, r_keys, fits, d: int, *, relax: Relax 
         def one(m):
             tcm = tile_times(hw, ex(rows), keys, d, src="tcm", masked=m, relax=relax)
             return pick(tcm, tile_times(hw, ex(rows), keys, d, src="hbm", masked=m, relax=relax)), tcm
-        return _each(one, masks, traced=traced)
+        return _each(one, masks)
 
     (t, t_tcm), (t_m, _) = both(ex(te), [0.0, 1.0])
     (t_r, _), (t_rm, _) = both(r_keys, [_ragged(r_keys, ex(te)), 1.0])
