@@ -12,6 +12,13 @@ same HLO; ``tests/test_compile_options.py`` checks this on each model). Two opti
 * ``FAST_COMPILE`` for graphs that are run a handful of times (a Jacobian per fit iteration, an
   evaluation, an exhaustive search's one sweep, a tuner's one descent): also LLVM at level 0
   without its expensive passes, whose code runs slower.
+* ``SMALL_COMPILE`` for small graphs compiled by the hundreds (the Blackhole fit's one program per op
+  spec): also one LLVM module per program. XLA:CPU splits a program's code into ~30 modules by
+  default, and each holds memory mappings of its own: ~90 per program against ~6 in one module
+  (``tests/test_compile_options.py``). A process that compiled ~750 such programs ran out of mappings
+  (Linux's default ``vm.max_map_count``, 65530): LLVM's "Cannot allocate memory", then a segfault. One
+  module also compiles a small graph faster; a large one (an AHBM case) compiles slower on one thread,
+  so the other sets keep XLA's split.
 
 The options are XLA:CPU debug options; another backend ignores them.
 """
@@ -24,6 +31,7 @@ import jax
 
 COMPILE = {"xla_cpu_use_fusion_emitters": False}
 FAST_COMPILE = {**COMPILE, "xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+SMALL_COMPILE = {**FAST_COMPILE, "xla_cpu_parallel_codegen_split_count": 1}
 
 
 def jit(fun=None, /, *, fast: bool = False, options: dict | None = None, **kwargs):

@@ -1,14 +1,19 @@
 """costmodel.compile_options: the cost models' XLA options change compile time, not numbers, and a
 jitted model function still composes under a caller's jit / grad / vmap."""
 
+import pathlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from costmodel.ahbm.cases import case_latency
 from costmodel.ahbm.tune import stack_knobs, sweep_batch_of, sweep_latency, valid_configs
 from costmodel.blackhole import BlackholeConfig, sweep_step_us
-from costmodel.blackhole.fit import load_calibration
+from costmodel.blackhole.fit import from_unconstrained, load_calibration, residuals_and_jacobian
+from costmodel.blackhole.opspecs import EltwiseSpec, KernelSpec
+from costmodel.blackhole.rows import predict
 from costmodel.compile_options import jit
 from costmodel.hardware import ahbm_sip, blackhole_p150a
 from jaxref.config import ExpertConfig
@@ -51,3 +56,23 @@ def test_jitted_model_function_nests_under_a_callers_transforms():
     x = jnp.linspace(0.0, 1.0, 5)
     np.testing.assert_allclose(g(x), 3.0 * jnp.cos(x), rtol=1e-6)
     np.testing.assert_allclose(f(x, k=2.0), 2.0 * jnp.sin(x), rtol=1e-6)
+
+
+def test_small_compile_keeps_a_programs_memory_mappings_few_and_its_numbers():
+    """The fit's per-op-spec programs (``SMALL_COMPILE``: one LLVM module each) add a few memory mappings
+    per program, not XLA's ~90 (a process would run out of them after ~750 programs), and price as the
+    eager model does."""
+    maps = pathlib.Path("/proc/self/maps")
+    if not maps.is_file():
+        pytest.skip("no /proc/self/maps: the memory mappings of a process are not readable here")
+    cfg, hw = ExpertConfig.alpamayo_tt(), blackhole_p150a()
+    theta = jnp.asarray(load_calibration().theta, jnp.float32)
+    # shapes no other test prices, so each is a program compiled here, not one found in the jit cache
+    specs = tuple(KernelSpec(EltwiseSpec("add", 32 * (211 + i), 32 * 3)) for i in range(20))
+    before = len(maps.read_text().splitlines())
+    r, J = residuals_and_jacobian(theta, hw, np.ones(len(specs)), specs=specs, cfg=cfg)
+    per_program = (len(maps.read_text().splitlines()) - before) / len(specs)
+    assert per_program < 20, f"{per_program:.0f} new memory mappings per compiled program"
+    eager = lambda th: jnp.log(predict(hw, from_unconstrained(th), specs, cfg=cfg))
+    np.testing.assert_allclose(r, np.asarray(eager(theta)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(J, np.asarray(jax.jacfwd(eager)(theta)), rtol=1e-4, atol=1e-5)

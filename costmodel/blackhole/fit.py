@@ -48,7 +48,7 @@ from costmodel.blackhole.params import (
     params_to_dict,
 )
 from costmodel.blackhole.rows import Row, StepSpec, load_rows, predict
-from costmodel.compile_options import jit
+from costmodel.compile_options import SMALL_COMPILE, jit
 from costmodel.hardware import Blackhole, blackhole_p150a
 from jaxref.config import ExpertConfig
 from jaxref.validation import atomic_write_text, dumps_strict, input_file
@@ -131,11 +131,11 @@ def from_unconstrained(theta: jax.Array) -> FitParams:
     return FitParams(**vals)
 
 
-# run a few dozen times per fit: FAST_COMPILE. One program per op spec (and per step configuration), not
-# one per row set: every fit, refit and validation of any rows holding a spec reuses its compilation (in
-# the process, and across processes through JAX's persistent cache), where a program over a whole row
-# set would be compiled again for each new set of rows.
-@functools.partial(jit, fast=True, static_argnames=("specs", "cfg"))
+# run a few dozen times per fit, compiled by the hundreds: SMALL_COMPILE. One program per op spec (and per
+# step configuration), not one per row set: every fit, refit and validation of any rows holding a spec
+# reuses its compilation (in the process, and across processes through JAX's persistent cache), where a
+# program over a whole row set would be compiled again for each new set of rows.
+@functools.partial(jit, options=SMALL_COMPILE, static_argnames=("specs", "cfg"))
 def _log_us_and_grad(theta, hw: Blackhole, *, specs: tuple, cfg: ExpertConfig):
     """log modelled us [len(specs)] of op specs that share one program (one op spec, or the step rows
     of one configuration, which share its layer graph) and its Jacobian w.r.t. theta [len(specs), P]."""
