@@ -5,7 +5,7 @@ smooth maxima, one branch per pipelining option), few FLOPs, compiled once per s
 (case, reduce kind, placement, config) and then run in microseconds. Its compile time is most of
 a tune or a study. XLA:CPU's MLIR fusion emitters spend far longer generating such graphs than its
 elemental IR emitter, whose code is as fast here, and the numbers are the same (both lower the
-same HLO; ``tests/test_compile_options.py`` checks this on each model). Two option sets:
+same HLO; ``tests/test_compile_options.py`` checks this on each model). Three option sets:
 
 * ``COMPILE`` for graphs that are run many times (a benchmark's sweeps over a million configs, a
   fit's Adam loop): the elemental emitter, LLVM at its default level.

@@ -76,6 +76,11 @@ def medians(small_ops, newer: bool, how: str) -> dict[str, tuple[int, float]]:
     return out
 
 
+def off(meds: dict[str, tuple[int, float]]) -> dict[str, str]:
+    """The reports of ``medians`` whose median is off by more than ``TOLERANCE_US``, as text."""
+    return {name: f"{m:+.2f} us ({n} ops)" for name, (n, m) in meds.items() if abs(m) > TOLERANCE_US}
+
+
 def test_the_older_builds_isolated_small_ops_are_priced_within_0_2_us(small_ops):
     n, median = medians(small_ops, newer=False, how="isolated")[OLDER]
     assert n >= 100
@@ -87,8 +92,7 @@ def test_back_to_back_small_ops_of_either_build_are_priced_within_0_2_us(small_o
     them) and the older build's."""
     both = {**medians(small_ops, newer=True, how="back to back"), **medians(small_ops, newer=False, how="back to back")}
     assert OLDER in both and len(both) >= 4
-    off = {name: f"{m:+.2f} us ({n} ops)" for name, (n, m) in both.items() if abs(m) > TOLERANCE_US}
-    assert not off, off
+    assert not off(both), off(both)
 
 
 @pytest.mark.xfail(strict=True, reason="the newer builds run isolated small ops faster than the launch constants "
@@ -98,15 +102,14 @@ def test_back_to_back_small_ops_of_either_build_are_priced_within_0_2_us(small_o
 def test_the_newer_builds_isolated_small_ops_are_priced_within_0_2_us(small_ops):
     newer = medians(small_ops, newer=True, how="isolated")
     assert len(newer) >= 5
-    off = {name: f"{m:+.2f} us ({n} ops)" for name, (n, m) in newer.items() if abs(m) > TOLERANCE_US}
-    assert not off, off
+    assert not off(newer), off(newer)
 
 
 @pytest.mark.xfail(strict=True, reason="the same small multi-core op takes a median 0.43 us longer dispatched back to "
                                        "back than isolated (20 ops run both ways in 6 reports); the model prices a "
                                        "kernel without its dispatch")
 def test_dispatch_changes_an_ops_price_as_it_changes_its_time(small_ops):
-    """Ops a report runs both ways (one op spec, measured under ``SMALL_US`` isolated, more than one core):
+    """Ops a report runs both ways (one op spec, measured under ``SMALL_US`` both ways, more than one core):
     the median over them of (measured back to back - measured isolated) - (priced back to back - priced
     isolated)."""
     gaps = []
@@ -117,7 +120,7 @@ def test_dispatch_changes_an_ops_price_as_it_changes_its_time(small_ops):
                 by_spec.setdefault(spec, {}).setdefault(how, []).append((us, us - diff))
         for runs in by_spec.values():
             if len(runs) == 2:
-                (b2b, iso) = (runs["back to back"], runs["isolated"])
+                b2b, iso = runs["back to back"], runs["isolated"]
                 measured = statistics.median(u for u, _ in b2b) - statistics.median(u for u, _ in iso)
                 priced = statistics.median(p for _, p in b2b) - statistics.median(p for _, p in iso)
                 gaps.append(measured - priced)
