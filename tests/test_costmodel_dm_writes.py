@@ -106,29 +106,87 @@ def _logical(r, pre):
     return tuple(int(r[f"{pre}_{d}_PAD[LOGICAL]"].split("[")[1].rstrip("]")) for d in "WZYX")
 
 
-@needs_reports
-def test_transpose_hc_writer_time_follows_the_counted_writes():
-    """Per distinct HC shape (one tile per core or fewer in all three): the writer thread's time beyond
-    the reader's (BRISC - NCRISC, read straight from the CSVs) grows with the face-row writes a core
-    issues, and the assumed per-write cost puts it within a factor of two."""
-    cycles = blackhole_p150a().noc_write_issue_cycles
-    points = {}
-    for path, cores in ((CLIP, 64), (NORTH, 110)):
+# The HC transpose writer's padding loop changed in tenstorrent/tt-metal pull request #36896 (merged
+# 2026-01-31, "Reduce number of noc writes using in padding path of transpose tile hc again", after #36842):
+# before it, one NoC write per face row of each padding face (writer_unary_transpose_hc_interleaved_tiled_
+# padding_aware.cpp as stored at myply/tt-metal @ b20ac21c and wusatosi/tt-metal @ 3ce95f16: a sub_tile_line
+# loop inside face_w); after it, one write per face (tenstorrent/tt-metal @ 0d1a31f5, ``transpose_hc_writes``).
+# The CLIP report ran the older kernel: it was added to tt-perf-report's test data on 2025-12-26 (commit
+# 47849a4); the other reports' writers agree with the current one (below).
+OLDER_KERNEL_REPORTS = {CLIP.name}
+MIN_WRITES = 16  # below this the closing write barrier (~0.3 us) is most of the writer's tail
+
+
+def _older_kernel_pad_writes(c: int) -> int:
+    """NoC writes per padding tile of the pre-#36896 writer, its loops walked: for each face row from the
+    one holding channel C mod 32 on, one write per face across."""
+    face = TILE // 2
+    first = (c % TILE) // face
+    return sum(1 for face_c in range(first, TILE // face) for _ in range(TILE // face)
+               for _ in range((c % face) if face_c == first else 0, face))
+
+
+def _hc_writer_points():
+    """{(report, shape): (writes a core issues with its own kernel, with the other kernel, median writer tail
+    ns)} of every HC row with at most one input tile per core, the tail BRISC - NCRISC (the writer's time
+    past the reader's last push, read straight from the CSVs)."""
+    paths = [CLIP, *sorted(MORE.glob("bh_*.csv")), *sorted(NORTH.parent.glob("bh_*.csv"))]
+    tails = {}
+    for path in (p for p in paths if not p.name.endswith("_perf_report.csv")):
+        older = path.name in OLDER_KERNEL_REPORTS
         for r in _rows(path, "TransposeDeviceOperation"):
             if "HC" not in r["ATTRIBUTES"]:
                 continue
             shape = _logical(r, "INPUT_0")
+            cores = int(float(r["AVAILABLE WORKER CORE COUNT"]))
+            if math.prod(shape[:2]) * math.ceil(shape[2] / TILE) * math.ceil(shape[3] / TILE) > cores:
+                continue
             per_tile, pad, per_pad = transpose_hc_writes(shape)
-            n_tiles = math.prod(shape[:2]) * math.ceil(shape[2] / TILE) * math.ceil(shape[3] / TILE)
-            assert n_tiles <= cores
-            writes = per_tile + (per_pad if pad else 0.0) * math.ceil(pad / cores)
-            gap = (float(r["DEVICE BRISC KERNEL DURATION [ns]"]) - float(r["DEVICE NCRISC KERNEL DURATION [ns]"])) / 1e3
-            points.setdefault(writes, []).append(gap)
-    assert sorted(points) == [6.0, 26.0, 42.0]
-    gaps = [float(np.median(points[w])) for w in sorted(points)]
-    assert gaps == sorted(gaps)
-    for w, g in zip(sorted(points), gaps):
-        assert 0.5 < w * cycles / 1.35e3 / g < 2.0
+            share = math.ceil(pad / cores) if pad else 0
+            current, previous = per_tile + per_pad * share, per_tile + _older_kernel_pad_writes(shape[1]) * share
+            own, other = (previous, current) if older else (current, previous)
+            tail = float(r["DEVICE BRISC KERNEL DURATION [ns]"]) - float(r["DEVICE NCRISC KERNEL DURATION [ns]"])
+            tails.setdefault((path.name, shape, own, other), []).append(tail)
+    return {(name, shape): (own, other, float(np.median(t))) for (name, shape, own, other), t in tails.items()
+            if own >= MIN_WRITES}
+
+
+def test_older_kernel_pad_writes_walk():
+    """C = 19 (3 real rows in the last face): 13 face rows x 2 faces; C = 12: 4 + 16 rows x 2; C = 1: 15 + 16."""
+    assert [_older_kernel_pad_writes(c) for c in (19, 12, 1, 16, 33)] == [26, 40, 62, 32, 62]
+
+
+@needs_reports
+def test_transpose_hc_writer_time_per_write_agrees_across_builds_with_each_kernels_count():
+    """The HC writer's tail per face-row write, with each report's kernel's count: 32-49 ns in every report
+    and shape (CLIP, older kernel, 37-40 ns; six newer reports, 32-49 ns). Counted with the other kernel's
+    loop instead, CLIP's come out twice the newer ones (68-76 ns) and the newer ones half of CLIP's: the
+    count, not the build, is what differs. The assumed issue cost (``noc_write_issue_cycles``) is within a
+    factor of two of the median."""
+    pts = _hc_writer_points()
+    own = {k: tail / n for k, (n, _, tail) in pts.items()}
+    other = {k: tail / m for k, (_, m, tail) in pts.items()}
+    older = [k for k in pts if k[0] in OLDER_KERNEL_REPORTS]
+    newer = [k for k in pts if k[0] not in OLDER_KERNEL_REPORTS]
+    assert len(older) == 2 and len(newer) >= 7 and len({k[0] for k in newer}) >= 4
+    assert max(own.values()) / min(own.values()) < 1.6
+    newer_median = float(np.median([own[k] for k in newer]))
+    older_median = float(np.median([own[k] for k in older]))
+    assert all(other[k] > 1.8 * newer_median for k in older)
+    assert all(other[k] < 0.8 * older_median for k in newer)
+    median_cycles = float(np.median(list(own.values()))) * blackhole_p150a().clock_hz / 1e9
+    assert 0.5 < blackhole_p150a().noc_write_issue_cycles / median_cycles < 2.0
+
+
+@needs_reports
+@pytest.mark.xfail(strict=True, reason="the assumed issue cost (64 cycles) is ~1.35x the HC writers' measured "
+                   "time per write (~47 cycles); lowered alone it under-prices reshape's L1 copies and tilize's "
+                   "stick reads, which share it (see the module docstring of kinds/data_movement.py)")
+def test_the_assumed_write_issue_cost_is_the_measured_one():
+    """Within 15% of the median tail per write (each report's kernel's count)."""
+    pts = _hc_writer_points()
+    median_cycles = float(np.median([tail / n for n, _, tail in pts.values()])) * blackhole_p150a().clock_hz / 1e9
+    assert abs(blackhole_p150a().noc_write_issue_cycles / median_cycles - 1) < 0.15
 
 
 @needs_reports

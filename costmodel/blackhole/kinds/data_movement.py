@@ -38,7 +38,15 @@ report rows name in DATA MOVEMENT KERNEL SOURCE):
                 rows, then a write barrier per tile; when C is not a tile multiple it then fills the
                 output's padding rows: per padding tile one write per face from the first padding face
                 row (``transpose_hc_writes``); the padding tiles are taken as split over the cores as
-                the tiles are (the factory's split is not read here)
+                the tiles are (the factory's split is not read here). That is the writer since
+                tt-metal pull request #36896 (merged 2026-01-31); before it, one write per face row of
+                each padding face, 26-62 per padding tile instead of 2-4. The CLIP report ran the older
+                writer (tests/test_costmodel_dm_writes.py: with each kernel's count the writer threads
+                spend 32-49 ns a write in every report): its rows are priced with the newer count and
+                come out right only because the assumed issue cost (64 cycles) is ~1.35x the writers'
+                measured ~47 cycles a write. Not corrected here: the report does not say which kernel
+                ran, and the same cost prices reshape's L1 copies and tilize's stick reads, which
+                lowered with it come out low
   transpose_wh  transpose_wh compute kernel + reader_unary_transpose_wh_interleaved_start_id.cpp: one
                 tile read, one transpose pass, one tile written; tiles over the whole grid
   concat        one read per output tile from the input that holds it, waited for (reader_concat_interleaved_
