@@ -159,7 +159,7 @@ def test_older_kernel_pad_writes_walk():
 @needs_reports
 def test_transpose_hc_writer_time_per_write_agrees_across_builds_with_each_kernels_count():
     """The HC writer's tail per face-row write, with each report's kernel's count: 32-49 ns in every report
-    and shape (CLIP, older kernel, 37-40 ns; six newer reports, 32-49 ns). Counted with the other kernel's
+    and shape (CLIP, older kernel, 37-40 ns; four newer reports, eight shapes, 32-49 ns). Counted with the other kernel's
     loop instead, CLIP's come out twice the newer ones (68-76 ns) and the newer ones half of CLIP's: the
     count, not the build, is what differs. The assumed issue cost (``noc_write_issue_cycles``) is within a
     factor of two of the median."""
