@@ -143,7 +143,8 @@ class Blackhole:
         "id, take 23 cycles each ((6229 - 359) / 255, its Blackhole ONE_TO_ONE L1 entries): these kernels' "
         "writes, which generate an address per write, take at least that; the HC transpose writers of the real "
         "op reports spend ~47 cycles a face-row write (32-49 ns, tests/test_costmodel_dm_writes.py), so 64 is "
-        "~1.35x high there; bounds: 2 cycles (a header and a data flit injected) to 1000", default=64.0, bounds=(2.0, 1e3))
+        "~1.35x high there; bounds: 2 cycles (a header and a data flit injected) to 1000",
+        default=64.0, bounds=(2.0, 1e3))
     noc_l1_read_round_trip_cycles: float = spec(
         "cycles", "[BH-noc-est] one 64 B NoC read of another core's L1 and its barrier: 373 cycles (the Blackhole "
         "ONE_FROM_ONE L1 entry, 1 transaction; 405 at 2 KB); the Wormhole entries of the same table differ by ~90 "

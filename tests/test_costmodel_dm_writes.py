@@ -126,7 +126,8 @@ def _older_kernel_pad_writes(c: int) -> int:
                for _ in range((c % face) if face_c == first else 0, face))
 
 
-def _hc_writer_points():
+@pytest.fixture(scope="module")
+def hc_writer_points():
     """{(report, shape): (writes a core issues with its own kernel, with the other kernel, median writer tail
     ns)} of every HC row with at most one input tile per core, the tail BRISC - NCRISC (the writer's time
     past the reader's last push, read straight from the CSVs)."""
@@ -151,19 +152,24 @@ def _hc_writer_points():
             if own >= MIN_WRITES}
 
 
+def _median_cycles_per_write(points) -> float:
+    """The median writer tail per write over ``hc_writer_points`` (each report's kernel's count), cycles."""
+    return float(np.median([tail / n for n, _, tail in points.values()])) * blackhole_p150a().clock_hz / 1e9
+
+
 def test_older_kernel_pad_writes_walk():
     """C = 19 (3 real rows in the last face): 13 face rows x 2 faces; C = 12: 4 + 16 rows x 2; C = 1: 15 + 16."""
     assert [_older_kernel_pad_writes(c) for c in (19, 12, 1, 16, 33)] == [26, 40, 62, 32, 62]
 
 
 @needs_reports
-def test_transpose_hc_writer_time_per_write_agrees_across_builds_with_each_kernels_count():
+def test_transpose_hc_writer_time_per_write_agrees_across_builds_with_each_kernels_count(hc_writer_points):
     """The HC writer's tail per face-row write, with each report's kernel's count: 32-49 ns in every report
-    and shape (CLIP, older kernel, 37-40 ns; four newer reports, eight shapes, 32-49 ns). Counted with the other kernel's
-    loop instead, CLIP's come out twice the newer ones (68-76 ns) and the newer ones half of CLIP's: the
-    count, not the build, is what differs. The assumed issue cost (``noc_write_issue_cycles``) is within a
-    factor of two of the median."""
-    pts = _hc_writer_points()
+    and shape (CLIP, older kernel, 37-40 ns; four newer reports, eight shapes, 32-49 ns). Counted with the
+    other kernel's loop instead, CLIP's come out twice the newer ones (68-76 ns) and the newer ones half of
+    CLIP's: the count, not the build, is what differs. The assumed issue cost (``noc_write_issue_cycles``)
+    is within a factor of two of the median."""
+    pts = hc_writer_points
     own = {k: tail / n for k, (n, _, tail) in pts.items()}
     other = {k: tail / m for k, (_, m, tail) in pts.items()}
     older = [k for k in pts if k[0] in OLDER_KERNEL_REPORTS]
@@ -174,19 +180,16 @@ def test_transpose_hc_writer_time_per_write_agrees_across_builds_with_each_kerne
     older_median = float(np.median([own[k] for k in older]))
     assert all(other[k] > 1.8 * newer_median for k in older)
     assert all(other[k] < 0.8 * older_median for k in newer)
-    median_cycles = float(np.median(list(own.values()))) * blackhole_p150a().clock_hz / 1e9
-    assert 0.5 < blackhole_p150a().noc_write_issue_cycles / median_cycles < 2.0
+    assert 0.5 < blackhole_p150a().noc_write_issue_cycles / _median_cycles_per_write(pts) < 2.0
 
 
 @needs_reports
 @pytest.mark.xfail(strict=True, reason="the assumed issue cost (64 cycles) is ~1.35x the HC writers' measured "
                    "time per write (~47 cycles); lowered alone it under-prices reshape's L1 copies and tilize's "
                    "stick reads, which share it (see the module docstring of kinds/data_movement.py)")
-def test_the_assumed_write_issue_cost_is_the_measured_one():
+def test_the_assumed_write_issue_cost_is_the_measured_one(hc_writer_points):
     """Within 15% of the median tail per write (each report's kernel's count)."""
-    pts = _hc_writer_points()
-    median_cycles = float(np.median([tail / n for n, _, tail in pts.values()])) * blackhole_p150a().clock_hz / 1e9
-    assert abs(blackhole_p150a().noc_write_issue_cycles / median_cycles - 1) < 0.15
+    assert abs(blackhole_p150a().noc_write_issue_cycles / _median_cycles_per_write(hc_writer_points) - 1) < 0.15
 
 
 @needs_reports
