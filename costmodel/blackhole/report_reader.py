@@ -33,6 +33,7 @@ from costmodel.blackhole.opspecs import (
     ChipSpec,
     KernelSpec,
 )
+from costmodel.blackhole.report_build import older_kernel_warning
 from costmodel.blackhole.report_line import SIGNATURE, ReportLine, Skip, finite
 from costmodel.blackhole.report_schema import (
     DURATION,
@@ -369,6 +370,8 @@ def read_report(path: str | pathlib.Path, *, hw: Blackhole | None = None, device
         rows = [ReportRow(r.line, r.op_code, r.device_id, other)
                 if r.device_id != keep and r.status not in ("signpost", "host op") else r for r in rows]
         invalid_lines = [r.line for r in rows if r.status == "invalid device duration"]
+    # rows a kernel change prices differently, in a report of a build that may predate it
+    warnings += older_kernel_warning(header, [getattr(r.spec, "inner", r.spec) for r in rows if r.status == MODELLED])
     if invalid_lines:
         shown = ", ".join(map(str, invalid_lines[:8])) + (", ..." if len(invalid_lines) > 8 else "")
         warnings.append(f"{len(invalid_lines)} rows had invalid device durations (column {DURATION!r} missing, "

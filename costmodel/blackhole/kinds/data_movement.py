@@ -44,9 +44,10 @@ report rows name in DATA MOVEMENT KERNEL SOURCE):
                 writer (tests/test_costmodel_dm_writes.py: with each kernel's count the writer threads
                 spend 32-49 ns a write in every report): its rows are priced with the newer count and
                 come out right only because the assumed issue cost (64 cycles) is ~1.35x the writers'
-                measured ~47 cycles a write. Not corrected here: the report does not say which kernel
-                ran, and the same cost prices reshape's L1 copies and tilize's stick reads, which
-                lowered with it come out low
+                measured ~47 cycles a write. Not corrected here: a report's header dates its build only
+                roughly (``report_build``: one without a column builds since 2026-02-19 write may
+                predate the change, and reading it warns for these rows), and the same cost prices
+                reshape's L1 copies and tilize's stick reads, which lowered with it come out low
   transpose_wh  transpose_wh compute kernel + reader_unary_transpose_wh_interleaved_start_id.cpp: one
                 tile read, one transpose pass, one tile written; tiles over the whole grid
   concat        one read per output tile from the input that holds it, waited for (reader_concat_interleaved_
