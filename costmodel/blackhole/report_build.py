@@ -20,10 +20,9 @@ from costmodel.blackhole.kinds.data_movement import DataMovementSpec
 
 BUILD_COLUMN = "MULTICAST NOC UTIL (%)"
 BUILD_COLUMN_SINCE = "2026-02-19"
+# 'Add multicast write noc util to perf report CSV' (opened 2026-02-19); the tt-npe field it writes,
+# overall_avg_mcast_write_link_util, landed in tenstorrent/tt-npe f613dd0 on 2026-02-19
 BUILD_COLUMN_PR = "tenstorrent/tt-metal pull request #38155"
-BUILD_COLUMN_SOURCE = (f"{BUILD_COLUMN_PR}, 'Add multicast write noc util to perf report CSV' "
-                       "(opened 2026-02-19; the tt-npe field it writes, overall_avg_mcast_write_link_util, landed in "
-                       "tenstorrent/tt-npe f613dd0 on 2026-02-19)")
 
 
 @dataclasses.dataclass(frozen=True)
